@@ -1,0 +1,41 @@
+"""The engine's public data: decoding options in, one result per input text out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TranslationOptions:
+    """Decoding settings for one call of `translate_batch`.
+
+    beam_size 1 is greedy search. The output may hold at most max_len_a + max_len_b * (source
+    tokens) tokens, EOS included, capped by the model's position table. num_alternatives asks for
+    that many extra hypotheses (needs beam_size > num_alternatives)."""
+
+    beam_size: int = 1
+    length_penalty: float = 1.0
+    max_len_a: int = 10
+    max_len_b: float = 1.5
+    num_alternatives: int = 0
+    return_scores: bool = False
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be >= 1, got {self.beam_size}")
+        if self.num_alternatives < 0:
+            raise ValueError(f"num_alternatives must be >= 0, got {self.num_alternatives}")
+        if self.num_alternatives and self.num_alternatives >= self.beam_size:
+            raise ValueError("num_alternatives must be smaller than beam_size")
+
+
+@dataclass(frozen=True)
+class Result:
+    """One translated text: the best translation, its score (sum of log-probs divided by
+    length ** length_penalty) and alternatives, best first."""
+
+    text: str
+    score: float | None = None
+    alternatives: list[str] = field(default_factory=list)
+    alternative_scores: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)

@@ -1,0 +1,71 @@
+"""Checkpoints: one file with the weights, the full config and the tokenizer model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from model.config import ModelConfig
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer
+
+FORMAT_VERSION = 1
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: Transformer,
+    tokenizer: Tokenizer,
+    **extra: Any,
+) -> Path:
+    """Write atomically (temp file + rename) so an interrupted save never leaves a broken file.
+    extra holds training state (optimizer, step, recipe, ...)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "format_version": FORMAT_VERSION,
+        "config": model.config.to_dict(),
+        "model": model.state_dict(),
+        "tokenizer": tokenizer.model_proto,
+        **extra,
+    }
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    return torch.load(Path(path), map_location="cpu", weights_only=False)
+
+
+def load_model(path: str | Path) -> tuple[Transformer, Tokenizer, dict[str, Any]]:
+    """Rebuild the model and tokenizer from a checkpoint file alone (eval mode)."""
+    state = read_checkpoint(path)
+    model = Transformer(ModelConfig.from_dict(state["config"]))
+    model.load_state_dict(state["model"])
+    model.eval()
+    return model, Tokenizer(state["tokenizer"]), state
+
+
+def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
+    """Average the weights of several checkpoints of one run into a new checkpoint."""
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    states = [read_checkpoint(p) for p in paths]
+    base = states[0]
+    averaged = {}
+    for name, tensor in base["model"].items():
+        if tensor.is_floating_point():
+            averaged[name] = sum(s["model"][name].double() for s in states).div(len(states))
+            averaged[name] = averaged[name].to(tensor.dtype)
+        else:
+            averaged[name] = tensor
+    model = Transformer(ModelConfig.from_dict(base["config"]))
+    model.load_state_dict(averaged)
+    extra = {k: v for k, v in base.items() if k in ("step", "epoch", "recipe")}
+    extra["averaged_from"] = [str(p) for p in paths]
+    return save_checkpoint(out, model, Tokenizer(base["tokenizer"]), **extra)

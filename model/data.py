@@ -1,0 +1,165 @@
+"""Parallel corpus readers, a cleaning pass, and token-budget batching with length buckets."""
+
+from __future__ import annotations
+
+import random
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+Pair = tuple[str, str]
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+
+
+def read_tsv(path: str | Path) -> list[Pair]:
+    """Tab-separated pairs, source first; lines without exactly one tab are skipped."""
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 2:
+                pairs.append((parts[0], parts[1]))
+    return pairs
+
+
+def read_moses(src_path: str | Path, tgt_path: str | Path) -> list[Pair]:
+    """Line-aligned files (train.en + train.de); they must have the same number of lines."""
+    src = Path(src_path).read_text(encoding="utf-8").splitlines()
+    tgt = Path(tgt_path).read_text(encoding="utf-8").splitlines()
+    if len(src) != len(tgt):
+        raise ValueError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}")
+    return list(zip(src, tgt, strict=True))
+
+
+def read_tmx(path: str | Path, src_lang: str, tgt_lang: str) -> list[Pair]:
+    """Translation units of a TMX file holding both languages (matched on the language prefix)."""
+    pairs = []
+    for _, tu in ET.iterparse(path, events=("end",)):
+        if tu.tag != "tu":
+            continue
+        texts = {}
+        for tuv in tu.iter("tuv"):
+            lang = (tuv.get(XML_LANG) or tuv.get("lang") or "").lower().split("-")[0]
+            seg = tuv.find("seg")
+            if seg is not None:
+                texts[lang] = "".join(seg.itertext())
+        if src_lang in texts and tgt_lang in texts:
+            pairs.append((texts[src_lang], texts[tgt_lang]))
+        tu.clear()
+    return pairs
+
+
+def read_corpus(path: str | Path, src_lang: str = "en", tgt_lang: str = "de") -> list[Pair]:
+    """Read a .tsv or .tmx file, or a Moses prefix (reads prefix.src_lang and prefix.tgt_lang)."""
+    path = Path(path)
+    if path.suffix == ".tsv":
+        return read_tsv(path)
+    if path.suffix == ".tmx":
+        return read_tmx(path, src_lang, tgt_lang)
+    return read_moses(f"{path}.{src_lang}", f"{path}.{tgt_lang}")
+
+
+@dataclass
+class CleanReport:
+    kept: int = 0
+    dropped: Counter = field(default_factory=Counter)
+
+    def __str__(self) -> str:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(self.dropped.items())) or "none"
+        return f"kept {self.kept} pairs; dropped {sum(self.dropped.values())} ({reasons})"
+
+
+def clean_pairs(
+    pairs: list[Pair], max_chars: int = 1000, max_ratio: float = 3.0
+) -> tuple[list[Pair], CleanReport]:
+    """Drop empty pairs, overlong ones, extreme length ratios and exact duplicates."""
+    report = CleanReport()
+    seen: set[Pair] = set()
+    kept = []
+    for src, tgt in pairs:
+        src, tgt = " ".join(src.split()), " ".join(tgt.split())
+        if not src or not tgt:
+            reason = "empty"
+        elif max(len(src), len(tgt)) > max_chars:
+            reason = "too_long"
+        elif max(len(src), len(tgt)) / min(len(src), len(tgt)) > max_ratio and len(src) > 10:
+            reason = "length_ratio"
+        elif (src, tgt) in seen:
+            reason = "duplicate"
+        else:
+            seen.add((src, tgt))
+            kept.append((src, tgt))
+            continue
+        report.dropped[reason] += 1
+    report.kept = len(kept)
+    return kept, report
+
+
+@dataclass(frozen=True)
+class Example:
+    src: list[int]  # source ids followed by EOS
+    tgt: list[int]  # BOS, target ids, EOS
+
+
+def make_examples(
+    src_ids: list[list[int]], tgt_ids: list[list[int]], bos: int, eos: int, max_len: int
+) -> list[Example]:
+    """Wrap encoded pairs with BOS/EOS, dropping any longer than max_len tokens."""
+    examples = []
+    for s, t in zip(src_ids, tgt_ids, strict=True):
+        if 0 < len(s) < max_len and 0 < len(t) < max_len - 1:
+            examples.append(Example(s + [eos], [bos] + t + [eos]))
+    return examples
+
+
+def token_batches(
+    examples: list[Example], max_tokens: int, seed: int | None = None
+) -> list[list[Example]]:
+    """Group examples into batches whose padded size (rows x longest side) stays within
+    max_tokens. Examples are sorted by length (with a little noise when seeded, so that batches
+    differ between epochs) and the batch order is shuffled when seeded."""
+    rng = random.Random(seed)
+    noise = (lambda: rng.random()) if seed is not None else (lambda: 0.0)
+    order = sorted(examples, key=lambda e: (len(e.src) + noise(), len(e.tgt)))
+    batches: list[list[Example]] = []
+    current: list[Example] = []
+    longest = 0
+    for ex in order:
+        size = max(len(ex.src), len(ex.tgt))
+        if current and max(longest, size) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(ex)
+        longest = max(longest, size)
+    if current:
+        batches.append(current)
+    if seed is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def collate(batch: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> src (B, S), tgt_in (B, T), tgt_out (B, T), padded with pad_id."""
+
+    def pad(rows: list[list[int]]) -> torch.Tensor:
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+    src = pad([e.src for e in batch])
+    tgt = pad([e.tgt for e in batch])  # (B, T + 1)
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+def iterate_epochs(
+    examples: list[Example], max_tokens: int, seed: int, start_epoch: int = 0
+) -> Iterator[tuple[int, int, list[Example]]]:
+    """Endless (epoch, batch index, batch) stream; each epoch has its own deterministic order."""
+    epoch = start_epoch
+    while True:
+        for i, batch in enumerate(token_batches(examples, max_tokens, seed=seed + epoch)):
+            yield epoch, i, batch
+        epoch += 1

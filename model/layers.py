@@ -1,0 +1,165 @@
+"""The boxes of the Transformer figure, one small class each, in the paper's order.
+
+Masks are boolean and broadcastable to (B, H, Tq, Tk): True means "may attend". The key/value
+cache is explicit data passed in and returned; no module stores state between calls.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+KV = tuple[Tensor, Tensor]  # keys and values, each (B, H, T, Dh)
+
+
+class PositionalEncoding(nn.Module):
+    """Sinusoidal positions: sin on even dimensions, cos on odd ones. A buffer, never trained."""
+
+    def __init__(self, d_model: int, max_positions: int) -> None:
+        super().__init__()
+        position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
+        inv_freq = torch.exp(
+            torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+        )  # (D/2,)
+        table = torch.zeros(max_positions, d_model)  # (P, D)
+        table[:, 0::2] = torch.sin(position * inv_freq)
+        table[:, 1::2] = torch.cos(position * inv_freq)
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """positions (B, T) integer -> encodings (B, T, D)."""
+        return self.table[positions]
+
+
+class Embeddings(nn.Module):
+    """Token embeddings scaled by sqrt(d_model); the same matrix is the output projection."""
+
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int) -> None:
+        super().__init__()
+        self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
+        with torch.no_grad():
+            self.lut.weight[pad_id].zero_()
+        self.scale = math.sqrt(d_model)
+
+    @property
+    def weight(self) -> Tensor:
+        return self.lut.weight
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return self.lut(ids) * self.scale  # (B, T, D)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: nn.Dropout
+) -> Tensor:
+    """softmax(Q K^T / sqrt(Dh)) V with q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = dropout(torch.softmax(scores, dim=-1))
+    return weights @ v  # (B, H, Tq, Dh)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention. Keys and values are projected by `project_kv`, so callers can cache
+    them (self-attention) or compute them once per source (cross-attention)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.w_q = nn.Linear(d_model, d_model)
+        self.w_k = nn.Linear(d_model, d_model)
+        self.w_v = nn.Linear(d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+
+    def project_kv(self, x: Tensor) -> KV:
+        """x (B, T, D) -> keys and values, each (B, H, T, Dh)."""
+        return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
+
+    def forward(self, x: Tensor, kv: KV, mask: Tensor | None) -> Tensor:
+        """Queries from x (B, Tq, D) attend over kv; returns (B, Tq, D)."""
+        q = self.split_heads(self.w_q(x))  # (B, H, Tq, Dh)
+        out = scaled_dot_product_attention(q, kv[0], kv[1], mask, self.dropout)  # (B, H, Tq, Dh)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, Tq, D)
+        return self.w_o(out)
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(torch.relu(self.w_1(x))))
+
+
+class ResidualNorm(nn.Module):
+    """The post-norm residual around every sub-layer: LayerNorm(x + Dropout(sublayer(x)))."""
+
+    def __init__(self, d_model: int, dropout: float) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        return self.norm(x + self.dropout(sublayer_out))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, then the feed-forward network."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.attn_norm = ResidualNorm(d_model, dropout)
+        self.ff_norm = ResidualNorm(d_model, dropout)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.attn_norm(x, self.self_attn(x, self.self_attn.project_kv(x), src_mask))
+        return self.ff_norm(x, self.feed_forward(x))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder (cross) attention, then the feed-forward network."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.self_norm = ResidualNorm(d_model, dropout)
+        self.cross_norm = ResidualNorm(d_model, dropout)
+        self.ff_norm = ResidualNorm(d_model, dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        self_mask: Tensor,
+        cross_kv: KV,
+        src_mask: Tensor,
+        past: KV | None = None,
+    ) -> tuple[Tensor, KV]:
+        """x (B, T, D) are the new target positions; past holds keys/values of earlier ones.
+        Returns the layer output and the self-attention keys/values including the new positions."""
+        k, v = self.self_attn.project_kv(x)  # (B, H, T, Dh)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)  # (B, H, Tpast + T, Dh)
+            v = torch.cat([past[1], v], dim=2)
+        x = self.self_norm(x, self.self_attn(x, (k, v), self_mask))
+        x = self.cross_norm(x, self.cross_attn(x, cross_kv, src_mask))
+        return self.ff_norm(x, self.feed_forward(x)), (k, v)

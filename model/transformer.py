@@ -1,0 +1,100 @@
+"""The encoder-decoder Transformer: encode once, decode teacher-forced or step by step."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.config import ModelConfig
+from model.layers import KV, DecoderLayer, EncoderLayer, Embeddings, PositionalEncoding
+
+
+def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
+    """ids (B, S) -> (B, 1, 1, S), True at real tokens."""
+    return (ids != pad_id)[:, None, None, :]
+
+
+def look_ahead_mask(n_new: int, n_past: int, device: torch.device | None = None) -> Tensor:
+    """(1, 1, T, Tpast + T): new position i may attend to every past position and new ones <= i."""
+    rows = torch.arange(n_new, device=device)[:, None] + n_past  # (T, 1)
+    cols = torch.arange(n_past + n_new, device=device)[None, :]  # (1, Tpast + T)
+    return (cols <= rows)[None, None]
+
+
+class Transformer(nn.Module):
+    """Shared source/target embedding, N encoder and N decoder layers, tied output projection."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c = config
+        self.config = c
+        self.embeddings = Embeddings(c.vocab_size, c.d_model, c.pad_id)
+        self.positional = PositionalEncoding(c.d_model, c.max_positions)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout) for _ in range(c.n_encoder_layers)
+        )
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout) for _ in range(c.n_decoder_layers)
+        )
+        self._init_linear_weights()
+
+    def _init_linear_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+
+    def embed(self, ids: Tensor, positions: Tensor) -> Tensor:
+        """ids, positions (B, T) -> (B, T, D)."""
+        return self.dropout(self.embeddings(ids) + self.positional(positions))
+
+    def project(self, h: Tensor) -> Tensor:
+        """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix."""
+        return F.linear(h, self.embeddings.weight)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S) -> memory (B, S, D) and the source padding mask (B, 1, 1, S)."""
+        src_mask = padding_mask(src, self.config.pad_id)
+        positions = torch.arange(src.size(1), device=src.device).expand_as(src)  # (B, S)
+        x = self.embed(src, positions)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        return x, src_mask
+
+    def cross_kv(self, memory: Tensor) -> list[KV]:
+        """Per decoder layer, the cross-attention keys/values of the memory, each (B, H, S, Dh)."""
+        return [layer.cross_attn.project_kv(memory) for layer in self.decoder_layers]
+
+    def decode_step(
+        self,
+        tokens: Tensor,
+        positions: Tensor,
+        cross_kv: list[KV],
+        src_mask: Tensor,
+        past: list[KV] | None = None,
+    ) -> tuple[Tensor, list[KV]]:
+        """Incremental decoding. tokens, positions (B, T) are new target positions following the
+        cached ones in past (per layer, (B, H, Tpast, Dh)). Returns logits (B, T, V) and the cache
+        extended by the new positions."""
+        n_past = 0 if past is None else past[0][0].size(2)
+        self_mask = look_ahead_mask(tokens.size(1), n_past, tokens.device)
+        x = self.embed(tokens, positions)
+        new_past: list[KV] = []
+        for i, layer in enumerate(self.decoder_layers):
+            x, kv = layer(x, self_mask, cross_kv[i], src_mask, None if past is None else past[i])
+            new_past.append(kv)
+        return self.project(x), new_past
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V).
+        Target padding needs no mask of its own: pads come after real tokens, and the look-ahead
+        mask already keeps every real position from seeing them."""
+        memory, src_mask = self.encode(src)
+        positions = torch.arange(tgt_in.size(1), device=tgt_in.device).expand_as(tgt_in)
+        logits, _ = self.decode_step(tgt_in, positions, self.cross_kv(memory), src_mask)
+        return logits
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
