@@ -1,0 +1,100 @@
+"""Dependencies: how routes reach the app state, and the checks they share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from email.message import Message
+from typing import TypeVar
+
+from fastapi import Depends, Request
+
+from app.errors import ClientGone, Unavailable, UnsupportedMediaType
+from app.state import AppState
+
+T = TypeVar("T")
+
+
+def get_state(request: Request) -> AppState:
+    return request.app.state.nmt
+
+
+def ready_state(state: AppState = Depends(get_state)) -> AppState:
+    """The state of a service that can translate now; 503 otherwise."""
+    if state.draining:
+        raise Unavailable("the server is shutting down", retry_after=5)
+    if not state.ready or state.registry is None or state.batcher is None:
+        raise Unavailable("the models are still loading", retry_after=2)
+    return state
+
+
+def header_api_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+def client_id(request: Request, api_key: str | None) -> str:
+    if api_key:
+        return f"key:{api_key}"
+    return f"ip:{request.client.host if request.client else 'unknown'}"
+
+
+def rate_limit(state: AppState, request: Request, api_key: str | None) -> None:
+    if state.limiter is not None:
+        try:
+            state.limiter.hit(client_id(request, api_key))
+        except Exception:
+            state.metrics.rejected.labels("rate_limit").inc()
+            raise
+
+
+def authorized_state(request: Request, state: AppState = Depends(ready_state)) -> AppState:
+    """Ready, with a valid API key from the headers (when keys are set), within the rate limit."""
+    api_key = header_api_key(request)
+    state.check_api_key(api_key)
+    rate_limit(state, request, api_key)
+    return state
+
+
+def media_type(request: Request) -> str:
+    message = Message()
+    message["content-type"] = request.headers.get("content-type", "")
+    return message.get_content_type() if request.headers.get("content-type") else ""
+
+
+def require_json(request: Request) -> None:
+    kind = media_type(request)
+    if kind != "application/json" and not kind.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json, got {kind or 'none'!r}",
+            field="Content-Type",
+        )
+
+
+async def until_disconnected(request: Request) -> None:
+    """Returns once the client has gone away (the body has been read already)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Run `work`; cancel it (dropping its queued sentences) if the client disconnects."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(until_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise ClientGone("the client closed the connection")
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,142 @@
+"""LibreTranslate-compatible endpoints: POST /translate, GET /languages.
+
+Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
+{"error": "..."} with LibreTranslate's status codes (see app.errors.status_for).
+"""
+
+from __future__ import annotations
+
+import json
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from app.api.deps import media_type, rate_limit, ready_state, unless_disconnected
+from app.errors import BadRequest, UnsupportedMediaType
+from app.schemas import LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
+from app.service import as_list, build_options, check_limits, translate_texts
+from app.state import AppState
+
+router = APIRouter(tags=["LibreTranslate"])
+
+LANGUAGE_NAMES = {
+    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French", "hu": "Hungarian",
+    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish",
+    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "tr": "Turkish",
+    "uk": "Ukrainian", "zh": "Chinese",
+}
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+BODY_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            kind: {"schema": {"$ref": "#/components/schemas/LibreTranslateRequest"}}
+            for kind in ("application/json", *FORM_TYPES)
+        },
+    }
+}
+
+
+def _pairs_to_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            data[key] = as_list(data[key]) + [value]
+        else:
+            data[key] = value
+    return data
+
+
+def _multipart(content_type: str, body: bytes) -> list[tuple[str, str]]:
+    message = BytesParser(policy=HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
+    )
+    pairs = []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if name:
+            pairs.append((str(name), part.get_content()))
+    return pairs
+
+
+async def parse_body(request: Request) -> dict[str, Any]:
+    """The request's fields from JSON, form-urlencoded or multipart bodies (or the query)."""
+    kind = media_type(request)
+    body = await request.body()
+    if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise BadRequest("the request body is not valid JSON", field="body") from None
+        if not isinstance(data, dict):
+            raise BadRequest("the JSON body must be an object", field="body")
+        return data
+    pairs = list(request.query_params.multi_items())
+    if kind == "application/x-www-form-urlencoded":
+        pairs += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+    elif kind == "multipart/form-data":
+        try:
+            pairs += _multipart(request.headers["content-type"], body)
+        except Exception:
+            raise BadRequest("the multipart body could not be parsed", field="body") from None
+    elif body:
+        raise UnsupportedMediaType(
+            f"Content-Type must be application/json or a form, got {kind or 'none'!r}",
+            field="Content-Type",
+        )
+    return _pairs_to_dict(pairs)
+
+
+@router.post(
+    "/translate",
+    summary="Translate (LibreTranslate API)",
+    openapi_extra=BODY_DOC,
+    responses={200: {"content": {"application/json": {"example": {"translatedText": "Hallo"}}}}},
+)
+async def translate(request: Request, state: AppState = Depends(ready_state)) -> dict[str, Any]:
+    data = await parse_body(request)
+    api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
+    api_key = api_key or request.headers.get("x-api-key")
+    state.check_api_key(api_key)
+    rate_limit(state, request, api_key)
+    try:
+        body = LibreTranslateRequest.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from None
+    texts = as_list(body.q)
+    check_limits(texts, state.settings, "q")
+    model = state.registry.get(body.source, body.target)
+    options = build_options(TranslateOptionsIn(alternatives=body.alternatives), model,
+                            state.settings)
+    results, _ = await unless_disconnected(
+        request,
+        translate_texts(texts, body.format, model, options, state.batcher,
+                        state.settings.request_timeout),
+    )
+    single = isinstance(body.q, str)
+    out: dict[str, Any] = {
+        "translatedText": results[0].text if single else [r.text for r in results]
+    }
+    if body.alternatives:
+        alts = [r.alternatives for r in results]
+        out["alternatives"] = alts[0] if single else alts
+    if body.source == "auto":
+        detected = {"confidence": 100.0, "language": model.source}
+        out["detectedLanguage"] = detected if single else [detected] * len(results)
+    return out
+
+
+@router.get("/languages", response_model=list[LibreLanguage], summary="Supported languages")
+async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguage]:
+    registry = state.registry
+    codes = sorted(set(registry.sources) | {m.target for m in registry})
+    return [
+        LibreLanguage(code=c, name=LANGUAGE_NAMES.get(c, c), targets=registry.targets(c))
+        for c in codes
+    ]

@@ -1,0 +1,29 @@
+"""GET /v1/models."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from app.api.deps import ready_state
+from app.schemas import ModelInfo, ModelsResponse
+from app.state import AppState
+
+router = APIRouter(prefix="/v1", tags=["v1"])
+
+
+@router.get("/models", response_model=ModelsResponse, summary="Loaded models and their scores")
+async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
+    return ModelsResponse(
+        models=[
+            ModelInfo(
+                name=m.name,
+                source=m.source,
+                target=m.target,
+                variant=getattr(m.translator, "variant", None),
+                variants=sorted(m.manifest.get("variants") or []),
+                scores=m.manifest.get("scores") or {},
+                decoding=m.decoding,
+            )
+            for m in state.registry
+        ]
+    )

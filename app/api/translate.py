@@ -1,0 +1,76 @@
+"""POST /v1/translate."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+
+from app.api.deps import authorized_state, require_json, unless_disconnected
+from app.errors import ServiceError
+from app.schemas import TranslateRequest, TranslateResponse, Translation
+from app.service import as_list, build_options, check_limits, translate_texts
+from app.state import AppState
+
+router = APIRouter(prefix="/v1", tags=["v1"])
+
+ERRORS = {
+    code: {"description": text, "content": {"application/json": {"example": example}}}
+    for code, text, example in [
+        (400, "Unsupported language pair or malformed JSON",
+         {"error": "target 'xx' is not supported from 'en'; available: ['de']",
+          "code": "unsupported_language", "field": "target"}),
+        (401, "Missing or invalid API key", {"error": "invalid API key", "code": "unauthorized"}),
+        (413, "A limit on texts, characters or body size",
+         {"error": "text has 6000 characters; the limit is 5000", "code": "too_large",
+          "field": "text", "limit": 5000}),
+        (415, "Not JSON", {"error": "Content-Type must be application/json, got 'text/plain'",
+                           "code": "unsupported_media_type", "field": "Content-Type"}),
+        (422, "Invalid fields", {"error": "options.beam_size: Input should be greater than or "
+                                 "equal to 1 (got 0)", "code": "invalid_input",
+                                 "field": "options.beam_size"}),
+        (429, "Rate limited", {"error": "too many requests", "code": "rate_limited"}),
+        (503, "Queue full, loading or shutting down",
+         {"error": "the queue is full; retry later", "code": "overloaded"}),
+        (504, "Deadline exceeded", {"error": "the translation took longer than the request "
+                                    "timeout of 30 s", "code": "timeout"}),
+    ]
+}
+
+
+@router.post(
+    "/translate",
+    response_model=TranslateResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+    dependencies=[Depends(require_json)],
+    summary="Translate one or more texts",
+)
+async def translate(
+    body: TranslateRequest, request: Request, state: AppState = Depends(authorized_state)
+) -> TranslateResponse:
+    started = time.perf_counter()
+    texts = as_list(body.text)
+    check_limits(texts, state.settings, "text")
+    model = state.registry.get(body.source, body.target)
+    options = build_options(body.options, model, state.settings)
+    try:
+        results, sentences = await unless_disconnected(
+            request,
+            translate_texts(texts, body.format, model, options, state.batcher,
+                            state.settings.request_timeout),
+        )
+    except ServiceError as exc:
+        state.metrics.rejected.labels(exc.code).inc()
+        raise
+    return TranslateResponse(
+        translations=[
+            Translation(text=r.text, score=r.score, alternatives=r.alternatives or None)
+            for r in results
+        ],
+        model=model.name,
+        source=model.source,
+        target=model.target,
+        sentences=sentences,
+        elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+    )

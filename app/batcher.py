@@ -1,0 +1,341 @@
+"""The dynamic batcher: sentence-level work items from all requests -> shared engine batches.
+
+Requests submit their sentences with `await batcher.translate(model, sentences, options)`. One
+worker thread takes the oldest waiting item, waits at most `max_wait_ms` for company, and packs
+the items of the same model and options whose lengths are closest to it into one batch under the
+token budget (longest source x batch size) and the size cap. `translate_batch` runs in that
+thread, never on the event loop; results go back to each request's future.
+
+Overload never waits: a full queue raises `Overloaded` (503) at once. A request past its deadline
+raises `DeadlineExceeded` (504); a cancelled request (client gone, deadline) has its queued items
+dropped. An engine exception fails the requests of that batch only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.engine.types import Result, TranslationOptions
+from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+
+log = logging.getLogger("app.batcher")
+
+
+class Engine(Protocol):
+    name: str
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions
+    ) -> list[Result]: ...
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    max_batch_tokens: int = 4096
+    max_batch_size: int = 32
+    max_wait_ms: float = 5.0
+    queue_size: int = 1024
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """What the worker reports after each batch (for metrics)."""
+
+    model: str
+    size: int
+    tokens: int  # padded source tokens: longest x size
+    source_tokens: int
+    output_tokens: int
+    seconds: float
+    ok: bool
+
+
+@dataclass
+class _Request:
+    """One request's shared state: its future and the results of its items."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    results: list[Result | None]
+    remaining: int
+    cancelled: bool = False
+
+
+@dataclass
+class _Item:
+    seq: int
+    text: str
+    tokens: int
+    index: int
+    request: _Request
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+_GroupKey = tuple[int, TranslationOptions]  # (id of the engine, options)
+
+
+class Batcher:
+    def __init__(
+        self,
+        config: BatcherConfig,
+        on_batch: Callable[[BatchStats], None] | None = None,
+        on_queue: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._on_batch = on_batch or (lambda stats: None)
+        self._on_queue = on_queue or (lambda depth: None)
+        self._cond = threading.Condition()
+        self._groups: dict[_GroupKey, list[_Item]] = {}  # FIFO per engine and options
+        self._engines: dict[int, Engine] = {}
+        self._depth = 0
+        self._busy = False
+        self._closed = False
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+        self.batches = 0  # engine calls so far
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop taking work; fail what is still queued; join the worker."""
+        with self._cond:
+            self._closed = True
+            dropped = [item for items in self._groups.values() for item in items]
+            self._groups.clear()
+            self._depth = 0
+            self._cond.notify_all()
+        for request in {id(i.request): i.request for i in dropped}.values():
+            _fail(request, Unavailable("the server is shutting down"))
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def depth(self) -> int:
+        return self._depth
+
+    @property
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._depth and not self._busy
+
+    # ------------------------------------------------------------ the async side
+
+    async def translate(
+        self,
+        engine: Engine,
+        texts: list[str],
+        options: TranslationOptions,
+        timeout: float | None = None,
+    ) -> list[Result]:
+        """Translate `texts` in shared batches; raises Overloaded, DeadlineExceeded,
+        EngineFailure or Unavailable. Cancelling the awaiting task drops the queued items."""
+        if not texts:
+            return []
+        loop = asyncio.get_running_loop()
+        request = _Request(loop, loop.create_future(), [None] * len(texts), len(texts))
+        counts = [engine.count_tokens(text) for text in texts]
+        self._enqueue(engine, texts, counts, options, request)
+        try:
+            return await asyncio.wait_for(asyncio.shield(request.future), timeout)
+        except asyncio.TimeoutError:
+            self._cancel(request)
+            raise DeadlineExceeded(
+                f"the translation took longer than the request timeout of {timeout:g} s",
+                field="request_timeout",
+                limit=timeout,
+            ) from None
+        except asyncio.CancelledError:
+            self._cancel(request)
+            raise
+
+    def _enqueue(
+        self,
+        engine: Engine,
+        texts: list[str],
+        counts: list[int],
+        options: TranslationOptions,
+        request: _Request,
+    ) -> None:
+        with self._cond:
+            if self._closed:
+                raise Unavailable("the server is shutting down")
+            if self._depth and self._depth + len(texts) > self.config.queue_size:
+                raise Overloaded(
+                    f"the queue is full ({self._depth} sentences waiting, limit "
+                    f"{self.config.queue_size}); retry later",
+                    retry_after=1 + self._depth / max(1, self.config.max_batch_size) * 0.05,
+                )
+            self._engines[id(engine)] = engine
+            group = self._groups.setdefault((id(engine), options), [])
+            for index, (text, count) in enumerate(zip(texts, counts, strict=True)):
+                group.append(_Item(next(self._seq), text, count, index, request))
+            self._depth += len(texts)
+            self._cond.notify_all()
+        self._on_queue(self._depth)
+
+    def _cancel(self, request: _Request) -> None:
+        request.future.cancel()  # on the loop thread: nothing settles it afterwards
+        with self._cond:
+            request.cancelled = True
+            for key, items in list(self._groups.items()):
+                kept = [item for item in items if item.request is not request]
+                self._depth -= len(items) - len(kept)
+                if kept:
+                    self._groups[key] = kept
+                else:
+                    del self._groups[key]
+        self._on_queue(self._depth)
+
+    # ------------------------------------------------------------ the worker thread
+
+    def _run(self) -> None:
+        while True:
+            taken = self._next_batch()
+            if taken is None:
+                return
+            engine, options, items = taken
+            try:
+                self._execute(engine, options, items)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _next_batch(self) -> tuple[Engine, TranslationOptions, list[_Item]] | None:
+        wait_s = self.config.max_wait_ms / 1000
+        with self._cond:
+            while True:
+                if self._closed:
+                    return None
+                if not self._groups:
+                    self._cond.wait()
+                    continue
+                key = min(self._groups, key=lambda k: self._groups[k][0].seq)
+                group = self._groups[key]
+                oldest = group[0]
+                remaining = oldest.enqueued + wait_s - time.monotonic()
+                if remaining > 0 and not self._full(group):
+                    self._cond.wait(remaining)
+                    continue
+                items = self._pick(group)
+                picked = {id(item) for item in items}
+                kept = [item for item in group if id(item) not in picked]
+                if kept:
+                    self._groups[key] = kept
+                else:
+                    del self._groups[key]
+                self._depth -= len(items)
+                self._busy = True
+                depth = self._depth
+                break
+        self._on_queue(depth)
+        return self._engines[key[0]], key[1], items
+
+    def _full(self, group: list[_Item]) -> bool:
+        if len(group) >= self.config.max_batch_size:
+            return True
+        longest = max(item.tokens for item in group)
+        return longest * len(group) >= self.config.max_batch_tokens
+
+    def _pick(self, group: list[_Item]) -> list[_Item]:
+        """The oldest item plus the items closest to it in length, within the budget."""
+        by_length = sorted(group, key=lambda item: (item.tokens, item.seq))
+        keys = [(item.tokens, item.seq) for item in by_length]
+        start = bisect.bisect_left(keys, (group[0].tokens, group[0].seq))
+        lo, hi = start, start + 1
+        shortest = longest = by_length[start].tokens
+        cap, budget = self.config.max_batch_size, self.config.max_batch_tokens
+        while hi - lo < cap:
+            below = by_length[lo - 1] if lo > 0 else None
+            above = by_length[hi] if hi < len(by_length) else None
+            if below is None and above is None:
+                break
+            take_below = above is None or (
+                below is not None and shortest - below.tokens <= above.tokens - longest
+            )
+            candidate = below if take_below else above
+            new_longest = max(longest, candidate.tokens)
+            if new_longest * (hi - lo + 1) > budget:
+                break
+            if take_below:
+                lo -= 1
+                shortest = candidate.tokens
+            else:
+                hi += 1
+                longest = new_longest
+        return by_length[lo:hi]
+
+    def _execute(self, engine: Engine, options: TranslationOptions, items: list[_Item]) -> None:
+        live = [item for item in items if not item.request.cancelled]
+        if not live:
+            return
+        started = time.perf_counter()
+        try:
+            results = engine.translate_batch([item.text for item in live], options)
+            if len(results) != len(live):
+                raise RuntimeError(f"engine returned {len(results)} results for {len(live)}")
+            ok = True
+        except Exception:
+            log.exception("engine batch of %d sentences failed", len(live))
+            results, ok = [], False
+        seconds = time.perf_counter() - started
+        self.batches += 1
+        self._on_batch(
+            BatchStats(
+                model=getattr(engine, "name", "?"),
+                size=len(live),
+                tokens=max(item.tokens for item in live) * len(live),
+                source_tokens=sum(item.tokens for item in live),
+                output_tokens=sum(len(r.tokens) for r in results),
+                seconds=seconds,
+                ok=ok,
+            )
+        )
+        if not ok:
+            for request in {id(i.request): i.request for i in live}.values():
+                _fail(request, EngineFailure())
+            return
+        for item, result in zip(live, results, strict=True):
+            _deliver(item, result)
+
+
+def _deliver(item: _Item, result: Result) -> None:
+    request = item.request
+    request.results[item.index] = result
+    request.remaining -= 1  # only the worker thread touches `remaining`
+    if request.remaining == 0:
+        _resolve(request, request.results)
+
+
+def _fail(request: _Request, error: Exception) -> None:
+    request.remaining = -1  # never resolves with results afterwards
+    request.cancelled = True  # its other queued items are skipped
+    _resolve(request, error)
+
+
+def _resolve(request: _Request, outcome: Any) -> None:
+    def settle() -> None:
+        if request.future.done():
+            return
+        if isinstance(outcome, Exception):
+            request.future.set_exception(outcome)
+        else:
+            request.future.set_result(outcome)
+
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+        request.loop.call_soon_threadsafe(settle)

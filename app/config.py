@@ -1,0 +1,101 @@
+"""Settings: every option of the service, from NMT_* environment variables or `nmt serve` flags.
+
+List settings (API keys, CORS origins) are read from the environment as comma-separated values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def default_models_dir() -> Path:
+    """`./bundles` when the working directory has one, else the repository's `bundles/`."""
+    cwd = Path.cwd() / "bundles"
+    if cwd.is_dir():
+        return cwd
+    return Path(__file__).resolve().parent.parent / "bundles"
+
+
+class Settings(BaseSettings):
+    """The service's configuration. Defaults are safe: loopback bind, bounded inputs and queue."""
+
+    model_config = SettingsConfigDict(env_prefix="NMT_", extra="ignore", frozen=True)
+
+    # network
+    host: str = Field("127.0.0.1", description="Bind address; loopback by default.")
+    port: int = Field(8000, ge=0, le=65535, description="Port (0 picks a free one).")
+    # models and engine
+    models_dir: Path = Field(
+        default_factory=default_models_dir,
+        description="Directory of bundles (one sub-directory per language pair) or one bundle.",
+    )
+    provider: Literal["cpu", "cuda"] = Field("cpu", description="ONNX Runtime execution provider.")
+    threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = its default).")
+    variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
+    warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
+    # batching and queueing
+    max_batch_tokens: int = Field(
+        4096, ge=1, description="Token budget of one engine batch (longest source x batch size)."
+    )
+    max_batch_size: int = Field(32, ge=1, description="Sentences in one engine batch at most.")
+    max_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits to fill up.")
+    queue_size: int = Field(1024, ge=1, description="Queued sentences at most; beyond it 503.")
+    request_timeout: float = Field(30.0, gt=0, description="Seconds per request before a 504.")
+    # input limits
+    max_chars_per_text: int = Field(5000, ge=1, description="Characters in one text at most.")
+    max_texts_per_request: int = Field(64, ge=1, description="Texts in one request at most.")
+    max_total_chars: int = Field(20000, ge=1, description="Characters in one request at most.")
+    max_body_bytes: int = Field(1_000_000, ge=1, description="Request body size in bytes at most.")
+    max_beam_size: int = Field(8, ge=1, description="Largest beam size a client may ask for.")
+    max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
+    # access
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Accepted API keys (comma-separated); empty = open."
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Origins allowed by CORS (comma-separated)."
+    )
+    rate_limit: float = Field(
+        0.0, ge=0, description="Translate requests per minute per API key or client IP; 0 = off."
+    )
+    rate_limit_burst: int = Field(0, ge=0, description="Bucket size; 0 = one minute's worth.")
+    # operations
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    json_logs: bool = Field(False, description="One JSON object per log line.")
+    grace_period: float = Field(
+        20.0, ge=0, description="Seconds to finish in-flight work after SIGTERM."
+    )
+
+    @field_validator("api_keys", "cors_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> Settings:
+        if self.max_chars_per_text > self.max_total_chars:
+            raise ValueError("max_chars_per_text must not exceed max_total_chars")
+        if self.max_alternatives >= self.max_beam_size:
+            raise ValueError("max_alternatives must be smaller than max_beam_size")
+        return self
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in LOOPBACK_HOSTS or self.host.startswith("127.")
+
+    @property
+    def rate_limit_capacity(self) -> float:
+        return float(self.rate_limit_burst or max(1.0, self.rate_limit))

@@ -1,0 +1,123 @@
+"""create_app(settings): lifespan (load + warm bundles, start the batcher), routes, errors.
+
+Nothing heavy happens at import or in create_app: the models load in the lifespan, in a thread,
+so /health/live answers at once and /health/ready turns 200 when every bundle is warm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.staticfiles import StaticFiles
+
+from app.api import health, libretranslate, metrics, models, translate, web
+from app.batcher import Batcher, BatcherConfig
+from app.config import Settings
+from app.errors import install_handlers
+from app.metrics import Metrics, MetricsMiddleware
+from app.middleware import BodySizeLimit
+from app.registry import LoadedModel, Registry, load_models
+from app.state import AppState, RateLimiter
+
+log = logging.getLogger("app.main")
+
+Loader = Callable[[Settings], list[LoadedModel]]
+
+DESCRIPTION = """
+Self-hosted machine translation: a Transformer served by ONNX Runtime with dynamic batching.
+
+* **v1**: `POST /v1/translate` (texts, options, scores, alternatives), `GET /v1/models`.
+* **LibreTranslate**: `POST /translate`, `GET /languages`, for existing clients.
+* **Operations**: `/health/live`, `/health/ready`, `/metrics`.
+
+Errors are JSON: `{"error": "...", "code": "...", "field": "...", "limit": ...}`.
+When API keys are configured, send one as `Authorization: Bearer <key>` or `X-API-Key`
+(LibreTranslate: the `api_key` field).
+"""
+
+
+async def _load(app_state: AppState, loader: Loader) -> None:
+    settings = app_state.settings
+    started = time.perf_counter()
+    try:
+        loaded = await asyncio.to_thread(loader, settings)
+    except Exception as exc:  # a bad bundle: live but never ready, and the server stops
+        log.error("loading the models from %s failed: %s", settings.models_dir, exc)
+        app_state.load_error = str(exc)
+        if app_state.on_fatal is not None:
+            app_state.on_fatal()
+        return
+    app_state.registry = Registry(loaded)
+    batcher = Batcher(
+        BatcherConfig(
+            max_batch_tokens=settings.max_batch_tokens,
+            max_batch_size=settings.max_batch_size,
+            max_wait_ms=settings.max_wait_ms,
+            queue_size=settings.queue_size,
+        ),
+        on_batch=app_state.metrics.observe_batch,
+        on_queue=app_state.metrics.queue_depth.set,
+    )
+    batcher.start()
+    app_state.batcher = batcher
+    app_state.ready = not app_state.draining
+    app_state.metrics.ready.set(1 if app_state.ready else 0)
+    log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
+             time.perf_counter() - started)
+
+
+async def _drain(app_state: AppState) -> None:
+    """Let queued work finish within the grace period, then stop the batcher."""
+    app_state.begin_drain()
+    if app_state.loader_task is not None and not app_state.loader_task.done():
+        app_state.loader_task.cancel()
+    batcher = app_state.batcher
+    if batcher is None:
+        return
+    deadline = time.monotonic() + app_state.settings.grace_period
+    while not batcher.idle and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.to_thread(batcher.close)
+
+
+def create_app(settings: Settings | None = None, loader: Loader | None = None) -> FastAPI:
+    """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes)."""
+    settings = settings or Settings()
+    app_state = AppState(settings=settings, metrics=Metrics())
+    if settings.rate_limit:
+        app_state.limiter = RateLimiter(settings.rate_limit, settings.rate_limit_capacity)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app_state.loader_task = asyncio.create_task(_load(app_state, loader or load_models))
+        yield
+        await _drain(app_state)
+
+    app = FastAPI(
+        title="nmt-service",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.nmt = app_state
+    install_handlers(app)
+    for module in (translate, models, libretranslate, health, metrics, web):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
+    # the last added is the outermost: metrics see every answer, the 413 included
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=app_state.metrics)
+    return app

@@ -1,0 +1,67 @@
+"""Pure ASGI middleware: the request body size cap, enforced before the body is read."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.errors import BodyTooLarge, error_response
+
+
+class BodySizeLimit:
+    """413 when Content-Length is over the limit (without reading the body), or as soon as a
+    chunked body grows past it while streaming in."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> BodyTooLarge:
+        return BodyTooLarge(
+            f"the request body is larger than the limit of {self.max_bytes} bytes",
+            field="body", limit=self.max_bytes, headers={"Connection": "close"},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = 0
+            if declared > self.max_bytes:
+                await error_response(self._too_large(), scope["path"])(scope, receive, send)
+                return
+        received = 0
+        exceeded = False
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    exceeded = True  # the app sees a disconnect; we answer 413 below
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if exceeded and not started:
+                return  # the app's answer to the "disconnect" is replaced by the 413
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if not exceeded:
+                raise
+        if exceeded and not started:
+            await error_response(self._too_large(), scope["path"])(scope, receive, send)

@@ -1,0 +1,137 @@
+"""The loaded models: one translator per language pair found in the models directory."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+from app.engine.bundle import MANIFEST, BundleError, find_bundles, read_manifest
+from app.engine.types import TranslationOptions
+from app.errors import UnsupportedLanguage
+
+log = logging.getLogger("app.registry")
+
+WARMUP_TEXT = "Hello world."
+
+
+@dataclass
+class LoadedModel:
+    """A translator with what the API shows about it."""
+
+    translator: Any  # app.engine.translator.Translator (or a test double)
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.translator.name
+
+    @property
+    def source(self) -> str:
+        return self.translator.source_lang
+
+    @property
+    def target(self) -> str:
+        return self.translator.target_lang
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        return dict(self.manifest.get("decoding") or {})
+
+    @property
+    def max_positions(self) -> int | None:
+        return (self.manifest.get("architecture") or {}).get("max_positions")
+
+    def default_options(self) -> dict[str, Any]:
+        """The manifest's decoding defaults, as TranslationOptions keywords."""
+        known = TranslationOptions.__dataclass_fields__
+        return {k: v for k, v in self.decoding.items() if k in known}
+
+
+class Registry:
+    """Models by language pair."""
+
+    def __init__(self, models: list[LoadedModel]) -> None:
+        self.models: dict[tuple[str, str], LoadedModel] = {}
+        for model in models:
+            pair = (model.source, model.target)
+            if pair in self.models:
+                log.warning("%s: a second bundle for %s-%s; keeping %s", model.path, *pair,
+                            self.models[pair].path)
+                continue
+            self.models[pair] = model
+
+    def __iter__(self):
+        return iter(self.models.values())
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({source for source, _ in self.models})
+
+    def targets(self, source: str) -> list[str]:
+        return sorted(t for s, t in self.models if s == source)
+
+    def resolve_source(self, source: str, field_name: str = "source") -> str:
+        """'auto' maps to the only source language; anything else must be served."""
+        if source == "auto":
+            if len(self.sources) == 1:
+                return self.sources[0]
+            raise UnsupportedLanguage(
+                f"{field_name} 'auto' needs exactly one source language, but this server has "
+                f"{self.sources}; name the source language",
+                field=field_name,
+            )
+        if source not in self.sources:
+            raise UnsupportedLanguage(
+                f"{field_name} {source!r} is not supported; available: {self.sources}",
+                field=field_name,
+            )
+        return source
+
+    def get(self, source: str, target: str, fields: tuple[str, str] = ("source", "target")):
+        source = self.resolve_source(source, fields[0])
+        model = self.models.get((source, target))
+        if model is None:
+            raise UnsupportedLanguage(
+                f"{fields[1]} {target!r} is not supported from {source!r}; available: "
+                f"{self.targets(source)}",
+                field=fields[1],
+            )
+        return model
+
+
+def bundle_dirs(models_dir: Path) -> list[Path]:
+    """The bundles under models_dir, or models_dir itself when it is one bundle."""
+    if (models_dir / MANIFEST).is_file():
+        return [models_dir]
+    return find_bundles(models_dir)
+
+
+def load_models(settings: Settings) -> list[LoadedModel]:
+    """Load (and by default warm up) every bundle; raises BundleError naming the file."""
+    from app.engine.translator import Translator  # onnxruntime: loaded only when serving
+
+    dirs = bundle_dirs(Path(settings.models_dir))
+    if not dirs:
+        raise BundleError(f"{settings.models_dir}: no bundle found (no */{MANIFEST})")
+    models = []
+    for path in dirs:
+        started = time.perf_counter()
+        translator = Translator.from_dir(
+            path, variant=settings.variant, provider=settings.provider,
+            intra_threads=settings.threads,
+        )
+        model = LoadedModel(translator, path, read_manifest(path))
+        if settings.warmup:
+            translator.translate_batch([WARMUP_TEXT], TranslationOptions(**model.default_options()))
+        log.info("loaded %s (%s-%s, %s) from %s in %.2fs", model.name, model.source, model.target,
+                 getattr(translator, "variant", "?"), path, time.perf_counter() - started)
+        models.append(model)
+    return models

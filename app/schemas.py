@@ -1,0 +1,127 @@
+"""Request and response models of both APIs (v1 and LibreTranslate), with examples for /docs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# ---------------------------------------------------------------- v1
+
+
+class TranslateOptionsIn(BaseModel):
+    """Decoding options; unset ones take the model's defaults. Limits apply per sentence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    beam_size: int | None = Field(None, ge=1, description="1 = greedy search.", examples=[4])
+    length_penalty: float | None = Field(
+        None, ge=0, le=5, description="Beam scores are divided by length ** length_penalty."
+    )
+    max_length: int | None = Field(
+        None, ge=1, le=1024, description="Output tokens per sentence at most (EOS included)."
+    )
+    max_length_ratio: float | None = Field(
+        None, gt=0, le=10, description="Output tokens at most: 10 + ratio x source tokens."
+    )
+    alternatives: int = Field(0, ge=0, description="Extra translations to return, best first.")
+    return_scores: bool = Field(False, description="Return length-normalized log-probabilities.")
+
+
+class TranslateRequest(BaseModel):
+    """One or more texts to translate from `source` to `target`."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"text": "Hello world. How are you?", "source": "en", "target": "de"},
+                {
+                    "text": ["Open the file.", "Save your changes?"],
+                    "source": "en",
+                    "target": "de",
+                    "options": {"beam_size": 4, "alternatives": 2, "return_scores": True},
+                },
+            ]
+        },
+    )
+
+    text: str | list[str] = Field(description="A text or a list of texts.")
+    source: str = Field(description="Source language code, or `auto`.", examples=["en"])
+    target: str = Field(description="Target language code.", examples=["de"])
+    format: Literal["text", "html"] = Field("text", description="`html` keeps the markup.")
+    options: TranslateOptionsIn = Field(default_factory=TranslateOptionsIn)
+
+
+class Translation(BaseModel):
+    text: str
+    score: float | None = Field(None, description="Mean sentence score, when asked for.")
+    alternatives: list[str] | None = None
+
+
+class TranslateResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "translations": [{"text": "Hallo Welt. Wie geht es dir?"}],
+                    "model": "en-de",
+                    "source": "en",
+                    "target": "de",
+                    "sentences": 2,
+                    "elapsed_ms": 41.7,
+                }
+            ]
+        }
+    )
+
+    translations: list[Translation] = Field(description="One per input text, in order.")
+    model: str = Field(description="Name of the model that translated.")
+    source: str
+    target: str
+    sentences: int = Field(description="Sentences sent to the engine.")
+    elapsed_ms: float = Field(description="Server-side time for this request.")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    source: str
+    target: str
+    variant: str | None = Field(None, description="The loaded precision variant.")
+    variants: list[str] = Field(default_factory=list, description="Variants in the bundle.")
+    scores: dict = Field(default_factory=dict, description="Evaluation scores from the manifest.")
+    decoding: dict = Field(default_factory=dict, description="Decoding defaults.")
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+
+
+class Health(BaseModel):
+    status: str
+    models: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- LibreTranslate
+
+
+class LibreTranslateRequest(BaseModel):
+    """LibreTranslate's `/translate` body (JSON or form)."""
+
+    model_config = ConfigDict(
+        extra="ignore",  # LibreTranslate ignores unknown fields
+        json_schema_extra={"examples": [{"q": "Hello world!", "source": "en", "target": "de"}]},
+    )
+
+    q: str | list[str]
+    source: str = "auto"
+    target: str
+    format: Literal["text", "html"] = "text"
+    alternatives: int = Field(0, ge=0)
+    api_key: str | None = None
+
+
+class LibreLanguage(BaseModel):
+    code: str
+    name: str
+    targets: list[str]

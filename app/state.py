@@ -1,0 +1,79 @@
+"""The app's runtime state: what the lifespan loads and the routes reach through dependencies."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from app.batcher import Batcher
+from app.config import Settings
+from app.errors import RateLimited, Unauthorized
+from app.metrics import Metrics
+from app.registry import Registry
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    metrics: Metrics
+    registry: Registry | None = None
+    batcher: Batcher | None = None
+    ready: bool = False
+    draining: bool = False
+    load_error: str | None = None
+    on_fatal: Callable[[], None] | None = None  # set by the server: stop when loading fails
+    limiter: RateLimiter | None = None
+    loader_task: asyncio.Task | None = field(default=None, repr=False)
+
+    def begin_drain(self) -> None:
+        """Readiness goes 503 and new translations are refused; queued work still finishes."""
+        self.draining = True
+        self.metrics.ready.set(0)
+
+    def check_api_key(self, key: str | None) -> None:
+        """Constant-time comparison against every configured key; no-op without keys."""
+        keys = self.settings.api_keys
+        if not keys:
+            return
+        if not key:
+            raise Unauthorized("an API key is required (Authorization: Bearer <key>, "
+                               "X-API-Key header, or api_key)", key_given=False)
+        given = key.encode()
+        matched = False
+        for candidate in keys:
+            matched |= hmac.compare_digest(given, candidate.encode())
+        if not matched:
+            raise Unauthorized("invalid API key", key_given=True)
+
+
+class RateLimiter:
+    """A token bucket per API key or client address, refilled at `per_minute`; bounded memory."""
+
+    def __init__(self, per_minute: float, capacity: float, max_clients: int = 10_000) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = capacity
+        self.max_clients = max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def hit(self, client: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.pop(client, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.rate)
+            if tokens < 1:
+                self._buckets[client] = (tokens, now)
+                wait = (1 - tokens) / self.rate
+                raise RateLimited(
+                    f"too many requests: the limit is {self.rate * 60:g} per minute",
+                    field="rate_limit", limit=self.rate * 60,
+                    headers={"Retry-After": str(max(1, round(wait)))},
+                )
+            self._buckets[client] = (tokens - 1, now)
+            while len(self._buckets) > self.max_clients:
+                self._buckets.popitem(last=False)

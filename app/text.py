@@ -1,0 +1,192 @@
+"""Text segmentation: split inputs into sentences keeping every other character as it was.
+
+A text becomes `Segments`: a list of parts whose concatenation is exactly the input, some of
+them marked for translation (sentences), the rest verbatim (whitespace, line breaks, markup,
+pieces without letters). `rejoin` puts translations in place of the marked parts, so paragraphs,
+indentation and line breaks survive translation exactly.
+
+HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
+sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
+byte for byte.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
+
+_LINE_BREAKS = re.compile(r"\s*\n\s*")  # a line break with the whitespace around it
+# a sentence ends at . ! ? … (possibly repeated, followed by closing quotes/brackets) + space
+_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’»)\]]*(\s+)(?=\S)")
+_CLAUSE_BREAK = re.compile(r"[,;:]\s+")
+_SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+
+
+@dataclass
+class Segments:
+    """Parts of one text; `targets` are the indices of the parts to translate."""
+
+    parts: list[str] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    html: bool = False
+
+    @property
+    def sentences(self) -> list[str]:
+        """What goes to the engine (entities decoded for HTML)."""
+        if self.html:
+            return [html.unescape(self.parts[i]) for i in self.targets]
+        return [self.parts[i] for i in self.targets]
+
+    def rejoin(self, translations: list[str]) -> str:
+        if len(translations) != len(self.targets):
+            raise ValueError(f"expected {len(self.targets)} translations, got {len(translations)}")
+        parts = list(self.parts)
+        for index, text in zip(self.targets, translations, strict=True):
+            text = text.strip()
+            parts[index] = html.escape(text, quote=False) if self.html else text
+        return "".join(parts)
+
+    def _add(self, text: str, translate: bool) -> None:
+        if not text:
+            return
+        plain = html.unescape(text) if self.html else text
+        if translate and any(ch.isalpha() for ch in plain):
+            self.targets.append(len(self.parts))
+            self.parts.append(text)
+        elif self.parts and (len(self.parts) - 1) not in self.targets[-1:]:
+            self.parts[-1] += text  # merge neighbouring verbatim parts
+        else:
+            self.parts.append(text)
+
+    def add_text(self, text: str) -> None:
+        """Append plain text, split into lines and sentences."""
+        pos = 0
+        for brk in _LINE_BREAKS.finditer(text):
+            self._add_line(text[pos : brk.start()])
+            self._add(brk.group(), translate=False)
+            pos = brk.end()
+        self._add_line(text[pos:])
+
+    def _add_line(self, line: str) -> None:
+        stripped = line.strip()
+        if not stripped:
+            self._add(line, translate=False)
+            return
+        lead = line[: len(line) - len(line.lstrip())]
+        trail = line[len(line.rstrip()) :]
+        self._add(lead, translate=False)
+        pos = 0
+        for end in _SENTENCE_END.finditer(stripped):
+            self._add_sentence(stripped[pos : end.start(1)])
+            self._add(end.group(1), translate=False)
+            pos = end.end()
+        self._add_sentence(stripped[pos:])
+        self._add(trail, translate=False)
+
+    def _add_sentence(self, sentence: str) -> None:
+        for piece, gap in _cut_long(sentence, MAX_SENTENCE_CHARS):
+            self._add(piece, translate=True)
+            self._add(gap, translate=False)
+
+
+def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
+    """(piece, following whitespace) pairs, each piece at most `limit` characters where a clause
+    or word boundary allows it."""
+    out = []
+    while len(sentence) > limit:
+        window = sentence[: limit + 1]
+        cut = None
+        for match in _CLAUSE_BREAK.finditer(window):
+            cut = (match.start() + 1, match.end())  # keep the comma with the piece
+        if cut is None or cut[0] < limit // 3:
+            spaces = [m.span() for m in re.finditer(r"\s+", window)]
+            if spaces and spaces[-1][0] > 0:
+                cut = spaces[-1]
+        if cut is None:
+            cut = (limit, limit)  # no boundary at all: hard cut
+        out.append((sentence[: cut[0]], sentence[cut[0] : cut[1]]))
+        sentence = sentence[cut[1] :]
+    out.append((sentence, ""))
+    return out
+
+
+def segment_text(text: str) -> Segments:
+    segments = Segments()
+    segments.add_text(text)
+    return segments
+
+
+class _HtmlSplitter(HTMLParser):
+    """Records where each parser event starts, so the source can be sliced back exactly."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.source = source
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
+        self.events: list[tuple[int, bool]] = []  # (start offset, is translatable text)
+        self.skip: list[str] = []  # open elements whose text is kept verbatim
+
+    def _mark(self, translatable: bool) -> None:
+        line, col = self.getpos()
+        self.events.append((self.line_starts[line - 1] + col, translatable))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._mark(False)
+        no_translate = dict(attrs).get("translate") == "no" or "notranslate" in (
+            dict(attrs).get("class") or ""
+        ).split()
+        if tag in _SKIP_TAGS or no_translate or (self.skip and tag == self.skip[-1]):
+            self.skip.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._mark(False)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._mark(False)
+        if self.skip and tag == self.skip[-1]:
+            self.skip.pop()
+
+    def handle_data(self, data: str) -> None:
+        self._mark(not self.skip)
+
+    def handle_comment(self, data: str) -> None:
+        self._mark(False)
+
+    def handle_decl(self, decl: str) -> None:
+        self._mark(False)
+
+    def handle_pi(self, data: str) -> None:
+        self._mark(False)
+
+    def unknown_decl(self, data: str) -> None:
+        self._mark(False)
+
+
+def segment_html(source: str) -> Segments:
+    """Segments of an HTML fragment or document: text nodes split into sentences."""
+    splitter = _HtmlSplitter(source)
+    splitter.feed(source)
+    splitter.close()
+    segments = Segments(html=True)
+    events = splitter.events
+    if not events or events[0][0] > 0:
+        events.insert(0, (0, False))
+    # neighbouring text events (the parser may split text at a stray '<') form one text node
+    bounds = [off for i, (off, kind) in enumerate(events) if i == 0 or kind != events[i - 1][1]]
+    kinds = [kind for i, (_, kind) in enumerate(events) if i == 0 or kind != events[i - 1][1]]
+    bounds.append(len(source))
+    for start, end, translatable in zip(bounds, bounds[1:], kinds, strict=False):
+        chunk = source[start:end]
+        if translatable:
+            segments.add_text(chunk)
+        else:
+            segments._add(chunk, translate=False)
+    return segments
+
+
+def segment(text: str, fmt: str = "text") -> Segments:
+    return segment_html(text) if fmt == "html" else segment_text(text)

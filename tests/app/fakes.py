@@ -1,0 +1,120 @@
+"""Test doubles and a real uvicorn server on a free loopback port, for the service tests."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from app.engine.types import Result, TranslationOptions
+from app.registry import LoadedModel
+
+
+class FakeTranslator:
+    """The engine's interface: reverses the words of each text and records every batch."""
+
+    def __init__(self, name: str = "en-de", source: str = "en", target: str = "de",
+                 delay: float = 0.0) -> None:
+        self.name, self.source_lang, self.target_lang = name, source, target
+        self.variant = "fp32"
+        self.delay = delay
+        self.fail_next = 0  # raise on this many coming batches
+        self.batches: list[tuple[list[str], TranslationOptions]] = []
+        self.release = threading.Event()
+        self.release.set()  # clear to hold batches until set again
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split()) + 1
+
+    def translate_batch(self, texts: list[str], options: TranslationOptions) -> list[Result]:
+        self.release.wait(10)
+        self.batches.append((list(texts), options))
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail_next:
+            self.fail_next -= 1
+            raise RuntimeError("secret internal detail /opt/model.onnx")
+        return [self._one(text, options) for text in texts]
+
+    def _one(self, text: str, options: TranslationOptions) -> Result:
+        best = " ".join(reversed(text.split()))
+        alternatives = [f"{best} ({k + 1})" for k in range(options.num_alternatives)]
+        return Result(
+            text=best,
+            score=-0.5 if options.return_scores else None,
+            alternatives=alternatives,
+            alternative_scores=[-1.0] * len(alternatives),
+            tokens=list(range(len(text.split()) + 1)),
+        )
+
+
+def fake_model(translator: FakeTranslator | None = None) -> LoadedModel:
+    translator = translator or FakeTranslator()
+    manifest = {
+        "name": translator.name,
+        "variants": {"fp32": {}, "int8": {}},
+        "decoding": {"beam_size": 1, "length_penalty": 1.0, "max_len_a": 10, "max_len_b": 1.5},
+        "scores": {"bleu": 12.3, "test_set": "toy"},
+    }
+    return LoadedModel(translator, Path("/nonexistent"), manifest)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerThread:
+    """A real uvicorn server for an app, on 127.0.0.1 and a free port, in a thread."""
+
+    def __init__(self, app, grace: float = 5.0) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
+                                timeout_graceful_shutdown=grace, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self, timeout: float = 20.0) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(15)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        wait_ready(self.url, timeout)
+
+
+def wait_ready(url: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health/ready", timeout=2).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not become ready in {timeout}s")
+
+
+@contextlib.contextmanager
+def running(app, ready: bool = True) -> Iterator[ServerThread]:
+    server = ServerThread(app).start()
+    try:
+        if ready:
+            server.wait_ready()
+        yield server
+    finally:
+        server.stop()
