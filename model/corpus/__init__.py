@@ -1,0 +1,1 @@
+"""English-German parallel corpus builder (Debian packages: LibreOffice help + gettext)."""

@@ -1,0 +1,231 @@
+"""Build the English-German corpus: fetch, extract, clean, deduplicate, split, write."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import debian, gettext, libreoffice, normalize, sources, split
+from .debian import log
+
+SPLITS = ("train", "dev", "test")
+HELP_SOURCE = "libreoffice-help"
+
+
+@dataclass
+class SourceStats:
+    """Counters for one source (a gettext package or the LibreOffice help)."""
+
+    raw: int = 0
+    kept: int = 0
+    new_unique: int = 0
+    files: int = 0
+    rejected: Counter = field(default_factory=Counter)
+
+
+def german_catalogs(unpacked: Path) -> list[Path]:
+    """German .mo files of an unpacked package (``.../de/LC_MESSAGES/*.mo``)."""
+    return sorted(
+        path for path in unpacked.rglob("*.mo")
+        if path.parent.name == "LC_MESSAGES" and path.parent.parent.name in sources.GERMAN_LOCALES
+        and path.is_file()
+    )
+
+
+def strip_qualifier(src: str, tgt: str) -> tuple[str, str]:
+    """Drop glib ``Q_("Context|String")`` style prefixes left in a msgid."""
+    head, bar, rest = src.partition("|")
+    if bar and "|" not in tgt and head and " " not in head and rest:
+        return rest, tgt
+    return src, tgt
+
+
+def split_lines(src: str, tgt: str) -> list[tuple[str, str]]:
+    """Multi-line messages: pair line by line when both sides have the same line count."""
+    if "\n" not in src.strip() and "\n" not in tgt.strip():
+        return [(src, tgt)]
+    src_lines = [line for line in src.split("\n") if line.strip()]
+    tgt_lines = [line for line in tgt.split("\n") if line.strip()]
+    if len(src_lines) == len(tgt_lines):
+        return list(zip(src_lines, tgt_lines, strict=True))
+    return [(src, tgt)]
+
+
+def gettext_pairs(catalogs: Iterable[Path]) -> Iterator[tuple[str, str]]:
+    """Raw (English, German) pairs from .mo catalogs."""
+    for path in catalogs:
+        try:
+            messages = gettext.read_mo(path)
+        except (gettext.MoError, OSError) as err:
+            log(f"  skipping {path.name}: {err}")
+            continue
+        for src, tgt in gettext.message_pairs(messages):
+            yield from split_lines(*strip_qualifier(src, tgt))
+
+
+def filter_pairs(pairs: Iterable[tuple[str, str]], stats: SourceStats) -> Iterator[tuple[str, str]]:
+    """Normalise pairs, counting rejections by reason, and yield the kept ones."""
+    for raw_src, raw_tgt in pairs:
+        stats.raw += 1
+        src, tgt = normalize.clean_pair(raw_src, raw_tgt)
+        reason = normalize.reject_reason(src, tgt)
+        if reason:
+            stats.rejected[reason] += 1
+            continue
+        stats.kept += 1
+        yield src, tgt
+
+
+@dataclass
+class Corpus:
+    """Unique pairs with the source that first contributed each."""
+
+    pairs: dict[tuple[str, str], str] = field(default_factory=dict)
+    stats: dict[str, SourceStats] = field(default_factory=dict)
+
+    def add(self, name: str, pairs: Iterable[tuple[str, str]]) -> None:
+        """Add the kept pairs of one source, crediting new unique pairs to it."""
+        stats = self.stats.setdefault(name, SourceStats())
+        for pair in filter_pairs(pairs, stats):
+            if pair not in self.pairs:
+                self.pairs[pair] = name
+                stats.new_unique += 1
+
+
+def fetch(cache: Path, packages: list[str]) -> dict[str, dict]:
+    """Download and unpack packages; return name -> {version, licence, dir, deb}."""
+    apt = debian.Apt(cache)
+    apt.ensure_lists(sources.HELP_EN)
+    known = apt.available(packages)
+    for pkg in packages:
+        if pkg not in known:
+            log(f"  warning: {pkg} is not available from apt, skipped")
+    debs = apt.download([p for p in packages if p in known], cache / "debs")
+    info = {}
+    for i, (pkg, deb) in enumerate(sorted(debs.items()), 1):
+        if i % 20 == 0 or i == len(debs):
+            log(f"  unpacked {i}/{len(debs)}")
+        target = debian.unpack(deb, cache / "unpacked")
+        info[pkg] = {
+            "version": debian.deb_field(deb, "Version"),
+            "licence": debian.licence(target, pkg),
+            "dir": target,
+            "deb": deb.name,
+        }
+    return info
+
+
+def collect(info: dict[str, dict]) -> Corpus:
+    """Extract and filter pairs from the help and from every gettext package."""
+    corpus = Corpus()
+    if sources.HELP_EN in info and sources.HELP_DE in info:
+        log("aligning LibreOffice help pages ...")
+        en = libreoffice.help_root(info[sources.HELP_EN]["dir"], "en-US")
+        de = libreoffice.help_root(info[sources.HELP_DE]["dir"], "de")
+        corpus.add(HELP_SOURCE, libreoffice.align_help(en, de))
+    gettext_pkgs = [p for p in sources.GETTEXT_PACKAGES if p in info]
+    log(f"reading German gettext catalogs of {len(gettext_pkgs)} packages ...")
+    for i, pkg in enumerate(gettext_pkgs, 1):
+        catalogs = german_catalogs(info[pkg]["dir"])
+        corpus.add(pkg, gettext_pairs(catalogs))
+        corpus.stats[pkg].files = len(catalogs)
+        if i % 20 == 0 or i == len(gettext_pkgs):
+            log(f"  {i}/{len(gettext_pkgs)} packages, {len(corpus.pairs)} unique pairs so far")
+    return corpus
+
+
+def assign_splits(corpus: Corpus) -> dict[str, list[tuple[str, str, str]]]:
+    """Split unique pairs by source hash; dev/test keep one target per source."""
+    by_split: dict[str, list[tuple[str, str, str]]] = {name: [] for name in SPLITS}
+    seen_eval: set[str] = set()
+    for (src, tgt), origin in corpus.pairs.items():
+        name = split.assign(src)
+        if name != "train":
+            if src in seen_eval:
+                continue
+            seen_eval.add(src)
+        by_split[name].append((src, tgt, origin))
+    for rows in by_split.values():
+        rows.sort(key=lambda row: split.source_hash(row[0] + "\t" + row[1]))
+    return by_split
+
+
+def write_split(out: Path, name: str, rows: list[tuple[str, str, str]]) -> None:
+    """Write ``<name>.en`` and ``<name>.de`` with one segment per line."""
+    with (out / f"{name}.en").open("w", encoding="utf-8") as en, \
+            (out / f"{name}.de").open("w", encoding="utf-8") as de:
+        for src, tgt, _origin in rows:
+            en.write(src + "\n")
+            de.write(tgt + "\n")
+
+
+def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
+    """The corpus.json document."""
+    per_source: dict[str, dict] = {}
+    split_by_source: dict[str, Counter] = defaultdict(Counter)
+    for name, rows in by_split.items():
+        for _src, _tgt, origin in rows:
+            split_by_source[origin][name] += 1
+    for name, stats in corpus.stats.items():
+        per_source[name] = {
+            "raw_pairs": stats.raw,
+            "kept_pairs": stats.kept,
+            "new_unique_pairs": stats.new_unique,
+            "catalogs": stats.files,
+            "splits": dict(split_by_source[name]),
+            "rejected": dict(stats.rejected.most_common()),
+        }
+    packages = {
+        pkg: {"version": meta["version"], "deb": meta["deb"],
+              "licence": sources.HELP_LICENCE if pkg in sources.HELP_PACKAGES
+              else meta["licence"]}
+        for pkg, meta in sorted(info.items())
+    }
+    return {
+        "pair": "en-de",
+        "counts": {name: len(rows) for name, rows in by_split.items()},
+        "unique_pairs": len(corpus.pairs),
+        "sources": per_source,
+        "packages": packages,
+        "split": {"hash": "sha256(source)[:8] % 10000", "dev_buckets": split.DEV_BUCKETS,
+                  "test_buckets": split.TEST_BUCKETS, "min_eval_words": split.MIN_EVAL_WORDS},
+        "filters": {"max_chars": normalize.MAX_CHARS, "max_words": normalize.MAX_WORDS},
+        "build_seconds": round(seconds, 1),
+    }
+
+
+def print_table(doc: dict) -> None:
+    """Human-readable summary of corpus.json."""
+    log(f"\n{'source':36} {'raw':>8} {'kept':>8} {'new':>8} {'train':>8} {'dev':>6} {'test':>6}")
+    for name, row in sorted(doc["sources"].items(), key=lambda kv: -kv[1]["new_unique_pairs"]):
+        sp = row["splits"]
+        log(f"{name:36} {row['raw_pairs']:8} {row['kept_pairs']:8} {row['new_unique_pairs']:8} "
+            f"{sp.get('train', 0):8} {sp.get('dev', 0):6} {sp.get('test', 0):6}")
+    counts = doc["counts"]
+    log(f"{'total':36} {'':8} {'':8} {doc['unique_pairs']:8} {counts['train']:8} "
+        f"{counts['dev']:6} {counts['test']:6}")
+
+
+def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
+    """Build the corpus into ``out``; return the corpus.json document."""
+    if pair != "en-de":
+        raise ValueError(f"unsupported language pair {pair!r} (only en-de)")
+    start = time.time()
+    packages = [p for p in sources.HELP_PACKAGES + sources.GETTEXT_PACKAGES
+                if p not in sources.RESERVED]
+    info = fetch(cache, packages)
+    corpus = collect(info)
+    by_split = assign_splits(corpus)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, rows in by_split.items():
+        write_split(out, name, rows)
+    doc = summary(corpus, by_split, info, time.time() - start)
+    (out / "corpus.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n",
+                                     encoding="utf-8")
+    print_table(doc)
+    log(f"wrote {out} in {doc['build_seconds']:.0f}s")
+    return doc
