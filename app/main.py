@@ -104,6 +104,8 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served by app.api.web from the vendored Swagger UI
+        redoc_url=None,
     )
     app.state.nmt = app_state
     install_handlers(app)
