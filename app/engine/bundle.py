@@ -1,0 +1,222 @@
+"""A model bundle: a directory with manifest.json, ONNX graphs per precision variant and the
+SentencePiece model. Loading validates the manifest schema and the sha256 of every file it uses;
+any problem raises BundleError with a message naming the file.
+
+manifest.json (format_version 1):
+    name, source_lang, target_lang         strings
+    architecture                           vocab_size, d_model, n_heads, n_encoder_layers,
+                                           n_decoder_layers, d_ff, max_positions, head_dim (ints)
+    special_tokens                         pad_id, bos_id, eos_id, unk_id (ints)
+    tokenizer                              {"file", "sha256"}
+    variants                               {variant: {"encoder": {"file", "sha256"},
+                                                      "decoder": {"file", "sha256"},
+                                                      "providers": [...], ...}}
+    default_variant                        one of variants
+    decoding                               beam_size, length_penalty, max_len_a, max_len_b
+    scores                                 {} until evaluation fills it
+    training                               the training recipe, or null
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+ARCHITECTURE_KEYS = (
+    "vocab_size",
+    "d_model",
+    "n_heads",
+    "n_encoder_layers",
+    "n_decoder_layers",
+    "d_ff",
+    "max_positions",
+    "head_dim",
+)
+SPECIAL_TOKEN_KEYS = ("pad_id", "bos_id", "eos_id", "unk_id")
+DECODING_KEYS = ("beam_size", "length_penalty", "max_len_a", "max_len_b")
+GRAPHS = ("encoder", "decoder")
+
+
+class BundleError(Exception):
+    """A bundle that cannot be used: the message names the file and what is wrong with it."""
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_entry(bundle_dir: Path, name: str) -> dict[str, str]:
+    """The manifest entry of a file in the bundle: its relative name and sha256."""
+    return {"file": name, "sha256": sha256_file(bundle_dir / name)}
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A validated bundle with one chosen variant."""
+
+    path: Path
+    manifest: dict[str, Any]
+    variant: str
+    encoder_path: Path
+    decoder_path: Path
+    tokenizer_path: Path
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    @property
+    def source_lang(self) -> str:
+        return self.manifest["source_lang"]
+
+    @property
+    def target_lang(self) -> str:
+        return self.manifest["target_lang"]
+
+    @property
+    def architecture(self) -> dict[str, int]:
+        return self.manifest["architecture"]
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return self.manifest["special_tokens"]
+
+    @property
+    def decoding(self) -> dict[str, Any]:
+        return self.manifest["decoding"]
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.manifest["variants"])
+
+
+def _require(cond: bool, where: Path, what: str) -> None:
+    if not cond:
+        raise BundleError(f"{where}: {what}")
+
+
+def _check_numbers(section: Any, keys: tuple[str, ...], where: Path, label: str) -> None:
+    _require(isinstance(section, dict), where, f"'{label}' must be an object")
+    for key in keys:
+        value = section.get(key)
+        _require(
+            isinstance(value, int | float) and not isinstance(value, bool),
+            where,
+            f"'{label}.{key}' must be a number, got {value!r}",
+        )
+
+
+def _check_file_entry(entry: Any, where: Path, label: str) -> None:
+    _require(
+        isinstance(entry, dict)
+        and isinstance(entry.get("file"), str)
+        and isinstance(entry.get("sha256"), str),
+        where,
+        f"'{label}' must be an object with 'file' and 'sha256' strings",
+    )
+    _require(
+        not Path(entry["file"]).is_absolute() and ".." not in Path(entry["file"]).parts,
+        where,
+        f"'{label}.file' must be a path inside the bundle, got {entry['file']!r}",
+    )
+
+
+def validate_manifest(manifest: Any, where: Path) -> None:
+    """Check the schema of a parsed manifest; raise BundleError naming `where` on a problem."""
+    _require(isinstance(manifest, dict), where, "the manifest must be a JSON object")
+    version = manifest.get("format_version")
+    _require(
+        version == FORMAT_VERSION,
+        where,
+        f"unsupported format_version {version!r} (this engine reads {FORMAT_VERSION})",
+    )
+    for key in ("name", "source_lang", "target_lang", "default_variant"):
+        _require(isinstance(manifest.get(key), str), where, f"'{key}' must be a string")
+    _check_numbers(manifest.get("architecture"), ARCHITECTURE_KEYS, where, "architecture")
+    _check_numbers(manifest.get("special_tokens"), SPECIAL_TOKEN_KEYS, where, "special_tokens")
+    _check_numbers(manifest.get("decoding"), DECODING_KEYS, where, "decoding")
+    _check_file_entry(manifest.get("tokenizer"), where, "tokenizer")
+    _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
+    variants = manifest.get("variants")
+    _require(
+        isinstance(variants, dict) and bool(variants),
+        where,
+        "'variants' must be a non-empty object",
+    )
+    for name, variant in variants.items():
+        _require(isinstance(variant, dict), where, f"'variants.{name}' must be an object")
+        for graph in GRAPHS:
+            _check_file_entry(variant.get(graph), where, f"variants.{name}.{graph}")
+    _require(
+        manifest["default_variant"] in variants,
+        where,
+        f"default_variant {manifest['default_variant']!r} is not one of {sorted(variants)}",
+    )
+
+
+def read_manifest(bundle_dir: str | Path) -> dict[str, Any]:
+    """Parse and validate manifest.json of a bundle directory (no checksums)."""
+    path = Path(bundle_dir) / MANIFEST
+    if not Path(bundle_dir).is_dir():
+        raise BundleError(f"{bundle_dir}: not a bundle directory")
+    if not path.is_file():
+        raise BundleError(f"{path}: missing manifest")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: not valid JSON ({exc})") from exc
+    validate_manifest(manifest, path)
+    return manifest
+
+
+def _checked_file(bundle_dir: Path, entry: dict[str, str], verify: bool) -> Path:
+    path = bundle_dir / entry["file"]
+    if not path.is_file():
+        raise BundleError(f"{path}: file listed in {MANIFEST} is missing")
+    if verify:
+        actual = sha256_file(path)
+        if actual != entry["sha256"]:
+            raise BundleError(
+                f"{path}: sha256 mismatch (manifest {entry['sha256'][:12]}…, file {actual[:12]}…);"
+                " the file is corrupted or was changed after export"
+            )
+    return path
+
+
+def load_bundle(
+    bundle_dir: str | Path, variant: str | None = None, verify_checksums: bool = True
+) -> Bundle:
+    """Validate the manifest and the files of one variant (the default one if None)."""
+    root = Path(bundle_dir)
+    manifest = read_manifest(root)
+    chosen = variant or manifest["default_variant"]
+    if chosen not in manifest["variants"]:
+        raise BundleError(
+            f"{root / MANIFEST}: no variant {chosen!r}; available: {sorted(manifest['variants'])}"
+        )
+    files = manifest["variants"][chosen]
+    return Bundle(
+        path=root,
+        manifest=manifest,
+        variant=chosen,
+        encoder_path=_checked_file(root, files["encoder"], verify_checksums),
+        decoder_path=_checked_file(root, files["decoder"], verify_checksums),
+        tokenizer_path=_checked_file(root, manifest["tokenizer"], verify_checksums),
+    )
+
+
+def find_bundles(root: str | Path) -> list[Path]:
+    """Bundle directories (those holding a manifest.json) directly under root, sorted by name."""
+    base = Path(root)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if (p / MANIFEST).is_file())

@@ -1,0 +1,236 @@
+"""Checkpoint -> bundle directory: graphs per variant, SentencePiece model, manifest, model card.
+
+The manifest schema lives with its reader (app.engine.bundle); the bundle is validated with it
+right after writing, so the exporter can never write what the service would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from app.engine.bundle import (
+    FORMAT_VERSION,
+    MANIFEST,
+    file_entry,
+    load_bundle,
+    sha256_file,
+)
+from export.graphs import (
+    DECODER_INPUTS,
+    DECODER_OUTPUTS,
+    ENCODER_INPUTS,
+    ENCODER_OUTPUTS,
+    OPSET,
+    export_graphs,
+)
+from export.variants import VARIANTS, convert_fp16, quantize_int8
+from model.checkpoint import load_model
+from model.transformer import Transformer
+
+TOKENIZER_FILE = "sentencepiece.model"
+DEFAULT_DECODING = {"beam_size": 4, "length_penalty": 1.0, "max_len_a": 10, "max_len_b": 1.5}
+PROVIDERS = {"fp32": ["cpu", "cuda"], "int8": ["cpu"], "fp16": ["cuda"]}
+
+
+def architecture(model: Transformer) -> dict[str, int]:
+    c = model.config
+    return {
+        "vocab_size": c.vocab_size,
+        "d_model": c.d_model,
+        "n_heads": c.n_heads,
+        "n_encoder_layers": c.n_encoder_layers,
+        "n_decoder_layers": c.n_decoder_layers,
+        "d_ff": c.d_ff,
+        "max_positions": c.max_positions,
+        "head_dim": c.head_dim,
+        "parameters": model.num_parameters(),
+    }
+
+
+def _languages(name: str, state: dict[str, Any], source: str | None, target: str | None):
+    """Source/target language: explicit flags, else the recipe, else the bundle name 'xx-yy'."""
+    recipe = state.get("recipe") or {}
+    parts = name.split("-")
+    guess = (parts[0], parts[1]) if len(parts) == 2 else ("und", "und")
+    return (
+        source or recipe.get("source_lang") or recipe.get("src_lang") or guess[0],
+        target or recipe.get("target_lang") or recipe.get("tgt_lang") or guess[1],
+    )
+
+
+def _decoding_defaults(state: dict[str, Any]) -> dict[str, Any]:
+    recipe = state.get("recipe") or {}
+    found = recipe.get("decoding") if isinstance(recipe.get("decoding"), dict) else {}
+    return {key: found.get(key, value) for key, value in DEFAULT_DECODING.items()}
+
+
+def _write_variants(model: Transformer, out: Path, variants: list[str], per_channel: bool):
+    """Write encoder.<variant>.onnx / decoder.<variant>.onnx; return manifest entries."""
+    entries: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = export_graphs(model, tmp)  # (encoder, decoder) paths
+        for variant in variants:
+            settings: dict[str, Any] = {}
+            for graph, src in zip(("encoder", "decoder"), fp32, strict=True):
+                dst = out / f"{graph}.{variant}.onnx"
+                if variant == "fp32":
+                    shutil.copyfile(src, dst)
+                elif variant == "int8":
+                    settings = {"quantization": quantize_int8(src, dst, per_channel)}
+                else:
+                    settings = {"conversion": convert_fp16(src, dst)}
+            entries[variant] = {
+                "encoder": file_entry(out, f"encoder.{variant}.onnx"),
+                "decoder": file_entry(out, f"decoder.{variant}.onnx"),
+                "providers": PROVIDERS[variant],
+                **settings,
+            }
+    if "fp16" in entries:
+        entries["fp16"]["note"] = "for the CUDA provider; not verified on CPU"
+    return entries
+
+
+def write_bundle(
+    checkpoint: str | Path,
+    out_dir: str | Path,
+    variants: list[str] | tuple[str, ...] = ("fp32", "int8"),
+    name: str | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    per_channel: bool = True,
+) -> Path:
+    """Export checkpoint into out_dir (created; existing bundle files are overwritten)."""
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown or not variants:
+        raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model, tokenizer, state = load_model(checkpoint)
+    name = name or out.resolve().name
+    src_lang, tgt_lang = _languages(name, state, source_lang, target_lang)
+    (out / TOKENIZER_FILE).write_bytes(tokenizer.model_proto)
+    c = model.config
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "source_lang": src_lang,
+        "target_lang": tgt_lang,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "architecture": architecture(model),
+        "special_tokens": {
+            "pad_id": c.pad_id,
+            "bos_id": c.bos_id,
+            "eos_id": c.eos_id,
+            "unk_id": c.unk_id,
+        },
+        "tokenizer": file_entry(out, TOKENIZER_FILE),
+        "graphs": {
+            "opset": OPSET,
+            "encoder": {"inputs": ENCODER_INPUTS, "outputs": ENCODER_OUTPUTS},
+            "decoder": {"inputs": DECODER_INPUTS, "outputs": DECODER_OUTPUTS},
+        },
+        "variants": _write_variants(model, out, list(variants), per_channel),
+        "default_variant": "fp32" if "fp32" in variants else variants[0],
+        "decoding": _decoding_defaults(state),
+        "scores": {},
+        "training": state.get("recipe"),
+        "checkpoint": {
+            "file": Path(checkpoint).name,
+            "sha256": sha256_file(checkpoint),
+            "step": state.get("step"),
+            "epoch": state.get("epoch"),
+            "averaged_from": state.get("averaged_from"),
+        },
+    }
+    save_manifest(out, manifest)
+    for variant in manifest["variants"]:
+        load_bundle(out, variant)  # the reader's own checks
+    return out
+
+
+def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:
+    """Write manifest.json and regenerate MODEL_CARD.md from it."""
+    out = Path(bundle_dir)
+    text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
+    (out / MANIFEST).write_text(text, encoding="utf-8")
+    (out / "MODEL_CARD.md").write_text(model_card(manifest, out), encoding="utf-8")
+
+
+def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
+    rows = [
+        "| variant | providers | encoder + decoder size | greedy agreement with PyTorch "
+        "| max log-prob diff | tokens/s (CPU, batch 32) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for variant, entry in manifest["variants"].items():
+        size = sum((out / entry[g]["file"]).stat().st_size for g in ("encoder", "decoder"))
+        check = entry.get("verification") or {}
+        agreement = check.get("greedy_agreement")
+        rows.append(
+            f"| {variant} | {', '.join(entry['providers'])} | {size / 1e6:.1f} MB | "
+            f"{'untested' if agreement is None else f'{agreement:.1%}'} | "
+            f"{check.get('max_abs_logprob_diff', 'untested')} | "
+            f"{check.get('tokens_per_s', 'untested')} |"
+        )
+    return rows
+
+
+def model_card(manifest: dict[str, Any], out: Path) -> str:
+    """MODEL_CARD.md filled from the manifest: what is known, and 'not measured' where not."""
+    a = manifest["architecture"]
+    scores = manifest.get("scores") or {}
+    score_lines = [f"- {k}: {v}" for k, v in scores.items()] or [
+        "- not measured yet (`scores` in manifest.json is filled by the evaluation)"
+    ]
+    training = manifest.get("training")
+    training_lines = (
+        ["```json", json.dumps(training, indent=2, ensure_ascii=False, default=str), "```"]
+        if training
+        else ["The checkpoint carried no training recipe."]
+    )
+    d = manifest["decoding"]
+    lines = [
+        f"# Model card: {manifest['name']}",
+        "",
+        f"Machine translation from `{manifest['source_lang']}` to `{manifest['target_lang']}`: an "
+        "encoder-decoder Transformer (post-norm, sinusoidal positions, shared SentencePiece "
+        "vocabulary and tied embeddings), exported to ONNX with an incremental KV-cache decoder.",
+        "",
+        "## Architecture",
+        "",
+        f"- {a['n_encoder_layers']} encoder + {a['n_decoder_layers']} decoder layers, "
+        f"d_model {a['d_model']}, {a['n_heads']} heads, d_ff {a['d_ff']}",
+        f"- vocabulary {a['vocab_size']} (SentencePiece, `{manifest['tokenizer']['file']}`), "
+        f"at most {a['max_positions']} positions",
+        f"- {a.get('parameters', 'unknown')} parameters",
+        "",
+        "## Variants",
+        "",
+        *_variant_rows(manifest, out),
+        "",
+        "## Decoding defaults",
+        "",
+        f"beam size {d['beam_size']}, length penalty {d['length_penalty']}, at most "
+        f"{d['max_len_a']} + {d['max_len_b']} x source tokens generated.",
+        "",
+        "## Evaluation",
+        "",
+        *score_lines,
+        "",
+        "## Training",
+        "",
+        *training_lines,
+        "",
+        "## Intended use and limits",
+        "",
+        "Sentence-level translation of short texts in the domain of the training corpus. "
+        "Inputs longer than the position table are truncated. Quality outside the training "
+        "domain is unknown; check the scores above before relying on it.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""Precision variants of the fp32 graphs, made with ONNX Runtime's and ONNX's own tools.
+
+- int8: dynamic quantization (weights int8 per output channel, activations quantized on the fly);
+  runs on the CPU provider.
+- fp16: weights and activations in half precision for the CUDA provider. The caches (past/present,
+  cross keys/values) are fp16 too; log_probs stay fp32 so beam scores add up the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import onnx
+
+VARIANTS = ("fp32", "int8", "fp16")
+log = logging.getLogger(__name__)
+
+
+def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
+    """fp32 graph -> dynamically quantized int8 graph. Returns the settings for the manifest."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = Path(tmp) / "prepared.onnx"
+        try:  # shape inference + graph cleanup recommended before quantization
+            quant_pre_process(str(src), str(prepared), skip_symbolic_shape=False)
+        except Exception as exc:  # noqa: BLE001 - the tool is optional; fall back to the raw graph
+            log.warning("quantization pre-processing failed (%s); quantizing the raw graph", exc)
+            shutil.copyfile(src, prepared)
+        quantize_dynamic(
+            str(prepared),
+            str(dst),
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            op_types_to_quantize=["MatMul", "Gemm"],
+        )
+    return {
+        "method": "dynamic",
+        "weight_type": "int8",
+        "per_channel": per_channel,
+        "op_types": ["MatMul", "Gemm"],
+    }
+
+
+def convert_fp16(src: Path, dst: Path) -> dict:
+    """fp32 graph -> fp16 graph; log_probs keep fp32 so scores accumulate in fp32."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = onnx.load(str(src))
+    model = convert_float_to_float16(model, keep_io_types=["log_probs"])
+    onnx.save(model, str(dst))
+    return {"method": "onnxruntime.transformers.float16", "io": "fp16 caches, fp32 log_probs"}
