@@ -1,0 +1,323 @@
+"""The HTTP API on a real uvicorn server (loopback, free port) with a fake engine: both APIs,
+every error code, API keys, rate limits, readiness, metrics and client disconnects."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.fakes import FakeTranslator, fake_model, running
+
+
+def serve(translator: FakeTranslator | None = None, **settings):
+    translator = translator or FakeTranslator()
+    settings.setdefault("max_wait_ms", 1)
+    app = create_app(Settings(**settings), loader=lambda s: [fake_model(translator)])
+    return running(app)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with serve(max_chars_per_text=100, max_total_chars=150, max_texts_per_request=3,
+               max_body_bytes=10_000) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(server):
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        yield c
+
+
+def v1(client, text="Hello world.", **extra):
+    return client.post("/v1/translate", json={"text": text, "source": "en", "target": "de",
+                                              **extra})
+
+
+def test_v1_translates_a_string_and_a_list(client):
+    r = v1(client, "Hello world. Good day.")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["translations"] == [{"text": "world. Hello day. Good"}]
+    assert (body["model"], body["source"], body["target"], body["sentences"]) == (
+        "en-de", "en", "de", 2)
+    r = v1(client, ["one two", "three four"])
+    assert [t["text"] for t in r.json()["translations"]] == ["two one", "four three"]
+
+
+def test_v1_options_scores_and_alternatives(client):
+    r = v1(client, "a b", options={"alternatives": 2, "return_scores": True})
+    assert r.status_code == 200
+    (t,) = r.json()["translations"]
+    assert t == {"text": "b a", "score": -0.5, "alternatives": ["b a (1)", "b a (2)"]}
+
+
+def test_v1_keeps_whitespace_and_html_markup(client):
+    text = "  Hello world.\n\n\tGood day!  \n"
+    assert v1(client, text).json()["translations"][0]["text"] == "  world. Hello\n\n\tday! Good  \n"
+    html = '<p>Hello <b>big world</b>.</p><code>a b</code>'
+    r = v1(client, html, format="html")
+    assert r.json()["translations"][0]["text"] == '<p>Hello <b>world big</b>.</p><code>a b</code>'
+
+
+def test_auto_source_maps_to_the_only_source(client):
+    r = client.post("/v1/translate", json={"text": "a b", "source": "auto", "target": "de"})
+    assert r.json()["source"] == "en"
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "field"),
+    [
+        ({"text": "x", "source": "en", "target": "fr"}, 400, "target"),
+        ({"text": "x", "source": "xx", "target": "de"}, 400, "source"),
+        ({"text": "x" * 101, "source": "en", "target": "de"}, 413, "text"),
+        ({"text": ["x"] * 4, "source": "en", "target": "de"}, 413, "text"),
+        ({"text": ["x" * 100, "y" * 60], "source": "en", "target": "de"}, 413, "text"),
+        ({"text": "x", "source": "en", "target": "de", "extra": 1}, 422, "extra"),
+        ({"text": "x", "source": "en", "target": "de", "options": {"beam_size": 0}}, 422,
+         "options.beam_size"),
+        ({"text": "x", "source": "en", "target": "de", "options": {"beam_size": 99}}, 422,
+         "options.beam_size"),
+        ({"text": "x", "source": "en", "target": "de", "options": {"alternatives": 9}}, 422,
+         "options.alternatives"),
+        ({"source": "en", "target": "de"}, 422, "text"),
+    ],
+)
+def test_v1_errors_name_the_field(client, payload, status, field):
+    r = client.post("/v1/translate", json=payload)
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["field"] == field
+    assert isinstance(body["error"], str) and body["code"]
+    if status == 413:
+        assert str(body["limit"]) in body["error"]
+
+
+def test_422_never_echoes_a_huge_input(client):
+    r = client.post("/v1/translate", json={"text": {"huge": "x" * 5000}, "source": "en",
+                                           "target": "de"})
+    assert r.status_code == 422
+    assert len(r.text) < 2000
+
+
+def test_415_400_and_413_on_the_body(client):
+    r = client.post("/v1/translate", content="hi", headers={"Content-Type": "text/plain"})
+    assert (r.status_code, r.json()["field"]) == (415, "Content-Type")
+    r = client.post("/v1/translate", content="{oops", headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["code"]) == (400, "bad_request")
+    big = b'{"text": "' + b"x" * 20_000 + b'", "source": "en", "target": "de"}'
+    r = client.post("/v1/translate", content=big, headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["limit"]) == (413, 10_000)
+
+    def chunks():  # no Content-Length: counted while streaming
+        for _ in range(20):
+            yield b"x" * 1000
+
+    r = client.post("/v1/translate", content=chunks(), headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["code"]) == (413, "body_too_large")
+    assert v1(client).status_code == 200  # and the server keeps serving
+
+
+def test_libretranslate_json_form_and_multipart(client):
+    r = client.post("/translate", json={"q": "Hello there", "source": "en", "target": "de"})
+    assert r.json() == {"translatedText": "there Hello"}
+    r = client.post("/translate", data={"q": "Hello there", "source": "en", "target": "de",
+                                        "format": "text"})
+    assert r.json() == {"translatedText": "there Hello"}
+    r = client.post("/translate", files={"q": (None, "a b"), "source": (None, "en"),
+                                         "target": (None, "de")})
+    assert r.json() == {"translatedText": "b a"}
+    r = client.post("/translate", json={"q": ["a b", "c d"], "source": "auto", "target": "de",
+                                        "alternatives": 1})
+    body = r.json()
+    assert body["translatedText"] == ["b a", "d c"]
+    assert body["alternatives"] == [["b a (1)"], ["d c (1)"]]
+    assert body["detectedLanguage"][0]["language"] == "en"
+    r = client.post("/translate", json={"q": "<i>a b</i>", "source": "en", "target": "de",
+                                        "format": "html"})
+    assert r.json() == {"translatedText": "<i>b a</i>"}
+
+
+def test_libretranslate_errors_use_its_shape_and_codes(client):
+    cases = [
+        ({"source": "en", "target": "de"}, 400),  # missing q
+        ({"q": "x", "source": "en", "target": "fr"}, 400),
+        ({"q": "x" * 101, "source": "en", "target": "de"}, 400),  # text limit: 400 there
+    ]
+    for payload, status in cases:
+        r = client.post("/translate", json=payload)
+        assert r.status_code == status
+        assert isinstance(r.json()["error"], str)
+    r = client.post("/translate", content="q=x", headers={"Content-Type": "text/plain"})
+    assert r.status_code == 400
+
+
+def test_languages_and_models(client):
+    assert client.get("/languages").json() == [
+        {"code": "de", "name": "German", "targets": []},
+        {"code": "en", "name": "English", "targets": ["de"]},
+    ]
+    (model,) = client.get("/v1/models").json()["models"]
+    assert model["source"] == "en" and model["target"] == "de"
+    assert model["variants"] == ["fp32", "int8"]
+    assert model["scores"]["bleu"] == 12.3
+
+
+def test_unknown_route_is_json_404(client):
+    r = client.get("/nope")
+    assert r.status_code == 404 and r.json()["code"] == "not_found"
+
+
+def test_web_page_and_docs_are_local(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    docs = client.get("/docs")
+    assert "/static/swagger-ui-bundle.js" in docs.text
+    assert "http://" not in docs.text and "https://" not in docs.text  # nothing from outside
+    assert client.get("/static/swagger-ui-bundle.js").status_code == 200
+    assert client.get("/openapi.json").json()["paths"]["/v1/translate"]
+
+
+def test_metrics_count_requests_batches_and_queue(client):
+    v1(client, "metrics please")
+    text = client.get("/metrics").text
+    assert 'nmt_http_requests_total{method="POST",route="/v1/translate",status="200"}' in text
+    for name in ("nmt_http_request_duration_seconds_bucket", "nmt_queue_depth",
+                 "nmt_batch_size_bucket", "nmt_batch_tokens_bucket", "nmt_tokens_per_second",
+                 'nmt_engine_batches_total{model="en-de",outcome="ok"}', "nmt_ready 1.0"):
+        assert name in text
+
+
+def test_api_keys_on():
+    with serve(api_keys=["s3cret", "other"]) as srv, httpx.Client(base_url=srv.url) as c:
+        payload = {"text": "a b", "source": "en", "target": "de"}
+        assert c.post("/v1/translate", json=payload).status_code == 401
+        r = c.post("/v1/translate", json=payload, headers={"Authorization": "Bearer nope"})
+        assert (r.status_code, r.headers["www-authenticate"]) == (401, "Bearer")
+        ok = c.post("/v1/translate", json=payload, headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        assert c.post("/v1/translate", json=payload, headers={"X-API-Key": "other"}).is_success
+        lt = {"q": "a b", "source": "en", "target": "de"}
+        assert c.post("/translate", json=lt).status_code == 400  # as LibreTranslate: missing
+        assert c.post("/translate", json={**lt, "api_key": "bad"}).status_code == 403
+        assert c.post("/translate", json={**lt, "api_key": "s3cret"}).json() == {
+            "translatedText": "b a"}
+        assert c.get("/health/ready").status_code == 200  # probes stay open
+
+
+def test_rate_limit_gives_429_per_client():
+    with serve(rate_limit=60, rate_limit_burst=2) as srv, httpx.Client(base_url=srv.url) as c:
+        payload = {"text": "a b", "source": "en", "target": "de"}
+        codes = [c.post("/v1/translate", json=payload).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+        r = c.post("/v1/translate", json=payload)
+        assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        keyed = c.post("/v1/translate", json=payload, headers={"X-API-Key": "k"})
+        assert keyed.status_code == 200  # another client, another bucket
+
+
+def test_engine_failure_is_a_generic_500_and_the_next_request_works():
+    engine = FakeTranslator()
+    with serve(engine) as srv, httpx.Client(base_url=srv.url) as c:
+        engine.fail_next = 1
+        r = v1(c, "boom")
+        assert r.status_code == 500
+        assert "secret" not in r.text and "onnx" not in r.text
+        assert v1(c, "a b").json()["translations"][0]["text"] == "b a"
+
+
+def test_deadline_gives_504():
+    engine = FakeTranslator(delay=0.5)
+    with serve(engine, request_timeout=0.2) as srv, httpx.Client(base_url=srv.url) as c:
+        r = v1(c)
+        assert (r.status_code, r.json()["field"]) == (504, "request_timeout")
+
+
+def test_full_queue_gives_503_with_retry_after():
+    engine = FakeTranslator()
+    with serve(engine, queue_size=2, max_batch_size=1) as srv:
+        engine.release.clear()
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            first = threading.Thread(target=v1, args=(c, "held"))
+            first.start()
+            time.sleep(0.2)  # the worker holds it
+            second = threading.Thread(target=v1, args=(c, ["a", "b"]))
+            second.start()
+            time.sleep(0.2)  # two sentences queued: the queue is full
+            r = v1(c, "one more")
+            assert r.status_code == 503 and r.headers["retry-after"]
+            assert r.json()["code"] == "overloaded"
+            engine.release.set()
+            first.join(), second.join()
+
+
+def test_readiness_waits_for_warm_up():
+    loaded = threading.Event()
+
+    def slow_loader(settings):
+        loaded.wait(10)
+        return [fake_model()]
+
+    app = create_app(Settings(), loader=slow_loader)
+    with running(app, ready=False) as srv, httpx.Client(base_url=srv.url) as c:
+        assert c.get("/health/live").status_code == 200
+        r = c.get("/health/ready")
+        assert (r.status_code, r.json()["status"]) == (503, "loading")
+        r = v1(c)
+        assert r.status_code == 503 and r.headers["retry-after"]
+        loaded.set()
+        srv.wait_ready(5)
+        assert v1(c).status_code == 200
+        app.state.nmt.begin_drain()
+        assert c.get("/health/ready").json()["status"] == "draining"
+        assert v1(c).status_code == 503
+
+
+def test_a_failed_load_is_reported():
+    def broken(settings):
+        raise RuntimeError("manifest.json: sha256 mismatch")
+
+    app = create_app(Settings(), loader=broken)
+    with running(app, ready=False) as srv, httpx.Client(base_url=srv.url) as c:
+        time.sleep(0.2)
+        r = c.get("/health/live")
+        assert r.status_code == 503 and "sha256" in r.json()["error"]
+
+
+def test_a_disconnected_client_frees_its_queued_sentences():
+    engine = FakeTranslator()
+    with serve(engine, max_batch_size=1) as srv:
+        engine.release.clear()
+        with httpx.Client(base_url=srv.url, timeout=10) as c:
+            held = threading.Thread(target=v1, args=(c, "held"))
+            held.start()
+            time.sleep(0.2)
+            body = b'{"text": ["gone one", "gone two"], "source": "en", "target": "de"}'
+            raw = socket.create_connection(("127.0.0.1", srv.port))
+            raw.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                        b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            batcher = srv.server.config.app.state.nmt.batcher  # type: ignore[attr-defined]
+            deadline = time.monotonic() + 5
+            while batcher.depth != 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert batcher.depth == 2
+            raw.close()
+            while batcher.depth and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert batcher.depth == 0
+            engine.release.set()
+            held.join()
+    assert all("gone one" not in batch for batch, _ in engine.batches)
+
+
+def test_cors_origins():
+    with serve(cors_origins=["http://example.test"]) as srv, httpx.Client(base_url=srv.url) as c:
+        r = c.options("/v1/translate", headers={"Origin": "http://example.test",
+                                                "Access-Control-Request-Method": "POST"})
+        assert r.headers["access-control-allow-origin"] == "http://example.test"

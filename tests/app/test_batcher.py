@@ -1,0 +1,185 @@
+"""The batcher on its own: shared batches, per-request results, limits, failures, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from app.batcher import Batcher, BatcherConfig
+from app.engine.types import TranslationOptions
+from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+from tests.app.fakes import FakeTranslator
+
+GREEDY = TranslationOptions()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def make(**kwargs) -> tuple[Batcher, list]:
+    stats = []
+    batcher = Batcher(BatcherConfig(**kwargs), on_batch=stats.append)
+    batcher.start()
+    return batcher, stats
+
+
+def test_concurrent_requests_share_batches_and_get_their_own_results():
+    engine = FakeTranslator()
+    batcher, stats = make(max_wait_ms=50, max_batch_size=64)
+    texts = [[f"request {i} sentence {j}" for j in range(3)] for i in range(10)]
+
+    async def main():
+        return await asyncio.gather(*(batcher.translate(engine, t, GREEDY) for t in texts))
+
+    results = run(main())
+    batcher.close()
+    for request_texts, request_results in zip(texts, results, strict=True):
+        assert [r.text for r in request_results] == [
+            " ".join(reversed(t.split())) for t in request_texts
+        ]
+    assert len(engine.batches) < len(texts)
+    assert sum(s.size for s in stats) == 30
+
+
+def test_batches_respect_size_and_token_budget_and_group_similar_lengths():
+    engine = FakeTranslator()
+    engine.release.clear()  # hold the worker so everything queues up first
+    batcher, stats = make(max_wait_ms=0, max_batch_size=4, max_batch_tokens=40)
+    texts = ["w " * n for n in (1, 9, 2, 8, 3, 7, 1, 9, 2, 8)]
+
+    async def main():
+        task = asyncio.ensure_future(batcher.translate(engine, ["first"], GREEDY))
+        await asyncio.sleep(0.05)
+        rest = asyncio.ensure_future(batcher.translate(engine, texts, GREEDY))
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        return await task, await rest
+
+    run(main())
+    batcher.close()
+    for batch, _ in engine.batches:
+        counts = [engine.count_tokens(t) for t in batch]
+        assert len(batch) <= 4
+        assert max(counts) * len(batch) <= 40 or len(batch) == 1
+    # sorted by length: the long sentences travel together
+    lengths = [sorted(map(engine.count_tokens, b)) for b, _ in engine.batches[1:]]
+    assert lengths == [[2, 2, 3, 3], [9, 9, 10, 10], [4, 8]]
+
+
+def test_different_options_never_share_a_batch():
+    engine = FakeTranslator()
+    batcher, _ = make(max_wait_ms=50)
+    beam = TranslationOptions(beam_size=4)
+
+    async def main():
+        return await asyncio.gather(
+            batcher.translate(engine, ["a b", "c d"], GREEDY),
+            batcher.translate(engine, ["e f"], beam),
+        )
+
+    run(main())
+    batcher.close()
+    assert sorted(len(b) for b, _ in engine.batches) == [1, 2]
+    assert {o.beam_size for _, o in engine.batches} == {1, 4}
+
+
+def test_full_queue_fails_at_once_with_503():
+    engine = FakeTranslator()
+    engine.release.clear()
+    batcher, _ = make(max_wait_ms=0, queue_size=4, max_batch_size=1)
+
+    async def main():
+        first = asyncio.ensure_future(batcher.translate(engine, ["x"], GREEDY))
+        await asyncio.sleep(0.05)  # the worker holds "x"; the queue is empty again
+        second = asyncio.ensure_future(batcher.translate(engine, ["a", "b", "c"], GREEDY))
+        await asyncio.sleep(0.01)
+        with pytest.raises(Overloaded) as err:
+            await batcher.translate(engine, ["d", "e"], GREEDY)
+        assert "Retry-After" in err.value.headers
+        engine.release.set()
+        await first, await second
+
+    run(main())
+    batcher.close()
+
+
+def test_engine_error_fails_only_its_batch():
+    engine = FakeTranslator()
+    engine.fail_next = 1
+    batcher, stats = make(max_wait_ms=0)
+
+    async def main():
+        with pytest.raises(EngineFailure) as err:
+            await batcher.translate(engine, ["boom"], GREEDY)
+        assert "secret" not in err.value.message
+        return await batcher.translate(engine, ["fine now"], GREEDY)
+
+    assert [r.text for r in run(main())] == ["now fine"]
+    batcher.close()
+    assert [s.ok for s in stats] == [False, True]
+
+
+def test_deadline_gives_504_and_drops_queued_items():
+    engine = FakeTranslator()
+    engine.release.clear()
+    batcher, _ = make(max_wait_ms=0, max_batch_size=1)
+
+    async def main():
+        held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
+        await asyncio.sleep(0.05)
+        with pytest.raises(DeadlineExceeded):
+            await batcher.translate(engine, ["late one", "late two"], GREEDY, timeout=0.1)
+        assert batcher.depth == 0
+        engine.release.set()
+        await held
+
+    run(main())
+    batcher.close()
+    assert [b for b, _ in engine.batches] == [["held"]]
+
+
+def test_cancelled_request_frees_its_queue_slots():
+    engine = FakeTranslator()
+    engine.release.clear()
+    batcher, _ = make(max_wait_ms=0, max_batch_size=1)
+
+    async def main():
+        held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
+        await asyncio.sleep(0.05)
+        gone = asyncio.ensure_future(batcher.translate(engine, ["a", "b", "c"], GREEDY))
+        await asyncio.sleep(0.01)
+        assert batcher.depth == 3
+        gone.cancel()
+        await asyncio.sleep(0.01)
+        assert batcher.depth == 0
+        engine.release.set()
+        await held
+
+    run(main())
+    batcher.close()
+    assert [b for b, _ in engine.batches] == [["held"]]
+
+
+def test_close_fails_queued_work_with_503():
+    engine = FakeTranslator()
+    engine.release.clear()
+    batcher, _ = make(max_wait_ms=0, max_batch_size=1)
+
+    async def main():
+        held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
+        await asyncio.sleep(0.05)
+        queued = asyncio.ensure_future(batcher.translate(engine, ["queued"], GREEDY))
+        await asyncio.sleep(0.01)
+        closing = asyncio.ensure_future(asyncio.to_thread(batcher.close))
+        await asyncio.sleep(0.05)
+        engine.release.set()
+        await closing
+        with pytest.raises(Unavailable):
+            await queued
+        await held
+        with pytest.raises(Unavailable):
+            await batcher.translate(engine, ["after close"], GREEDY)
+
+    run(main())

@@ -1,0 +1,77 @@
+"""Segmentation keeps every character that is not translated, and rejoin puts translations back."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.text import MAX_SENTENCE_CHARS, segment
+
+TEXTS = [
+    "Hello world.",
+    "  Hello world. How are you?  \n\n\tNew paragraph!  Yes.\r\n123\n",
+    "",
+    "   \n\n ",
+    "No punctuation at all",
+    'He said "hi." Then he left... Really?! Ok',
+    "x, " * 300,
+    "a" * 1000,
+    "Line one\nLine two\n\n\nLine three\n",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_parts_concatenate_to_the_input(text):
+    seg = segment(text)
+    assert "".join(seg.parts) == text
+    assert all(len(s) <= MAX_SENTENCE_CHARS for s in seg.sentences)
+
+
+def test_sentences_and_whitespace_are_split_apart():
+    seg = segment("  Hello world. How are you?  \n\n\tFine!\n")
+    assert seg.sentences == ["Hello world.", "How are you?", "Fine!"]
+    out = seg.rejoin(["A.", "B?", "C!"])
+    assert out == "  A. B?  \n\n\tC!\n"
+
+
+def test_rejoin_strips_engine_whitespace_and_checks_count():
+    seg = segment("One. Two.")
+    assert seg.rejoin([" 1. ", "2.\n"]) == "1. 2."
+    with pytest.raises(ValueError):
+        seg.rejoin(["only one"])
+
+
+def test_pieces_without_letters_are_kept():
+    seg = segment("42\n---\nHello.")
+    assert seg.sentences == ["Hello."]
+    assert seg.rejoin(["Hallo."]) == "42\n---\nHallo."
+
+
+def test_long_sentences_are_cut_at_boundaries():
+    text = ", ".join(["word"] * 200)
+    seg = segment(text)
+    assert len(seg.sentences) > 1
+    assert "".join(seg.parts) == text
+
+
+HTML = (
+    '<p class="x">Hello <b>world</b>. Tom &amp; Jerry.</p>\n'
+    '<script>var a = "no translation.";</script><style>p { color: red }</style>'
+    "<code>x = 1</code><!-- a comment --><br/>"
+    '<div translate="no">Keep me.</div><pre>keep\n  this</pre>Tail text.'
+)
+
+
+def test_html_translates_text_nodes_only():
+    seg = segment(HTML, "html")
+    assert "".join(seg.parts) == HTML
+    assert seg.sentences == ["Hello", "world", "Tom & Jerry.", "Tail text."]
+    out = seg.rejoin([s.upper() for s in seg.sentences])
+    assert out == HTML.replace("Hello", "HELLO").replace("world", "WORLD").replace(
+        "Tom &amp; Jerry.", "TOM &amp; JERRY."
+    ).replace("Tail text.", "TAIL TEXT.")
+
+
+def test_html_escapes_translations():
+    seg = segment("<p>a &lt; b</p>", "html")
+    assert seg.sentences == ["a < b"]
+    assert seg.rejoin(["x < y & z"]) == "<p>x &lt; y &amp; z</p>"
