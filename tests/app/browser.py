@@ -1,0 +1,107 @@
+"""A headless Chromium driven over the DevTools protocol (no selenium): enough to load a page,
+run JavaScript, wait for a condition, list the requests it made and take a screenshot."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from websockets.sync.client import connect
+
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--disable-extensions", "--mute-audio",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",  # nothing but loopback
+    "--window-size=1280,900", "--remote-debugging-port=0",
+]
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    return None
+
+
+class Browser:
+    def __init__(self, binary: str) -> None:
+        self.profile = tempfile.TemporaryDirectory(prefix="nmt-chromium-")
+        self.proc = subprocess.Popen(
+            [binary, *FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        port_file = Path(self.profile.name) / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.close()
+                raise RuntimeError("chromium did not start")
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json()
+        page = next(p for p in pages if p["type"] == "page")
+        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
+        self.ids = itertools.count(1)
+        self.requests: list[str] = []
+        self.send("Page.enable")
+        self.send("Network.enable")
+        self.send("Runtime.enable")
+
+    def send(self, method: str, **params) -> dict:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=30))
+            if message.get("method") == "Network.requestWillBeSent":
+                self.requests.append(message["params"]["request"]["url"])
+            if message.get("id") == msg_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+
+    def evaluate(self, expression: str):
+        result = self.send("Runtime.evaluate", expression=expression, awaitPromise=True,
+                           returnByValue=True)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def navigate(self, url: str) -> None:
+        self.send("Page.navigate", url=url)
+
+    def wait_for(self, expression: str, timeout: float = 20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                value = self.evaluate(expression)
+            except RuntimeError:
+                value = None
+            if value:
+                return value
+            time.sleep(0.1)
+        raise TimeoutError(f"waited {timeout}s for {expression}")
+
+    def screenshot(self, path: Path) -> Path:
+        data = self.send("Page.captureScreenshot", format="png")["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        if getattr(self, "ws", None) is not None:
+            self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.profile.cleanup()

@@ -1,0 +1,75 @@
+"""Settings from NMT_* variables and `nmt serve` flags; safe defaults; the exposure warning."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import Settings
+from app.server import build_parser, settings_from_args, warn_if_exposed
+
+
+def test_safe_defaults(monkeypatch):
+    for key in list(__import__("os").environ):
+        if key.startswith("NMT_"):
+            monkeypatch.delenv(key)
+    s = Settings()
+    assert (s.host, s.port, s.api_keys, s.cors_origins) == ("127.0.0.1", 8000, [], [])
+    assert s.is_loopback
+    assert s.models_dir.name == "bundles"
+    assert s.max_body_bytes > 0 and s.queue_size > 0 and s.max_chars_per_text > 0
+
+
+def test_environment_with_one_prefix(monkeypatch):
+    monkeypatch.setenv("NMT_PORT", "9001")
+    monkeypatch.setenv("NMT_API_KEYS", "a, b ,c")
+    monkeypatch.setenv("NMT_CORS_ORIGINS", "http://x.test")
+    monkeypatch.setenv("NMT_JSON_LOGS", "true")
+    monkeypatch.setenv("NMT_LOG_LEVEL", "DEBUG")
+    s = Settings()
+    assert (s.port, s.api_keys, s.cors_origins, s.json_logs, s.log_level) == (
+        9001, ["a", "b", "c"], ["http://x.test"], True, "debug")
+
+
+def test_flags_mirror_settings_and_win_over_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("NMT_PORT", "9001")
+    monkeypatch.setenv("NMT_MAX_BATCH_SIZE", "7")
+    s = settings_from_args(["--port", "9002", "--models-dir", str(tmp_path), "--api-keys", "k1,k2",
+                            "--no-warmup", "--json-logs", "--grace-period", "3"])
+    assert (s.port, s.models_dir, s.api_keys, s.warmup, s.json_logs, s.grace_period) == (
+        9002, Path(tmp_path), ["k1", "k2"], False, True, 3.0)
+    assert s.max_batch_size == 7  # from the environment
+    flags = {a.dest for a in build_parser()._actions} - {"help"}
+    assert flags <= set(Settings.model_fields)
+    expected = {"host", "port", "models_dir", "provider", "threads", "variant", "max_batch_tokens",
+                "max_batch_size", "max_wait_ms", "queue_size", "request_timeout",
+                "max_chars_per_text", "max_texts_per_request", "max_total_chars",
+                "max_body_bytes", "api_keys", "cors_origins", "log_level", "json_logs",
+                "rate_limit", "grace_period"}
+    assert expected <= flags
+
+
+def test_invalid_settings_are_refused():
+    with pytest.raises(ValidationError):
+        Settings(port=70000)
+    with pytest.raises(ValidationError):
+        Settings(max_chars_per_text=10, max_total_chars=5)
+
+
+def test_warning_when_exposed_without_keys(caplog):
+    with caplog.at_level(logging.WARNING, logger="app.server"):
+        warn_if_exposed(Settings(host="127.0.0.1"))
+        warn_if_exposed(Settings(host="0.0.0.0", api_keys=["k"]))
+        assert not caplog.records
+        warn_if_exposed(Settings(host="0.0.0.0"))
+    assert "without API keys" in caplog.text
+
+
+def test_serve_main_refuses_bad_settings(capsys):
+    from app.server import serve_main
+
+    assert serve_main(["--port", "-5"]) == 2
+    assert "invalid settings" in capsys.readouterr().err
