@@ -1,0 +1,115 @@
+"""ONNX Runtime sessions for a bundle's encoder and decoder graphs.
+
+The provider (CPU or CUDA), thread counts and graph optimization level come from SessionConfig.
+Graph optimizations are applied when the session is created (ORT_ENABLE_ALL by default): the
+bundle ships portable, un-fused graphs, and each machine fuses them for its own provider.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+OPTIMIZATION_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """provider: "cpu" or "cuda"; threads 0 = ONNX Runtime's default (one per physical core)."""
+
+    provider: str = "cpu"
+    intra_op_threads: int = 0
+    inter_op_threads: int = 0
+    optimization: str = "all"
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"provider must be one of {sorted(PROVIDERS)}, got {self.provider!r}")
+        if self.optimization not in OPTIMIZATION_LEVELS:
+            raise ValueError(
+                f"optimization must be one of {sorted(OPTIMIZATION_LEVELS)}, "
+                f"got {self.optimization!r}"
+            )
+        if self.intra_op_threads < 0 or self.inter_op_threads < 0:
+            raise ValueError("thread counts must be >= 0")
+
+
+def execution_providers(provider: str) -> list[str]:
+    """The provider list for a session; CUDA falls back to CPU with a warning when absent."""
+    if provider == "cuda":
+        if PROVIDERS["cuda"] in ort.get_available_providers():
+            return [PROVIDERS["cuda"], PROVIDERS["cpu"]]
+        log.warning(
+            "CUDA was requested but this onnxruntime build has no CUDAExecutionProvider "
+            "(available: %s); falling back to CPU",
+            ", ".join(ort.get_available_providers()),
+        )
+    return [PROVIDERS["cpu"]]
+
+
+def create_session(path: str | Path, config: SessionConfig) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = OPTIMIZATION_LEVELS[config.optimization]
+    options.intra_op_num_threads = config.intra_op_threads
+    options.inter_op_num_threads = config.inter_op_threads
+    options.log_severity_level = 3  # errors only
+    return ort.InferenceSession(
+        str(path), sess_options=options, providers=execution_providers(config.provider)
+    )
+
+
+class Seq2SeqSessions:
+    """The encoder and decoder sessions, called with and returning numpy arrays.
+
+    encode(src_ids (B, S)) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)
+    decode(tokens, positions (B, T), past_k, past_v (L, B, H, Tpast, Dh), cross_k, cross_v,
+           src_mask) -> log_probs (B, V), present_k, present_v (L, B, H, Tpast + T, Dh)
+    """
+
+    def __init__(self, encoder_path: str | Path, decoder_path: str | Path, config: SessionConfig):
+        self.config = config
+        self.encoder = create_session(encoder_path, config)
+        self.decoder = create_session(decoder_path, config)
+        past_type = next(i.type for i in self.decoder.get_inputs() if i.name == "past_k")
+        self.kv_dtype = _NUMPY_TYPES[past_type]  # float32, or float16 for the fp16 variant
+        self.providers = self.decoder.get_providers()
+        self._decoder_outputs = ["log_probs", "present_k", "present_v"]
+
+    def encode(self, src_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        cross_k, cross_v, src_mask = self.encoder.run(None, {"src_ids": src_ids})
+        return cross_k, cross_v, src_mask
+
+    def decode(
+        self,
+        tokens: np.ndarray,
+        positions: np.ndarray,
+        past_k: np.ndarray,
+        past_v: np.ndarray,
+        cross_k: np.ndarray,
+        cross_v: np.ndarray,
+        src_mask: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        feeds = {
+            "tokens": tokens,
+            "positions": positions,
+            "past_k": past_k,
+            "past_v": past_v,
+            "cross_k": cross_k,
+            "cross_v": cross_v,
+            "src_mask": src_mask,
+        }
+        log_probs, present_k, present_v = self.decoder.run(self._decoder_outputs, feeds)
+        return log_probs, present_k, present_v

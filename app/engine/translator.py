@@ -1,0 +1,170 @@
+"""The engine: texts in, translations out, on ONNX Runtime (no torch).
+
+translate_batch: tokenize -> sort by length -> batches of at most max_batch_size sentences ->
+encoder once per batch -> greedy or beam search over the decoder's KV cache -> detokenize ->
+results in input order.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import sentencepiece as spm
+
+from app.engine.bundle import Bundle, load_bundle
+from app.engine.search import Hypothesis, beam_search, greedy_search, output_limit
+from app.engine.sessions import Seq2SeqSessions, SessionConfig
+from app.engine.types import Result, TranslationOptions
+
+
+class Translator:
+    """A loaded bundle variant, ready to translate. Thread-safe: calls share no mutable state."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        session_config: SessionConfig | None = None,
+        max_batch_size: int = 32,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.bundle = bundle
+        self.max_batch_size = max_batch_size
+        self.sessions = Seq2SeqSessions(
+            bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig()
+        )
+        self.sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+        special = bundle.special_tokens
+        self.pad_id, self.bos_id, self.eos_id = (
+            special["pad_id"],
+            special["bos_id"],
+            special["eos_id"],
+        )
+        self.max_positions = int(bundle.architecture["max_positions"])
+        d = bundle.decoding
+        self.default_options = TranslationOptions(
+            beam_size=int(d["beam_size"]),
+            length_penalty=float(d["length_penalty"]),
+            max_len_a=int(d["max_len_a"]),
+            max_len_b=float(d["max_len_b"]),
+        )
+
+    @classmethod
+    def from_dir(
+        cls,
+        path: str | Path,
+        variant: str | None = None,
+        provider: str = "cpu",
+        intra_threads: int = 0,
+        inter_threads: int = 0,
+        optimization: str = "all",
+        max_batch_size: int = 32,
+        verify_checksums: bool = True,
+    ) -> Translator:
+        """Load and validate the bundle at path (its default variant if variant is None)."""
+        bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
+        config = SessionConfig(provider, intra_threads, inter_threads, optimization)
+        return cls(bundle, config, max_batch_size)
+
+    @property
+    def name(self) -> str:
+        return self.bundle.name
+
+    @property
+    def source_lang(self) -> str:
+        return self.bundle.source_lang
+
+    @property
+    def target_lang(self) -> str:
+        return self.bundle.target_lang
+
+    @property
+    def variant(self) -> str:
+        return self.bundle.variant
+
+    @property
+    def max_source_tokens(self) -> int:
+        """Source tokens the encoder sees at most (EOS excluded); longer inputs are truncated."""
+        return self.max_positions - 1
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Texts -> source ids (no EOS), truncated to max_source_tokens."""
+        return [ids[: self.max_source_tokens] for ids in self.sp.encode(texts)]
+
+    def count_tokens(self, text: str) -> int:
+        """The encoder positions text takes (its SentencePiece tokens plus EOS; 0 if blank)."""
+        if not text.strip():
+            return 0
+        return len(self.encode([text])[0]) + 1
+
+    def decode(self, ids: list[int]) -> str:
+        return self.sp.decode([i for i in ids if i not in (self.pad_id, self.bos_id, self.eos_id)])
+
+    def warmup(self) -> None:
+        """Run both graphs once so the first request does not pay for lazy initialisation."""
+        self.translate_batch(["warm up"], TranslationOptions(max_len_a=2, max_len_b=0.0))
+
+    def translate_ids(
+        self, sources: list[list[int]], options: TranslationOptions | None = None
+    ) -> list[list[Hypothesis]]:
+        """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first."""
+        options = options or self.default_options
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        for start in range(0, len(order), self.max_batch_size):
+            chunk = order[start : start + self.max_batch_size]
+            found = self._search([sources[i] for i in chunk], options)
+            for i, hyps in zip(chunk, found, strict=True):
+                results[i] = hyps
+        return results
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None
+    ) -> list[Result]:
+        """One Result per text, in order. Blank texts give an empty translation without running
+        the model."""
+        options = options or self.default_options
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
+        results = [Result(text="", score=0.0 if options.return_scores else None) for _ in texts]
+        for i, found in zip(todo, hyps, strict=True):
+            results[i] = self._result(found, options)
+        return results
+
+    def _result(self, hyps: list[Hypothesis], options: TranslationOptions) -> Result:
+        best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
+        return Result(
+            text=self.decode(best.tokens),
+            score=best.normalized if options.return_scores else None,
+            alternatives=[self.decode(h.tokens) for h in others],
+            alternative_scores=[h.normalized for h in others] if options.return_scores else [],
+            tokens=best.tokens,
+        )
+
+    def _search(
+        self, sources: list[list[int]], options: TranslationOptions
+    ) -> list[list[Hypothesis]]:
+        """One batch: pad, encode once, then search."""
+        width = max(len(ids) for ids in sources) + 1
+        src = np.full((len(sources), width), self.pad_id, dtype=np.int64)  # (B, S)
+        for row, ids in enumerate(sources):
+            src[row, : len(ids)] = ids
+            src[row, len(ids)] = self.eos_id
+        cross_k, cross_v, src_mask = self.sessions.encode(src)  # (L, B, H, S, Dh) x2, (B, S)
+        limits = np.array(
+            [
+                output_limit(len(ids), options.max_len_a, options.max_len_b, self.max_positions)
+                for ids in sources
+            ],
+            dtype=np.int64,
+        )
+        args = (self.sessions.decode, cross_k, cross_v, src_mask, limits, self.bos_id, self.eos_id)
+        if options.beam_size == 1:
+            return [[h] for h in greedy_search(*args, options.length_penalty)]
+        return beam_search(
+            *args,
+            beam_size=options.beam_size,
+            length_penalty=options.length_penalty,
+            n_best=1 + options.num_alternatives,
+        )
