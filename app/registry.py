@@ -15,9 +15,6 @@ from app.errors import UnsupportedLanguage
 
 log = logging.getLogger("app.registry")
 
-WARMUP_TEXT = "Hello world."
-
-
 @dataclass
 class LoadedModel:
     """A translator with what the API shows about it."""
@@ -126,11 +123,11 @@ def load_models(settings: Settings) -> list[LoadedModel]:
         started = time.perf_counter()
         translator = Translator.from_dir(
             path, variant=settings.variant, provider=settings.provider,
-            intra_threads=settings.threads,
+            intra_threads=settings.threads, max_batch_size=settings.max_batch_size,
         )
         model = LoadedModel(translator, path, read_manifest(path))
         if settings.warmup:
-            translator.translate_batch([WARMUP_TEXT], TranslationOptions(**model.default_options()))
+            translator.warmup()
         log.info("loaded %s (%s-%s, %s) from %s in %.2fs", model.name, model.source, model.target,
                  getattr(translator, "variant", "?"), path, time.perf_counter() - started)
         models.append(model)

@@ -1,0 +1,25 @@
+"""Real servers on the tiny exported bundle (tests/conftest.py's tiny_bundle)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.fakes import running
+
+# one ONNX Runtime thread: the test machine's cores are shared
+REAL = {"threads": 1, "max_wait_ms": 2}
+
+
+def real_settings(tiny_bundle, **overrides) -> Settings:
+    return Settings(models_dir=tiny_bundle, **{**REAL, **overrides})
+
+
+@pytest.fixture(scope="session")
+def real_server(tiny_bundle):
+    """One uvicorn server (thread, loopback, free port) on the tiny bundle for the session."""
+    app = create_app(real_settings(tiny_bundle, max_texts_per_request=8, max_chars_per_text=400,
+                                   max_total_chars=800, max_body_bytes=20_000))
+    with running(app) as server:
+        yield server
