@@ -164,7 +164,7 @@ def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:
 def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
     rows = [
         "| variant | providers | encoder + decoder size | greedy agreement with PyTorch "
-        "| max log-prob diff | tokens/s (CPU, batch 32) |",
+        "| max log-prob diff | tokens/s (greedy, one batch) |",
         "|---|---|---|---|---|---|",
     ]
     for variant, entry in manifest["variants"].items():
