@@ -25,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="download packages and build the corpus")
     b.add_argument("--pair", default="en-de")
     b.add_argument("--out", type=Path, default=Path("data/en-de"))
-    b.add_argument("--cache", type=Path, default=Path(".cache"),
-                   help="download/unpack cache (debs/, unpacked/, apt/)")
+    b.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(".cache"),
+        help="download/unpack cache (debs/, unpacked/, apt/)",
+    )
     s = sub.add_parser("sample", help="print random training pairs")
     s.add_argument("--out", type=Path, default=Path("data/en-de"))
     s.add_argument("-n", type=int, default=50)

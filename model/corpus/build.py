@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -30,29 +32,79 @@ class SourceStats:
 def german_catalogs(unpacked: Path) -> list[Path]:
     """German .mo files of an unpacked package (``.../de/LC_MESSAGES/*.mo``)."""
     return sorted(
-        path for path in unpacked.rglob("*.mo")
-        if path.parent.name == "LC_MESSAGES" and path.parent.parent.name in sources.GERMAN_LOCALES
+        path
+        for path in unpacked.rglob("*.mo")
+        if path.parent.name == "LC_MESSAGES"
+        and path.parent.parent.name in sources.GERMAN_LOCALES
         and path.is_file()
     )
 
 
+_QUALIFIER_RE = re.compile(r"^\?[\w -]+:(?=\S)")
+
+
 def strip_qualifier(src: str, tgt: str) -> tuple[str, str]:
-    """Drop glib ``Q_("Context|String")`` style prefixes left in a msgid."""
+    """Drop disambiguation prefixes left in a msgid.
+
+    glib's ``Q_("Context|String")`` and freeciv's ``"?context:String"`` encode a
+    context inside the msgid; the translation never carries it.
+    """
+    match = _QUALIFIER_RE.match(src)
+    if match and not _QUALIFIER_RE.match(tgt):
+        return src[match.end() :], tgt
     head, bar, rest = src.partition("|")
     if bar and "|" not in tgt and head and " " not in head and rest:
         return rest, tgt
     return src, tgt
 
 
+_OPTION_RE = re.compile(r"^\s*(-{1,2}[\w?#]|\S+\s*=)")
+
+
+def _entries(paragraph: str) -> list[str]:
+    """Lines of a paragraph grouped into entries: an option line plus its continuations."""
+    entries: list[str] = []
+    for line in paragraph.split("\n"):
+        if not line.strip():
+            continue
+        if entries and not _OPTION_RE.match(line):
+            entries[-1] += " " + line.strip()
+        else:
+            entries.append(line.strip())
+    return entries
+
+
+def _option_key(entry: str) -> str:
+    return entry.split()[0] if _OPTION_RE.match(entry) else ""
+
+
+def split_paragraph(src: str, tgt: str) -> list[tuple[str, str]]:
+    """Pair option-table entries (``-a, --all  text``) one by one, else keep the whole block.
+
+    Wrapped prose is never split at line breaks, because the German text wraps
+    at different words; only entries that start with the same option on both
+    sides, in the same order, are separated.
+    """
+    src_entries, tgt_entries = _entries(src), _entries(tgt)
+    if len(src_entries) > 1 and len(src_entries) == len(tgt_entries):
+        keys = [_option_key(e) for e in src_entries]
+        if keys == [_option_key(e) for e in tgt_entries] and sum(map(bool, keys)) >= 1:
+            return list(zip(src_entries, tgt_entries, strict=True))
+    return [(src, tgt)]
+
+
 def split_lines(src: str, tgt: str) -> list[tuple[str, str]]:
-    """Multi-line messages: pair line by line when both sides have the same line count."""
+    """Split multi-line messages into aligned paragraphs and option entries."""
     if "\n" not in src.strip() and "\n" not in tgt.strip():
         return [(src, tgt)]
-    src_lines = [line for line in src.split("\n") if line.strip()]
-    tgt_lines = [line for line in tgt.split("\n") if line.strip()]
-    if len(src_lines) == len(tgt_lines):
-        return list(zip(src_lines, tgt_lines, strict=True))
-    return [(src, tgt)]
+    src_pars = [p for p in re.split(r"\n\s*\n", src) if p.strip()]
+    tgt_pars = [p for p in re.split(r"\n\s*\n", tgt) if p.strip()]
+    if len(src_pars) != len(tgt_pars):
+        return [(src, tgt)]
+    out: list[tuple[str, str]] = []
+    for src_par, tgt_par in zip(src_pars, tgt_pars, strict=True):
+        out.extend(split_paragraph(src_par, tgt_par))
+    return out
 
 
 def gettext_pairs(catalogs: Iterable[Path]) -> Iterator[tuple[str, str]]:
@@ -156,8 +208,10 @@ def assign_splits(corpus: Corpus) -> dict[str, list[tuple[str, str, str]]]:
 
 def write_split(out: Path, name: str, rows: list[tuple[str, str, str]]) -> None:
     """Write ``<name>.en`` and ``<name>.de`` with one segment per line."""
-    with (out / f"{name}.en").open("w", encoding="utf-8") as en, \
-            (out / f"{name}.de").open("w", encoding="utf-8") as de:
+    with (
+        (out / f"{name}.en").open("w", encoding="utf-8") as en,
+        (out / f"{name}.de").open("w", encoding="utf-8") as de,
+    ):
         for src, tgt, _origin in rows:
             en.write(src + "\n")
             de.write(tgt + "\n")
@@ -180,9 +234,11 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
             "rejected": dict(stats.rejected.most_common()),
         }
     packages = {
-        pkg: {"version": meta["version"], "deb": meta["deb"],
-              "licence": sources.HELP_LICENCE if pkg in sources.HELP_PACKAGES
-              else meta["licence"]}
+        pkg: {
+            "version": meta["version"],
+            "deb": meta["deb"],
+            "licence": sources.HELP_LICENCE if pkg in sources.HELP_PACKAGES else meta["licence"],
+        }
         for pkg, meta in sorted(info.items())
     }
     return {
@@ -191,8 +247,12 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
         "unique_pairs": len(corpus.pairs),
         "sources": per_source,
         "packages": packages,
-        "split": {"hash": "sha256(source)[:8] % 10000", "dev_buckets": split.DEV_BUCKETS,
-                  "test_buckets": split.TEST_BUCKETS, "min_eval_words": split.MIN_EVAL_WORDS},
+        "split": {
+            "hash": "sha256(source)[:8] % 10000",
+            "dev_buckets": split.DEV_BUCKETS,
+            "test_buckets": split.TEST_BUCKETS,
+            "min_eval_words": split.MIN_EVAL_WORDS,
+        },
         "filters": {"max_chars": normalize.MAX_CHARS, "max_words": normalize.MAX_WORDS},
         "build_seconds": round(seconds, 1),
     }
@@ -203,11 +263,35 @@ def print_table(doc: dict) -> None:
     log(f"\n{'source':36} {'raw':>8} {'kept':>8} {'new':>8} {'train':>8} {'dev':>6} {'test':>6}")
     for name, row in sorted(doc["sources"].items(), key=lambda kv: -kv[1]["new_unique_pairs"]):
         sp = row["splits"]
-        log(f"{name:36} {row['raw_pairs']:8} {row['kept_pairs']:8} {row['new_unique_pairs']:8} "
-            f"{sp.get('train', 0):8} {sp.get('dev', 0):6} {sp.get('test', 0):6}")
+        log(
+            f"{name:36} {row['raw_pairs']:8} {row['kept_pairs']:8} {row['new_unique_pairs']:8} "
+            f"{sp.get('train', 0):8} {sp.get('dev', 0):6} {sp.get('test', 0):6}"
+        )
     counts = doc["counts"]
-    log(f"{'total':36} {'':8} {'':8} {doc['unique_pairs']:8} {counts['train']:8} "
-        f"{counts['dev']:6} {counts['test']:6}")
+    log(
+        f"{'total':36} {'':8} {'':8} {doc['unique_pairs']:8} {counts['train']:8} "
+        f"{counts['dev']:6} {counts['test']:6}"
+    )
+
+
+def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
+    """Write all files into a temporary sibling directory, then swap it into place.
+
+    A reader of ``out`` (e.g. a training run) never sees a half-written corpus.
+    """
+    tmp = out.with_name(out.name + ".tmp")
+    old = out.with_name(out.name + ".old")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name, rows in by_split.items():
+        write_split(tmp, name, rows)
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    (tmp / "corpus.json").write_text(text, encoding="utf-8")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
@@ -215,17 +299,14 @@ def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
     if pair != "en-de":
         raise ValueError(f"unsupported language pair {pair!r} (only en-de)")
     start = time.time()
-    packages = [p for p in sources.HELP_PACKAGES + sources.GETTEXT_PACKAGES
-                if p not in sources.RESERVED]
+    packages = [
+        p for p in sources.HELP_PACKAGES + sources.GETTEXT_PACKAGES if p not in sources.RESERVED
+    ]
     info = fetch(cache, packages)
     corpus = collect(info)
     by_split = assign_splits(corpus)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, rows in by_split.items():
-        write_split(out, name, rows)
     doc = summary(corpus, by_split, info, time.time() - start)
-    (out / "corpus.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n",
-                                     encoding="utf-8")
+    write_corpus(out, by_split, doc)
     print_table(doc)
     log(f"wrote {out} in {doc['build_seconds']:.0f}s")
     return doc

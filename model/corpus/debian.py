@@ -37,10 +37,14 @@ class Apt:
         (lists / "partial").mkdir(parents=True, exist_ok=True)
         (archives / "archives" / "partial").mkdir(parents=True, exist_ok=True)
         return [
-            "-o", f"Dir::State::Lists={lists}",
-            "-o", f"Dir::Cache={archives}",
-            "-o", "Debug::NoLocking=1",
-            "-o", "APT::Sandbox::User=" + _user(),
+            "-o",
+            f"Dir::State::Lists={lists}",
+            "-o",
+            f"Dir::Cache={archives}",
+            "-o",
+            "Debug::NoLocking=1",
+            "-o",
+            "APT::Sandbox::User=" + _user(),
         ]
 
     def run(self, tool: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -127,8 +131,9 @@ def copyright_file(unpacked: Path, package: str) -> Path | None:
     direct = unpacked / "usr" / "share" / "doc" / package / "copyright"
     if direct.is_file():
         return direct
-    candidates = sorted(p for p in (unpacked / "usr" / "share" / "doc").glob("*/copyright")
-                        if p.is_file())
+    candidates = sorted(
+        p for p in (unpacked / "usr" / "share" / "doc").glob("*/copyright") if p.is_file()
+    )
     return candidates[0] if candidates else None
 
 
@@ -166,6 +171,6 @@ def _guess_licence(text: str) -> str:
     for pattern, name in guesses:
         match = re.search(pattern, text)
         if match:
-            version = re.search(r"version (\d(?:\.\d)?)", text[match.start():match.start() + 400])
+            version = re.search(r"version (\d(?:\.\d)?)", text[match.start() : match.start() + 400])
             return f"{name}-{version.group(1)}" if version else name
     return "see copyright file"

@@ -43,9 +43,11 @@ class _HelpParser(HTMLParser):
         elem_id = attr.get("id") or ""
         if self.buffer is None and ID_RE.match(elem_id):
             self.buffer, self.current_id, root = [], elem_id, True
-        skips = tag in SKIP_TAGS or (
-            "hidden" in attr and not elem_id.startswith("default")
-        ) or attr.get("class") == "bug"
+        skips = (
+            tag in SKIP_TAGS
+            or ("hidden" in attr and not elem_id.startswith("default"))
+            or attr.get("class") == "bug"
+        )
         self.skip_depth += skips
         self.stack.append((tag, root, skips))
 

@@ -32,7 +32,7 @@ TAG_RE = re.compile(rf"</?(?:{_TAGS})(?:\s[^<>]*)?/?>", re.IGNORECASE)
 WS_RE = re.compile(r"\s+")
 
 PLACEHOLDER_RE = re.compile(
-    r"%(?:\d+\$)?[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
+    r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
     r"[diouxXeEfFgGcsSpaA@]"  # printf
     r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # python %(name)s
     r"|%[1-9]\d?"  # Qt / LibreOffice %1
@@ -61,15 +61,24 @@ def strip_markup(text: str) -> str:
     return WS_RE.sub(" ", text).strip()
 
 
+_POSITION_RE = re.compile(r"^%\d+\$")
+
+
 def placeholders(text: str) -> Counter:
-    """Multiset of the placeholders found in a string."""
-    return Counter(PLACEHOLDER_RE.findall(text))
+    """Multiset of the placeholders of a string (``%2$s`` counts as ``%s``: reordering is fine)."""
+    return Counter(_POSITION_RE.sub("%", p) for p in PLACEHOLDER_RE.findall(text))
+
+
+_MNEMONIC_WORD_RE = re.compile(r"^[A-Z][a-z]*_[a-z]+$")
 
 
 def _single_marker(text: str, char: str) -> bool:
-    if char == "_" or char == "~":
-        return len(_ACCEL_RE[char].findall(text)) == 1 and text.count(char) == 1
-    return len(_ACCEL_RE["&"].findall(text)) == 1 and "&&" not in text
+    return len(_ACCEL_RE[char].findall(text)) == 1 and text.count(char) == 1
+
+
+def _underscore_applies(src: str) -> bool:
+    """``_`` is a mnemonic in phrases and capitalised words (``A_ction``), not in ``file_name``."""
+    return " " in src or src.startswith("_") or bool(_MNEMONIC_WORD_RE.match(src))
 
 
 def drop_accelerators(src: str, tgt: str) -> tuple[str, str]:
@@ -81,15 +90,17 @@ def drop_accelerators(src: str, tgt: str) -> tuple[str, str]:
     ``Open``/``Öffnen`` while ``file_name`` style identifiers are kept (and
     later dropped as identifiers).
     """
+    src, tgt = src.replace("&&", "\x00"), tgt.replace("&&", "\x00")
     for char, pattern in _ACCEL_RE.items():
         if char not in src and char not in tgt:
             continue
-        if char == "_" and " " not in src and not src.startswith("_"):
-            continue  # file_name, GTK_THEME: identifiers, not mnemonics
-        if _single_marker(src, char) or _single_marker(tgt, char):
-            src = pattern.sub("", src, count=1) if _single_marker(src, char) else src
-            tgt = pattern.sub("", tgt, count=1) if _single_marker(tgt, char) else tgt
-    return src.replace("&&", "&"), tgt.replace("&&", "&")
+        if char == "_" and not _underscore_applies(src):
+            continue
+        if _single_marker(src, char):
+            src = pattern.sub("", src, count=1)
+        if _single_marker(tgt, char):
+            tgt = pattern.sub("", tgt, count=1)
+    return src.replace("\x00", "&"), tgt.replace("\x00", "&")
 
 
 def _cjk_accel(text: str) -> str:
@@ -121,11 +132,30 @@ def _junk(text: str) -> str | None:
         return "path_or_identifier"
     if "://" in text or re.search(r"\b\w+\.(?:png|svg|xml|html?|so|py|desktop|conf)\b", text):
         return "path_or_identifier"
-    if text.startswith(("-", ".", "/", "#", "--")) and " " not in text:
+    if text.startswith(("-", ".", "/", "#")) and " " not in text:
         return "option_or_symbol"
-    if re.search(r"[<>{}\[\]=|;]{2,}|\bgtk-|\bstock_|\bGtk[A-Z]", text):
+    if re.match(r"^/[^/\s][^/]*/", text) or text.startswith("="):
+        return "path_or_formula"
+    if re.search(r"\bgtk-|\bstock_|\bGtk[A-Z]", text):
+        return "code_like"
+    if len(text.split()) < 8 and re.search(r"[<>{}\[\]=|;]{2,}", text):
         return "code_like"
     return None
+
+
+_EN_WORDS = re.compile(r"\b(?:the|and|of|to|is|are|with|this|that|for|you|your|from|which|be)\b")
+_DE_WORDS = re.compile(
+    r"\b(?:der|die|das|und|ist|sind|mit|nicht|von|zu|für|sie|ein|eine|den|dem|wird|werden|auf)\b",
+    re.IGNORECASE,
+)
+
+
+def looks_english(text: str) -> bool:
+    """True when a (supposedly German) segment reads as English: a partial translation."""
+    if len(text.split()) < 4:
+        return False
+    english = len(_EN_WORDS.findall(text))
+    return english >= 2 and english > len(_DE_WORDS.findall(text))
 
 
 def _ratio_bad(src: str, tgt: str) -> bool:
@@ -138,14 +168,33 @@ def _ratio_bad(src: str, tgt: str) -> bool:
     return hi > 2.5 * lo
 
 
+CREDIT_MSGIDS = frozenset(
+    {
+        "translator-credits",
+        "translator_credits",
+        "translator-credits.",
+        "Your names",
+        "Your emails",
+        "NAME OF TRANSLATORS",
+        "EMAIL OF TRANSLATORS",
+        "ROLES OF TRANSLATORS",
+        "CREDIT FOR TRANSLATORS",
+    }
+)
+
+
 def reject_reason(src: str, tgt: str) -> str | None:
     """Why a cleaned pair must be dropped, or None if it is kept."""
+    if src in CREDIT_MSGIDS:
+        return "translator_credits"
     for side in (src, tgt):
         reason = _junk(side)
         if reason:
             return reason
     if src == tgt or src.casefold() == tgt.casefold():
         return "untranslated"
+    if looks_english(tgt) or (len(src) > 15 and src in tgt):
+        return "partly_untranslated"
     if _ratio_bad(src, tgt):
         return "length_ratio"
     if placeholders(src) != placeholders(tgt):
