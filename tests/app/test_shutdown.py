@@ -1,0 +1,77 @@
+"""SIGTERM on a real `python -m app.server` process: readiness drops, the listener closes, every
+accepted request completes, and the process exits 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.app.fakes import free_port, wait_ready
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def metric(url: str, name: str) -> float:
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentences):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.server", "--models-dir", str(tiny_bundle), "--port",
+         str(port), "--threads", "1", "--max-batch-size", "1", "--max-wait-ms", "0",
+         "--grace-period", "30", "--max-texts-per-request", "64"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_ready(url, 60)
+        n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 6  # 48 batches each
+        results: list[httpx.Response | Exception] = []
+
+        def client() -> None:
+            try:
+                results.append(httpx.post(f"{url}/v1/translate", timeout=60, json={
+                    "text": texts, "source": "en", "target": "de",
+                    "options": {"beam_size": 2}}))
+            except Exception as exc:  # noqa: BLE001 - reported below
+                results.append(exc)
+
+        threads = [threading.Thread(target=client) for _ in range(n_clients)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 20
+        while metric(url, "nmt_http_requests_in_progress") < n_clients + 1:  # + this scrape
+            assert time.monotonic() < deadline, "the requests never were in flight together"
+            time.sleep(0.01)
+        assert metric(url, "nmt_queue_depth") > 0  # work is still queued
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        try:
+            refused = httpx.get(f"{url}/health/ready", timeout=2).status_code == 503
+        except httpx.TransportError:
+            refused = True  # the listener is closed: no new connections
+        assert refused
+        for t in threads:
+            t.join(60)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = proc.stdout.read()
+    assert len(results) == n_clients
+    assert all(isinstance(r, httpx.Response) and r.status_code == 200 for r in results), results
+    assert all(len(r.json()["translations"]) == len(texts) for r in results)
+    assert "draining" in output
