@@ -27,6 +27,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--sentences", help="file of source sentences for the parity check")
     p.add_argument("--no-verify", action="store_true", help="skip the parity check")
+    p.add_argument("--threads", type=int, default=0, help="parity check: ORT and PyTorch threads")
     return p.parse_args(argv)
 
 
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from export.verify import verify_bundle
 
-    report = verify_bundle(out, args.checkpoint, sentences_file=args.sentences, record=True)
+    report = verify_bundle(
+        out, args.checkpoint, sentences_file=args.sentences, record=True, threads=args.threads
+    )
     print(report.summary())
     return 0 if report.ok else 1
 

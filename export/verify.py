@@ -8,7 +8,8 @@ Per variant, on real sentences:
   for fp32; top1_agreement is the share of those steps where both pick the same next token;
 - greedy: the engine's greedy output (app.engine) against model.search.greedy_search; fp32 must be
   identical on every sentence, other variants report the agreement rate (--min-agreement to gate);
-- beam (fp32): the engine's beam search against model.search.beam_search on the first sentences;
+- beam: the engine's beam search (beam 4, 2-best) against model.search.beam_search on the first
+  sentences (reported; the tests enforce identity on the tiny model);
 - speed: generated tokens per second of batched greedy decoding on CPU.
 Exits 1 when a check fails. --record writes the numbers into manifest.json and MODEL_CARD.md.
 """
@@ -119,13 +120,12 @@ def _check_variant(
     ref_greedy: list[list[int]],
     ref_beam: list[list[list[int]]],
 ) -> dict[str, Any]:
-    eos = model.config.eos_id
     max_diff, agree, steps = 0.0, 0, 0
     for source, target in zip(sources, ref_greedy, strict=True):
         ref = reference_log_probs(model, source, target)
         got = onnx_log_probs(translator, source, target)
         max_diff = max(max_diff, float(np.abs(ref - got).max()))
-        agree += int((got.argmax(axis=1) == np.array(target + [eos])[: len(got)]).sum())
+        agree += int((got.argmax(axis=1) == ref.argmax(axis=1)).sum())
         steps += len(got)
     started = time.perf_counter()
     greedy = translator.translate_ids(sources, TranslationOptions(beam_size=1))
@@ -155,14 +155,34 @@ def verify_bundle(
     record: bool = False,
     threads: int = 0,
 ) -> Report:
-    """Check every variant of the bundle that can run here; see the module docstring."""
+    """Check every variant of the bundle that can run here; see the module docstring.
+    threads > 0 sets both ONNX Runtime's intra-op threads and PyTorch's (restored after)."""
+    saved = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        report, manifest = _verify(
+            bundle_dir, checkpoint, sentences_file, tolerance, min_agreement, threads
+        )
+    finally:
+        torch.set_num_threads(saved)
+    if record and report.variants:
+        from export.bundle import save_manifest
+
+        for variant, result in report.variants.items():
+            manifest["variants"][variant]["verification"] = result
+        save_manifest(bundle_dir, manifest)
+    return report
+
+
+def _verify(bundle_dir, checkpoint, sentences_file, tolerance, min_agreement, threads):
     model, tokenizer, _ = load_model(checkpoint)
     manifest = read_manifest(bundle_dir)
     report = Report()
     bundle_tokenizer = load_bundle(bundle_dir).tokenizer_path.read_bytes()
     if bundle_tokenizer != tokenizer.model_proto:
         report.failures.append(f"{bundle_dir}: its SentencePiece model is not the checkpoint's")
-        return report
+        return report, manifest
     limit = model.config.max_positions - 1
     sources = [ids[:limit] for ids in tokenizer.encode_batch(read_sentences(sentences_file))]
     ref_greedy = [
@@ -192,10 +212,10 @@ def verify_bundle(
                 report.failures.append(
                     f"fp32 log-probs differ by {result['max_abs_logprob_diff']} > {tolerance}"
                 )
-            if result["greedy_agreement"] < 1.0 or result["beam_agreement"] < 1.0:
+            if result["greedy_agreement"] < 1.0:
                 report.failures.append(
-                    f"fp32 outputs differ from PyTorch (greedy agreement "
-                    f"{result['greedy_agreement']}, beam agreement {result['beam_agreement']})"
+                    f"fp32 greedy outputs differ from PyTorch's on "
+                    f"{1 - result['greedy_agreement']:.1%} of the sentences"
                 )
         elif result["greedy_agreement"] < min_agreement:
             report.failures.append(
@@ -203,13 +223,7 @@ def verify_bundle(
             )
         result["passed"] = not any(f.startswith(variant) for f in report.failures)
         report.variants[variant] = result
-    if record:
-        from export.bundle import save_manifest
-
-        for variant, result in report.variants.items():
-            manifest["variants"][variant]["verification"] = result
-        save_manifest(bundle_dir, manifest)
-    return report
+    return report, manifest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "--min-agreement", type=float, default=0.0, help="least greedy agreement for int8/fp16"
     )
     p.add_argument("--record", action="store_true", help="write the numbers into manifest.json")
-    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime and PyTorch threads")
     args = p.parse_args(argv)
     report = verify_bundle(
         args.bundle,

@@ -1,0 +1,175 @@
+"""The exported graphs reproduce the PyTorch model; the bundle holds what the manifest says."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+from app.engine.bundle import load_bundle, sha256_file
+from export.__main__ import main as export_main
+from export.bundle import write_bundle
+from export.verify import main as verify_main
+from model.checkpoint import load_model, read_checkpoint
+from model.config import ModelConfig
+from model.transformer import Transformer
+
+
+@pytest.fixture(scope="module")
+def model(tiny_checkpoint):
+    return load_model(tiny_checkpoint)[0]
+
+
+def sessions(bundle, variant="fp32"):
+    b = load_bundle(bundle, variant)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    return (
+        ort.InferenceSession(str(b.encoder_path), options, providers=["CPUExecutionProvider"]),
+        ort.InferenceSession(str(b.decoder_path), options, providers=["CPUExecutionProvider"]),
+    )
+
+
+def random_batch(model, batch, length, seed=0):
+    """(B, S) source ids ending in EOS, with rows of different lengths padded."""
+    gen = torch.Generator().manual_seed(seed)
+    c = model.config
+    src = torch.randint(4, c.vocab_size, (batch, length), generator=gen)
+    for row in range(batch):
+        n = length - row % 3  # rows 1, 2 shorter: padded
+        src[row, n - 1] = c.eos_id
+        src[row, n:] = c.pad_id
+    return src
+
+
+@torch.no_grad()
+def test_encoder_matches_pytorch_on_new_batch_and_length(model, tiny_bundle):
+    encoder, _ = sessions(tiny_bundle)
+    src = random_batch(model, batch=3, length=9)  # not the export's example shapes
+    cross_k, cross_v, mask = encoder.run(None, {"src_ids": src.numpy()})
+    memory, ref_mask = model.encode(src)
+    ref = model.cross_kv(memory)
+    c = model.config
+    assert cross_k.shape == (c.n_decoder_layers, 3, c.n_heads, 9, c.head_dim)
+    for layer, (k, v) in enumerate(ref):
+        np.testing.assert_allclose(cross_k[layer], k.numpy(), atol=1e-5)
+        np.testing.assert_allclose(cross_v[layer], v.numpy(), atol=1e-5)
+    np.testing.assert_array_equal(mask, ref_mask[:, 0, 0].numpy())
+
+
+@torch.no_grad()
+def test_decoder_cache_steps_match_pytorch_full_prefix(model, tiny_bundle):
+    """Decode 1 token, then 3 at once, then 1 more through the cache (Tpast 0, 1, 4): each
+    step's last log-probs equal PyTorch's teacher-forced ones at that position."""
+    encoder, decoder = sessions(tiny_bundle)
+    c = model.config
+    src = random_batch(model, batch=4, length=7, seed=1)
+    cross_k, cross_v, mask = encoder.run(None, {"src_ids": src.numpy()})
+    tgt = torch.cat(
+        [torch.full((4, 1), c.bos_id), torch.randint(4, c.vocab_size, (4, 4))], dim=1
+    )  # (B, 5)
+    memory, src_mask = model.encode(src)
+    logits, _ = model.decode_step(
+        tgt, torch.arange(5).expand(4, 5), model.cross_kv(memory), src_mask
+    )
+    ref = torch.log_softmax(logits, dim=-1).numpy()  # (B, 5, V)
+    shape = (c.n_decoder_layers, 4, c.n_heads, 0, c.head_dim)
+    past_k = past_v = np.zeros(shape, dtype=np.float32)
+    for start, stop in [(0, 1), (1, 4), (4, 5)]:
+        feeds = {
+            "tokens": tgt[:, start:stop].numpy(),
+            "positions": np.arange(start, stop)[None].repeat(4, 0),
+            "past_k": past_k,
+            "past_v": past_v,
+            "cross_k": cross_k,
+            "cross_v": cross_v,
+            "src_mask": mask,
+        }
+        log_probs, past_k, past_v = decoder.run(None, feeds)
+        assert past_k.shape[3] == stop
+        np.testing.assert_allclose(log_probs, ref[:, stop - 1], atol=1e-4)
+
+
+def test_bundle_contents(tiny_bundle, tiny_checkpoint):
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text())
+    state = read_checkpoint(tiny_checkpoint)
+    config = ModelConfig.from_dict(state["config"])
+    assert manifest["format_version"] == 1
+    assert (manifest["name"], manifest["source_lang"], manifest["target_lang"]) == (
+        "en-de",
+        "en",
+        "de",
+    )
+    arch = manifest["architecture"]
+    assert arch["d_model"] == config.d_model and arch["n_heads"] == config.n_heads
+    assert arch["head_dim"] == config.head_dim and arch["vocab_size"] == config.vocab_size
+    assert manifest["special_tokens"] == {"pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3}
+    assert manifest["scores"] == {}
+    assert manifest["training"] == state["recipe"]
+    assert set(manifest["variants"]) == {"fp32", "int8"}
+    assert (tiny_bundle / "sentencepiece.model").read_bytes() == state["tokenizer"]
+    for entry in manifest["variants"].values():
+        for graph in ("encoder", "decoder"):
+            assert sha256_file(tiny_bundle / entry[graph]["file"]) == entry[graph]["sha256"]
+    card = (tiny_bundle / "MODEL_CARD.md").read_text()
+    assert "en-de" in card and "fp32" in card and "int8" in card
+
+
+def test_int8_graphs_are_quantized(tiny_bundle):
+    for graph in ("encoder", "decoder"):
+        ops = {n.op_type for n in onnx.load(str(tiny_bundle / f"{graph}.int8.onnx")).graph.node}
+        assert "MatMulInteger" in ops or "DynamicQuantizeMatMul" in ops
+        fp32_ops = {
+            n.op_type for n in onnx.load(str(tiny_bundle / f"{graph}.fp32.onnx")).graph.node
+        }
+        assert "MatMulInteger" not in fp32_ops
+
+
+@torch.no_grad()
+def test_fp16_variant_converts(tiny_checkpoint, tmp_path, model):
+    out = write_bundle(tiny_checkpoint, tmp_path / "b16", variants=("fp16",), name="en-de")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["default_variant"] == "fp16"
+    assert manifest["variants"]["fp16"]["providers"] == ["cuda"]
+    decoder = onnx.load(str(out / "decoder.fp16.onnx"))
+    types = {i.name: i.type.tensor_type.elem_type for i in decoder.graph.output}
+    assert types["log_probs"] == onnx.TensorProto.FLOAT
+    assert types["present_k"] == onnx.TensorProto.FLOAT16
+
+
+def test_cli_exports_and_verifies(tiny_checkpoint, tmp_path, capsys):
+    out = tmp_path / "bundles" / "en-de"
+    args = ["--checkpoint", str(tiny_checkpoint), "--out", str(out), "--variants", "fp32,int8"]
+    args += ["--threads", "1"]
+    assert export_main(args) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    fp32 = manifest["variants"]["fp32"]["verification"]
+    assert fp32["greedy_agreement"] == 1.0 and fp32["beam_agreement"] == 1.0
+    assert fp32["max_abs_logprob_diff"] <= 1e-3
+    assert 0.0 <= manifest["variants"]["int8"]["verification"]["greedy_agreement"] <= 1.0
+    assert "parity check passed" in capsys.readouterr().out
+
+
+def test_verify_fails_on_a_graph_from_other_weights(tiny_checkpoint, tiny_bundle, tmp_path):
+    """A bundle whose fp32 decoder comes from different weights (checksums re-done, so it
+    loads) must fail the parity check with a non-zero exit."""
+    bad = tmp_path / "bad"
+    shutil.copytree(tiny_bundle, bad)
+    state = read_checkpoint(tiny_checkpoint)
+    torch.manual_seed(123)
+    other = Transformer(ModelConfig.from_dict(state["config"]))
+    other_ckpt = tmp_path / "other.pt"
+    torch.save({**state, "model": other.state_dict()}, other_ckpt)
+    other_bundle = write_bundle(other_ckpt, tmp_path / "other", variants=("fp32",), name="en-de")
+    shutil.copyfile(other_bundle / "decoder.fp32.onnx", bad / "decoder.fp32.onnx")
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["variants"]["fp32"]["decoder"]["sha256"] = sha256_file(bad / "decoder.fp32.onnx")
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    assert verify_main([str(bad), "--checkpoint", str(tiny_checkpoint), "--threads", "1"]) == 1
+    good = [str(tiny_bundle), "--checkpoint", str(tiny_checkpoint), "--threads", "1"]
+    assert verify_main(good) == 0
