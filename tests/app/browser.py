@@ -4,6 +4,7 @@ run JavaScript, wait for a condition, list the requests it made and take a scree
 from __future__ import annotations
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -48,7 +49,10 @@ class Browser:
         port = int(port_file.read_text().split()[0])
         pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=5).json()
         page = next(p for p in pages if p["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
+        self._stack = contextlib.ExitStack()
+        self.ws = self._stack.enter_context(
+            connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10)
+        )
         self.ids = itertools.count(1)
         self.requests: list[str] = []
         self.send("Page.enable")
@@ -96,8 +100,8 @@ class Browser:
         return path
 
     def close(self) -> None:
-        if getattr(self, "ws", None) is not None:
-            self.ws.close()
+        if getattr(self, "_stack", None) is not None:
+            self._stack.close()
         self.proc.terminate()
         try:
             self.proc.wait(10)
