@@ -95,7 +95,9 @@ def free_port() -> int:
 def http(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", data=data, method=method,
+        f"http://127.0.0.1:{port}{path}",
+        data=data,
+        method=method,
         headers={"Content-Type": "application/json"} if data else {},
     )
     try:
@@ -120,10 +122,14 @@ def pip_settings() -> dict[str, str]:
         return " ".join(v for v in value.split() if v.startswith(("http://", "https://")))
 
     found: dict[str, str] = {}
-    keys = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
-            "trusted-host": "PIP_TRUSTED_HOST"}
-    listed = subprocess.run(["python3", "-m", "pip", "config", "list"], capture_output=True,
-                            text=True, timeout=60)
+    keys = {
+        "index-url": "PIP_INDEX_URL",
+        "extra-index-url": "PIP_EXTRA_INDEX_URL",
+        "trusted-host": "PIP_TRUSTED_HOST",
+    }
+    listed = subprocess.run(
+        ["python3", "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+    )
     for line in listed.stdout.splitlines():  # e.g. global.index-url='https://...'
         name, _, value = line.partition("=")
         key = name.rsplit(".", 1)[-1]
@@ -137,8 +143,12 @@ def pip_settings() -> dict[str, str]:
 
 
 def ca_bundle() -> str | None:
-    for candidate in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE"),
-                      os.environ.get("REQUESTS_CA_BUNDLE"), "/etc/ssl/certs/ca-certificates.crt"):
+    for candidate in (
+        os.environ.get("PIP_CERT"),
+        os.environ.get("SSL_CERT_FILE"),
+        os.environ.get("REQUESTS_CA_BUNDLE"),
+        "/etc/ssl/certs/ca-certificates.crt",
+    ):
         if candidate and Path(candidate).is_file():
             return candidate
     return None
@@ -178,8 +188,9 @@ def build_context(request: pytest.FixtureRequest, workdir: Path) -> Path:
     context.mkdir()
     for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, context / name)
-    shutil.copytree(REPO / "app", context / "app",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        REPO / "app", context / "app", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     shutil.copytree(tiny, context / "bundles" / "en-de")
     for path in [context, *context.rglob("*")]:  # readable by the service user
         path.chmod(0o755 if path.is_dir() else 0o644)
@@ -198,8 +209,18 @@ def workdir() -> Iterator[Path]:
 def image(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Image]:
     context = build_context(request, workdir)
     tag = f"nmt-service-test:{uuid.uuid4().hex[:12]}"
-    cmd = [docker_client() or "docker", "build", "--network", "host", "--progress", "plain",
-           "-t", tag, "-f", str(context / "Dockerfile")]
+    cmd = [
+        docker_client() or "docker",
+        "build",
+        "--network",
+        "host",
+        "--progress",
+        "plain",
+        "-t",
+        tag,
+        "-f",
+        str(context / "Dockerfile"),
+    ]
     base = base_image()
     if base:
         cmd += ["--build-arg", f"BASE_IMAGE={base}"]
@@ -212,8 +233,7 @@ def image(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Image]:
         pipenv.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items()))
         pipenv.chmod(0o600)
         cmd += ["--secret", f"id=pipenv,src={pipenv}"]
-    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-                  "no_proxy"):
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
         if os.environ.get(proxy):  # predefined build args: not kept in the image history
             cmd += ["--build-arg", proxy]
     cmd.append(str(context))
@@ -221,8 +241,13 @@ def image(request: pytest.FixtureRequest, workdir: Path) -> Iterator[Image]:
     log = workdir / "build.log"
     start = time.monotonic()
     with log.open("w") as out:
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT,
-                              env={**os.environ, "DOCKER_BUILDKIT": "1"})
+        proc = subprocess.run(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=BUILD_TIMEOUT,
+            env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        )
     seconds = time.monotonic() - start
     assert proc.returncode == 0, f"docker build failed:\n{log.read_text()[-4000:]}"
     bundles = context / "bundles"
@@ -243,8 +268,10 @@ def wait_healthy(cid: str, timeout: float = READY_TIMEOUT) -> float:
         state = container_state(cid)
         if not state.get("Running"):
             logs = docker("logs", cid, check=False)
-            raise AssertionError(f"container exited ({state.get('ExitCode')}):\n"
-                                 f"{(logs.stdout + logs.stderr)[-4000:]}")
+            raise AssertionError(
+                f"container exited ({state.get('ExitCode')}):\n"
+                f"{(logs.stdout + logs.stderr)[-4000:]}"
+            )
         health = (state.get("Health") or {}).get("Status")
         if health == "healthy":
             return time.monotonic() - start
@@ -255,16 +282,22 @@ def wait_healthy(cid: str, timeout: float = READY_TIMEOUT) -> float:
 
 def check_translations(port: int, pair: tuple[str, str]) -> None:
     source, target = pair
-    status, body = http(port, "POST", "/v1/translate",
-                        {"text": "the red car sees a dog", "source": source, "target": target})
+    status, body = http(
+        port,
+        "POST",
+        "/v1/translate",
+        {"text": "the red car sees a dog", "source": source, "target": target},
+    )
     assert status == 200, body
     assert len(body["translations"]) == 1
     assert body["translations"][0]["text"].strip(), body
 
-    status, body = http(port, "POST", "/translate",
-                        {"q": "open the file", "source": source, "target": target})
+    status, body = http(
+        port, "POST", "/translate", {"q": "open the file", "source": source, "target": target}
+    )
     assert status == 200, body
     assert isinstance(body["translatedText"], str) and body["translatedText"].strip(), body
+    print(f"\n/translate: 'open the file' -> {body['translatedText']!r}")
 
 
 def service_uid(cid: str) -> int:
@@ -278,8 +311,9 @@ def service_uid(cid: str) -> int:
 
 
 def test_image_is_torch_free_without_toolchain(image: Image) -> None:
-    config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image.tag)
-                        .stdout)
+    config = json.loads(
+        docker("image", "inspect", "--format", "{{json .Config}}", image.tag).stdout
+    )
     assert config["User"] == f"{SERVICE_UID}:{SERVICE_UID}"
     assert "/health/ready" in " ".join(config["Healthcheck"]["Test"])
     assert config["Healthcheck"]["StartPeriod"] > 0
@@ -293,8 +327,9 @@ def test_image_is_torch_free_without_toolchain(image: Image) -> None:
         "pip show onnxruntime >/dev/null 2>&1 || echo no-onnxruntime; "
         "echo probe-done"
     )
-    out = docker("run", "--rm", "--network", "none", "--entrypoint", "sh", image.tag,
-                 "-c", probe).stdout
+    out = docker(
+        "run", "--rm", "--network", "none", "--entrypoint", "sh", image.tag, "-c", probe
+    ).stdout
     assert out.strip().splitlines() == ["probe-done"], out
 
     size = int(docker("image", "inspect", "--format", "{{.Size}}", image.tag).stdout)
@@ -305,11 +340,25 @@ def test_docker_run_serves_and_stops_cleanly(image: Image) -> None:
     port = free_port()
     name = f"nmt-smoke-{uuid.uuid4().hex[:8]}"
     cid = docker(
-        "run", "-d", "--name", name, "--network", "host",
-        "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
-        "--security-opt", "no-new-privileges:true",
-        "-e", "NMT_HOST=127.0.0.1", "-e", f"NMT_PORT={port}",
-        "--health-interval", "2s",  # the image's check, polled faster than its 10s
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--network",
+        "host",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges:true",
+        "-e",
+        "NMT_HOST=127.0.0.1",
+        "-e",
+        f"NMT_PORT={port}",
+        "--health-interval",
+        "2s",  # the image's check, polled faster than its 10s
         image.tag,
     ).stdout.strip()
     try:
@@ -363,13 +412,19 @@ def test_compose_serves_and_stops_cleanly(image: Image, workdir: Path) -> None:
     compose_file.write_text(yaml.safe_dump(spec, sort_keys=False))
     port = free_port()
     project = f"nmtsmoke{uuid.uuid4().hex[:8]}"
-    env = {**os.environ, "NMT_IMAGE": image.tag, "NMT_PORT": str(port),
-           "NMT_PUBLISH_PORT": str(port), "NMT_BUNDLES_PATH": str(bundles)}
+    env = {
+        **os.environ,
+        "NMT_IMAGE": image.tag,
+        "NMT_PORT": str(port),
+        "NMT_PUBLISH_PORT": str(port),
+        "NMT_BUNDLES_PATH": str(bundles),
+    }
     base = [*compose, "-p", project, "--project-directory", str(REPO), "-f", str(compose_file)]
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = subprocess.run([*base, *args], capture_output=True, text=True, env=env,
-                              timeout=timeout)
+        proc = subprocess.run(
+            [*base, *args], capture_output=True, text=True, env=env, timeout=timeout
+        )
         assert proc.returncode == 0, f"{shlex.join(args)}: {proc.stderr[-3000:]}"
         return proc
 
@@ -380,8 +435,7 @@ def test_compose_serves_and_stops_cleanly(image: Image, workdir: Path) -> None:
         wait_healthy(cid)
         check_translations(port, image.pair)
         assert service_uid(cid) == SERVICE_UID
-        host_config = json.loads(docker("inspect", "--format", "{{json .HostConfig}}", cid)
-                                 .stdout)
+        host_config = json.loads(docker("inspect", "--format", "{{json .HostConfig}}", cid).stdout)
         assert host_config["ReadonlyRootfs"] is True
         assert host_config["CapDrop"] == ["ALL"]
         assert "no-new-privileges:true" in host_config["SecurityOpt"]
@@ -390,5 +444,6 @@ def test_compose_serves_and_stops_cleanly(image: Image, workdir: Path) -> None:
         state = container_state(cid)
         assert state["ExitCode"] == 0, state
     finally:
-        subprocess.run([*base, "down", "-v", "--remove-orphans"], capture_output=True,
-                       env=env, timeout=120)
+        subprocess.run(
+            [*base, "down", "-v", "--remove-orphans"], capture_output=True, env=env, timeout=120
+        )
