@@ -142,23 +142,28 @@ class Translator:
             tokens=best.tokens,
         )
 
-    def _search(
-        self, sources: list[list[int]], options: TranslationOptions
-    ) -> list[list[Hypothesis]]:
-        """One batch: pad, encode once, then search."""
+    def source_array(self, sources: list[list[int]]) -> np.ndarray:
+        """Source id lists -> (B, S) int64, EOS appended to each, padded with pad_id."""
         width = max(len(ids) for ids in sources) + 1
         src = np.full((len(sources), width), self.pad_id, dtype=np.int64)  # (B, S)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = ids
             src[row, len(ids)] = self.eos_id
-        cross_k, cross_v, src_mask = self.sessions.encode(src)  # (L, B, H, S, Dh) x2, (B, S)
-        limits = np.array(
-            [
-                output_limit(len(ids), options.max_len_a, options.max_len_b, self.max_positions)
-                for ids in sources
-            ],
-            dtype=np.int64,
+        return src
+
+    def output_limits(self, sources: list[list[int]], options: TranslationOptions) -> np.ndarray:
+        """(B,) the most tokens each source may generate, EOS included."""
+        a, b = options.max_len_a, options.max_len_b
+        return np.array(
+            [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )
+
+    def _search(
+        self, sources: list[list[int]], options: TranslationOptions
+    ) -> list[list[Hypothesis]]:
+        """One batch: encode once, then search."""
+        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
+        limits = self.output_limits(sources, options)
         args = (self.sessions.decode, cross_k, cross_v, src_mask, limits, self.bos_id, self.eos_id)
         if options.beam_size == 1:
             return [[h] for h in greedy_search(*args, options.length_penalty)]

@@ -1,0 +1,90 @@
+"""A broken bundle is refused with a message that names the broken file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from app.engine import BundleError, Translator, find_bundles, load_bundle
+
+
+@pytest.fixture
+def bundle(tiny_bundle, tmp_path):
+    copy = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, copy)
+    return copy
+
+
+def edit_manifest(bundle, change):
+    path = bundle / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_valid_bundle_loads_each_variant(tiny_bundle):
+    for variant in ("fp32", "int8"):
+        b = load_bundle(tiny_bundle, variant)
+        assert b.variant == variant and b.encoder_path.name == f"encoder.{variant}.onnx"
+    assert load_bundle(tiny_bundle).variant == "fp32"  # the default variant
+
+
+def test_bad_checksum_names_the_file(bundle):
+    path = bundle / "decoder.int8.onnx"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match=r"decoder\.int8\.onnx: sha256 mismatch"):
+        load_bundle(bundle, "int8")
+    load_bundle(bundle, "fp32")  # the other variant's files are intact
+    with pytest.raises(BundleError, match=r"decoder\.int8\.onnx"):
+        Translator.from_dir(bundle, variant="int8")
+
+
+def test_missing_file_names_it(bundle):
+    (bundle / "sentencepiece.model").unlink()
+    with pytest.raises(BundleError, match=r"sentencepiece\.model: file listed .* is missing"):
+        load_bundle(bundle)
+
+
+def test_missing_or_unparsable_manifest(bundle, tmp_path):
+    (bundle / "manifest.json").write_text("{not json")
+    with pytest.raises(BundleError, match=r"manifest\.json: not valid JSON"):
+        load_bundle(bundle)
+    (bundle / "manifest.json").unlink()
+    with pytest.raises(BundleError, match=r"manifest\.json: missing manifest"):
+        load_bundle(bundle)
+    with pytest.raises(BundleError, match="not a bundle directory"):
+        load_bundle(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.pop("architecture"), r"'architecture' must be an object"),
+        (lambda m: m.update(format_version=99), r"unsupported format_version 99"),
+        (lambda m: m["architecture"].update(d_model="big"), r"'architecture\.d_model'"),
+        (lambda m: m["variants"]["int8"].pop("decoder"), r"'variants\.int8\.decoder'"),
+        (lambda m: m["tokenizer"].update(file="../../etc/passwd"), r"inside the bundle"),
+        (lambda m: m.update(default_variant="fp8"), r"default_variant 'fp8' is not one of"),
+        (lambda m: m.update(variants={}), r"'variants' must be a non-empty object"),
+    ],
+)
+def test_wrong_manifest_is_refused(bundle, change, message):
+    edit_manifest(bundle, change)
+    with pytest.raises(BundleError, match=message) as info:
+        load_bundle(bundle)
+    assert "manifest.json" in str(info.value)
+
+
+def test_unknown_variant_lists_the_available_ones(bundle):
+    with pytest.raises(BundleError, match=r"no variant 'fp16'; available: \['fp32', 'int8'\]"):
+        load_bundle(bundle, "fp16")
+
+
+def test_find_bundles(bundle, tmp_path):
+    (tmp_path / "not-a-bundle").mkdir()
+    assert find_bundles(tmp_path) == [bundle]
+    assert find_bundles(tmp_path / "missing") == []

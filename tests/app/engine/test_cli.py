@@ -1,0 +1,54 @@
+"""`nmt translate`: lines in, one translation per line out."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from app.cli import main
+from app.engine import TranslationOptions, Translator
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_bundle, tiny_sentences):
+    t = Translator.from_dir(tiny_bundle, intra_threads=1)
+    greedy = TranslationOptions(beam_size=1)
+    return [r.text for r in t.translate_batch(tiny_sentences, greedy)]
+
+
+def test_stdin_to_stdout(tiny_bundle, tiny_sentences, expected, monkeypatch, capsys):
+    lines = [tiny_sentences[0], "", *tiny_sentences[1:]]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    args = ["translate", "--bundle", str(tiny_bundle), "--beam-size", "1", "--batch-size", "3"]
+    assert main([*args, "--threads", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [expected[0], "", *expected[1:]]
+
+
+def test_file_to_file_with_default_bundle_and_variant(
+    tiny_bundle, tiny_sentences, tmp_path, monkeypatch, capsys
+):
+    (tmp_path / "bundles").mkdir()
+    (tmp_path / "bundles" / "en-de").symlink_to(tiny_bundle)
+    (tmp_path / "in.txt").write_text("\n".join(tiny_sentences) + "\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    args = ["translate", "-i", "in.txt", "-o", "out.txt", "--variant", "int8", "--beam-size", "2"]
+    assert main([*args, "--threads", "1"]) == 0
+    out = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    int8 = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1)
+    assert out == [r.text for r in int8.translate_batch(tiny_sentences, TranslationOptions(2))]
+    assert "8/8" in capsys.readouterr().err  # the progress bar
+
+
+def test_no_bundle_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hello\n"))
+    assert main(["translate"]) == 2
+    assert "no bundle found" in capsys.readouterr().err
+
+
+def test_serve_without_the_service_module(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "app.server", None)  # import fails as if it did not exist
+    assert main(["serve", "--port", "1"]) == 2
+    assert "nmt serve" in capsys.readouterr().err

@@ -1,0 +1,204 @@
+"""The ONNX engine decodes exactly like the PyTorch reference decoders (model/search.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from app.engine import TranslationOptions, Translator
+from model.checkpoint import load_model
+from model.search import beam_search, greedy_search
+from tests.conftest import toy_pairs
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoint):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model on a shared machine: one thread is fastest
+    model, tokenizer, _ = load_model(tiny_checkpoint)
+    yield model, tokenizer
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_bundle):
+    return Translator.from_dir(tiny_bundle, intra_threads=1)
+
+
+@pytest.fixture(scope="module")
+def sources(reference, tiny_sentences):
+    """Token ids of the tiny sentences, some unseen toy sentences, and untrained gibberish."""
+    _, tokenizer = reference
+    texts = tiny_sentences + [en for en, _ in toy_pairs(12, seed=7)]
+    texts += ["zzz qqq the", "x", "house house house house house house"]
+    return [tokenizer.encode(t) for t in texts]
+
+
+def test_greedy_equals_pytorch(translator, reference, sources):
+    model, _ = reference
+    got = translator.translate_ids(sources, TranslationOptions(beam_size=1))
+    assert [h[0].tokens for h in got] == greedy_search(model, sources)
+
+
+@pytest.mark.parametrize(("beam_size", "length_penalty"), [(2, 1.0), (4, 0.6), (5, 1.0)])
+def test_beam_equals_pytorch_with_n_best(translator, reference, sources, beam_size, length_penalty):
+    model, _ = reference
+    options = TranslationOptions(
+        beam_size=beam_size, length_penalty=length_penalty, num_alternatives=beam_size - 1
+    )
+    got = translator.translate_ids(sources, options)
+    for source, hyps in zip(sources, got, strict=True):
+        ref = beam_search(
+            model, source, beam_size=beam_size, length_penalty=length_penalty, n_best=beam_size
+        )
+        assert [h.tokens for h in hyps] == [h.tokens for h in ref]
+        assert [h.normalized for h in hyps] == pytest.approx([h.normalized for h in ref], abs=1e-4)
+
+
+def test_batch_equals_single(translator, tiny_sentences):
+    for options in (
+        TranslationOptions(beam_size=1, return_scores=True),
+        TranslationOptions(beam_size=4, num_alternatives=2, return_scores=True),
+    ):
+        batched = translator.translate_batch(tiny_sentences, options)
+        for text, together in zip(tiny_sentences, batched, strict=True):
+            alone = translator.translate_batch([text], options)[0]
+            assert (alone.text, alone.tokens, alone.alternatives) == (
+                together.text,
+                together.tokens,
+                together.alternatives,
+            )
+            assert alone.score == pytest.approx(together.score, abs=1e-5)
+
+
+def test_small_batches_and_input_order(tiny_bundle, translator, tiny_sentences):
+    small = Translator.from_dir(tiny_bundle, intra_threads=1, max_batch_size=3)
+    texts = list(reversed(tiny_sentences))
+    options = TranslationOptions(beam_size=3)
+    assert [r.text for r in small.translate_batch(texts, options)] == [
+        r.text for r in translator.translate_batch(texts, options)
+    ]
+
+
+def test_beam_size_one_equals_greedy(translator, sources):
+    from app.engine.search import beam_search as engine_beam
+    from app.engine.search import greedy_search as engine_greedy
+
+    cross_k, cross_v, mask = translator.sessions.encode(translator.source_array(sources))
+    limits = translator.output_limits(sources, TranslationOptions())
+    args = (translator.sessions.decode, cross_k, cross_v, mask, limits, 1, 2)
+    greedy = engine_greedy(*args, length_penalty=0.7)
+    beam = [hyps[0] for hyps in engine_beam(*args, beam_size=1, length_penalty=0.7)]
+    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
+    assert [h.normalized for h in beam] == pytest.approx([h.normalized for h in greedy], abs=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_max_length(translator, reference, sources, beam_size):
+    """max_len_a + max_len_b * len(src) tokens at most, EOS included; capped by the positions."""
+    model, _ = reference
+    short = TranslationOptions(beam_size=beam_size, max_len_a=2, max_len_b=0.0)
+    for hyps in translator.translate_ids(sources, short):
+        assert len(hyps[0].tokens) <= 2
+    assert any(len(h[0].tokens) == 2 for h in translator.translate_ids(sources, short))
+    if beam_size == 1:
+        assert [h[0].tokens for h in translator.translate_ids(sources, short)] == greedy_search(
+            model, sources, max_len_a=2, max_len_b=0.0
+        )
+    long = TranslationOptions(beam_size=beam_size, max_len_a=1000, max_len_b=0.0)
+    cap = model.config.max_positions - 1
+    gibberish = [[5] * 5]
+    assert len(translator.translate_ids(gibberish, long)[0][0].tokens) <= cap
+
+
+def test_alternatives_and_scores(translator, tiny_sentences):
+    results = translator.translate_batch(
+        tiny_sentences, TranslationOptions(beam_size=4, num_alternatives=3, return_scores=True)
+    )
+    for r in results:
+        assert len(r.alternatives) == 3 == len(r.alternative_scores)
+        assert len({r.text, *r.alternatives}) == 4  # distinct hypotheses
+        assert r.score >= r.alternative_scores[0] >= r.alternative_scores[1]
+        assert r.score < 0
+    plain = translator.translate_batch(tiny_sentences[:2], TranslationOptions(beam_size=4))
+    assert all(r.score is None and r.alternatives == [] for r in plain)
+
+
+def test_blank_text_skips_the_model(translator, monkeypatch):
+    def boom(*args):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(translator.sessions, "encode", boom)
+    results = translator.translate_batch(["", "   ", "\n"], TranslationOptions(beam_size=4))
+    assert [r.text for r in results] == ["", "", ""]
+    assert translator.count_tokens("   ") == 0
+
+
+def test_mixed_blank_and_text(translator, tiny_sentences):
+    results = translator.translate_batch(["", tiny_sentences[0], " "], TranslationOptions())
+    assert results[0].text == "" == results[2].text
+    assert results[1].text == translator.translate_batch([tiny_sentences[0]])[0].text
+
+
+def test_metadata_and_count_tokens(translator, reference):
+    _, tokenizer = reference
+    assert (translator.name, translator.source_lang, translator.target_lang) == (
+        "en-de",
+        "en",
+        "de",
+    )
+    assert translator.variant == "fp32"
+    assert translator.count_tokens("open the file") == len(tokenizer.encode("open the file")) + 1
+    assert translator.default_options.beam_size == 4
+
+
+def test_long_input_is_truncated_to_the_positions(translator):
+    text = " ".join(["the red house"] * 100)
+    assert translator.count_tokens(text) == translator.max_source_tokens + 1
+    assert isinstance(translator.translate_batch([text])[0].text, str)
+
+
+def test_int8_agrees_with_fp32(tiny_bundle, translator, tiny_sentences):
+    int8 = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1)
+    assert int8.variant == "int8"
+    options = TranslationOptions(beam_size=1)
+    fp32 = [r.text for r in translator.translate_batch(tiny_sentences, options)]
+    got = [r.text for r in int8.translate_batch(tiny_sentences, options)]
+    agreement = sum(a == b for a, b in zip(fp32, got, strict=True)) / len(got)
+    assert agreement >= 0.75, agreement
+
+
+def test_cuda_request_falls_back_to_cpu(tiny_bundle, caplog):
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA is available here")
+    with caplog.at_level("WARNING"):
+        t = Translator.from_dir(tiny_bundle, provider="cuda", intra_threads=1)
+    assert t.sessions.providers == ["CPUExecutionProvider"]
+    assert "falling back to CPU" in caplog.text
+
+
+def test_engine_runs_without_torch(tiny_bundle, tiny_sentences):
+    """app.engine must not import torch (the service image has none): translate in a fresh
+    interpreter and check sys.modules."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from app.engine import TranslationOptions, Translator
+        t = Translator.from_dir({str(tiny_bundle)!r}, variant="int8", intra_threads=1)
+        out = t.translate_batch({tiny_sentences[:3]!r}, TranslationOptions(beam_size=2))
+        assert all(r.text for r in out), out
+        import app.cli
+        bad = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "model")))
+        assert not bad, bad
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
