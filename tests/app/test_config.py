@@ -73,3 +73,20 @@ def test_serve_main_refuses_bad_settings(capsys):
 
     assert serve_main(["--port", "-5"]) == 2
     assert "invalid settings" in capsys.readouterr().err
+
+
+def test_serve_main_exits_1_when_no_bundle_loads(tmp_path):
+    from app.server import serve_main
+
+    assert serve_main(["--models-dir", str(tmp_path), "--port", "0", "--log-level",
+                       "critical"]) == 1
+
+
+def test_json_log_lines():
+    import json
+
+    from app.server import JsonFormatter
+
+    record = logging.LogRecord("app.x", logging.INFO, __file__, 1, "hello %s", ("you",), None)
+    entry = json.loads(JsonFormatter().format(record))
+    assert (entry["level"], entry["logger"], entry["message"]) == ("info", "app.x", "hello you")

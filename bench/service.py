@@ -1,0 +1,189 @@
+"""Service throughput with dynamic batching on and off.
+
+Starts `python -m app.server` on 127.0.0.1 (a free port) for each mode, drives it with 1, 8, 32
+and 64 concurrent clients (each client: one request at a time, one sentence per request), and
+reports requests/s, p50/p95 latency and the engine batches the server used. Every run is bounded
+by --seconds and --max-requests; traffic goes to loopback only.
+
+    python -m bench.service --models-dir bundles            # table on stdout
+    python -m bench.service --models-dir /tmp/b --seconds 3 --json bench/results/service.json
+
+"Batching off" is the same server with --max-batch-size 1 --max-wait-ms 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = {
+    "batching on": ["--max-batch-size", "32", "--max-wait-ms", "5"],
+    "batching off": ["--max-batch-size", "1", "--max-wait-ms", "0"],
+}
+SENTENCES = [
+    "Open the file and save your changes.",
+    "The printer is not connected.",
+    "Do you want to close the window?",
+    "the red car sees a dog",
+    "Select the text you want to copy.",
+    "A new version of this document is available.",
+    "open the file",
+    "The password must contain at least eight characters.",
+    "a small cat and the old tree",
+    "Click here to restart the application.",
+    "the big blue house has a green book",
+    "The connection to the server was lost.",
+]
+BATCHES = "nmt_engine_batches_total"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(models_dir: str, extra: list[str], threads: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "app.server", "--models-dir", models_dir, "--port", str(port),
+           "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096", *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/health/ready", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the server did not become ready in 120 s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def engine_batches(url: str) -> float:
+    total = 0.0
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.startswith(BATCHES + "{") and 'outcome="ok"' in line:
+            total += float(line.split()[-1])
+    return total
+
+
+async def drive(
+    url: str, concurrency: int, seconds: float, max_requests: int, target: str
+) -> dict:
+    """`concurrency` clients, each sending one request after the other, until the time or the
+    request budget runs out."""
+    latencies: list[float] = []
+    errors = 0
+    sent = 0
+    stop_at = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
+        async def one_client(k: int) -> None:
+            nonlocal errors, sent
+            i = k
+            while time.monotonic() < stop_at and sent < max_requests:
+                sent += 1
+                text = SENTENCES[i % len(SENTENCES)]
+                i += concurrency
+                started = time.perf_counter()
+                r = await client.post("/v1/translate",
+                                      json={"text": text, "source": "auto", "target": target})
+                if r.status_code == 200:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one_client(k) for k in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "seconds": round(elapsed, 3),
+        "requests_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 1) if latencies else None,
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 1)
+        if latencies else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models-dir", default=str(ROOT / "bundles"))
+    parser.add_argument("--target", default="de", help="target language of the pair")
+    parser.add_argument("--concurrency", default="1,8,32,64")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per concurrency level")
+    parser.add_argument("--max-requests", type=int, default=3000, help="per concurrency level")
+    parser.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+
+    results = []
+    for mode, extra in MODES.items():
+        proc, url = start_server(args.models_dir, extra, args.threads)
+        try:
+            asyncio.run(drive(url, 4, 1.0, 50, args.target))  # warm the connections and the engine
+            for concurrency in levels:
+                before = engine_batches(url)
+                row = asyncio.run(
+                    drive(url, concurrency, args.seconds, args.max_requests, args.target)
+                )
+                batches = engine_batches(url) - before
+                row.update(mode=mode, concurrency=concurrency, engine_batches=int(batches),
+                           sentences_per_batch=round(row["requests"] / batches, 2)
+                           if batches else None)
+                results.append(row)
+                print(f"{mode:13} c={concurrency:<3} {row['requests_per_s']:8.1f} req/s  "
+                      f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  "
+                      f"batches {row['engine_batches']} ({row['sentences_per_batch']}/batch)  "
+                      f"errors {row['errors']}", flush=True)
+        finally:
+            stop_server(proc)
+
+    print("\n| clients | batching on req/s | batching off req/s | speed-up | p95 on / off (ms) |")
+    print("|---:|---:|---:|---:|---:|")
+    for concurrency in levels:
+        on = next(r for r in results if r["mode"] == "batching on"
+                  and r["concurrency"] == concurrency)
+        off = next(r for r in results if r["mode"] == "batching off"
+                   and r["concurrency"] == concurrency)
+        speedup = on["requests_per_s"] / off["requests_per_s"] if off["requests_per_s"] else 0
+        print(f"| {concurrency} | {on['requests_per_s']} | {off['requests_per_s']} | "
+              f"{speedup:.2f}x | {on['p95_ms']} / {off['p95_ms']} |")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
