@@ -97,6 +97,10 @@ async def translate_texts(
 ) -> tuple[list[TextResult], int]:
     """Translate texts through the shared batcher; returns results and the sentence count."""
     segmented = [segment(text, fmt) for text in texts]
+    limit = getattr(model.translator, "max_source_tokens", None)
+    if limit:  # sentences longer than the encoder takes are cut, not truncated
+        for seg in segmented:
+            seg.refine(lambda s: model.translator.count_tokens(s) <= limit)
     sentences = [s for seg in segmented for s in seg.sentences]
     results = await batcher.translate(model.translator, sentences, options, timeout)
     out, pos = [], 0

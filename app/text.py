@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -50,11 +51,40 @@ class Segments:
             parts[index] = html.escape(text, quote=False) if self.html else text
         return "".join(parts)
 
+    def refine(self, fits: Callable[[str], bool]) -> None:
+        """Cut the sentences that do not fit the model (`fits` is False) into runs of words that
+        do, keeping the whitespace between runs verbatim, so nothing is truncated."""
+        old_parts, old_targets = self.parts, set(self.targets)
+        self.parts, self.targets = [], []
+        for index, part in enumerate(old_parts):
+            if index not in old_targets or fits(self._plain(part)):
+                self._append(part, index in old_targets)
+                continue
+            pieces = re.split(r"(\s+)", part)  # word, gap, word, ..., word
+            run = pieces[0]
+            for gap, word in zip(pieces[1::2], pieces[2::2], strict=True):
+                if fits(self._plain(run + gap + word)):
+                    run += gap + word
+                else:
+                    self._append(run, True)
+                    self._append(gap, False)
+                    run = word
+            self._append(run, True)
+
+    def _plain(self, text: str) -> str:
+        return html.unescape(text) if self.html else text
+
+    def _append(self, text: str, translate: bool) -> None:
+        if translate:
+            self.targets.append(len(self.parts))
+            self.parts.append(text)
+        else:
+            self._add(text, translate=False)
+
     def _add(self, text: str, translate: bool) -> None:
         if not text:
             return
-        plain = html.unescape(text) if self.html else text
-        if translate and any(ch.isalpha() for ch in plain):
+        if translate and any(ch.isalpha() for ch in self._plain(text)):
             self.targets.append(len(self.parts))
             self.parts.append(text)
         elif self.parts and (len(self.parts) - 1) not in self.targets[-1:]:

@@ -147,12 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
 
-    results = []
-    for mode, extra in MODES.items():
-        proc, url = start_server(args.models_dir, extra, args.threads)
-        try:
-            asyncio.run(drive(url, 4, 1.0, 50, args.target))  # warm the connections and the engine
-            for concurrency in levels:
+    # both servers run side by side and the modes alternate per level, so that a change in the
+    # machine's load during the run hits both modes alike (only the driven one is busy)
+    servers = {}
+    try:
+        for mode, extra in MODES.items():
+            servers[mode] = start_server(args.models_dir, extra, args.threads)
+            asyncio.run(drive(servers[mode][1], 4, 1.0, 50, args.target))  # warm up
+        results = []
+        for concurrency in levels:
+            for mode, (_, url) in servers.items():
                 before = engine_batches(url)
                 row = asyncio.run(
                     drive(url, concurrency, args.seconds, args.max_requests, args.target)
@@ -166,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  "
                       f"batches {row['engine_batches']} ({row['sentences_per_batch']}/batch)  "
                       f"errors {row['errors']}", flush=True)
-        finally:
+    finally:
+        for proc, _ in servers.values():
             stop_server(proc)
 
     print("\n| clients | batching on req/s | batching off req/s | speed-up | p95 on / off (ms) |")

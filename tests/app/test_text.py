@@ -75,3 +75,19 @@ def test_html_escapes_translations():
     seg = segment("<p>a &lt; b</p>", "html")
     assert seg.sentences == ["a < b"]
     assert seg.rejoin(["x < y & z"]) == "<p>x &lt; y &amp; z</p>"
+
+
+def test_refine_cuts_sentences_that_do_not_fit_keeping_whitespace():
+    text = "  one two three  four five six.\n\nShort."
+    seg = segment(text)
+    seg.refine(lambda s: len(s.split()) <= 2)
+    assert "".join(seg.parts) == text
+    assert seg.sentences == ["one two", "three  four", "five six.", "Short."]
+    assert seg.rejoin(["A", "B", "C", "D"]) == "  A B C\n\nD"
+
+
+def test_refine_in_html_counts_decoded_text():
+    seg = segment("<p>a &amp; b c</p>", "html")
+    seg.refine(lambda s: len(s) <= 5)
+    assert seg.sentences == ["a & b", "c"]
+    assert "".join(seg.parts) == "<p>a &amp; b c</p>"
