@@ -168,7 +168,23 @@ def fetch(cache: Path, packages: list[str]) -> dict[str, dict]:
             "dir": target,
             "deb": deb.name,
         }
+    _linked_licences(apt, cache, info)
     return info
+
+
+def _linked_licences(apt: debian.Apt, cache: Path, info: dict[str, dict]) -> None:
+    """Read licences from the package a symlinked doc directory points to (gcc-12-base, ...)."""
+    links = {pkg: debian.doc_link_target(meta["dir"], pkg) for pkg, meta in info.items()}
+    links = {pkg: target for pkg, target in links.items() if target and target not in info}
+    if not links:
+        return
+    available = apt.available(sorted(set(links.values())))
+    debs = apt.download(sorted(available), cache / "debs")
+    for pkg, target in links.items():
+        if target in debs:
+            unpacked = debian.unpack(debs[target], cache / "unpacked")
+            info[pkg]["licence"] = debian.licence(unpacked, target)
+            info[pkg]["licence_from"] = target
 
 
 def collect(info: dict[str, dict]) -> Corpus:
@@ -238,6 +254,7 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
             "version": meta["version"],
             "deb": meta["deb"],
             "licence": sources.HELP_LICENCE if pkg in sources.HELP_PACKAGES else meta["licence"],
+            **({"licence_from": meta["licence_from"]} if "licence_from" in meta else {}),
         }
         for pkg, meta in sorted(info.items())
     }

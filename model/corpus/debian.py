@@ -75,8 +75,16 @@ class Apt:
             if self.available([probe]):
                 return
         log("apt package lists are empty: running apt-get update ...")
+        self.update()
+        if not self.available([probe]):
+            raise RuntimeError(f"apt knows no package {probe!r} even after apt-get update")
+
+    def update(self) -> None:
+        """``apt-get update``: system-wide as root, else into the private cache dirs."""
+        if os.geteuid() != 0 and not self.options:
+            self.options = self._private_options()
         result = self.run("apt-get", "update")
-        if result.returncode != 0 or not self.available([probe]):
+        if result.returncode != 0:
             raise RuntimeError(f"apt-get update failed:\n{result.stderr[-2000:]}")
 
     def download(self, packages: list[str], dest: Path) -> dict[str, Path]:
@@ -87,6 +95,10 @@ class Apt:
         if missing:
             log(f"apt-get download {len(missing)} package(s) into {dest} ...")
             result = self.run("apt-get", "download", *missing, cwd=dest)
+            if result.returncode != 0:
+                log("apt-get download failed (stale package lists?): updating and retrying ...")
+                self.update()
+                result = self.run("apt-get", "download", *missing, cwd=dest)
             if result.returncode != 0:
                 raise RuntimeError(f"apt-get download failed:\n{result.stderr[-2000:]}")
         debs = {pkg: _cached_deb(dest, pkg) for pkg in packages}
@@ -137,6 +149,14 @@ def copyright_file(unpacked: Path, package: str) -> Path | None:
     return candidates[0] if candidates else None
 
 
+def doc_link_target(unpacked: Path, package: str) -> str | None:
+    """Package whose doc directory ``usr/share/doc/<package>`` points to (Debian shares them)."""
+    doc = unpacked / "usr" / "share" / "doc" / package
+    if doc.is_symlink():
+        return Path(os.readlink(doc)).name
+    return None
+
+
 def licence(unpacked: Path, package: str) -> str:
     """Short licence name from a DEP-5 copyright file (the ``Files: *`` stanza first)."""
     path = copyright_file(unpacked, package)
@@ -151,26 +171,34 @@ def parse_licence(text: str) -> str:
     for stanza in stanzas:
         if re.search(r"^Files:\s*\*\s*$", stanza, re.MULTILINE):
             match = re.search(r"^License:\s*(.+)$", stanza, re.MULTILINE)
-            if match:
+            if match and len(match.group(1).split()) <= 8:
                 return match.group(1).strip()[:MAX_LICENCE_LEN]
     match = re.search(r"^License:\s*(\S.+)$", text, re.MULTILINE)
-    if match:
+    if match and len(match.group(1).split()) <= 6:
         return match.group(1).strip()[:MAX_LICENCE_LEN]
     return _guess_licence(text)
 
 
 def _guess_licence(text: str) -> str:
+    """The licence named first in a free-form copyright file (with its version if given)."""
     guesses = [
-        (r"GNU Lesser General Public License|LGPL", "LGPL"),
-        (r"GNU (?:General )?Public License|\bGPL", "GPL"),
+        (r"GNU Lesser General Public License|GNU Library General Public License|\bLGPL", "LGPL"),
+        (r"GNU (?:General )?Public License|GNU GPL|\bGPL", "GPL"),
         (r"Mozilla Public License", "MPL"),
-        (r"BSD", "BSD"),
-        (r"MIT|Permission is hereby granted, free of charge", "MIT/X11"),
+        (r"\bBSD\b", "BSD"),
+        (r"Permission is hereby granted, free of charge|\bMIT\b", "MIT/X11"),
         (r"Apache License", "Apache"),
     ]
+    found = []
     for pattern, name in guesses:
         match = re.search(pattern, text)
         if match:
-            version = re.search(r"version (\d(?:\.\d)?)", text[match.start() : match.start() + 400])
-            return f"{name}-{version.group(1)}" if version else name
-    return "see copyright file"
+            found.append((match.start(), name, match))
+    if not found:
+        return "see copyright file"
+    start, name, match = min(found, key=lambda item: item[0])
+    window = text[match.end() : match.end() + 300]
+    version = re.search(r"[Vv]ersion (\d(?:\.\d)?)|-(\d(?:\.\d)?)", window)
+    if version:
+        return f"{name}-{version.group(1) or version.group(2)}"
+    return name

@@ -193,7 +193,7 @@ def reject_reason(src: str, tgt: str) -> str | None:
             return reason
     if src == tgt or src.casefold() == tgt.casefold():
         return "untranslated"
-    if looks_english(tgt) or (len(src) > 15 and src in tgt):
+    if looks_english(tgt) or (len(src) > 15 and len(src.split()) > 2 and src in tgt):
         return "partly_untranslated"
     if _ratio_bad(src, tgt):
         return "length_ratio"

@@ -1,0 +1,149 @@
+"""Build pipeline without apt: extraction from fake unpacked packages, dedup, split, output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from model.corpus import build, sources
+from model.corpus.debian import parse_licence
+from model.corpus.gettext import Message, write_mo
+
+FIXTURES = Path(__file__).parent / "fixtures" / "help"
+
+UI = [
+    Message("_Open", ("Ö_ffnen",)),
+    Message("Creates a new LibreOffice document.", ("Erstellt ein neues LibreOffice-Dokument.",)),
+    Message(
+        "%d file was copied",
+        ("%d Datei wurde kopiert", "%d Dateien wurden kopiert"),
+        msgid_plural="%d files were copied",
+    ),
+    Message("Copy %s to the folder", ("Kopiere in den Ordner",)),
+    Message("Printer", ("Printer",)),
+    Message("Style|Bold", ("Fett",), msgctxt="font"),
+]
+
+
+def _fake_package(root: Path, name: str, messages: list[Message], locale: str = "de") -> Path:
+    target = root / name
+    mo_dir = target / "usr/share/locale" / locale / "LC_MESSAGES"
+    mo_dir.mkdir(parents=True)
+    (mo_dir / f"{name}.mo").write_bytes(write_mo(messages))
+    doc = target / "usr/share/doc" / name
+    doc.mkdir(parents=True)
+    (doc / "copyright").write_text("Format: x\n\nFiles: *\nCopyright: me\nLicense: GPL-2+\n")
+    return target
+
+
+def _help_package(root: Path, name: str, lang: str) -> Path:
+    target = root / name
+    shutil.copytree(FIXTURES / lang, target / "usr/share/libreoffice/help" / lang)
+    return target
+
+
+def _info(tmp_path: Path) -> dict[str, dict]:
+    dirs = {
+        sources.HELP_EN: _help_package(tmp_path, sources.HELP_EN, "en-US"),
+        sources.HELP_DE: _help_package(tmp_path, sources.HELP_DE, "de"),
+        "libreoffice-l10n-de": _fake_package(tmp_path, "libreoffice-l10n-de", UI),
+        "coreutils": _fake_package(tmp_path, "coreutils", [Message("Open", ("Öffnen",))]),
+        "tar": _fake_package(tmp_path, "tar", [Message("Swiss", ("Schweiz",))], "de_CH"),
+    }
+    return {
+        name: {"version": "1.0", "licence": "GPL-2+", "dir": path, "deb": f"{name}_1.0_all.deb"}
+        for name, path in dirs.items()
+    }
+
+
+def test_collect_extracts_filters_and_credits_first_source(tmp_path):
+    corpus = build.collect(_info(tmp_path))
+    pairs = corpus.pairs
+    assert pairs[("Open", "Öffnen")] == "libreoffice-l10n-de"
+    assert pairs[("New", "Neu")] == build.HELP_SOURCE
+    assert pairs[("Bold", "Fett")] == "libreoffice-l10n-de"
+    assert ("%d files were copied", "%d Dateien wurden kopiert") in pairs
+    assert not any("Printer" in src or "Copy %s" in src for src, _ in pairs)
+    assert not any(src == "Swiss" for src, _ in pairs)  # de_CH is not used
+    duplicate = ("Creates a new LibreOffice document.", "Erstellt ein neues LibreOffice-Dokument.")
+    assert pairs[duplicate] == build.HELP_SOURCE
+    stats = corpus.stats["libreoffice-l10n-de"]
+    assert stats.rejected["untranslated"] == 1 and stats.rejected["placeholder_mismatch"] == 1
+    assert corpus.stats["coreutils"].new_unique == 0 and corpus.stats["coreutils"].kept == 1
+
+
+def test_written_corpus_files_and_summary(tmp_path):
+    info = _info(tmp_path)
+    corpus = build.collect(info)
+    by_split = build.assign_splits(corpus)
+    doc = build.summary(corpus, by_split, info, 1.0)
+    out = tmp_path / "out"
+    build.write_corpus(out, by_split, doc)
+    build.write_corpus(out, by_split, doc)  # replacing an existing corpus works
+    for name in build.SPLITS:
+        en = (out / f"{name}.en").read_text(encoding="utf-8").split("\n")[:-1]
+        de = (out / f"{name}.de").read_text(encoding="utf-8").split("\n")[:-1]
+        assert len(en) == len(de) == doc["counts"][name]
+        assert all(line and "\t" not in line for line in en + de)
+    meta = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+    assert meta["unique_pairs"] == len(corpus.pairs) == sum(meta["counts"].values())
+    assert meta["packages"][sources.HELP_EN]["licence"] == "MPL-2.0"
+    assert meta["packages"]["coreutils"] == {
+        "version": "1.0",
+        "deb": "coreutils_1.0_all.deb",
+        "licence": "GPL-2+",
+    }
+    assert meta["sources"][build.HELP_SOURCE]["new_unique_pairs"] > 0
+    assert not list(tmp_path.glob("out.*"))
+
+
+def test_splits_are_disjoint_by_source(tmp_path):
+    corpus = build.Corpus()
+    rows = [
+        (f"This is English sentence {i}", f"Das ist der deutsche Satz {i}") for i in range(3000)
+    ]
+    corpus.add("pkg", rows + [(src, tgt + " nochmal") for src, tgt in rows[:500]])
+    by_split = build.assign_splits(corpus)
+    sources_per_split = {name: {src for src, _, _ in found} for name, found in by_split.items()}
+    assert not sources_per_split["train"] & sources_per_split["dev"]
+    assert not sources_per_split["train"] & sources_per_split["test"]
+    assert not sources_per_split["dev"] & sources_per_split["test"]
+    assert by_split["dev"] and by_split["test"]
+    assert by_split == build.assign_splits(corpus)
+
+
+def test_split_lines_pairs_option_tables_only():
+    src = "Usage: foo [OPTION]\nDo things\nwell.\n\n  -a, --all   show all\n      entries\n"
+    src += "  -b   brief\n"
+    tgt = "Aufruf: foo [OPTION]\nDinge gut\ntun.\n\n  -a, --all   alle\n      zeigen\n  -b   kurz\n"
+    pairs = build.split_lines(src, tgt)
+    assert pairs[0] == (
+        "Usage: foo [OPTION]\nDo things\nwell.",
+        "Aufruf: foo [OPTION]\nDinge gut\ntun.",
+    )
+    assert pairs[1:] == [
+        ("-a, --all   show all entries", "-a, --all   alle zeigen"),
+        ("-b   brief", "-b   kurz"),
+    ]
+    assert build.split_lines("one\ntwo", "eins zwei\ndrei") == [("one\ntwo", "eins zwei\ndrei")]
+
+
+def test_strip_qualifier():
+    assert build.strip_qualifier("?plural:Ohlone", "Ohlone-Volk") == ("Ohlone", "Ohlone-Volk")
+    assert build.strip_qualifier("Style|Bold", "Fett") == ("Bold", "Fett")
+    assert build.strip_qualifier("a | b", "a | b") == ("a | b", "a | b")
+
+
+def test_parse_licence():
+    dep5 = "Format: x\n\nFiles: debian/*\nLicense: GPL-2+\n\nFiles: *\nLicense: LGPL-2.1+\n"
+    assert parse_licence(dep5) == "LGPL-2.1+"
+    assert parse_licence("Copyright: x\nLicense: MIT\n") == "MIT"
+    free = "This program is free software under the GNU General Public License version 3."
+    assert parse_licence(free) == "GPL-3"
+    assert parse_licence("All rights reserved") == "see copyright file"
+
+
+def test_reserved_packages_are_never_used():
+    assert not sources.RESERVED & set(sources.GETTEXT_PACKAGES + sources.HELP_PACKAGES)
+    assert len(set(sources.GETTEXT_PACKAGES)) == len(sources.GETTEXT_PACKAGES)
