@@ -24,9 +24,13 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
         if min(self.vocab_size, self.d_model, self.n_heads, self.d_ff, self.max_positions) <= 0:
-            raise ValueError("vocab_size, d_model, n_heads, d_ff and max_positions must be positive")
+            raise ValueError(
+                "vocab_size, d_model, n_heads, d_ff and max_positions must be positive"
+            )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
 

@@ -36,11 +36,17 @@ def max_output_length(model: Transformer, src_len: int, max_len_a: int, max_len_
     return max(1, min(int(max_len_a + max_len_b * src_len), model.config.max_positions - 1))
 
 
-def _src_tensor(batch: list[list[int]], pad_id: int, eos_id: int) -> Tensor:
-    """Source id lists -> (B, S) padded tensor, EOS appended to each."""
-    rows = [ids + [eos_id] for ids in batch]
+def _src_tensor(model: Transformer, batch: list[list[int]]) -> Tensor:
+    """Source id lists -> (B, S) padded tensor on the model's device, EOS appended to each."""
+    c = model.config
+    rows = [ids + [c.eos_id] for ids in batch]
     width = max(len(r) for r in rows)
-    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    padded = [r + [c.pad_id] * (width - len(r)) for r in rows]
+    return torch.tensor(padded, dtype=torch.long, device=_device(model))
+
+
+def _device(model: Transformer) -> torch.device:
+    return next(model.parameters()).device
 
 
 @torch.no_grad()
@@ -50,11 +56,11 @@ def greedy_search(
     """Batched greedy decoding; returns the generated ids of each source (no BOS/EOS)."""
     c = model.config
     model.eval()
-    src = _src_tensor(sources, c.pad_id, c.eos_id)
+    src = _src_tensor(model, sources)
     memory, src_mask = model.encode(src)
     cross = model.cross_kv(memory)
     limits = [max_output_length(model, len(s), max_len_a, max_len_b) for s in sources]
-    tokens = torch.full((len(sources), 1), c.bos_id, dtype=torch.long)  # (B, 1)
+    tokens = torch.full((len(sources), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     outputs: list[list[int]] = [[] for _ in sources]
     done = [False] * len(sources)
     past = None
@@ -95,15 +101,15 @@ def beam_search(
     """Beam search for one source sentence; returns the n_best finished hypotheses, best first."""
     c = model.config
     model.eval()
-    src = _src_tensor([source], c.pad_id, c.eos_id)
+    src = _src_tensor(model, [source])
     memory, src_mask = model.encode(src)
     cross = model.cross_kv(memory)
     limit = max_output_length(model, len(source), max_len_a, max_len_b)
 
     live_tokens: list[list[int]] = [[]]
-    live_scores = torch.zeros(1)
+    live_scores = torch.zeros(1, device=src.device)
     finished: list[tuple[list[int], float, int]] = []  # tokens, score, length incl. EOS
-    last = torch.full((1, 1), c.bos_id, dtype=torch.long)
+    last = torch.full((1, 1), c.bos_id, dtype=torch.long, device=src.device)
     past = None
     for step in range(limit):
         k = len(live_tokens)
@@ -132,10 +138,10 @@ def beam_search(
         if len(finished) >= beam_size or not keep_beams:
             break
         live_tokens = [live_tokens[b] + [t] for b, t in zip(keep_beams, keep_tokens, strict=True)]
-        live_scores = torch.tensor(keep_scores)
-        index = torch.tensor(keep_beams)
+        live_scores = torch.tensor(keep_scores, device=src.device)
+        index = torch.tensor(keep_beams, device=src.device)
         past = [(pk[index], pv[index]) for pk, pv in past]
-        last = torch.tensor(keep_tokens)[:, None]
+        last = torch.tensor(keep_tokens, device=src.device)[:, None]
 
     ranked = sorted(
         (Hypothesis(t, s, s / n**length_penalty) for t, s, n in finished),

@@ -33,6 +33,7 @@ def train_tokenizer(
         eos_id=EOS_ID,
         unk_id=UNK_ID,
         user_defined_symbols=PLACEHOLDER_SYMBOLS,
+        hard_vocab_limit=False,  # tiny corpora get a smaller vocabulary instead of an error
         input_sentence_size=max_sentences,
         shuffle_input_sentence=True,
         num_threads=2,
@@ -56,7 +57,9 @@ class Tokenizer:
             EOS_ID,
             UNK_ID,
         ):
-            raise ValueError("SentencePiece model does not use the fixed pad/bos/eos/unk ids 0/1/2/3")
+            raise ValueError(
+                "SentencePiece model does not use the fixed ids 0/1/2/3 for pad/bos/eos/unk"
+            )
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:

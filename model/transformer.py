@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.layers import KV, DecoderLayer, EncoderLayer, Embeddings, PositionalEncoding
+from model.layers import KV, DecoderLayer, Embeddings, EncoderLayer, PositionalEncoding
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:

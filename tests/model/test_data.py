@@ -1,0 +1,57 @@
+"""Corpus readers, cleaning, token-budget batching and the tokenizer."""
+
+from model.data import Example, clean_pairs, collate, read_corpus, token_batches
+from model.tokenizer import Tokenizer, train_tokenizer
+
+TMX = """<?xml version="1.0" encoding="UTF-8"?>
+<tmx version="1.4"><header srclang="en"/><body>
+<tu><tuv xml:lang="en"><seg>Open the file</seg></tuv>
+    <tuv xml:lang="de-DE"><seg>Datei öffnen</seg></tuv></tu>
+<tu><tuv xml:lang="en"><seg>Only English</seg></tuv></tu>
+</body></tmx>
+"""
+
+
+def test_readers_for_tsv_moses_and_tmx(tmp_path):
+    (tmp_path / "a.tsv").write_text("Hello\tHallo\nbroken line\nYes\tJa\n", encoding="utf-8")
+    (tmp_path / "m.en").write_text("one\ntwo\n", encoding="utf-8")
+    (tmp_path / "m.de").write_text("eins\nzwei\n", encoding="utf-8")
+    (tmp_path / "t.tmx").write_text(TMX, encoding="utf-8")
+    assert read_corpus(tmp_path / "a.tsv") == [("Hello", "Hallo"), ("Yes", "Ja")]
+    assert read_corpus(tmp_path / "m") == [("one", "eins"), ("two", "zwei")]
+    assert read_corpus(tmp_path / "t.tmx") == [("Open the file", "Datei öffnen")]
+
+
+def test_cleaning_drops_and_counts():
+    pairs = [
+        ("a  b", "c d"),
+        ("a b", "c d"),
+        ("", "x"),
+        ("x" * 2000, "y" * 2000),
+        ("a reasonably long sentence", "x"),
+        ("fine", "gut"),
+    ]
+    kept, report = clean_pairs(pairs)
+    assert kept == [("a b", "c d"), ("fine", "gut")]
+    assert report.dropped == {"duplicate": 1, "empty": 1, "too_long": 1, "length_ratio": 1}
+
+
+def test_token_batches_respect_the_budget_and_cover_every_example():
+    examples = [Example([5] * n, [1] + [6] * (n % 7 + 1) + [2]) for n in range(1, 60)]
+    batches = token_batches(examples, max_tokens=100, seed=3)
+    assert sorted(len(e.src) for b in batches for e in b) == sorted(len(e.src) for e in examples)
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(max(len(e.src), len(e.tgt)) for e in b) <= 100
+    assert len(batches) < len(examples)  # real batching, not one example each
+    src, tgt_in, tgt_out = collate(batches[0], pad_id=0)
+    assert src.shape[0] == tgt_in.shape[0] and tgt_in.shape == tgt_out.shape
+
+
+def test_tokenizer_round_trips_text_and_keeps_special_ids(tmp_path):
+    texts = ["The quick brown fox jumps over the lazy dog.", "Öffnen Sie die Datei %s."] * 100
+    tok = Tokenizer.load(train_tokenizer(texts, tmp_path / "spm.model", vocab_size=60))
+    for text in ["The lazy fox.", "Öffnen Sie die Datei %s."]:
+        assert tok.decode(tok.encode(text)) == text
+    ids = tok.encode("Datei %s")
+    assert tok.sp.piece_to_id("%s") in ids
+    assert min(ids) > 3  # pad/bos/eos/unk are 0..3 and never produced for known text
