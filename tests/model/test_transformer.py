@@ -92,7 +92,7 @@ def test_incremental_decoding_with_the_cache_matches_the_full_forward_pass(model
 def test_checkpoint_round_trip_rebuilds_identical_outputs(model, tmp_path):
     tok = Tokenizer(
         train_tokenizer(
-            ["hello world"] * 50 + ["hallo welt"] * 50, tmp_path / "spm.model", vocab_size=20
+            ["hello world"] * 50 + ["hallo welt"] * 50, tmp_path / "spm.model", vocab_size=40
         ).read_bytes()
     )
     path = save_checkpoint(tmp_path / "ckpt.pt", model, tok, step=3)
