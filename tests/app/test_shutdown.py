@@ -31,18 +31,18 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.server", "--models-dir", str(tiny_bundle), "--port",
          str(port), "--threads", "1", "--max-batch-size", "1", "--max-wait-ms", "0",
-         "--grace-period", "30", "--max-texts-per-request", "64"],
+         "--grace-period", "300", "--max-texts-per-request", "64"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        wait_ready(url, 60)
-        n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 6  # 48 batches each
+        wait_ready(url, 180)  # generous: the test machine's cores are shared
+        n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 3  # 24 batches each
         results: list[httpx.Response | Exception] = []
 
         def client() -> None:
             try:
-                results.append(httpx.post(f"{url}/v1/translate", timeout=60, json={
+                results.append(httpx.post(f"{url}/v1/translate", timeout=300, json={
                     "text": texts, "source": "en", "target": "de",
                     "options": {"beam_size": 2}}))
             except Exception as exc:  # noqa: BLE001 - reported below
@@ -51,7 +51,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
         threads = [threading.Thread(target=client) for _ in range(n_clients)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while metric(url, "nmt_http_requests_in_progress") < n_clients + 1:  # + this scrape
             assert time.monotonic() < deadline, "the requests never were in flight together"
             time.sleep(0.01)
@@ -64,8 +64,8 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
             refused = True  # the listener is closed: no new connections
         assert refused
         for t in threads:
-            t.join(60)
-        assert proc.wait(60) == 0
+            t.join(300)
+        assert proc.wait(300) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
