@@ -1,0 +1,133 @@
+"""Score a bundle's variants on a test set with the ONNX Runtime engine, as the service runs them.
+
+    python -m export.evaluate bundles/en-de --data data/en-de/test [--beam-size 4] [--record]
+
+For each variant: sacreBLEU BLEU and chrF (with signatures) and target tokens/s, translating the
+test set in length-sorted batches of 32. --record writes the numbers into manifest.json (and so
+MODEL_CARD.md), and makes int8 the default variant when it is faster and loses at most
+--max-int8-loss BLEU against fp32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from app.engine.bundle import MANIFEST, load_bundle
+from app.engine.translator import Translator
+from app.engine.types import TranslationOptions
+from export.bundle import save_manifest
+from model.data import read_corpus
+from model.evaluate import corpus_scores
+
+
+def score_variant(
+    bundle_dir: Path,
+    variant: str,
+    sources: list[str],
+    refs: list[str],
+    options: TranslationOptions,
+    threads: int,
+    batch_size: int = 32,
+) -> tuple[dict, list[str]]:
+    """Translate sources with one variant; returns its scores and the translations."""
+    translator = Translator.from_dir(bundle_dir, variant=variant, intra_threads=threads)
+    translator.warmup()
+    hyps: list[str] = []
+    n_tokens = 0
+    started = time.perf_counter()
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    by_index: dict[int, str] = {}
+    for start in tqdm(range(0, len(order), batch_size), desc=variant, unit="batch"):
+        chunk = order[start : start + batch_size]
+        for i, result in zip(
+            chunk, translator.translate_batch([sources[i] for i in chunk], options), strict=True
+        ):
+            by_index[i] = result.text
+            n_tokens += len(result.tokens) + 1  # EOS counts as a generated token
+    seconds = time.perf_counter() - started
+    hyps = [by_index[i] for i in range(len(sources))]
+    scores = corpus_scores(hyps, refs)
+    scores.update(
+        tokens_per_s=round(n_tokens / seconds, 1),
+        seconds=round(seconds, 1),
+        bleu=round(scores["bleu"], 2),
+        chrf=round(scores["chrf"], 2),
+    )
+    return scores, hyps
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m export.evaluate", description=__doc__)
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--data", default="data/en-de/test", help="Moses prefix, .tsv or .tmx")
+    p.add_argument("--variants", help="comma list (default: every variant of the bundle)")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--limit", type=int, default=0, help="only the first N pairs")
+    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
+    p.add_argument("--record", action="store_true", help="write scores into manifest.json")
+    p.add_argument("--max-int8-loss", type=float, default=1.0)
+    p.add_argument("--output-dir", type=Path, help="write each variant's translations here")
+    args = p.parse_args(argv)
+
+    manifest = load_bundle(args.bundle).manifest
+    variants = args.variants.split(",") if args.variants else list(manifest["variants"])
+    pairs = read_corpus(args.data, manifest["source_lang"], manifest["target_lang"])
+    if args.limit:
+        pairs = pairs[: args.limit]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
+    results = {}
+    for variant in variants:
+        if "cpu" not in manifest["variants"][variant].get("providers", []):
+            print(f"{variant}: skipped (not a CPU variant)")
+            continue
+        scores, hyps = score_variant(args.bundle, variant, sources, refs, options, args.threads)
+        results[variant] = scores
+        print(
+            f"{variant}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f} "
+            f"{scores['tokens_per_s']:.0f} tokens/s ({scores['seconds']} s)"
+        )
+        if args.output_dir:
+            args.output_dir.mkdir(parents=True, exist_ok=True)
+            (args.output_dir / f"{variant}.{manifest['target_lang']}").write_text(
+                "\n".join(hyps) + "\n", encoding="utf-8"
+            )
+    if not results:
+        return 1
+    first = next(iter(results.values()))
+    print(f"signatures: {first['bleu_signature']} | {first['chrf_signature']}")
+    if args.record:
+        record(args.bundle, manifest, results, args, len(pairs))
+    return 0
+
+
+def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace, n: int) -> None:
+    """Store the scores under the decode settings used, and pick the serving default variant."""
+    key = f"beam{args.beam_size}" if args.beam_size > 1 else "greedy"
+    scores = manifest.setdefault("scores", {})
+    scores["test_set"] = {"data": str(args.data), "sentences": n}
+    for variant, s in results.items():
+        scores.setdefault(variant, {})[key] = {
+            k: s[k] for k in ("bleu", "chrf", "tokens_per_s", "bleu_signature", "chrf_signature")
+        }
+    fp32, int8 = results.get("fp32"), results.get("int8")
+    if fp32 and int8:
+        faster = int8["tokens_per_s"] > fp32["tokens_per_s"]
+        close = fp32["bleu"] - int8["bleu"] <= args.max_int8_loss
+        manifest["default_variant"] = "int8" if faster and close else "fp32"
+        print(
+            f"default variant: {manifest['default_variant']} (int8 faster: {faster}, "
+            f"BLEU loss {fp32['bleu'] - int8['bleu']:.2f})"
+        )
+    save_manifest(bundle, manifest)
+    print(f"recorded in {bundle / MANIFEST}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
