@@ -26,6 +26,7 @@ class FakeTranslator:
         self.delay = delay
         self.fail_next = 0  # raise on this many coming batches
         self.batches: list[tuple[list[str], TranslationOptions]] = []
+        self.entered = 0  # batches that reached the engine (held ones included)
         self.release = threading.Event()
         self.release.set()  # clear to hold batches until set again
 
@@ -33,7 +34,8 @@ class FakeTranslator:
         return len(text.split()) + 1
 
     def translate_batch(self, texts: list[str], options: TranslationOptions) -> list[Result]:
-        self.release.wait(10)
+        self.entered += 1
+        self.release.wait(60)
         self.batches.append((list(texts), options))
         if self.delay:
             time.sleep(self.delay)
@@ -63,6 +65,25 @@ def fake_model(translator: FakeTranslator | None = None) -> LoadedModel:
         "scores": {"bleu": 12.3, "test_set": "toy"},
     }
     return LoadedModel(translator, Path("/nonexistent"), manifest)
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    """Poll until condition() is true (no fixed sleeps: the test machine may be slow)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        time.sleep(0.005)
+
+
+async def until(condition, timeout: float = 30.0) -> None:
+    import asyncio
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(0.005)
 
 
 def free_port() -> int:

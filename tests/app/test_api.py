@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import httpx
 import pytest
 
 from app.config import Settings
 from app.main import create_app
-from tests.app.fakes import FakeTranslator, fake_model, running
+from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 
 
 def serve(translator: FakeTranslator | None = None, **settings):
@@ -246,10 +245,11 @@ def test_full_queue_gives_503_with_retry_after():
         with httpx.Client(base_url=srv.url, timeout=10) as c:
             first = threading.Thread(target=v1, args=(c, "held"))
             first.start()
-            time.sleep(0.2)  # the worker holds it
+            wait_until(lambda: engine.entered == 1)  # the worker holds it
             second = threading.Thread(target=v1, args=(c, ["a", "b"]))
             second.start()
-            time.sleep(0.2)  # two sentences queued: the queue is full
+            batcher = srv.server.config.app.state.nmt.batcher  # type: ignore[attr-defined]
+            wait_until(lambda: batcher.depth == 2)  # two sentences queued: the queue is full
             r = v1(c, "one more")
             assert r.status_code == 503 and r.headers["retry-after"]
             assert r.json()["code"] == "overloaded"
@@ -285,7 +285,7 @@ def test_a_failed_load_is_reported():
 
     app = create_app(Settings(), loader=broken)
     with running(app, ready=False) as srv, httpx.Client(base_url=srv.url) as c:
-        time.sleep(0.2)
+        wait_until(lambda: c.get("/health/live").status_code == 503)
         r = c.get("/health/live")
         assert r.status_code == 503 and "sha256" in r.json()["error"]
 
@@ -297,20 +297,15 @@ def test_a_disconnected_client_frees_its_queued_sentences():
         with httpx.Client(base_url=srv.url, timeout=10) as c:
             held = threading.Thread(target=v1, args=(c, "held"))
             held.start()
-            time.sleep(0.2)
+            wait_until(lambda: engine.entered == 1)
             body = b'{"text": ["gone one", "gone two"], "source": "en", "target": "de"}'
             raw = socket.create_connection(("127.0.0.1", srv.port))
             raw.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: "
                         b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             batcher = srv.server.config.app.state.nmt.batcher  # type: ignore[attr-defined]
-            deadline = time.monotonic() + 5
-            while batcher.depth != 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert batcher.depth == 2
+            wait_until(lambda: batcher.depth == 2)
             raw.close()
-            while batcher.depth and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert batcher.depth == 0
+            wait_until(lambda: batcher.depth == 0)  # the client is gone: its sentences too
             engine.release.set()
             held.join()
     assert all("gone one" not in batch for batch, _ in engine.batches)

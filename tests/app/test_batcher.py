@@ -9,7 +9,7 @@ import pytest
 from app.batcher import Batcher, BatcherConfig
 from app.engine.types import TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
-from tests.app.fakes import FakeTranslator
+from tests.app.fakes import FakeTranslator, until
 
 GREEDY = TranslationOptions()
 
@@ -51,9 +51,9 @@ def test_batches_respect_size_and_token_budget_and_group_similar_lengths():
 
     async def main():
         task = asyncio.ensure_future(batcher.translate(engine, ["first"], GREEDY))
-        await asyncio.sleep(0.05)
+        await until(lambda: engine.entered == 1)
         rest = asyncio.ensure_future(batcher.translate(engine, texts, GREEDY))
-        await asyncio.sleep(0.05)
+        await until(lambda: batcher.depth == len(texts))
         engine.release.set()
         return await task, await rest
 
@@ -92,9 +92,9 @@ def test_full_queue_fails_at_once_with_503():
 
     async def main():
         first = asyncio.ensure_future(batcher.translate(engine, ["x"], GREEDY))
-        await asyncio.sleep(0.05)  # the worker holds "x"; the queue is empty again
+        await until(lambda: engine.entered == 1)  # the worker holds "x"; the queue is empty
         second = asyncio.ensure_future(batcher.translate(engine, ["a", "b", "c"], GREEDY))
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.depth == 3)
         with pytest.raises(Overloaded) as err:
             await batcher.translate(engine, ["d", "e"], GREEDY)
         assert "Retry-After" in err.value.headers
@@ -128,7 +128,7 @@ def test_deadline_gives_504_and_drops_queued_items():
 
     async def main():
         held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
-        await asyncio.sleep(0.05)
+        await until(lambda: engine.entered == 1)
         with pytest.raises(DeadlineExceeded):
             await batcher.translate(engine, ["late one", "late two"], GREEDY, timeout=0.1)
         assert batcher.depth == 0
@@ -147,13 +147,11 @@ def test_cancelled_request_frees_its_queue_slots():
 
     async def main():
         held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
-        await asyncio.sleep(0.05)
+        await until(lambda: engine.entered == 1)
         gone = asyncio.ensure_future(batcher.translate(engine, ["a", "b", "c"], GREEDY))
-        await asyncio.sleep(0.01)
-        assert batcher.depth == 3
+        await until(lambda: batcher.depth == 3)
         gone.cancel()
-        await asyncio.sleep(0.01)
-        assert batcher.depth == 0
+        await until(lambda: batcher.depth == 0)
         engine.release.set()
         await held
 
@@ -169,11 +167,11 @@ def test_close_fails_queued_work_with_503():
 
     async def main():
         held = asyncio.ensure_future(batcher.translate(engine, ["held"], GREEDY))
-        await asyncio.sleep(0.05)
+        await until(lambda: engine.entered == 1)
         queued = asyncio.ensure_future(batcher.translate(engine, ["queued"], GREEDY))
-        await asyncio.sleep(0.01)
+        await until(lambda: batcher.depth == 1)
         closing = asyncio.ensure_future(asyncio.to_thread(batcher.close))
-        await asyncio.sleep(0.05)
+        await until(lambda: batcher.depth == 0)  # close() dropped the queued one
         engine.release.set()
         await closing
         with pytest.raises(Unavailable):

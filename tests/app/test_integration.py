@@ -4,7 +4,6 @@ whitespace, every error code, readiness around warm-up, metrics, API keys."""
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import pytest
@@ -15,7 +14,7 @@ from app.main import create_app
 from app.registry import load_models
 from app.text import segment
 from tests.app.conftest import real_settings
-from tests.app.fakes import running
+from tests.app.fakes import running, wait_until
 
 
 @pytest.fixture
@@ -134,9 +133,10 @@ def test_error_codes(client, request_kwargs, status):
 
 
 def test_overload_deadline_and_rate_limit_codes(tiny_bundle, tiny_sentences):
-    settings = real_settings(tiny_bundle, queue_size=2, max_wait_ms=800, rate_limit=6,
+    settings = real_settings(tiny_bundle, queue_size=2, max_wait_ms=2000, rate_limit=6,
                              rate_limit_burst=3)
-    with running(create_app(settings)) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
+    app = create_app(settings)
+    with running(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         results = {}
 
         def first():
@@ -144,7 +144,8 @@ def test_overload_deadline_and_rate_limit_codes(tiny_bundle, tiny_sentences):
 
         t = threading.Thread(target=first)
         t.start()
-        time.sleep(0.25)  # two sentences wait out max_wait_ms: the queue is full
+        # two sentences wait out max_wait_ms: the queue is full
+        wait_until(lambda: app.state.nmt.batcher.depth == 2, timeout=1.9)
         r = v1(c, tiny_sentences[2])
         assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
         t.join()
