@@ -16,7 +16,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.api.deps import media_type, rate_limit, ready_state, unless_disconnected
+from app.api.deps import (
+    header_api_key,
+    media_type,
+    rate_limit,
+    ready_state,
+    unless_disconnected,
+)
 from app.errors import BadRequest, UnsupportedMediaType
 from app.schemas import LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
 from app.service import as_list, build_options, check_limits, translate_texts
@@ -102,7 +108,7 @@ async def parse_body(request: Request) -> dict[str, Any]:
 async def translate(request: Request, state: AppState = Depends(ready_state)) -> dict[str, Any]:
     data = await parse_body(request)
     api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
-    api_key = api_key or request.headers.get("x-api-key")
+    api_key = api_key or header_api_key(request)
     state.check_api_key(api_key)
     rate_limit(state, request, api_key)
     try:
