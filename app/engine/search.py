@@ -157,14 +157,18 @@ def beam_search(
         )  # (R, V), (L, R, H, step + 1, Dh)
         vocab = log_probs.shape[1]
         scores = row_score[:, None] + log_probs.astype(np.float32, copy=False)  # (R, V)
-        width = int(row_beam.max()) + 1
-        grid = np.full((len(active), width, vocab), -np.inf, dtype=np.float32)  # (N, K, V)
-        grid[row_sent, row_beam] = scores
-        flat = grid.reshape(len(active), width * vocab)  # (N, K*V), index = beam * V + token
+        n_rows = np.bincount(row_sent, minlength=len(active))  # live rows per sentence
+        width = int(n_rows.max())
+        if (n_rows == width).all():  # the usual case: rows already form a (N, K) grid
+            flat = scores.reshape(len(active), width * vocab)  # (N, K*V)
+        else:
+            grid = np.full((len(active), width, vocab), -np.inf, dtype=np.float32)  # (N, K, V)
+            grid[row_sent, row_beam] = scores
+            flat = grid.reshape(len(active), width * vocab)  # (N, K*V)
+        # flat index = beam * V + token, as in the reference's (K, V) score matrix
         best = top_candidates(flat, min(m, width * vocab))  # (N, M)
         best_scores = np.take_along_axis(flat, best, axis=1)  # (N, M)
         beams, tokens = np.divmod(best, vocab)  # (N, M) each
-        n_rows = np.bincount(row_sent, minlength=len(active))  # live rows per sentence
         valid = beams < n_rows[:, None]
         # Walk: an EOS candidate finishes, at the last step every candidate does, others extend.
         last_step = (step + 1 >= limits[active])[:, None]  # (N, 1)
