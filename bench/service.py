@@ -2,8 +2,9 @@
 
 Starts `python -m app.server` on 127.0.0.1 (a free port) for each mode, drives it with 1, 8, 32
 and 64 concurrent clients (each client: one request at a time, one sentence per request), and
-reports requests/s, p50/p95 latency and the engine batches the server used. Every run is bounded
-by --seconds and --max-requests; traffic goes to loopback only.
+reports requests/s, p50/p95 latency, the engine batches the server used and the server's CPU time
+per request (which, unlike requests/s, holds on a machine shared with other work). Every run is
+bounded by --seconds and --max-requests; traffic goes to loopback only.
 
     python -m bench.service --models-dir bundles            # table on stdout
     python -m bench.service --models-dir /tmp/b --seconds 3 --json bench/results/service.json
@@ -84,6 +85,15 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process (Linux /proc), threads included."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def engine_batches(url: str) -> float:
     total = 0.0
     for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
@@ -156,26 +166,32 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(drive(servers[mode][1], 4, 1.0, 50, args.target))  # warm up
         results = []
         for concurrency in levels:
-            for mode, (_, url) in servers.items():
-                before = engine_batches(url)
+            for mode, (proc, url) in servers.items():
+                before, cpu_before = engine_batches(url), cpu_seconds(proc.pid)
                 row = asyncio.run(
                     drive(url, concurrency, args.seconds, args.max_requests, args.target)
                 )
                 batches = engine_batches(url) - before
+                cpu_after = cpu_seconds(proc.pid)
+                cpu = cpu_after - cpu_before if cpu_after is not None else None
                 row.update(mode=mode, concurrency=concurrency, engine_batches=int(batches),
                            sentences_per_batch=round(row["requests"] / batches, 2)
-                           if batches else None)
+                           if batches else None,
+                           server_cpu_ms_per_request=round(cpu * 1000 / row["requests"], 1)
+                           if cpu is not None and row["requests"] else None)
                 results.append(row)
                 print(f"{mode:13} c={concurrency:<3} {row['requests_per_s']:8.1f} req/s  "
                       f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  "
                       f"batches {row['engine_batches']} ({row['sentences_per_batch']}/batch)  "
+                      f"server CPU {row['server_cpu_ms_per_request']} ms/req  "
                       f"errors {row['errors']}", flush=True)
     finally:
         for proc, _ in servers.values():
             stop_server(proc)
 
-    print("\n| clients | batching on req/s | batching off req/s | speed-up | p95 on / off (ms) |")
-    print("|---:|---:|---:|---:|---:|")
+    print("\n| clients | req/s on | req/s off | speed-up | p95 ms on / off "
+          "| server CPU ms/req on / off |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for concurrency in levels:
         on = next(r for r in results if r["mode"] == "batching on"
                   and r["concurrency"] == concurrency)
@@ -183,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                    and r["concurrency"] == concurrency)
         speedup = on["requests_per_s"] / off["requests_per_s"] if off["requests_per_s"] else 0
         print(f"| {concurrency} | {on['requests_per_s']} | {off['requests_per_s']} | "
-              f"{speedup:.2f}x | {on['p95_ms']} / {off['p95_ms']} |")
+              f"{speedup:.2f}x | {on['p95_ms']} / {off['p95_ms']} | "
+              f"{on['server_cpu_ms_per_request']} / {off['server_cpu_ms_per_request']} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2))
