@@ -4,6 +4,7 @@ engine call for all sentences of all texts -> rejoin, scores, alternatives."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from app.batcher import Batcher
@@ -13,6 +14,10 @@ from app.errors import InvalidInput, TooLarge
 from app.registry import LoadedModel
 from app.schemas import TranslateOptionsIn
 from app.text import Segments, segment
+
+# a UTF-16 surrogate left in a decoded str: a lone or reversed "\ud800" escape in the JSON, which
+# no UTF-8 encoder, tokenizer or JSON response can carry
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,8 @@ def as_list(value: str | list[str]) -> list[str]:
 
 
 def check_limits(texts: list[str], settings: Settings, field: str) -> None:
-    """413 naming the field and the limit when a request is too big."""
+    """413 naming the field and the limit when a request is too big; 422 (LibreTranslate: 400)
+    for a text with a lone surrogate, before anything tokenizes it."""
     if len(texts) > settings.max_texts_per_request:
         raise TooLarge(
             f"{field} has {len(texts)} texts; the limit is {settings.max_texts_per_request}",
@@ -35,13 +41,19 @@ def check_limits(texts: list[str], settings: Settings, field: str) -> None:
         )
     total = 0
     for i, text in enumerate(texts):
+        name = f"{field}[{i}]" if len(texts) > 1 else field
         if len(text) > settings.max_chars_per_text:
-            name = f"{field}[{i}]" if len(texts) > 1 else field
             raise TooLarge(
                 f"{name} has {len(text)} characters; the limit is {settings.max_chars_per_text}",
                 field=name, limit=settings.max_chars_per_text,
             )
         total += len(text)
+        if bad := _SURROGATE.search(text):
+            raise InvalidInput(
+                f"{name} has a lone surrogate (U+{ord(bad.group()):04X}) at character "
+                f"{bad.start()}; send valid Unicode text",
+                field=name,
+            )
     if total > settings.max_total_chars:
         raise TooLarge(
             f"{field} has {total} characters in all; the limit is {settings.max_total_chars}",
