@@ -49,9 +49,9 @@ class ServiceError(Exception):
         self.headers = headers or {}
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.message, "code": self.code}
+        body: dict[str, Any] = {"error": _printable(self.message), "code": self.code}
         if self.field is not None:
-            body["field"] = self.field
+            body["field"] = _printable(self.field)
         if self.limit is not None:
             body["limit"] = self.limit
         return body
@@ -156,6 +156,12 @@ def error_response(exc: ServiceError, path: str) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=status_for(exc, path), headers=exc.headers)
 
 
+def _printable(text: str) -> str:
+    """Text a UTF-8 JSON body can carry: a lone surrogate from the input (say, an unknown field
+    named "\\ud800") becomes a backslash escape instead of failing the error response."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     if len(text) > MAX_ECHO_CHARS:
@@ -204,7 +210,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         err = ServiceError(str(exc.detail), headers=dict(exc.headers or {}))
-        err.code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        err.code = {400: "bad_request", 404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error")
+        if exc.status_code == 400 and "body" in err.message:  # FastAPI: not UTF-8, too deep
+            err.field = "body"
         return JSONResponse(err.body(), status_code=exc.status_code, headers=err.headers)
 
     @app.exception_handler(Exception)
