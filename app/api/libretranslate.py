@@ -80,6 +80,8 @@ async def parse_body(request: Request) -> dict[str, Any]:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise BadRequest("the request body is not valid JSON", field="body") from None
+        except RecursionError:
+            raise BadRequest("the JSON body is nested too deeply", field="body") from None
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
         return data
