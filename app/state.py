@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import threading
 import time
@@ -43,12 +44,17 @@ class AppState:
         if not key:
             raise Unauthorized("an API key is required (Authorization: Bearer <key>, "
                                "X-API-Key header, or api_key)", key_given=False)
-        given = key.encode()
+        given = _digest(key)  # fixed-length digests: the comparison leaks no key length either
         matched = False
         for candidate in keys:
-            matched |= hmac.compare_digest(given, candidate.encode())
+            matched |= hmac.compare_digest(given, _digest(candidate))
         if not matched:
             raise Unauthorized("invalid API key", key_given=True)
+
+
+def _digest(key: str) -> bytes:
+    # surrogatepass: a key from a JSON body may hold a lone surrogate; it must fail, not raise
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 class RateLimiter:
