@@ -43,9 +43,12 @@ def client_id(request: Request, api_key: str | None) -> str:
 
 
 def rate_limit(state: AppState, request: Request, api_key: str | None) -> None:
+    """Per API key when keys are configured (the key was checked), else per client address: an
+    unchecked key must not open a fresh bucket for each made-up value."""
     if state.limiter is not None:
+        key = api_key if state.settings.api_keys else None
         try:
-            state.limiter.hit(client_id(request, api_key))
+            state.limiter.hit(client_id(request, key))
         except Exception:
             state.metrics.rejected.labels("rate_limit").inc()
             raise

@@ -217,8 +217,16 @@ def test_rate_limit_gives_429_per_client():
         assert codes == [200, 200, 429]
         r = c.post("/v1/translate", json=payload)
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
-        keyed = c.post("/v1/translate", json=payload, headers={"X-API-Key": "k"})
-        assert keyed.status_code == 200  # another client, another bucket
+        # without configured keys a made-up key is no way around the per-address bucket
+        r = c.post("/v1/translate", json=payload, headers={"X-API-Key": "made-up"})
+        assert r.status_code == 429
+    with serve(rate_limit=60, rate_limit_burst=2, api_keys=["k1", "k2"]) as srv, \
+            httpx.Client(base_url=srv.url) as c:
+        codes = [c.post("/v1/translate", json=payload, headers={"X-API-Key": "k1"}).status_code
+                 for _ in range(3)]
+        assert codes == [200, 200, 429]
+        keyed = c.post("/v1/translate", json=payload, headers={"X-API-Key": "k2"})
+        assert keyed.status_code == 200  # another key, another bucket
 
 
 def test_engine_failure_is_a_generic_500_and_the_next_request_works():
