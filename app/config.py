@@ -5,6 +5,7 @@ List settings (API keys, CORS origins) are read from the environment as comma-se
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -12,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # scheme://, e.g. an http(s), s3 or file URL
 
 
 def default_models_dir() -> Path:
@@ -77,6 +79,17 @@ class Settings(BaseSettings):
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("models_dir", mode="before")
+    @classmethod
+    def _local_path(cls, value: object) -> object:
+        # models are never fetched at run time: a URL here is a mistake, not a download
+        if isinstance(value, str) and _URL.match(value.strip()):
+            raise ValueError(
+                f"models_dir must be a local directory, not a URL ({value!r}); download or copy "
+                "the bundle first and point NMT_MODELS_DIR / --models-dir at it"
+            )
         return value
 
     @field_validator("log_level", mode="before")
