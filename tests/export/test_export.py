@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from app.engine import TranslationOptions, Translator
 from app.engine.bundle import load_bundle, sha256_file
 from export.__main__ import main as export_main
 from export.bundle import write_bundle
@@ -130,8 +131,7 @@ def test_int8_graphs_are_quantized(tiny_bundle):
         assert "MatMulInteger" not in fp32_ops
 
 
-@torch.no_grad()
-def test_fp16_variant_converts(tiny_checkpoint, tmp_path, model):
+def test_fp16_variant_converts_and_agrees(tiny_checkpoint, tiny_bundle, tiny_sentences, tmp_path):
     out = write_bundle(tiny_checkpoint, tmp_path / "b16", variants=("fp16",), name="en-de")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["default_variant"] == "fp16"
@@ -140,6 +140,15 @@ def test_fp16_variant_converts(tiny_checkpoint, tmp_path, model):
     types = {i.name: i.type.tensor_type.elem_type for i in decoder.graph.output}
     assert types["log_probs"] == onnx.TensorProto.FLOAT
     assert types["present_k"] == onnx.TensorProto.FLOAT16
+    # Meant for CUDA, but ONNX Runtime's CPU provider runs it too: outputs mostly agree with fp32
+    # (half precision may flip a near tie).
+    fp16 = Translator.from_dir(out, variant="fp16", intra_threads=1)
+    fp32 = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1)
+    assert fp16.sessions.kv_dtype == np.float16
+    for options in (TranslationOptions(beam_size=1), TranslationOptions(beam_size=4)):
+        got = [r.text for r in fp16.translate_batch(tiny_sentences, options)]
+        ref = [r.text for r in fp32.translate_batch(tiny_sentences, options)]
+        assert sum(a == b for a, b in zip(got, ref, strict=True)) >= 0.75 * len(ref)
 
 
 def test_cli_exports_and_verifies(tiny_checkpoint, tmp_path, capsys):
