@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # ---------------------------------------------------------------- v1
 
@@ -25,7 +25,20 @@ class TranslateOptionsIn(BaseModel):
         None, gt=0, le=10, description="Output tokens at most: 10 + ratio x source tokens."
     )
     alternatives: int = Field(0, ge=0, description="Extra translations to return, best first.")
-    return_scores: bool = Field(False, description="Return length-normalized log-probabilities.")
+    return_scores: bool = Field(
+        False, strict=True, description="Return length-normalized log-probabilities."
+    )
+
+    @field_validator(
+        "beam_size", "length_penalty", "max_length", "max_length_ratio", "alternatives",
+        mode="before",
+    )
+    @classmethod
+    def _json_numbers_only(cls, value: object) -> object:
+        # as the schema says: "4" and true are not numbers (pydantic would coerce them)
+        if isinstance(value, (str, bool)):
+            raise ValueError("Input should be a JSON number")
+        return value
 
 
 class TranslateRequest(BaseModel):
@@ -95,6 +108,15 @@ class ModelInfo(BaseModel):
 
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
+
+
+class ErrorBody(BaseModel):
+    """Every error of both APIs (see app.errors)."""
+
+    error: str = Field(description="What went wrong, naming the field and the limit.")
+    code: str = Field(description="A stable machine-readable code, e.g. `too_large`.")
+    field: str | None = Field(None, description="The field (or header) at fault.")
+    limit: int | float | None = Field(None, description="The limit that was exceeded.")
 
 
 class Health(BaseModel):

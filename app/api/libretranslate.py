@@ -24,7 +24,7 @@ from app.api.deps import (
     unless_disconnected,
 )
 from app.errors import BadRequest, UnsupportedMediaType
-from app.schemas import LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
+from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
 from app.service import as_list, build_options, check_limits, translate_texts
 from app.state import AppState
 
@@ -41,11 +41,22 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 BODY_DOC = {
     "requestBody": {
         "required": True,
-        "content": {
-            kind: {"schema": {"$ref": "#/components/schemas/LibreTranslateRequest"}}
+        "content": {  # inline: no route names the model, so it is not among the components
+            kind: {"schema": LibreTranslateRequest.model_json_schema()}
             for kind in ("application/json", *FORM_TYPES)
         },
     }
+}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in [
+        (400, "Bad input, a limit on texts or characters, unsupported language, missing key"),
+        (403, "Invalid API key"),
+        (413, "The request body is larger than the limit"),
+        (429, "Rate limited"),
+        (503, "Queue full, loading or shutting down"),
+        (504, "Deadline exceeded"),
+    ]
 }
 
 
@@ -105,7 +116,8 @@ async def parse_body(request: Request) -> dict[str, Any]:
     "/translate",
     summary="Translate (LibreTranslate API)",
     openapi_extra=BODY_DOC,
-    responses={200: {"content": {"application/json": {"example": {"translatedText": "Hallo"}}}}},
+    responses={200: {"content": {"application/json": {"example": {"translatedText": "Hallo"}}}},
+               **ERRORS},
 )
 async def translate(request: Request, state: AppState = Depends(ready_state)) -> dict[str, Any]:
     data = await parse_body(request)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from app.api.deps import get_state
 from app.state import AppState
@@ -11,7 +11,7 @@ from app.state import AppState
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(state: AppState = Depends(get_state)) -> Response:
     if state.batcher is not None:
         state.metrics.queue_depth.set(state.batcher.depth)

@@ -8,14 +8,15 @@ from fastapi import APIRouter, Depends, Request
 
 from app.api.deps import authorized_state, require_json, unless_disconnected
 from app.errors import ServiceError
-from app.schemas import TranslateRequest, TranslateResponse, Translation
+from app.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
 from app.service import as_list, build_options, check_limits, translate_texts
 from app.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 
 ERRORS = {
-    code: {"description": text, "content": {"application/json": {"example": example}}}
+    code: {"model": ErrorBody, "description": text,
+           "content": {"application/json": {"example": example}}}
     for code, text, example in [
         (400, "Unsupported language pair or malformed JSON",
          {"error": "target 'xx' is not supported from 'en'; available: ['de']",
