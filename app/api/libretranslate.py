@@ -82,8 +82,9 @@ def _multipart(content_type: str, body: bytes) -> list[tuple[str, str]]:
     return pairs
 
 
-async def parse_body(request: Request) -> dict[str, Any]:
-    """The request's fields from JSON, form-urlencoded or multipart bodies (or the query)."""
+async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
+    """The request's fields from JSON, form-urlencoded or multipart bodies (or the query), and
+    whether they came as JSON (typed: validated strictly) rather than as form strings."""
     kind = media_type(request)
     body = await request.body()
     if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
@@ -95,7 +96,7 @@ async def parse_body(request: Request) -> dict[str, Any]:
             raise BadRequest("the JSON body is nested too deeply", field="body") from None
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
-        return data
+        return data, True
     pairs = list(request.query_params.multi_items())
     if kind == "application/x-www-form-urlencoded":
         pairs += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
@@ -109,7 +110,7 @@ async def parse_body(request: Request) -> dict[str, Any]:
             f"Content-Type must be application/json or a form, got {kind or 'none'!r}",
             field="Content-Type",
         )
-    return _pairs_to_dict(pairs)
+    return _pairs_to_dict(pairs), False
 
 
 @router.post(
@@ -120,13 +121,13 @@ async def parse_body(request: Request) -> dict[str, Any]:
                **ERRORS},
 )
 async def translate(request: Request, state: AppState = Depends(ready_state)) -> dict[str, Any]:
-    data = await parse_body(request)
+    data, typed = await parse_body(request)
     api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
     api_key = api_key or header_api_key(request)
     state.check_api_key(api_key)
     rate_limit(state, request, api_key)
     try:
-        body = LibreTranslateRequest.model_validate(data)
+        body = LibreTranslateRequest.model_validate(data, strict=typed)  # JSON: false is no 0
     except ValidationError as exc:
         raise RequestValidationError(exc.errors()) from None
     texts = as_list(body.q)
