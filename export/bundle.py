@@ -139,6 +139,7 @@ def write_bundle(
         "decoding": _decoding_defaults(state),
         "scores": {},
         "training": state.get("recipe"),
+        "training_log": state.get("history"),
         "checkpoint": {
             "file": Path(checkpoint).name,
             "sha256": sha256_file(checkpoint),
@@ -180,13 +181,84 @@ def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
     return rows
 
 
+def _score_rows(scores: dict[str, Any]) -> list[str]:
+    """The evaluation table: BLEU, chrF and speed per variant and decoding mode."""
+    rows = [
+        (variant, mode, m)
+        for variant, modes in scores.items()
+        if isinstance(modes, dict) and variant != "test_set"
+        for mode, m in modes.items()
+        if isinstance(m, dict) and "bleu" in m
+    ]
+    if not rows:
+        return [
+            "Not measured yet (`scores` in manifest.json is filled by `python -m export.evaluate`)."
+        ]
+    test = scores.get("test_set", {})
+    lines = [
+        f"Test set: `{test.get('data', '?')}` ({test.get('sentences', '?')} sentences), "
+        "translated by the ONNX Runtime engine as the service runs it.",
+        "",
+        "| variant | decoding | BLEU | chrF | target tokens/s |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {v} | {mode} | {m['bleu']:.2f} | {m['chrf']:.2f} | {m.get('tokens_per_s', '?')} |"
+        for v, mode, m in rows
+    ]
+    first = rows[0][2]
+    lines += [
+        "",
+        f"sacreBLEU signatures: BLEU `{first.get('bleu_signature')}`, "
+        f"chrF `{first.get('chrf_signature')}`.",
+    ]
+    return lines
+
+
+def _curve_rows(history: list[dict[str, Any]]) -> list[str]:
+    """The training log's evaluations: the loss and dev BLEU curve."""
+    if not history:
+        return []
+    lines = [
+        "Validation during training (greedy dev BLEU on a dev prefix, PyTorch):",
+        "",
+        "| step | epoch | minutes | train loss | dev loss | dev BLEU | dev chrF |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for h in history:
+        lines.append(
+            f"| {h.get('step')} | {h.get('epoch')} | {h.get('minutes')} | {h.get('train_loss')} "
+            f"| {h.get('dev_loss')} | {h.get('dev_bleu')} | {h.get('dev_chrf')} |"
+        )
+    return [*lines, ""]
+
+
+def _data_rows(data: dict[str, Any] | None) -> list[str]:
+    """Where the training data came from, and its licences."""
+    if not data:
+        return []
+    lines = ["## Data", "", data.get("description", ""), ""]
+    counts = data.get("counts") or {}
+    if counts:
+        lines += [", ".join(f"{k}: {v:,} pairs" for k, v in counts.items()), ""]
+    top = data.get("top_sources") or []
+    if top:
+        lines += ["| source | pairs (new, unique) | licence |", "|---|---|---|"]
+        lines += [f"| {t['source']} | {t['pairs']:,} | {t['licence']} |" for t in top]
+        lines.append("")
+    if data.get("licences"):
+        lines += [
+            f"Licences of all {data.get('packages', '?')} source packages: "
+            + ", ".join(f"{k} ({v})" for k, v in data["licences"].items()),
+            "",
+        ]
+    return lines
+
+
 def model_card(manifest: dict[str, Any], out: Path) -> str:
     """MODEL_CARD.md filled from the manifest: what is known, and 'not measured' where not."""
     a = manifest["architecture"]
-    scores = manifest.get("scores") or {}
-    score_lines = [f"- {k}: {v}" for k, v in scores.items()] or [
-        "- not measured yet (`scores` in manifest.json is filled by the evaluation)"
-    ]
+    score_lines = _score_rows(manifest.get("scores") or {})
     training = manifest.get("training")
     training_lines = (
         ["```json", json.dumps(training, indent=2, ensure_ascii=False, default=str), "```"]
@@ -224,11 +296,15 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "",
         "## Training",
         "",
+        *_curve_rows(manifest.get("training_log") or []),
         *training_lines,
+        "",
+        *_data_rows(manifest.get("data")),
         "",
         "## Intended use and limits",
         "",
-        "Sentence-level translation of short texts in the domain of the training corpus. "
+        manifest.get("limitations")
+        or "Sentence-level translation of short texts in the domain of the training corpus. "
         "Inputs longer than the position table are truncated. Quality outside the training "
         "domain is unknown; check the scores above before relying on it.",
         "",

@@ -11,8 +11,13 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
+import platform
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from tqdm import tqdm
@@ -73,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", action="store_true", help="write scores into manifest.json")
     p.add_argument("--max-int8-loss", type=float, default=1.0)
     p.add_argument("--output-dir", type=Path, help="write each variant's translations here")
+    p.add_argument("--corpus", type=Path, help="corpus.json of the training data, for the card")
+    p.add_argument("--limitations", help="the model card's 'intended use and limits' text")
     args = p.parse_args(argv)
 
     manifest = load_bundle(args.bundle).manifest
@@ -111,7 +118,7 @@ def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace
     """Store the scores under the decode settings used, and pick the serving default variant."""
     key = f"beam{args.beam_size}" if args.beam_size > 1 else "greedy"
     scores = manifest.setdefault("scores", {})
-    scores["test_set"] = {"data": str(args.data), "sentences": n}
+    scores["test_set"] = {"data": str(args.data), "sentences": n, "machine": machine()}
     for variant, s in results.items():
         scores.setdefault(variant, {})[key] = {
             k: s[k] for k in ("bleu", "chrf", "tokens_per_s", "bleu_signature", "chrf_signature")
@@ -125,8 +132,53 @@ def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace
             f"default variant: {manifest['default_variant']} (int8 faster: {faster}, "
             f"BLEU loss {fp32['bleu'] - int8['bleu']:.2f})"
         )
+    if args.corpus:
+        manifest["data"] = corpus_summary(args.corpus)
+    if args.limitations:
+        manifest["limitations"] = args.limitations
     save_manifest(bundle, manifest)
     print(f"recorded in {bundle / MANIFEST}")
+
+
+def machine() -> str:
+    """CPU model and core count, for the speed figures."""
+    model = platform.processor() or "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def corpus_summary(path: Path, top: int = 12) -> dict:
+    """The model card's view of a corpus.json written by `python -m model.corpus build`."""
+    corpus = json.loads(path.read_text(encoding="utf-8"))
+    packages = corpus.get("packages", {})
+    sources = sorted(
+        corpus.get("sources", {}).items(), key=lambda kv: -kv[1].get("new_unique_pairs", 0)
+    )
+    licence = {"libreoffice-help": "MPL-2.0"}
+    rows = [
+        {
+            "source": name,
+            "pairs": info.get("new_unique_pairs", 0),
+            "licence": licence.get(name)
+            or packages.get(name, {}).get("licence", "see corpus.json"),
+        }
+        for name, info in sources[:top]
+    ]
+    licences = Counter(p.get("licence", "unknown") for p in packages.values())
+    return {
+        "description": f"Parallel text built by `python -m model.corpus build --pair "
+        f"{corpus.get('pair', '?')}` from Debian's localization packages: LibreOffice's help "
+        "(aligned by paragraph id) and gettext catalogs of "
+        f"{len(packages)} packages. Split by a hash of the source text.",
+        "counts": corpus.get("counts", {}),
+        "top_sources": rows,
+        "packages": len(packages),
+        "licences": dict(licences.most_common()),
+    }
 
 
 if __name__ == "__main__":
