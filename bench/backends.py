@@ -1,0 +1,236 @@
+"""The engines compared by bench.run, behind one interface, and the worker that measures one
+engine in its own process (so its peak RSS is its own):
+
+    python -m bench.backends SPEC.json RESULT.json
+
+Every backend translates texts to texts with the same SentencePiece model, the same source
+truncation (max_positions - 1 tokens, then EOS), the same length limit (10 + 1.5 x source tokens,
+EOS included, capped by the position table) and the same search: greedy, or beam 4 with length
+penalty 1.0 and no repetition rules, no sampling, no banned tokens. Batches are 32 sentences of
+similar length (the texts sorted by source length). Our engine applies each sentence's own limit;
+CTranslate2 and Transformers take one limit per call, so they get the largest of the batch and
+their outputs are then cut to each sentence's own limit. For greedy search that is exactly the
+per-sentence rule (greedy output is a prefix of a longer run); for beam search it can differ on
+the few outputs that run into the limit (a batch's sentences have about the same length, so the
+limits differ by a token or two).
+
+Nothing here imports torch at module level: the ONNX Runtime and CTranslate2 workers never load it.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+
+from bench.common import output_limit, pid_peak_rss_mb
+
+MAX_LEN_A, MAX_LEN_B, LENGTH_PENALTY = 10, 1.5, 1.0
+ENGINES = ("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32")
+
+
+@dataclass
+class Output:
+    text: str
+    tokens: list[int]  # generated ids without BOS/EOS
+
+
+class Backend:
+    """texts -> Outputs in input order; subclasses implement `_search` on one sorted batch."""
+
+    name = ""
+
+    def __init__(self, tokenizer: Path, max_positions: int, batch_size: int = 32) -> None:
+        self.sp = spm.SentencePieceProcessor(model_file=str(tokenizer))
+        self.max_positions = max_positions
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return [ids[: self.max_positions - 1] for ids in self.sp.encode(texts)]
+
+    def limit(self, ids: list[int]) -> int:
+        return output_limit(len(ids), MAX_LEN_A, MAX_LEN_B, self.max_positions)
+
+    def translate(self, texts: list[str], beam: int) -> list[Output]:
+        sources = self.encode(texts)
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+        tokens: list[list[int]] = [[] for _ in sources]
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for i, ids in zip(chunk, self._search([sources[i] for i in chunk], beam), strict=True):
+                tokens[i] = ids[: self.limit(sources[i])]  # the sentence's own limit (see top)
+        return [Output(self.sp.decode(ids), ids) for ids in tokens]
+
+    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
+        raise NotImplementedError
+
+
+class OrtBackend(Backend):
+    """Our engine: app.engine.Translator on ONNX Runtime (it sorts and batches by itself)."""
+
+    def __init__(self, bundle: Path, variant: str, threads: int, batch_size: int = 32) -> None:
+        from app.engine import TranslationOptions, Translator
+
+        self.translator = Translator.from_dir(
+            bundle,
+            variant=variant,
+            intra_threads=threads,
+            inter_threads=1,
+            max_batch_size=batch_size,
+        )
+        self.options = {
+            beam: TranslationOptions(
+                beam_size=beam,
+                length_penalty=LENGTH_PENALTY,
+                max_len_a=MAX_LEN_A,
+                max_len_b=MAX_LEN_B,
+            )
+            for beam in (1, 4)
+        }
+        self.name = f"ort-{variant}"
+
+    def translate(self, texts: list[str], beam: int) -> list[Output]:
+        results = self.translator.translate_batch(texts, self.options[beam])
+        return [Output(r.text, list(r.tokens)) for r in results]
+
+
+class Ct2Backend(Backend):
+    """CTranslate2's Translator on a model written by bench.convert."""
+
+    def __init__(self, model_dir: Path, compute_type: str, threads: int, max_positions: int):
+        import ctranslate2
+
+        super().__init__(model_dir / "sentencepiece.model", max_positions)
+        self.translator = ctranslate2.Translator(
+            str(model_dir),
+            device="cpu",
+            compute_type=compute_type,
+            intra_threads=threads,
+            inter_threads=1,
+        )
+        self.pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
+        self.index = {p: i for i, p in enumerate(self.pieces)}
+        self.name = "ct2-" + {"float32": "fp32"}.get(compute_type, compute_type)
+
+    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
+        results = self.translator.translate_batch(
+            [[self.pieces[t] for t in ids] for ids in sources],  # EOS added by the model config
+            beam_size=beam,
+            length_penalty=LENGTH_PENALTY,
+            max_decoding_length=max(self.limit(ids) for ids in sources),
+            min_decoding_length=0,
+            max_input_length=0,
+        )
+        return [[self.index[p] for p in r.hypotheses[0]] for r in results]
+
+
+class HfBackend(Backend):
+    """Transformers' MarianMTModel.generate (fp32) on a model written by bench.convert."""
+
+    def __init__(self, model_dir: Path, threads: int, max_positions: int) -> None:
+        import torch
+
+        from bench.convert import generation_config, load_hf
+
+        torch.set_num_threads(threads)
+        super().__init__(model_dir / "sentencepiece.model", max_positions)
+        self.torch = torch
+        self.model = load_hf(model_dir)
+        self.config = self.model.config
+        self.generation_config = generation_config
+        self.name = "hf-fp32"
+
+    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
+        from bench.convert import strip_eos
+
+        pad, eos = self.config.pad_token_id, self.config.eos_token_id
+        rows = [ids + [eos] for ids in sources]
+        width = max(len(r) for r in rows)
+        ids = self.torch.tensor([r + [pad] * (width - len(r)) for r in rows])  # (B, S)
+        with self.torch.inference_mode():
+            generated = self.model.generate(
+                input_ids=ids,
+                attention_mask=ids.ne(pad),
+                generation_config=self.generation_config(
+                    self.config,
+                    num_beams=beam,
+                    early_stopping=beam > 1,  # stop once `beam` hypotheses end, as ours does
+                    max_new_tokens=max(self.limit(s) for s in sources),
+                ),
+            )  # (B, 1 + T)
+        return [strip_eos(row, eos) for row in generated[:, 1:].tolist()]
+
+
+def make_backend(spec: dict) -> Backend:
+    engine, threads, max_positions = spec["engine"], spec["threads"], spec["max_positions"]
+    if engine.startswith("ort-"):
+        return OrtBackend(Path(spec["bundle"]), engine.split("-", 1)[1], threads)
+    if engine.startswith("ct2-"):
+        compute = {"ct2-fp32": "float32", "ct2-int8": "int8"}[engine]
+        return Ct2Backend(Path(spec["model_dir"]), compute, threads, max_positions)
+    if engine == "hf-fp32":
+        return HfBackend(Path(spec["model_dir"]), threads, max_positions)
+    raise ValueError(f"unknown engine {engine!r}; known: {ENGINES}")
+
+
+def timed(run) -> tuple[object, float]:
+    started = time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - started
+
+
+def generated_tokens(outputs: list[Output]) -> int:
+    """Target tokens generated, EOS included (one per sentence), as in bench/engine.py."""
+    return sum(len(o.tokens) + 1 for o in outputs)
+
+
+def measure(spec: dict) -> dict:
+    """Load, warm up, then throughput (batch 32, sorted) and batch-1 latency, greedy and beam 4."""
+    texts, latency_texts = spec["texts"], spec["latency_texts"]
+    backend, load_s = timed(lambda: make_backend(spec))
+    backend.translate(texts[:8], 1)  # warm-up: lazy initialisation, first allocations
+    backend.translate(texts[:8], 4)
+    result: dict = {"engine": spec["engine"], "load_s": round(load_s, 3), "searches": {}}
+    for beam in spec["beams"]:
+        gc.collect()
+        outputs, seconds = timed(lambda b=beam: backend.translate(texts, b))
+        tokens = generated_tokens(outputs)
+        latencies, steps = [], 0
+        for text in latency_texts:
+            out, s = timed(lambda t=text, b=beam: backend.translate([t], b))
+            latencies.append(s)
+            steps += generated_tokens(out)
+        result["searches"][str(beam)] = {
+            "sentences": len(texts),
+            "tokens": tokens,
+            "seconds": seconds,
+            "tokens_per_s": tokens / seconds,
+            "sentences_per_s": len(texts) / seconds,
+            "latency_s": latencies,
+            "latency_tokens": steps,
+            "hypotheses": [o.text for o in outputs],
+            "tokens_out": [o.tokens for o in outputs] if beam == 1 else None,
+        }
+    result["peak_rss_mb"] = pid_peak_rss_mb(os.getpid())  # VmHWM: not inherited across exec
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m bench.backends SPEC.json RESULT.json", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    Path(argv[1]).write_text(json.dumps(measure(spec)), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,534 @@
+"""Our engine against CTranslate2 and Hugging Face Transformers on the same weights, plus the
+service end to end, in one run.
+
+    python -m bench.run [--bundle bundles/en-de] [--checkpoint runs/en-de/averaged.pt]
+        [--sentences data/en-de/test.en --refs data/en-de/test.de] [--limit 500]
+        [--latency-limit 100] [--threads 2] [--json out.json]
+
+Engines: ort-fp32 and ort-int8 (our ONNX Runtime engine, the bundle's variants), ct2-fp32 and
+ct2-int8 (CTranslate2), hf-fp32 (Transformers' MarianMTModel.generate). The peers are converted
+from the checkpoint by bench.convert into a temporary directory. For each engine, in its own
+process (so the peak RSS is the engine's own), on the same sentences and with the same decoding
+rules (bench/backends.py):
+
+- offline throughput: generated target tokens per second (EOS included), the first --limit test
+  sentences (default 500) in batches of 32, sorted by source length, greedy and beam 4;
+- latency: the first --latency-limit sentences (default 100), one at a time, p50/p90/p99;
+- peak RSS of the process; BLEU and chrF (sacreBLEU) of the throughput outputs against --refs;
+- greedy parity: how many greedy outputs have token ids identical to model.search.greedy_search.
+
+Then the service: `python -m app.server` on 127.0.0.1 (bench.service's start/stop), driven by 1,
+8, 32 and 64 concurrent clients, each sending one test sentence per request, bounded by
+--service-seconds and --service-requests per level: requests/s, p50/p99 latency, errors.
+
+Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
+bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
+
+All thread pools are pinned to --threads (ONNX Runtime intra-op, CTranslate2 intra_threads,
+torch.set_num_threads; inter-op 1). Ratios are against ct2-int8. A missing peer (package,
+checkpoint) is skipped with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import machine, percentile, pid_peak_rss_mb, read_pairs, roofline
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = "ct2-int8"
+CONCURRENCY = (1, 8, 32, 64)
+BEAMS = (1, 4)
+WORKER_TIMEOUT_S = 420
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def resolve_bundle(args, tmp: Path) -> Path:
+    if args.bundle is not None:
+        return args.bundle
+    default = ROOT / "bundles" / "en-de"
+    if (default / "manifest.json").exists():
+        return default
+    if args.checkpoint is None:
+        raise SystemExit("no bundle: pass --bundle, or --checkpoint to export one")
+    from export.bundle import write_bundle  # needs torch
+
+    log(f"exporting {args.checkpoint} to a temporary bundle ...")
+    return write_bundle(args.checkpoint, tmp / "bundle", variants=("fp32", "int8"))
+
+
+def resolve_checkpoint(args, manifest: dict) -> Path | None:
+    if args.checkpoint is not None:
+        return args.checkpoint
+    default = ROOT / "runs" / manifest["name"] / "averaged.pt"
+    return default if default.exists() else None
+
+
+def peers_available(checkpoint: Path | None) -> dict[str, str]:
+    """Engine -> why it is skipped, for the peers that cannot run here."""
+    peers = ("torch", "transformers", "ctranslate2")
+    missing = {m for m in peers if not importlib.util.find_spec(m)}
+    skip = {}
+    for engine, needs in (
+        ("ct2-fp32", ("torch", "transformers", "ctranslate2")),
+        ("ct2-int8", ("torch", "transformers", "ctranslate2")),
+        ("hf-fp32", ("torch", "transformers")),
+    ):
+        lacking = [m for m in needs if m in missing]
+        if lacking:
+            skip[engine] = (
+                f"{', '.join(lacking)} not installed (pip install torch==2.13.0 "
+                "&& pip install -e '.[train,bench]')"
+            )
+        elif checkpoint is None:
+            skip[engine] = "no checkpoint to convert (pass --checkpoint)"
+    return skip
+
+
+def pytorch_reference(checkpoint: Path, texts: list[str], threads: int) -> list[list[int]]:
+    """model.search.greedy_search on the texts (batches of 32, sorted by source length)."""
+    import torch
+
+    from model.checkpoint import load_model
+    from model.search import greedy_search
+
+    torch.set_num_threads(threads)
+    model, tokenizer, _ = load_model(checkpoint)
+    sources = [ids[: model.config.max_positions - 1] for ids in tokenizer.encode_batch(texts)]
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    ref: list[list[int]] = [[] for _ in sources]
+    for start in range(0, len(order), 32):
+        chunk = order[start : start + 32]
+        for i, ids in zip(chunk, greedy_search(model, [sources[i] for i in chunk]), strict=True):
+            ref[i] = ids
+    return ref
+
+
+# ---------------------------------------------------------------- engines
+
+
+def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
+    """One engine in its own process; its result, or {"error": ...}."""
+    spec_path, out_path = tmp / f"{spec['engine']}.spec.json", tmp / f"{spec['engine']}.out.json"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    cmd = [sys.executable, "-m", "bench.backends", str(spec_path), str(out_path)]
+    try:
+        proc = subprocess.run(
+            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        return {"engine": spec["engine"], "error": f"timed out after {WORKER_TIMEOUT_S} s"}
+    if proc.returncode != 0 or not out_path.exists():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {"engine": spec["engine"], "error": f"exit {proc.returncode}: " + " | ".join(tail)}
+    return json.loads(out_path.read_text(encoding="utf-8"))
+
+
+def score(result: dict, refs: list[str] | None, reference_ids: list[list[int]] | None) -> None:
+    """Add BLEU/chrF, latency percentiles and greedy parity to a worker's result, in place."""
+    import sacrebleu
+
+    for beam, s in result["searches"].items():
+        lat = [x * 1000 for x in s["latency_s"]]
+        s["latency_ms"] = {f"p{q}": percentile(lat, q) for q in (50, 90, 99)}
+        s["latency_ms"]["mean"] = statistics.fmean(lat) if lat else float("nan")
+        s["batch1_steps_per_s"] = s["latency_tokens"] / sum(s["latency_s"]) if lat else None
+        if refs is not None:
+            s["bleu"] = sacrebleu.corpus_bleu(s["hypotheses"], [refs]).score
+            s["chrf"] = sacrebleu.corpus_chrf(s["hypotheses"], [refs]).score
+        if beam == "1" and reference_ids is not None:
+            same = sum(a == b for a, b in zip(s["tokens_out"], reference_ids, strict=True))
+            s["greedy_identical"] = same
+        s.pop("tokens_out", None)
+
+
+# ---------------------------------------------------------------- service
+
+
+async def drive(
+    url: str, texts: list[str], target: str, clients: int, seconds: float, max_requests: int
+) -> dict:
+    """`clients` concurrent clients, one request (one test sentence) at a time each, until the
+    time or the request budget is spent. bench.service.drive reports p50/p95 over its own fixed
+    sentences; here p99 on the test sentences is wanted, hence this small variant."""
+    import httpx
+
+    latencies: list[float] = []
+    errors, sent = 0, 0
+    stop_at = time.monotonic() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as http:
+
+        async def client(k: int) -> None:
+            nonlocal errors, sent
+            i = k
+            while time.monotonic() < stop_at and sent < max_requests:
+                sent += 1
+                body = {"text": texts[i % len(texts)], "source": "auto", "target": target}
+                i += clients
+                started = time.perf_counter()
+                try:
+                    r = await http.post("/v1/translate", json=body)
+                    ok = r.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(client(k) for k in range(clients)))
+        elapsed = time.perf_counter() - started
+    ms = [x * 1000 for x in latencies]
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "errors": errors,
+        "seconds": elapsed,
+        "requests_per_s": len(latencies) / elapsed,
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+    }
+
+
+def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> dict:
+    from bench.service import start_server, stop_server
+
+    variant = args.service_variant or manifest["default_variant"]
+    extra = ["--variant", variant, "--request-timeout", "60"]
+    proc, url = start_server(str(bundle), extra, args.threads)
+    rows = []
+    try:
+        asyncio.run(drive(url, texts, manifest["target_lang"], 4, 2.0, 40))  # warm up
+        for clients in CONCURRENCY:
+            row = asyncio.run(
+                drive(
+                    url,
+                    texts,
+                    manifest["target_lang"],
+                    clients,
+                    args.service_seconds,
+                    args.service_requests,
+                )
+            )
+            rows.append(row)
+            log(
+                f"  service c={clients:<3} {row['requests_per_s']:7.1f} req/s  "
+                f"p50 {row['p50_ms']:.0f} ms  p99 {row['p99_ms']:.0f} ms  errors {row['errors']}"
+            )
+        peak = pid_peak_rss_mb(proc.pid)
+    finally:
+        stop_server(proc)
+    return {
+        "variant": variant,
+        "threads": args.threads,
+        "peak_rss_mb": peak,
+        "levels": rows,
+        "decoding": manifest["decoding"],
+    }
+
+
+# ---------------------------------------------------------------- report
+
+
+def fmt(x: float | None, digits: int = 0) -> str:
+    return "n/a" if x is None or x != x else f"{x:,.{digits}f}"
+
+
+def ratio(x: float | None, base: float | None) -> str:
+    return "n/a" if not x or not base else f"{x / base:.2f}x"
+
+
+def report(data: dict) -> str:
+    ok = {r["engine"]: r for r in data["engines"] if "error" not in r}
+    base = ok.get(BASELINE)
+    s = data["settings"]
+    out = [
+        f"### Engines ({s['sentences']} sentences for throughput, batch 32, length-sorted; "
+        f"{s['latency_sentences']} for latency, batch 1; {s['threads']} threads)",
+        "",
+        "| engine | greedy tok/s | beam 4 tok/s | greedy latency p50 / p90 / p99 ms "
+        "| beam 4 latency p50 / p90 / p99 ms | peak RSS MiB "
+        f"| vs {BASELINE}: greedy tok/s, beam 4 tok/s (>1 faster); greedy p50, beam 4 p50 "
+        "(<1 faster) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def search(r: dict | None, beam: str, key: str):
+        if r is None:
+            return None
+        value = r["searches"].get(beam, {})
+        return value.get(key) if not isinstance(key, tuple) else value.get(key[0], {}).get(key[1])
+
+    for name, r in ok.items():
+        g, b = r["searches"]["1"], r["searches"]["4"]
+        lat = " / ".join(fmt(g["latency_ms"][q], 1) for q in ("p50", "p90", "p99"))
+        blat = " / ".join(fmt(b["latency_ms"][q], 1) for q in ("p50", "p90", "p99"))
+        ratios = ", ".join(
+            [
+                ratio(g["tokens_per_s"], search(base, "1", "tokens_per_s")),
+                ratio(b["tokens_per_s"], search(base, "4", "tokens_per_s")),
+                ratio(g["latency_ms"]["p50"], search(base, "1", ("latency_ms", "p50"))),
+                ratio(b["latency_ms"]["p50"], search(base, "4", ("latency_ms", "p50"))),
+            ]
+        )
+        out.append(
+            f"| {name} | {fmt(g['tokens_per_s'])} | {fmt(b['tokens_per_s'])} | {lat} "
+            f"| {blat} | {fmt(r['peak_rss_mb'])} | {ratios} |"
+        )
+    for r in data["engines"]:
+        if "error" in r:
+            out.append(f"| {r['engine']} | failed: {r['error'][:120]} | | | | | |")
+    for engine, why in data["skipped"].items():
+        out.append(f"| {engine} | skipped: {why} | | | | | |")
+
+    out += [
+        "",
+        "### Quality and parity (same outputs as the throughput rows)",
+        "",
+        "| engine | BLEU greedy | BLEU beam 4 | chrF greedy | chrF beam 4 "
+        "| greedy ids = PyTorch greedy_search |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in ok.items():
+        g, b = r["searches"]["1"], r["searches"]["4"]
+        same = g.get("greedy_identical")
+        parity = "n/a" if same is None else f"{same}/{g['sentences']}"
+        out.append(
+            f"| {name} | {fmt(g.get('bleu'), 2)} | {fmt(b.get('bleu'), 2)} "
+            f"| {fmt(g.get('chrf'), 2)} | {fmt(b.get('chrf'), 2)} | {parity} |"
+        )
+
+    svc = data.get("service")
+    if svc and "levels" in svc:
+        out += [
+            "",
+            f"### Service end to end (app.server, variant {svc['variant']}, "
+            f"{svc['threads']} threads, beam {svc['decoding'].get('beam_size')}, one test "
+            f"sentence per request, {s['service_seconds']:g} s per level; server peak RSS "
+            f"{fmt(svc['peak_rss_mb'])} MiB)",
+            "",
+            "| clients | requests/s | p50 ms | p99 ms | errors | requests |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for row in svc["levels"]:
+            out.append(
+                f"| {row['clients']} | {fmt(row['requests_per_s'], 1)} "
+                f"| {fmt(row['p50_ms'], 1)} | {fmt(row['p99_ms'], 1)} | {row['errors']} "
+                f"| {row['requests']} |"
+            )
+    elif svc:
+        out += ["", f"Service: {svc.get('error') or svc.get('skipped')}"]
+
+    out += ["", roofline_text(data["roofline"], ok)]
+    return "\n".join(out)
+
+
+def roofline_text(roof: dict, ok: dict) -> str:
+    step = roof["step_bytes"]
+    lines = [
+        f"### Roofline at batch 1 (decoder step; {roof['threads']} copy threads)",
+        "",
+        f"Weights read per decoder step (decoder layers + output projection): "
+        f"fp32 {step['fp32'] / 2**20:.1f} MiB, int8 {step['int8'] / 2**20:.1f} MiB "
+        f"({step['parameters'] / 1e6:.2f} M parameters). Measured numpy copy bandwidth: "
+        f"{roof['dram_copy_gb_s']:.1f} GB/s from main memory (512 MiB arrays), "
+        f"{roof['cache_copy_gb_s']:.1f} GB/s on a cache-sized working set.",
+        "",
+        "| precision | bound at main-memory bandwidth, steps/s "
+        "| bound at cache bandwidth, steps/s |",
+        "|---|---:|---:|",
+    ]
+    for prec in ("fp32", "int8"):
+        lines.append(
+            f"| {prec} | {fmt(roof[f'{prec}_dram_steps_per_s'])} "
+            f"| {fmt(roof[f'{prec}_cache_steps_per_s'])} |"
+        )
+    lines += [
+        "",
+        "| engine | decoder steps/s reached (greedy, batch 1, incl. encoder) "
+        "| share of main-memory bound |",
+        "|---|---:|---:|",
+    ]
+    for name, r in ok.items():
+        reached = r["searches"]["1"].get("batch1_steps_per_s")
+        bound = roof["int8_dram_steps_per_s" if "int8" in name else "fp32_dram_steps_per_s"]
+        share = f"{100 * reached / bound:.1f}%" if reached else "n/a"
+        lines.append(f"| {name} | {fmt(reached)} | {share} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bundle", type=Path, help="bundle directory (default: bundles/en-de)")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="checkpoint of the bundle, for the peers and the PyTorch reference "
+        "(default: runs/<bundle name>/averaged.pt)",
+    )
+    p.add_argument("--sentences", type=Path, default=ROOT / "data/en-de/test.en")
+    p.add_argument("--refs", type=Path, default=ROOT / "data/en-de/test.de")
+    p.add_argument("--limit", type=int, default=500, help="throughput sentences (default 500)")
+    p.add_argument(
+        "--latency-limit",
+        type=int,
+        default=100,
+        help="latency sentences, the first of the throughput set (default 100)",
+    )
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument(
+        "--engines", default=",".join(("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32"))
+    )
+    p.add_argument("--service-seconds", type=float, default=10.0, help="per concurrency level")
+    p.add_argument("--service-requests", type=int, default=2000, help="per concurrency level")
+    p.add_argument("--service-variant", help="variant the server runs (default: the bundle's)")
+    p.add_argument("--no-service", action="store_true")
+    p.add_argument("--json", type=Path, help="also write all results here")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+
+    from app.engine.bundle import read_manifest
+
+    refs_path = args.refs if args.refs and args.refs.exists() else None
+    if refs_path is None:
+        log(f"no references at {args.refs}: BLEU/chrF are skipped")
+    texts, refs = read_pairs(args.sentences, refs_path, args.limit)
+    latency_texts = texts[: args.latency_limit]
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+
+    with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        bundle = resolve_bundle(args, tmp)
+        manifest = read_manifest(bundle)
+        arch = manifest["architecture"]
+        checkpoint = resolve_checkpoint(args, manifest)
+        skipped = {e: why for e, why in peers_available(checkpoint).items() if e in engines}
+        for e in list(engines):
+            if e.startswith("ort-") and e.split("-", 1)[1] not in manifest["variants"]:
+                skipped[e] = f"the bundle has no {e.split('-', 1)[1]} variant"
+        for engine, why in skipped.items():
+            log(f"skipping {engine}: {why}")
+        engines = [e for e in engines if e not in skipped]
+
+        peer_dirs: dict[str, Path] = {}
+        reference = None
+        if checkpoint is not None and importlib.util.find_spec("torch"):
+            if any(e.startswith(("ct2-", "hf-")) for e in engines):
+                from bench.convert import convert
+
+                log(f"converting {checkpoint} for the peers ...")
+                peer_dirs = convert(checkpoint, tmp / "peers")
+            log("PyTorch reference greedy outputs ...")
+            reference = pytorch_reference(checkpoint, texts, args.threads)
+        else:
+            log("no checkpoint or no torch: greedy parity against PyTorch is not reported")
+
+        log("memory bandwidth and roofline ...")
+        roof = roofline(arch, args.threads)
+
+        results = []
+        for engine in engines:
+            log(f"{engine} ...")
+            spec = {
+                "engine": engine,
+                "threads": args.threads,
+                "texts": texts,
+                "latency_texts": latency_texts,
+                "beams": list(BEAMS),
+                "max_positions": arch["max_positions"],
+                "bundle": str(bundle),
+            }
+            if engine.startswith("ct2-"):
+                spec["model_dir"] = str(peer_dirs[engine])
+            elif engine.startswith("hf-"):
+                spec["model_dir"] = str(peer_dirs["hf"])
+            t0 = time.perf_counter()
+            result = run_worker(spec, tmp, args.threads)
+            if "error" in result:
+                log(f"  {engine} failed: {result['error']}")
+            else:
+                score(result, refs, reference)
+                g = result["searches"]["1"]
+                log(
+                    f"  {engine}: greedy {g['tokens_per_s']:.0f} tok/s, beam 4 "
+                    f"{result['searches']['4']['tokens_per_s']:.0f} tok/s, "
+                    f"{time.perf_counter() - t0:.0f} s"
+                )
+            results.append(result)
+
+        service = None
+        if not args.no_service:
+            log("service ...")
+            if importlib.util.find_spec("httpx") is None:
+                service = {"skipped": "httpx not installed (pip install -e '.[dev]')"}
+            else:
+                try:
+                    service = run_service(bundle, manifest, latency_texts, args)
+                except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
+                    service = {"error": f"service benchmark failed: {exc}"}
+
+    for r in results:
+        for s in r.get("searches", {}).values():
+            s.pop("hypotheses", None)
+            s.pop("latency_s", None)
+    data = {
+        "machine": machine(),
+        "settings": {
+            "bundle": str(bundle),
+            "checkpoint": str(checkpoint) if checkpoint else None,
+            "sentences_file": str(args.sentences),
+            "sentences": len(texts),
+            "latency_sentences": len(latency_texts),
+            "threads": args.threads,
+            "beams": list(BEAMS),
+            "batch_size": 32,
+            "max_len": "10 + 1.5 x source",
+            "service_seconds": args.service_seconds,
+            "architecture": arch,
+        },
+        "engines": results,
+        "skipped": skipped,
+        "service": service,
+        "roofline": roof,
+    }
+    data["elapsed_s"] = time.perf_counter() - started
+    m = data["machine"]
+    print(f"## Benchmark: {m['cpu']}, {m['logical_cpus']} logical CPUs; bundle {bundle}\n")
+    print(report(data))
+    print(f"\nTotal time {data['elapsed_s'] / 60:.1f} min.")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""bench.run, bench.backends and bench.common on the tiny model: every engine decodes by the same
+rules (greedy ids identical to PyTorch for fp32), the roofline arithmetic, and one complete run
+that prints the table and writes the JSON. The peers (CTranslate2, Transformers) take part when
+the bench extra is installed; without it they are skipped, and the run says so."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import backends, common
+from bench import run as bench_run
+
+HAVE_PEERS = all(importlib.util.find_spec(m) for m in ("torch", "transformers", "ctranslate2"))
+needs_peers = pytest.mark.skipif(
+    not HAVE_PEERS, reason="the bench extra (transformers, ctranslate2) is not installed"
+)
+
+
+@pytest.fixture(scope="module")
+def sentences(tmp_path_factory):
+    """Unseen toy sentences and their word-by-word references, as files."""
+    from tests.conftest import toy_pairs
+
+    pairs = toy_pairs(24, seed=11)
+    root = tmp_path_factory.mktemp("sentences")
+    (root / "test.en").write_text("\n".join(en for en, _ in pairs) + "\n", encoding="utf-8")
+    (root / "test.de").write_text("\n".join(de for _, de in pairs) + "\n", encoding="utf-8")
+    return root / "test.en", root / "test.de"
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoint):
+    """texts -> model.search.greedy_search ids, with given length rules."""
+    torch = pytest.importorskip("torch", reason="torch (the train extra) is not installed")
+    from model.checkpoint import load_model
+    from model.search import greedy_search
+
+    torch.set_num_threads(1)
+    model, tokenizer, _ = load_model(tiny_checkpoint)
+
+    def run(texts, a=10, b=1.5):
+        return greedy_search(model, tokenizer.encode_batch(texts), max_len_a=a, max_len_b=b)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def peer_dirs(tiny_checkpoint, tmp_path_factory):
+    if not HAVE_PEERS:
+        pytest.skip("the bench extra (transformers, ctranslate2) is not installed")
+    from bench.convert import convert
+
+    return convert(tiny_checkpoint, tmp_path_factory.mktemp("peers"))
+
+
+def make(engine, tiny_bundle, peer_dirs=None):
+    spec = {"engine": engine, "threads": 1, "max_positions": 64, "bundle": str(tiny_bundle)}
+    if engine.startswith("ct2-"):
+        spec["model_dir"] = str(peer_dirs[engine])
+    elif engine.startswith("hf-"):
+        spec["model_dir"] = str(peer_dirs["hf"])
+    return backends.make_backend(spec)
+
+
+def texts_of(path):
+    return common.read_lines(path)
+
+
+def test_ort_backend_greedy_is_pytorch_greedy(tiny_bundle, sentences, reference):
+    texts = texts_of(sentences[0])
+    out = make("ort-fp32", tiny_bundle).translate(texts, beam=1)
+    assert [o.tokens for o in out] == reference(texts)
+    assert all(isinstance(o.text, str) for o in out)
+
+
+@needs_peers
+@pytest.mark.parametrize("engine", ["ct2-fp32", "hf-fp32"])
+@pytest.mark.parametrize("a, b", [(10, 1.5), (1, 0.5)], ids=["default-limits", "tight-limits"])
+def test_peer_backends_greedy_is_pytorch_greedy(
+    engine, a, b, tiny_bundle, peer_dirs, sentences, reference, monkeypatch
+):
+    """Batched with one limit per batch (the largest), then cut to each sentence's own limit:
+    for greedy search exactly the per-sentence rule, which the tight limits exercise."""
+    monkeypatch.setattr(backends, "MAX_LEN_A", a)
+    monkeypatch.setattr(backends, "MAX_LEN_B", b)
+    texts = texts_of(sentences[0])
+    backend = make(engine, tiny_bundle, peer_dirs)
+    backend.batch_size = 8
+    assert [o.tokens for o in backend.translate(texts, beam=1)] == reference(texts, a, b)
+
+
+@needs_peers
+@pytest.mark.parametrize("engine", ["ct2-int8", "hf-fp32", "ct2-fp32"])
+def test_peer_backends_beam_search_respects_the_limit(engine, tiny_bundle, peer_dirs, sentences):
+    backend = make(engine, tiny_bundle, peer_dirs)
+    texts = texts_of(sentences[0])
+    for text, out in zip(texts, backend.translate(texts, beam=4), strict=True):
+        assert len(out.tokens) <= backend.limit(backend.encode([text])[0])
+        assert out.text.strip()
+
+
+def test_measure_reports_throughput_latency_and_rss(tiny_bundle, sentences):
+    texts = texts_of(sentences[0])
+    spec = {
+        "engine": "ort-int8",
+        "threads": 1,
+        "max_positions": 64,
+        "bundle": str(tiny_bundle),
+        "texts": texts,
+        "latency_texts": texts[:3],
+        "beams": [1, 4],
+    }
+    result = backends.measure(spec)
+    assert result["peak_rss_mb"] > 10
+    for beam in ("1", "4"):
+        s = result["searches"][beam]
+        assert s["sentences"] == len(texts) and s["tokens"] >= len(texts)
+        assert s["tokens_per_s"] > 0 and len(s["latency_s"]) == 3
+        assert len(s["hypotheses"]) == len(texts)
+    assert len(result["searches"]["1"]["tokens_out"]) == len(texts)
+
+
+def test_decoder_step_bytes_by_hand():
+    arch = {"d_model": 4, "d_ff": 8, "vocab_size": 10, "n_decoder_layers": 2}
+    # per layer: 6 (4x4) projections + (4x8) + (8x4) = 160 weights; biases 6*4 + 8 + 4 = 36;
+    # three LayerNorms 24 -> 60 vectors; output projection 10 x 4 = 40
+    step = common.decoder_step_bytes(arch)
+    assert step["parameters"] == 2 * (160 + 60) + 40
+    assert step["fp32"] == 4 * step["parameters"]
+    # int8: weights 1 byte + one fp32 scale per output channel (6*4 + 8 + 4 = 36), vectors fp32;
+    # projection 40 bytes + 10 scales
+    assert step["int8"] == 2 * (160 + 4 * 36 + 4 * 60) + 40 + 4 * 10
+
+
+def test_roofline_bounds_follow_bandwidth():
+    arch = {"d_model": 32, "d_ff": 64, "vocab_size": 80, "n_decoder_layers": 2}
+    roof = common.roofline(arch, threads=1)
+    assert roof["dram_copy_gb_s"] > 0 and roof["cache_copy_gb_s"] > 0
+    expected = roof["dram_copy_gb_s"] * 1e9 / roof["step_bytes"]["fp32"]
+    assert roof["fp32_dram_steps_per_s"] == pytest.approx(expected)
+    assert roof["int8_dram_steps_per_s"] > roof["fp32_dram_steps_per_s"]
+
+
+def test_percentile_and_pairs(tmp_path):
+    assert common.percentile([1, 2, 3, 4], 50) == 2.5
+    assert common.percentile(list(range(101)), 99) == 99
+    src, ref = tmp_path / "a", tmp_path / "b"
+    src.write_text("one\n\nthree\n")
+    ref.write_text("eins\nzwei\ndrei\n")
+    assert common.read_pairs(src, ref, None) == (["one", "three"], ["eins", "drei"])
+    ref.write_text("eins\n")
+    with pytest.raises(ValueError, match="lines"):
+        common.read_pairs(src, ref, None)
+
+
+def test_missing_peers_are_skipped_with_a_reason(monkeypatch):
+    assert set(bench_run.peers_available(None)) == {"ct2-fp32", "ct2-int8", "hf-fp32"}
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "ctranslate2" else real(name)
+    )
+    skipped = bench_run.peers_available(Path("ckpt.pt"))
+    assert "ctranslate2 not installed" in skipped["ct2-int8"]
+    assert "hf-fp32" not in skipped or "transformers" in skipped["hf-fp32"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # five engine processes and a server; slow on a busy machine
+def test_run_prints_the_table_and_writes_json(
+    tiny_bundle, tiny_checkpoint, sentences, tmp_path, capsys
+):
+    engines = ["ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32"]
+    out = tmp_path / "bench.json"
+    code = bench_run.main(
+        [
+            "--bundle",
+            str(tiny_bundle),
+            "--checkpoint",
+            str(tiny_checkpoint),
+            "--sentences",
+            str(sentences[0]),
+            "--refs",
+            str(sentences[1]),
+            "--limit",
+            "12",
+            "--latency-limit",
+            "3",
+            "--threads",
+            "1",
+            "--engines",
+            ",".join(engines),
+            "--service-seconds",
+            "0.5",
+            "--service-requests",
+            "20",
+            "--json",
+            str(out),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert code == 0
+    data = json.loads(out.read_text())
+    ran = {r["engine"]: r for r in data["engines"]}
+    assert all("error" not in r for r in ran.values()), ran
+    expected = engines if HAVE_PEERS else ["ort-fp32", "ort-int8"]
+    assert sorted(ran) == sorted(expected)
+    assert sorted(data["skipped"]) == sorted(set(engines) - set(expected))
+    for name in ("ort-fp32", "ct2-fp32", "hf-fp32"):
+        if name in ran:  # fp32 greedy: token ids identical to PyTorch on every sentence
+            assert ran[name]["searches"]["1"]["greedy_identical"] == 12
+    for r in ran.values():
+        for s in r["searches"].values():
+            assert s["bleu"] >= 0 and s["chrf"] > 0 and s["latency_ms"]["p99"] > 0
+    levels = data["service"]["levels"]
+    assert [row["clients"] for row in levels] == [1, 8, 32, 64]
+    assert all(row["errors"] == 0 and row["requests"] > 0 for row in levels)
+    assert data["roofline"]["step_bytes"]["fp32"] > data["roofline"]["step_bytes"]["int8"]
+    assert "| ort-fp32 |" in printed and "Roofline" in printed and "| 64 |" in printed
+    if HAVE_PEERS:
+        assert "vs ct2-int8" in printed and "| ct2-int8 |" in printed
+    else:
+        assert "skipped:" in printed
