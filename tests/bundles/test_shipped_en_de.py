@@ -1,0 +1,98 @@
+"""The shipped English-German bundle translates into German and carries placeholders through.
+
+Not exact strings: the checks are that outputs are German and keep every placeholder."""
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from app.engine.translator import Translator
+from app.engine.types import TranslationOptions
+
+BUNDLE = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
+GERMAN_WORDS = {
+    "der",
+    "die",
+    "das",
+    "den",
+    "dem",
+    "des",
+    "und",
+    "ist",
+    "nicht",
+    "ein",
+    "eine",
+    "einen",
+    "sie",
+    "mit",
+    "zu",
+    "von",
+    "für",
+    "auf",
+    "wird",
+    "werden",
+    "kann",
+    "konnte",
+    "oder",
+    "im",
+    "in",
+    "datei",
+    "dateien",
+    "öffnen",
+    "speichern",
+    "fehler",
+    "zelle",
+    "seite",
+    "wählen",
+}
+SENTENCES = [
+    "Open the file.",
+    "Select the cells that you want to format.",
+    "The document could not be saved.",
+    "Click the button to insert a new table.",
+    "Do you want to delete this file?",
+]
+PLACEHOLDER_SENTENCES = [
+    "Cannot open file %s.",
+    "Deleted %d files.",
+    "The file %1 could not be found.",
+    "Error in line %d: %s",
+]
+PLACEHOLDER = re.compile(r"%\d+|%[sdu]|\{\w+\}")
+
+
+@pytest.fixture(scope="module")
+def translator() -> Translator:
+    assert (BUNDLE / "manifest.json").is_file(), f"the shipped bundle is missing: {BUNDLE}"
+    return Translator.from_dir(BUNDLE)
+
+
+def looks_german(text: str) -> bool:
+    words = re.findall(r"\w+", text.lower())
+    return bool(set(words) & GERMAN_WORDS) or bool(re.search(r"[äöüß]", text.lower()))
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_outputs_are_german(translator, beam_size):
+    results = translator.translate_batch(SENTENCES, TranslationOptions(beam_size=beam_size))
+    outputs = [r.text for r in results]
+    assert all(out and out != src for out, src in zip(outputs, SENTENCES, strict=True)), outputs
+    assert sum(looks_german(o) for o in outputs) >= len(SENTENCES) - 1, outputs
+
+
+def test_placeholders_are_carried_through(translator):
+    results = translator.translate_batch(PLACEHOLDER_SENTENCES, TranslationOptions(beam_size=4))
+    for src, result in zip(PLACEHOLDER_SENTENCES, results, strict=True):
+        assert Counter(PLACEHOLDER.findall(result.text)) == Counter(PLACEHOLDER.findall(src)), (
+            src,
+            result.text,
+        )
+
+
+def test_manifest_reports_scores_for_both_variants(translator):
+    scores = translator.bundle.manifest["scores"]
+    for variant in ("fp32", "int8"):
+        assert scores[variant]["beam4"]["bleu"] > 0
+    assert scores["test_set"]["sentences"] > 1000
