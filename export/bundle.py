@@ -215,11 +215,18 @@ def _score_rows(scores: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _curve_rows(history: list[dict[str, Any]]) -> list[str]:
+def _curve_rows(history: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
     """The training log's evaluations: the loss and dev BLEU curve."""
     if not history:
         return []
+    checkpoint = manifest.get("checkpoint") or {}
+    machine = (manifest.get("scores") or {}).get("test_set", {}).get("machine", "unknown machine")
+    budget = (manifest.get("training") or {}).get("max_minutes")
     lines = [
+        f"Trained on {machine} until step {checkpoint.get('step')} (epoch "
+        f"{checkpoint.get('epoch')}), within a time budget of {budget or 'no'} minutes; the "
+        f"shipped weights average {len(checkpoint.get('averaged_from') or []) or 1} checkpoints.",
+        "",
         "Validation during training (greedy dev BLEU on a dev prefix, PyTorch):",
         "",
         "| step | epoch | minutes | train loss | dev loss | dev BLEU | dev chrF |",
@@ -296,7 +303,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "",
         "## Training",
         "",
-        *_curve_rows(manifest.get("training_log") or []),
+        *_curve_rows(manifest.get("training_log") or [], manifest),
         *training_lines,
         "",
         *_data_rows(manifest.get("data")),

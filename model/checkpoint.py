@@ -66,6 +66,7 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
             averaged[name] = tensor
     model = Transformer(ModelConfig.from_dict(base["config"]))
     model.load_state_dict(averaged)
-    extra = {k: v for k, v in base.items() if k in ("step", "epoch", "recipe")}
+    last = states[-1]  # the training log and position of the newest checkpoint
+    extra = {k: v for k, v in last.items() if k in ("step", "epoch", "recipe", "history")}
     extra["averaged_from"] = [str(p) for p in paths]
     return save_checkpoint(out, model, Tokenizer(base["tokenizer"]), **extra)
