@@ -199,6 +199,16 @@ def catalogue() -> list[Case]:
              check=translated))
     add(both("bom-and-private-use", 200, 200,
              "\ufeffthe dog \ue000 sees \U000f0000 a cat \U0010fffd", check=translated))
+    # ---- hostile HTML (format=html): kept or translated, never an error
+    for name, html in {
+        "html-600-nested-tags": "<i>" * 600 + "the dog" + "</i>" * 10,
+        "html-unclosed-script": "the dog <script>sees a cat",
+        "html-unclosed-comment": "the dog <!-- sees a cat",
+        "html-odd-entities": "&amp;" * 300 + " the dog &#0; &#x110000; &#xD800; &bogus; &#9999999;",
+        "html-angle-soup": "<<<>>> the < dog > sees </ a cat <",
+        "html-cdata-and-pi": "<![CDATA[ the dog ]]> <?php the cat ?> <!DOCTYPE x> a tree",
+    }.items():
+        add(both(name, 200, 200, html, extra={"format": "html"}, check=translated))
     # ---- broken JSON, odd numbers, nesting
     for api in ("v1", "lt"):
         good = enc(payload(api))
