@@ -34,6 +34,7 @@ from app.engine.search import empty_cache
 from app.engine.sessions import PROVIDERS, SessionConfig
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
+from export.bundle import save_manifest
 from model.checkpoint import load_model
 from model.search import beam_search, greedy_search
 from model.transformer import Transformer
@@ -169,8 +170,6 @@ def verify_bundle(
     finally:
         torch.set_num_threads(saved)
     if record and report.variants:
-        from export.bundle import save_manifest
-
         for variant, result in report.variants.items():
             manifest["variants"][variant]["verification"] = result
         save_manifest(bundle_dir, manifest)

@@ -12,10 +12,44 @@ from pathlib import Path
 import numpy as np
 import sentencepiece as spm
 
-from app.engine.bundle import Bundle, load_bundle
+from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.search import Hypothesis, beam_search, greedy_search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig
 from app.engine.types import Result, TranslationOptions
+
+
+def check_consistency(
+    bundle: Bundle, sessions: Seq2SeqSessions, sp: spm.SentencePieceProcessor
+) -> None:
+    """The graphs and the tokenizer must be the ones the manifest describes; raise BundleError
+    naming the file that disagrees."""
+    a, special = bundle.architecture, bundle.special_tokens
+    past = next(i for i in sessions.decoder.get_inputs() if i.name == "past_k").shape
+    expected = [a["n_decoder_layers"], a["n_heads"], a["head_dim"]]  # (L, B, H, T, Dh)
+    if [past[0], past[2], past[4]] != expected:
+        raise BundleError(
+            f"{bundle.decoder_path}: cache shape {past} does not match the manifest's "
+            f"architecture (layers, heads, head_dim = {expected})"
+        )
+    cross = next(o for o in sessions.encoder.get_outputs() if o.name == "cross_k").shape
+    if [cross[0], cross[2], cross[4]] != expected:
+        raise BundleError(
+            f"{bundle.encoder_path}: cross_k shape {cross} does not match the manifest's "
+            f"architecture (layers, heads, head_dim = {expected})"
+        )
+    ids = (sp.get_piece_size(), sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.unk_id())
+    want = (
+        a["vocab_size"],
+        special["pad_id"],
+        special["bos_id"],
+        special["eos_id"],
+        special["unk_id"],
+    )
+    if ids != want:
+        raise BundleError(
+            f"{bundle.tokenizer_path}: vocabulary size and pad/bos/eos/unk ids {ids} do not "
+            f"match the manifest's {want}"
+        )
 
 
 class Translator:
@@ -35,6 +69,7 @@ class Translator:
             bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig()
         )
         self.sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+        check_consistency(bundle, self.sessions, self.sp)
         special = bundle.special_tokens
         self.pad_id, self.bos_id, self.eos_id = (
             special["pad_id"],

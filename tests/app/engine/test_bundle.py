@@ -88,3 +88,15 @@ def test_find_bundles(bundle, tmp_path):
     (tmp_path / "not-a-bundle").mkdir()
     assert find_bundles(tmp_path) == [bundle]
     assert find_bundles(tmp_path / "missing") == []
+
+
+def test_graphs_must_match_the_manifest_architecture(bundle):
+    edit_manifest(bundle, lambda m: m["architecture"].update(n_heads=4, head_dim=8))
+    with pytest.raises(BundleError, match=r"decoder\.fp32\.onnx: cache shape .* does not match"):
+        Translator.from_dir(bundle, intra_threads=1)
+
+
+def test_tokenizer_must_match_the_manifest(bundle):
+    edit_manifest(bundle, lambda m: m["architecture"].update(vocab_size=1000))
+    with pytest.raises(BundleError, match=r"sentencepiece\.model: vocabulary size"):
+        Translator.from_dir(bundle, variant="int8", intra_threads=1)
