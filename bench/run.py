@@ -59,6 +59,23 @@ def log(message: str) -> None:
 # ---------------------------------------------------------------- inputs
 
 
+def cpu_busy(seconds: float = 1.0) -> float:
+    """Share of all CPUs in use by anything over `seconds` (from /proc/stat), in percent."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+    try:
+        busy0, total0 = sample()
+        time.sleep(seconds)
+        busy1, total1 = sample()
+    except OSError:
+        return 0.0
+    return 100 * (busy1 - busy0) / max(1, total1 - total0)
+
+
 def resolve_bundle(args, tmp: Path) -> Path:
     if args.bundle is not None:
         return args.bundle
@@ -405,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument(
+        "--repeat", type=int, default=2, help="throughput passes, the fastest counts (default 2)"
+    )
+    p.add_argument(
         "--engines", default=",".join(("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32"))
     )
     p.add_argument("--service-seconds", type=float, default=10.0, help="per concurrency level")
@@ -414,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="also write all results here")
     args = p.parse_args(argv)
     started = time.perf_counter()
+    busy_before = cpu_busy()
+    if busy_before > 25:
+        log(f"the machine is busy ({busy_before:.0f}% CPU in use): timings will be disturbed")
 
     from app.engine.bundle import read_manifest
 
@@ -463,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 "texts": texts,
                 "latency_texts": latency_texts,
                 "beams": list(BEAMS),
+                "repeat": args.repeat,
                 "max_positions": arch["max_positions"],
                 "bundle": str(bundle),
             }
@@ -509,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
             "latency_sentences": len(latency_texts),
             "threads": args.threads,
             "beams": list(BEAMS),
+            "throughput_passes": args.repeat,
             "batch_size": 32,
             "max_len": "10 + 1.5 x source",
             "service_seconds": args.service_seconds,
@@ -520,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         "roofline": roof,
     }
     data["elapsed_s"] = time.perf_counter() - started
+    data["machine"]["cpu_busy_percent_before"] = busy_before
     m = data["machine"]
     print(f"## Benchmark: {m['cpu']}, {m['logical_cpus']} logical CPUs; bundle {bundle}\n")
     print(report(data))

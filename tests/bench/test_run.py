@@ -191,6 +191,8 @@ def test_run_prints_the_table_and_writes_json(
             "3",
             "--threads",
             "1",
+            "--repeat",
+            "1",
             "--engines",
             ",".join(engines),
             "--service-seconds",
