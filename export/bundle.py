@@ -145,6 +145,7 @@ def write_bundle(
             "sha256": sha256_file(checkpoint),
             "step": state.get("step"),
             "epoch": state.get("epoch"),
+            "train_minutes": state.get("train_minutes"),
             "averaged_from": state.get("averaged_from"),
         },
     }
@@ -221,11 +222,13 @@ def _curve_rows(history: list[dict[str, Any]], manifest: dict[str, Any]) -> list
         return []
     checkpoint = manifest.get("checkpoint") or {}
     machine = (manifest.get("scores") or {}).get("test_set", {}).get("machine", "unknown machine")
-    budget = (manifest.get("training") or {}).get("max_minutes")
+    minutes = checkpoint.get("train_minutes")
+    took = f"{minutes:.0f} minutes of training" if minutes else "training time not recorded"
     lines = [
         f"Trained on {machine} until step {checkpoint.get('step')} (epoch "
-        f"{checkpoint.get('epoch')}), within a time budget of {budget or 'no'} minutes; the "
-        f"shipped weights average {len(checkpoint.get('averaged_from') or []) or 1} checkpoints.",
+        f"{checkpoint.get('epoch')}), {took} (wall time, evaluations included, summed over "
+        "resumed runs); the shipped weights average "
+        f"{len(checkpoint.get('averaged_from') or []) or 1} checkpoints.",
         "",
         "Validation during training (greedy dev BLEU on a dev prefix, PyTorch):",
         "",

@@ -241,6 +241,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     model = Transformer(cfg.model_config(tok.vocab_size)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
     step, epoch, batch_index, history = 0, 0, 0, []
+    prior_minutes = 0.0  # training time of earlier runs of this out_dir (resumes add up)
     existing = checkpoint_paths(out_dir)
     if resume and existing:
         state = read_checkpoint(existing[-1])
@@ -248,6 +249,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, batch_index = state["step"], state["epoch"], state["batch_index"]
         history = state.get("history", [])
+        # Checkpoints older than this field: the last evaluation's time is a lower bound.
+        prior_minutes = state.get("train_minutes", history[-1]["minutes"] if history else 0.0)
         print(f"resumed from {existing[-1]} (step {step}, epoch {epoch})")
     elif existing:
         raise SystemExit(f"{out_dir} already holds checkpoints: pass --resume or use a new out_dir")
@@ -269,6 +272,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             batch_index=batch_index,
             recipe=recipe,
             history=history,
+            train_minutes=round(prior_minutes + (time.monotonic() - started) / 60, 2),
         )
         for old in checkpoint_paths(out_dir)[: -cfg.keep_last]:
             old.unlink()
@@ -330,7 +334,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                     "epoch": epoch,
                     "train_loss": round(loss_avg, 4),
                     **{k: round(v, 4) for k, v in scores.items()},
-                    "minutes": round((time.monotonic() - started) / 60, 1),
+                    "minutes": round(prior_minutes + (time.monotonic() - started) / 60, 1),
                 }
             )
             log(out_dir, {"event": "eval", **history[-1]})

@@ -91,17 +91,28 @@ def test_loss_goes_down_and_greedy_reproduces_held_out_examples(toy_run):
 
 
 def test_resume_continues_from_the_last_checkpoint(toy_run):
-    cfg, _, _ = toy_run
+    cfg, final, _ = toy_run
+    first_minutes = load_model(final)[2]["train_minutes"]
+    assert first_minutes > 0
     more = load_train_config(
         None,
         [
             f"{k}={json.dumps(v)}"
-            for k, v in {**cfg.__dict__, "max_steps": 620, "average_last": 1}.items()
+            for k, v in {
+                **cfg.__dict__,
+                "max_steps": 620,
+                "eval_every": 610,
+                "average_last": 1,
+            }.items()
         ],
     )
     last = train(more, resume=True)
     _, _, state = load_model(last)
     assert state["step"] == 620
+    # Training time adds up across resumes, in the checkpoint and in the evaluation log.
+    assert state["train_minutes"] >= first_minutes
+    assert [h["step"] for h in state["history"]] == [600, 610]
+    assert state["history"][1]["minutes"] >= round(first_minutes, 1)
     with pytest.raises(SystemExit, match="--resume"):
         train(more)
 
