@@ -375,6 +375,18 @@ def compare(name: str, ref: list[list[int]], got: list[list[int]], must_match: b
     return Parity(name, same, len(ref), matched / max(1, total_tokens), must_match)
 
 
+def greedy_reference(model: Transformer, sources: list[list[int]]) -> list[list[int]]:
+    """greedy_search in batches of 32 sorted by source length, with its default length rule
+    (10 + 1.5 x source length, the same as `limits_for`); rows come back in input order."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    ref: list[list[int]] = [[] for _ in sources]
+    for start in range(0, len(order), 32):
+        chunk = order[start : start + 32]
+        for i, ids in zip(chunk, greedy_search(model, [sources[i] for i in chunk]), strict=True):
+            ref[i] = ids
+    return ref
+
+
 def check_parity(
     checkpoint: Path, paths: dict[str, Path], texts: list[str], threads: int = 2
 ) -> list[Parity]:
@@ -386,13 +398,7 @@ def check_parity(
     max_positions = model.config.max_positions
     sources = [ids[: max_positions - 1] for ids in tokenizer.encode_batch(texts)]
     limits = limits_for(sources, max_positions)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    ref: list[list[int]] = [[] for _ in sources]
-    for start in range(0, len(order), 32):
-        chunk = order[start : start + 32]
-        # one call per chunk with the default rules (10 + 1.5 x source length) = `limits`
-        for i, ids in zip(chunk, greedy_search(model, [sources[i] for i in chunk]), strict=True):
-            ref[i] = ids
+    ref = greedy_reference(model, sources)
     results = [
         compare(
             "hf-fp32",

@@ -122,19 +122,13 @@ def pytorch_reference(checkpoint: Path, texts: list[str], threads: int) -> list[
     """model.search.greedy_search on the texts (batches of 32, sorted by source length)."""
     import torch
 
+    from bench.convert import greedy_reference
     from model.checkpoint import load_model
-    from model.search import greedy_search
 
     torch.set_num_threads(threads)
     model, tokenizer, _ = load_model(checkpoint)
     sources = [ids[: model.config.max_positions - 1] for ids in tokenizer.encode_batch(texts)]
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    ref: list[list[int]] = [[] for _ in sources]
-    for start in range(0, len(order), 32):
-        chunk = order[start : start + 32]
-        for i, ids in zip(chunk, greedy_search(model, [sources[i] for i in chunk]), strict=True):
-            ref[i] = ids
-    return ref
+    return greedy_reference(model, sources)
 
 
 # ---------------------------------------------------------------- engines
@@ -185,71 +179,24 @@ def score(result: dict, refs: list[str] | None, reference_ids: list[list[int]] |
 # ---------------------------------------------------------------- service
 
 
-async def drive(
-    url: str, texts: list[str], target: str, clients: int, seconds: float, max_requests: int
-) -> dict:
-    """`clients` concurrent clients, one request (one test sentence) at a time each, until the
-    time or the request budget is spent. bench.service.drive reports p50/p95 over its own fixed
-    sentences; here p99 on the test sentences is wanted, hence this small variant."""
-    import httpx
-
-    latencies: list[float] = []
-    errors, sent = 0, 0
-    stop_at = time.monotonic() + seconds
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as http:
-
-        async def client(k: int) -> None:
-            nonlocal errors, sent
-            i = k
-            while time.monotonic() < stop_at and sent < max_requests:
-                sent += 1
-                body = {"text": texts[i % len(texts)], "source": "auto", "target": target}
-                i += clients
-                started = time.perf_counter()
-                try:
-                    r = await http.post("/v1/translate", json=body)
-                    ok = r.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                if ok:
-                    latencies.append(time.perf_counter() - started)
-                else:
-                    errors += 1
-
-        started = time.perf_counter()
-        await asyncio.gather(*(client(k) for k in range(clients)))
-        elapsed = time.perf_counter() - started
-    ms = [x * 1000 for x in latencies]
-    return {
-        "clients": clients,
-        "requests": len(latencies),
-        "errors": errors,
-        "seconds": elapsed,
-        "requests_per_s": len(latencies) / elapsed,
-        "p50_ms": percentile(ms, 50),
-        "p99_ms": percentile(ms, 99),
-    }
-
-
 def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> dict:
-    from bench.service import start_server, stop_server
+    from bench.service import drive, start_server, stop_server
 
     variant = args.service_variant or manifest["default_variant"]
     extra = ["--variant", variant, "--request-timeout", "60"]
     proc, url = start_server(str(bundle), extra, args.threads)
     rows = []
     try:
-        asyncio.run(drive(url, texts, manifest["target_lang"], 4, 2.0, 40))  # warm up
+        asyncio.run(drive(url, 4, 2.0, 40, manifest["target_lang"], texts))  # warm up
         for clients in CONCURRENCY:
             row = asyncio.run(
                 drive(
                     url,
-                    texts,
-                    manifest["target_lang"],
                     clients,
                     args.service_seconds,
                     args.service_requests,
+                    manifest["target_lang"],
+                    texts,
                 )
             )
             rows.append(row)

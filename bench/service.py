@@ -20,13 +20,14 @@ import json
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+
+from bench.common import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = {
@@ -103,10 +104,15 @@ def engine_batches(url: str) -> float:
 
 
 async def drive(
-    url: str, concurrency: int, seconds: float, max_requests: int, target: str
+    url: str,
+    concurrency: int,
+    seconds: float,
+    max_requests: int,
+    target: str,
+    texts: list[str] = SENTENCES,
 ) -> dict:
-    """`concurrency` clients, each sending one request after the other, until the time or the
-    request budget runs out."""
+    """`concurrency` clients, each sending one request (one of `texts`) after the other, until the
+    time or the request budget runs out. A transport error counts as an error, like a non-200."""
     latencies: list[float] = []
     errors = 0
     sent = 0
@@ -120,12 +126,14 @@ async def drive(
             i = k
             while time.monotonic() < stop_at and sent < max_requests:
                 sent += 1
-                text = SENTENCES[i % len(SENTENCES)]
+                body = {"text": texts[i % len(texts)], "source": "auto", "target": target}
                 i += concurrency
                 started = time.perf_counter()
-                r = await client.post("/v1/translate",
-                                      json={"text": text, "source": "auto", "target": target})
-                if r.status_code == 200:
+                try:
+                    ok = (await client.post("/v1/translate", json=body)).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
                     latencies.append(time.perf_counter() - started)
                 else:
                     errors += 1
@@ -133,15 +141,14 @@ async def drive(
         started = time.perf_counter()
         await asyncio.gather(*(one_client(k) for k in range(concurrency)))
         elapsed = time.perf_counter() - started
-    latencies.sort()
+    ms = [x * 1000 for x in latencies]
     return {
+        "clients": concurrency,
         "requests": len(latencies),
         "errors": errors,
         "seconds": round(elapsed, 3),
         "requests_per_s": round(len(latencies) / elapsed, 1),
-        "p50_ms": round(statistics.median(latencies) * 1000, 1) if latencies else None,
-        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))] * 1000, 1)
-        if latencies else None,
+        **{f"p{q}_ms": round(percentile(ms, q), 1) for q in (50, 95, 99)},
     }
 
 
