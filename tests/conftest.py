@@ -10,6 +10,7 @@ tiny_sentences   a few English sentences of the toy language for translation tes
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -161,3 +162,13 @@ def tiny_bundle(tiny_checkpoint, tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("bundles") / "en-de"
     return write_bundle(tiny_checkpoint, out, variants=("fp32", "int8"), name="en-de")
+
+
+@pytest.fixture
+def restore_logging():
+    """Put the root logger's handlers and level back after a test that configures logging."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

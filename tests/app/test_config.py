@@ -75,15 +75,6 @@ def test_serve_main_refuses_bad_settings(capsys):
     assert "invalid settings" in capsys.readouterr().err
 
 
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
 def test_serve_main_exits_1_when_no_bundle_loads(tmp_path, restore_logging):
     from app.server import serve_main
 

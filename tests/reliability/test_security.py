@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import logging
 from pathlib import Path
 
 import httpx
@@ -32,15 +31,6 @@ def clean_env(monkeypatch):
     for key in list(__import__("os").environ):
         if key.startswith("NMT_"):
             monkeypatch.delenv(key)
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def test_loopback_by_default(clean_env):
