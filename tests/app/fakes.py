@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -90,6 +93,17 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def spawn_server(models_dir: Path, port: int, *flags: str) -> subprocess.Popen:
+    """`python -m app.server` as a child process on 127.0.0.1:port with one ONNX Runtime thread
+    and the extra flags; its output (stderr merged, unbuffered) is readable from proc.stdout."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.server", "--models-dir", str(models_dir), "--port", str(port),
+         "--threads", "1", *flags],
+        cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 class ServerThread:

@@ -3,19 +3,13 @@ accepted request completes, and the process exits 0."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
-from tests.app.fakes import free_port, wait_ready
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.app.fakes import free_port, spawn_server, wait_ready
 
 
 def metric(url: str, name: str) -> float:
@@ -28,13 +22,8 @@ def metric(url: str, name: str) -> float:
 def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentences):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.server", "--models-dir", str(tiny_bundle), "--port",
-         str(port), "--threads", "1", "--max-batch-size", "1", "--max-wait-ms", "0",
-         "--grace-period", "300", "--max-texts-per-request", "64"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = spawn_server(tiny_bundle, port, "--max-batch-size", "1", "--max-wait-ms", "0",
+                        "--grace-period", "300", "--max-texts-per-request", "64")
     try:
         wait_ready(url, 180)  # generous: the test machine's cores are shared
         n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 3  # 24 batches each

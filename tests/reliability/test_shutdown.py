@@ -10,22 +10,17 @@ and checks that every accepted request completes and the process exits 0; here:
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 
 from app.main import create_app
 from tests.app.conftest import real_settings
-from tests.app.fakes import free_port, running, wait_ready, wait_until
+from tests.app.fakes import free_port, running, spawn_server, wait_ready, wait_until
 from tests.reliability.conftest import EngineDouble, double_loader
 
-ROOT = Path(__file__).resolve().parents[2]
 GRACE_S = 60.0
 
 
@@ -67,13 +62,8 @@ def test_drain_turns_readiness_503_and_finishes_accepted_work(tiny_bundle):
 def test_sigterm_under_load_exits_0_within_the_grace_period(tiny_bundle, tiny_sentences):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.server", "--models-dir", str(tiny_bundle), "--port",
-         str(port), "--threads", "1", "--max-batch-size", "1", "--max-wait-ms", "0",
-         "--grace-period", str(GRACE_S)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = spawn_server(tiny_bundle, port, "--max-batch-size", "1", "--max-wait-ms", "0",
+                        "--grace-period", str(GRACE_S))
     results: list[httpx.Response | Exception] = []
     probes: list[tuple[float, int | str]] = []  # (sent at, status or "refused")
     stop = threading.Event()
