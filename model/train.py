@@ -272,7 +272,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             batch_index=batch_index,
             recipe=recipe,
             history=history,
-            train_minutes=round(prior_minutes + (time.monotonic() - started) / 60, 2),
+            train_minutes=round(train_minutes(), 2),
         )
         for old in checkpoint_paths(out_dir)[: -cfg.keep_last]:
             old.unlink()
@@ -281,6 +281,11 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
 
     stop = StopFlag()
     started = time.monotonic()
+
+    def train_minutes() -> float:
+        """Training wall time so far, earlier runs of this out_dir included."""
+        return prior_minutes + (time.monotonic() - started) / 60
+
     model.train()
     stream = iterate_epochs(examples, cfg.batch_tokens, cfg.seed, start_epoch=epoch)
     skip = batch_index  # resume inside an epoch: skip the batches already seen
@@ -334,7 +339,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
                     "epoch": epoch,
                     "train_loss": round(loss_avg, 4),
                     **{k: round(v, 4) for k, v in scores.items()},
-                    "minutes": round(prior_minutes + (time.monotonic() - started) / 60, 1),
+                    "minutes": round(train_minutes(), 1),
                 }
             )
             log(out_dir, {"event": "eval", **history[-1]})
