@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from bench.common import percentile
 from bench.service import SENTENCES, start_server, stop_server
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -75,13 +76,6 @@ def process_sample(pid: int | None) -> dict[str, float | int | None]:
     except (OSError, StopIteration):
         return {"rss_mib": None, "open_fds": None}
     return {"rss_mib": round(rss, 1), "open_fds": fds}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 class Soak:
@@ -193,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         "sent": sent,
         "ok": ok,
         "errors": {k: v for k, v in soak.outcomes.items() if k != "200"},
-        "latency_ms": {f"p{q}": (None if (v := percentile(soak.latencies, q)) is None
-                                 else round(v * 1000, 1)) for q in (50, 90, 99)}
+        "latency_ms": {f"p{q}": round(percentile(soak.latencies, q) * 1000, 1)
+                       if soak.latencies else None for q in (50, 90, 99)}
         | {"max": round(max(soak.latencies, default=0) * 1000, 1)},
         "achieved_rate": round(sent / max(1e-9, elapsed), 2),
         "samples": samples,

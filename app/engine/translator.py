@@ -24,19 +24,17 @@ def check_consistency(
     """The graphs and the tokenizer must be the ones the manifest describes; raise BundleError
     naming the file that disagrees."""
     a, special = bundle.architecture, bundle.special_tokens
-    past = next(i for i in sessions.decoder.get_inputs() if i.name == "past_k").shape
     expected = [a["n_decoder_layers"], a["n_heads"], a["head_dim"]]  # (L, B, H, T, Dh)
-    if [past[0], past[2], past[4]] != expected:
-        raise BundleError(
-            f"{bundle.decoder_path}: cache shape {past} does not match the manifest's "
-            f"architecture (layers, heads, head_dim = {expected})"
-        )
-    cross = next(o for o in sessions.encoder.get_outputs() if o.name == "cross_k").shape
-    if [cross[0], cross[2], cross[4]] != expected:
-        raise BundleError(
-            f"{bundle.encoder_path}: cross_k shape {cross} does not match the manifest's "
-            f"architecture (layers, heads, head_dim = {expected})"
-        )
+    for path, what, name, args in (
+        (bundle.decoder_path, "cache", "past_k", sessions.decoder.get_inputs()),
+        (bundle.encoder_path, "cross_k", "cross_k", sessions.encoder.get_outputs()),
+    ):
+        shape = next(x for x in args if x.name == name).shape
+        if [shape[0], shape[2], shape[4]] != expected:
+            raise BundleError(
+                f"{path}: {what} shape {shape} does not match the manifest's "
+                f"architecture (layers, heads, head_dim = {expected})"
+            )
     ids = (sp.get_piece_size(), sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.unk_id())
     want = (
         a["vocab_size"],
