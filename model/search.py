@@ -9,10 +9,13 @@ is checked against, so their rules are spelled out exactly:
 - beam search keeps `beam_size` live hypotheses. At each step the candidates (hypothesis score +
   log-prob of the next token) are ordered by score, descending, ties broken by lower
   (beam index * V + token id); walking that order, an EOS candidate becomes a finished hypothesis
-  and any other token extends a live one, until `beam_size` live ones are found. Search ends when
-  `beam_size` hypotheses have finished or the length limit is reached (live ones then count as
-  finished). Finished hypotheses are ranked by score / length ** length_penalty, where length
-  counts generated tokens including EOS.
+  and any other token extends a live one, until `beam_size` non-EOS candidates are found (at the
+  length limit those finish too, without EOS). Finished hypotheses are ranked by
+  score / length ** length_penalty, where length counts generated tokens including EOS, ties in
+  the order they finished. Search ends at the length limit, or once `beam_size` hypotheses have
+  finished and the `beam_size`-th best of them ranks at least as high as the best live
+  hypothesis would if it ended at the next step (its score / (its length + 1) ** length_penalty):
+  so weak hypotheses that end early cannot stop the search while a better one is still live.
 """
 
 from __future__ import annotations
@@ -122,21 +125,28 @@ def beam_search(
         keep_beams: list[int] = []
         keep_tokens: list[int] = []
         keep_scores: list[float] = []
+        found = 0  # non-EOS candidates walked
         for flat in _rank_candidates(scores).tolist():
             beam, token = divmod(flat, vocab)
             score = scores[beam, token].item()
             if token == c.eos_id:
                 finished.append((live_tokens[beam], score, len(live_tokens[beam]) + 1))
-            elif step + 1 < limit:
+                continue
+            if step + 1 < limit:
                 keep_beams.append(beam)
                 keep_tokens.append(token)
                 keep_scores.append(score)
             else:  # the length limit: the hypothesis ends here without EOS
                 finished.append((live_tokens[beam] + [token], score, limit))
-            if len(keep_beams) == beam_size or len(finished) >= beam_size:
+            found += 1
+            if found == beam_size:
                 break
-        if len(finished) >= beam_size or not keep_beams:
+        if not keep_beams:
             break
+        if len(finished) >= beam_size:
+            ranks = sorted((s / n**length_penalty for _, s, n in finished), reverse=True)
+            if ranks[beam_size - 1] >= max(keep_scores) / (step + 2) ** length_penalty:
+                break
         live_tokens = [live_tokens[b] + [t] for b, t in zip(keep_beams, keep_tokens, strict=True)]
         live_scores = torch.tensor(keep_scores, device=src.device)
         index = torch.tensor(keep_beams, device=src.device)

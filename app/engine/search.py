@@ -7,10 +7,12 @@ same output alone or in a batch, and the same as PyTorch:
 - greedy takes the arg-max (lowest id on ties) and stops a row at EOS or at its limit;
 - beam search walks each sentence's candidates (hypothesis score + next-token log-prob) by score,
   descending, ties broken by lower (beam index * V + token id); an EOS candidate becomes a finished
-  hypothesis, any other token extends a live one, until `beam_size` live ones are found. At the
-  last allowed step every candidate finishes (without EOS). A sentence ends when `beam_size`
-  hypotheses have finished. Finished hypotheses are ranked by score / length ** length_penalty
-  (length counts generated tokens including EOS), ties kept in the order they finished.
+  hypothesis, any other token extends a live one, until `beam_size` non-EOS candidates are found
+  (at the last allowed step those finish too, without EOS). Finished hypotheses are ranked by
+  score / length ** length_penalty (length counts generated tokens including EOS), ties kept in
+  the order they finished. A sentence ends at its limit, or once `beam_size` hypotheses have
+  finished and the `beam_size`-th best of them ranks at least as high as its best live
+  hypothesis would if it ended at the next step (score / (length + 1) ** length_penalty).
 
 Finished rows (greedy) and finished sentences (beam) leave the running batch: their rows are
 dropped from the cache, so the decoder only computes live rows.
@@ -143,7 +145,7 @@ def beam_search(
     row_origin = np.arange(n_sent)  # per row: its original sentence (for the cross cache)
     rows_cross_k, rows_cross_v, rows_mask = cross_k, cross_v, src_mask
     past_k, past_v = empty_cache(cross_k), empty_cache(cross_v)
-    m = 2 * beam_size  # the walk never looks past 2 * beam_size - 1 candidates
+    m = 2 * beam_size  # a step has at most beam_size EOS candidates: 2k hold k others
 
     for step in range(int(limits.max())):
         log_probs, past_k, past_v = decode(
@@ -170,13 +172,12 @@ def beam_search(
         best_scores = np.take_along_axis(flat, best, axis=1)  # (N, M)
         beams, tokens = np.divmod(best, vocab)  # (N, M) each
         valid = beams < n_rows[:, None]
-        # Walk: an EOS candidate finishes, at the last step every candidate does, others extend.
-        last_step = (step + 1 >= limits[active])[:, None]  # (N, 1)
-        ends = (tokens == eos_id) | last_step  # (N, M)
-        kept_so_far = np.cumsum(~ends & valid, axis=1)
-        done_so_far = n_finished[active, None] + np.cumsum(ends & valid, axis=1)
-        stop = (kept_so_far >= beam_size) | (done_so_far >= beam_size)
+        # Walk up to the beam_size-th non-EOS candidate: EOS candidates finish, the others
+        # extend a live hypothesis, or finish too at the last step.
+        is_eos = tokens == eos_id  # (N, M)
+        stop = np.cumsum(~is_eos & valid, axis=1) >= beam_size
         walked = valid & (np.cumsum(stop, axis=1) - stop == 0)  # up to and including the stop
+        ends = is_eos | (step + 1 >= limits[active])[:, None]  # (N, M)
         first_row = np.cumsum(n_rows) - n_rows  # (N,) where each sentence's rows start
 
         for s, j in zip(*np.nonzero(walked & ends), strict=True):
@@ -188,7 +189,12 @@ def beam_search(
             n_finished[sent] += 1
 
         extend = walked & ~ends  # (N, M)
-        still = (n_finished[active] < beam_size) & extend.any(axis=1)  # (N,)
+        still = extend.any(axis=1)  # (N,)
+        for s in np.nonzero(still & (n_finished[active] >= beam_size))[0]:
+            hyps = finished[active[s]]
+            ranks = sorted((sc / n**length_penalty for _, sc, n in hyps), reverse=True)
+            best_live = float(best_scores[s][extend[s]].max())
+            still[s] = ranks[beam_size - 1] < best_live / (step + 2) ** length_penalty
         extend &= still[:, None]
         if not still.any():
             break
