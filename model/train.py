@@ -4,6 +4,9 @@
 
 Every option of TrainConfig can be set in the config file (YAML or JSON) or with --set.
 Ctrl-C (or SIGTERM) saves a checkpoint before exiting; --resume continues from the last one.
+--init-from CKPT starts a new out_dir from another checkpoint's weights, tokenizer, step and log
+(e.g. one rebuilt from a shipped bundle by `python -m export.unbundle`): the optimizer starts
+fresh, so its learning rate ramps up again over rewarm_steps.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class TrainConfig:
     max_steps: int = 100_000
     max_epochs: int = 100
     max_minutes: float = 0.0  # stop (and save) after this much wall time in this run; 0 = no limit
+    rewarm_steps: int = 200  # after --init-from: linear lr ramp for the fresh optimizer state
     # bookkeeping
     eval_every: int = 1000
     save_every: int = 500
@@ -222,10 +226,27 @@ def checkpoint_paths(out_dir: Path) -> list[Path]:
     return sorted(out_dir.glob("step_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
 
 
-def train(cfg: TrainConfig, resume: bool = False) -> Path:
+def start_from(cfg: TrainConfig, path: str | Path) -> dict:
+    """Read a checkpoint to start a new run from; its tokenizer becomes the run's."""
+    state = read_checkpoint(path)
+    spm_path = Path(cfg.out_dir) / "spm.model"
+    if cfg.tokenizer or (spm_path.exists() and spm_path.read_bytes() != state["tokenizer"]):
+        raise SystemExit(f"--init-from brings its own tokenizer: unset tokenizer, clear {spm_path}")
+    expected = cfg.model_config(Tokenizer(state["tokenizer"]).vocab_size)
+    if ModelConfig.from_dict(state["config"]) != expected:
+        raise SystemExit(f"{path} has config {state['config']}, the recipe {expected.to_dict()}")
+    spm_path.write_bytes(state["tokenizer"])
+    return state
+
+
+def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None = None) -> Path:
     """Run (or resume) training; returns the path of the final checkpoint."""
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    existing = checkpoint_paths(out_dir)
+    if init_from and existing:
+        raise SystemExit(f"{out_dir} already holds checkpoints: --init-from needs a new out_dir")
+    start = start_from(cfg, init_from) if init_from else None
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     if cfg.threads:
@@ -242,13 +263,22 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
     optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
     step, epoch, batch_index, history = 0, 0, 0, []
     prior_minutes = 0.0  # training time of earlier runs of this out_dir (resumes add up)
-    existing = checkpoint_paths(out_dir)
-    if resume and existing:
+    rewarm_from = None  # the step a fresh optimizer took over (--init-from)
+    if start is not None:
+        model.load_state_dict(start["model"])
+        # The data position inside the epoch is not carried over: begin the next epoch.
+        step, epoch = start.get("step", 0), start.get("epoch", -1) + 1
+        history = start.get("history", [])
+        prior_minutes = start.get("train_minutes", 0.0)
+        rewarm_from = step
+        print(f"initialised from {init_from} (step {step}); lr ramps up over {cfg.rewarm_steps}")
+    elif resume and existing:
         state = read_checkpoint(existing[-1])
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         step, epoch, batch_index = state["step"], state["epoch"], state["batch_index"]
         history = state.get("history", [])
+        rewarm_from = state.get("rewarm_from")
         # Checkpoints older than this field: the last evaluation's time is a lower bound.
         prior_minutes = state.get("train_minutes", history[-1]["minutes"] if history else 0.0)
         print(f"resumed from {existing[-1]} (step {step}, epoch {epoch})")
@@ -273,6 +303,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             recipe=recipe,
             history=history,
             train_minutes=round(train_minutes(), 2),
+            rewarm_from=rewarm_from,
         )
         for old in checkpoint_paths(out_dir)[: -cfg.keep_last]:
             old.unlink()
@@ -303,6 +334,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> Path:
             break
         step += 1
         lr = inverse_sqrt_lr(step, cfg.d_model, cfg.warmup_steps, cfg.lr_scale)
+        if rewarm_from is not None and cfg.rewarm_steps:
+            lr *= min(1.0, (step - rewarm_from) / cfg.rewarm_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
         loss, n_tokens = batch_loss(model, batch, cfg, device, bf16)
@@ -372,6 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="training recipe, YAML or JSON (keys: TrainConfig fields)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument(
+        "--init-from",
+        metavar="CKPT",
+        help="start a new out_dir from this checkpoint's weights, tokenizer, step and log",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -385,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{f.name:18} {f.type!s:22} default {f.default!r}")
         return 0
     cfg = load_train_config(args.config, args.set)
-    final = train(cfg, resume=args.resume)
+    if args.resume and args.init_from:
+        parser.error("--resume and --init-from exclude each other")
+    final = train(cfg, resume=args.resume, init_from=args.init_from)
     print(f"final checkpoint: {final}")
     return 0
 

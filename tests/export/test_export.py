@@ -15,6 +15,7 @@ from app.engine import TranslationOptions, Translator
 from app.engine.bundle import load_bundle, sha256_file
 from export.__main__ import main as export_main
 from export.bundle import write_bundle
+from export.unbundle import main as unbundle_main
 from export.verify import main as verify_main
 from model.checkpoint import load_model, read_checkpoint
 from model.config import ModelConfig
@@ -182,3 +183,29 @@ def test_verify_fails_on_a_graph_from_other_weights(tiny_checkpoint, tiny_bundle
     assert verify_main([str(bad), "--checkpoint", str(tiny_checkpoint), "--threads", "1"]) == 1
     good = [str(tiny_bundle), "--checkpoint", str(tiny_checkpoint), "--threads", "1"]
     assert verify_main(good) == 0
+
+
+def test_unbundle_rebuilds_the_checkpoint_weights_exactly(tiny_checkpoint, tiny_bundle, tmp_path):
+    out = tmp_path / "rebuilt.pt"
+    assert unbundle_main([str(tiny_bundle), "--out", str(out)]) == 0
+    original, rebuilt = read_checkpoint(tiny_checkpoint), read_checkpoint(out)
+    # The bundle does not record dropout (a training setting): the recipe's, else the default.
+    assert {**rebuilt["config"], "dropout": 0.0} == {**original["config"], "dropout": 0.0}
+    assert rebuilt["tokenizer"] == original["tokenizer"]
+    assert rebuilt["model"].keys() == original["model"].keys()
+    for name, tensor in original["model"].items():
+        assert torch.equal(rebuilt["model"][name], tensor), name
+    assert rebuilt.get("step") == original.get("step")
+    assert rebuilt["recovered_from"]["checkpoint_sha256"] == sha256_file(tiny_checkpoint)
+
+
+def test_unbundle_needs_the_fp32_graphs(tiny_bundle, tmp_path, capsys):
+    only_int8 = tmp_path / "int8"
+    shutil.copytree(tiny_bundle, only_int8)
+    manifest = json.loads((only_int8 / "manifest.json").read_text())
+    del manifest["variants"]["fp32"]
+    manifest["default_variant"] = "int8"
+    (only_int8 / "manifest.json").write_text(json.dumps(manifest))
+    assert unbundle_main([str(only_int8), "--out", str(tmp_path / "x.pt")]) == 1
+    assert "no fp32 variant" in capsys.readouterr().err
+    assert not (tmp_path / "x.pt").exists()

@@ -1,12 +1,15 @@
 """Training really learns: a toy word-for-word translation task, end to end through model.train."""
 
+import dataclasses
 import json
 import random
 
 import pytest
+import torch
 
 from model.checkpoint import load_model
 from model.evaluate import translate_beam, translate_greedy
+from model.search import beam_search, greedy_search
 from model.train import inverse_sqrt_lr, load_train_config, train
 
 LEXICON = {
@@ -87,7 +90,24 @@ def test_loss_goes_down_and_greedy_reproduces_held_out_examples(toy_run):
     hyps = translate_greedy(model, tok, sources)
     exact = sum(h == t for h, (_, t) in zip(hyps, held_out, strict=True))
     assert exact >= 0.9 * len(held_out), list(zip(hyps, held_out, strict=True))[:5]
-    assert translate_beam(model, tok, sources[:5], beam_size=3) == hyps[:5]
+    # Beam search may pick another output than greedy, but never one the model scores lower.
+    for source in sources[:10]:
+        ids = tok.encode(source)
+        best = beam_search(model, ids, beam_size=3)[0]
+        greedy = greedy_search(model, [ids])[0]
+        assert best.normalized >= normalized_score(model, ids, greedy) - 1e-4, source
+    assert len(translate_beam(model, tok, sources[:2], beam_size=3)) == 2
+
+
+def normalized_score(model, source: list[int], output: list[int]) -> float:
+    """Teacher-forced log-prob of output + EOS per token, as beam search ranks hypotheses."""
+    c = model.config
+    src = torch.tensor([source + [c.eos_id]])
+    with torch.no_grad():
+        logits = model(src, torch.tensor([[c.bos_id, *output]]))
+    gold = [*output, c.eos_id]
+    log_probs = torch.log_softmax(logits[0].float(), dim=-1)
+    return log_probs[range(len(gold)), gold].sum().item() / len(gold)
 
 
 def test_resume_continues_from_the_last_checkpoint(toy_run):
@@ -121,3 +141,32 @@ def test_the_warm_up_schedule_rises_then_decays_as_inverse_square_root():
     lrs = [inverse_sqrt_lr(s, 256, 100, 1.0) for s in (1, 50, 100, 400)]
     assert lrs[0] < lrs[1] < lrs[2]
     assert lrs[3] == pytest.approx(lrs[2] / 2)
+
+
+def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
+    cfg, final, _ = toy_run
+    options = {**cfg.__dict__, "out_dir": str(tmp_path / "more"), "max_steps": 620}
+    options.update(eval_every=610, rewarm_steps=40, average_last=1)
+    more = load_train_config(None, [f"{k}={json.dumps(v)}" for k, v in options.items()])
+    last = train(more, init_from=final)
+    _, tok, state = load_model(last)
+    start = load_model(final)[2]
+    assert state["step"] == 620 and state["epoch"] == start["epoch"] + 1
+    assert [h["step"] for h in state["history"]] == [600, 610]
+    assert state["train_minutes"] >= start["train_minutes"]
+    assert (tmp_path / "more" / "spm.model").read_bytes() == tok.model_proto == start["tokenizer"]
+    with open(tmp_path / "more" / "train.log.jsonl", encoding="utf-8") as f:
+        log = [json.loads(line) for line in f if '"loss"' in line]
+    with open(f"{cfg.out_dir}/train.log.jsonl", encoding="utf-8") as f:
+        first_loss = next(json.loads(line)["loss"] for line in f if '"loss"' in line)
+    # The weights came along (the loss starts low) and the fresh optimizer's lr ramps up.
+    assert log[0]["step"] == 620 and log[0]["loss"] < first_loss / 3
+    ramped = inverse_sqrt_lr(620, cfg.d_model, cfg.warmup_steps, cfg.lr_scale) * 20 / 40
+    assert log[0]["lr"] == pytest.approx(ramped)
+    with pytest.raises(SystemExit, match="new out_dir"):
+        train(more, init_from=final)
+    wider = load_train_config(
+        None, [f"{k}={json.dumps(v)}" for k, v in {**options, "d_ff": 256}.items()]
+    )
+    with pytest.raises(SystemExit, match="config"):
+        train(dataclasses.replace(wider, out_dir=str(tmp_path / "wider")), init_from=final)

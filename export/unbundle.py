@@ -1,0 +1,124 @@
+"""Bundle -> PyTorch checkpoint: rebuild the weights from a bundle's fp32 graphs.
+
+python -m export.unbundle bundles/en-de --out runs/en-de-recovered.pt
+
+For going on training a shipped model when its checkpoints are gone (continue with
+`python -m model.train --init-from ...`). The exporter keeps parameter names on embeddings,
+biases and norms; the linear weights are stored transposed under generated names, so each one is
+named after the bias its MatMul output is added to. The rebuilt checkpoint carries the bundle's
+tokenizer, recipe, training log and position (step, epoch, minutes); check it with
+`python -m export.verify <bundle> --checkpoint <out>` (fp32 must match to float precision).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from app.engine.bundle import BundleError, read_manifest, sha256_file
+from model.checkpoint import save_checkpoint
+from model.config import ModelConfig
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer
+
+PREFIX = "model."  # the export wrappers hold the Transformer as .model
+
+
+def graph_weights(path: Path) -> dict[str, np.ndarray]:
+    """Named parameters of one exported graph (without the PREFIX)."""
+    graph = onnx.load(str(path)).graph
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    found = {n[len(PREFIX) :]: a for n, a in inits.items() if n.startswith(PREFIX)}
+    for node in graph.node:
+        weight = node.input[1] if node.op_type == "MatMul" and len(node.input) == 2 else None
+        if weight not in inits or weight.startswith(PREFIX):
+            continue
+        for add in consumers.get(node.output[0], []):
+            bias = next((i for i in add.input if i.endswith(".bias") and i in inits), None)
+            if add.op_type == "Add" and bias:
+                found[bias[len(PREFIX) : -len(".bias")] + ".weight"] = inits[weight].T
+    return found
+
+
+def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
+    """Write a checkpoint holding the bundle's fp32 weights; raises if any parameter is missing."""
+    bundle = Path(bundle_dir)
+    manifest = read_manifest(bundle)
+    fp32 = manifest["variants"].get("fp32")
+    if fp32 is None:
+        raise ValueError(f"{bundle} has no fp32 variant to rebuild the weights from")
+    arch, special = manifest["architecture"], manifest["special_tokens"]
+    recipe: dict[str, Any] = manifest.get("training") or {}
+    config = ModelConfig(
+        vocab_size=arch["vocab_size"],
+        d_model=arch["d_model"],
+        n_heads=arch["n_heads"],
+        n_encoder_layers=arch["n_encoder_layers"],
+        n_decoder_layers=arch["n_decoder_layers"],
+        d_ff=arch["d_ff"],
+        dropout=recipe.get("dropout", 0.1),
+        max_positions=arch["max_positions"],
+        **special,
+    )
+    model = Transformer(config)
+    weights: dict[str, np.ndarray] = {}
+    for graph in ("encoder", "decoder"):
+        weights.update(graph_weights(bundle / fp32[graph]["file"]))
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise ValueError(f"{len(missing)} parameters not found in the graphs, e.g. {missing[:3]}")
+    state = {}
+    for name, tensor in expected.items():
+        value = torch.tensor(np.ascontiguousarray(weights[name]))
+        if value.shape != tensor.shape:
+            raise ValueError(f"{name}: graph has {tuple(value.shape)}, model {tuple(tensor.shape)}")
+        state[name] = value.to(tensor.dtype)
+    model.load_state_dict(state)
+    tokenizer = Tokenizer((bundle / manifest["tokenizer"]["file"]).read_bytes())
+    position = manifest.get("checkpoint") or {}
+    kept = ("step", "epoch", "train_minutes")
+    extra = {k: position[k] for k in kept if position.get(k) is not None}
+    return save_checkpoint(
+        out,
+        model,
+        tokenizer,
+        **extra,
+        recipe=recipe,
+        history=manifest.get("training_log") or [],
+        recovered_from={
+            "bundle": str(bundle),
+            "decoder_sha256": sha256_file(bundle / fp32["decoder"]["file"]),
+            "checkpoint_sha256": position.get("sha256"),
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    first_line = __doc__.splitlines()[0]
+    p = argparse.ArgumentParser(prog="python -m export.unbundle", description=first_line)
+    p.add_argument("bundle", help="bundle directory with an fp32 variant")
+    p.add_argument("--out", required=True, help="checkpoint file to write")
+    args = p.parse_args(argv)
+    try:
+        path = unbundle(args.bundle, args.out)
+    except (BundleError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
