@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from app.engine.search import output_limit
+from model.hardware import cpu_info
 
 __all__ = ["output_limit"]
 
@@ -68,21 +69,7 @@ def pid_peak_rss_mb(pid: int) -> float | None:
 
 def machine() -> dict:
     """CPU model, cores, memory and the library versions that matter for the numbers."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    flags = ""
-    with contextlib.suppress(OSError, StopIteration):
-        flags = next(
-            line
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("flags")
-        )
+    cpu, flags = cpu_info()
     isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8") if f in flags]
     info = {
         "cpu": cpu,

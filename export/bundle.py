@@ -146,6 +146,7 @@ def write_bundle(
             "step": state.get("step"),
             "epoch": state.get("epoch"),
             "train_minutes": state.get("train_minutes"),
+            "machines": state.get("machines"),
             "averaged_from": state.get("averaged_from"),
         },
     }
@@ -221,7 +222,8 @@ def _curve_rows(history: list[dict[str, Any]], manifest: dict[str, Any]) -> list
     if not history:
         return []
     checkpoint = manifest.get("checkpoint") or {}
-    machine = (manifest.get("scores") or {}).get("test_set", {}).get("machine", "unknown machine")
+    scored_on = (manifest.get("scores") or {}).get("test_set", {}).get("machine")
+    machine = ", then ".join(checkpoint.get("machines") or []) or scored_on or "unknown machine"
     minutes = checkpoint.get("train_minutes")
     took = f"{minutes:.0f} minutes of training" if minutes else "training time not recorded"
     lines = [

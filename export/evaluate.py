@@ -11,10 +11,7 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import platform
 import sys
 import time
 from collections import Counter
@@ -28,6 +25,7 @@ from app.engine.types import TranslationOptions
 from export.bundle import save_manifest
 from model.data import read_corpus
 from model.evaluate import corpus_scores
+from model.hardware import machine
 
 
 def score_variant(
@@ -138,17 +136,6 @@ def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace
         manifest["limitations"] = args.limitations
     save_manifest(bundle, manifest)
     print(f"recorded in {bundle / MANIFEST}")
-
-
-def machine() -> str:
-    """CPU model and core count, for the speed figures."""
-    model = platform.processor() or "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores"
 
 
 def corpus_summary(path: Path, top: int = 12) -> dict:

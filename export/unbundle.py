@@ -88,7 +88,7 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
     model.load_state_dict(state)
     tokenizer = Tokenizer((bundle / manifest["tokenizer"]["file"]).read_bytes())
     position = manifest.get("checkpoint") or {}
-    kept = ("step", "epoch", "train_minutes")
+    kept = ("step", "epoch", "train_minutes", "machines")
     extra = {k: position[k] for k in kept if position.get(k) is not None}
     return save_checkpoint(
         out,

@@ -67,7 +67,7 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
     model = Transformer(ModelConfig.from_dict(base["config"]))
     model.load_state_dict(averaged)
     last = states[-1]  # the training log and position of the newest checkpoint
-    kept = ("step", "epoch", "recipe", "history", "train_minutes")
+    kept = ("step", "epoch", "recipe", "history", "train_minutes", "machines")
     extra = {k: v for k, v in last.items() if k in kept}
     extra["averaged_from"] = [str(p) for p in paths]
     return save_checkpoint(out, model, Tokenizer(base["tokenizer"]), **extra)

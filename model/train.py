@@ -29,6 +29,7 @@ from model.checkpoint import average_checkpoints, read_checkpoint, save_checkpoi
 from model.config import ModelConfig
 from model.data import Example, collate, iterate_epochs, make_examples, read_corpus, token_batches
 from model.evaluate import corpus_scores, translate_greedy
+from model.hardware import machine
 from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, train_tokenizer
 from model.transformer import Transformer
 
@@ -264,6 +265,7 @@ def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None =
     step, epoch, batch_index, history = 0, 0, 0, []
     prior_minutes = 0.0  # training time of earlier runs of this out_dir (resumes add up)
     rewarm_from = None  # the step a fresh optimizer took over (--init-from)
+    machines: list[str] = []  # the CPUs (or GPUs) this model has been trained on, in order
     if start is not None:
         model.load_state_dict(start["model"])
         # The data position inside the epoch is not carried over: begin the next epoch.
@@ -271,6 +273,7 @@ def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None =
         history = start.get("history", [])
         prior_minutes = start.get("train_minutes", 0.0)
         rewarm_from = step
+        machines = list(start.get("machines", []))
         print(f"initialised from {init_from} (step {step}); lr ramps up over {cfg.rewarm_steps}")
     elif resume and existing:
         state = read_checkpoint(existing[-1])
@@ -279,12 +282,16 @@ def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None =
         step, epoch, batch_index = state["step"], state["epoch"], state["batch_index"]
         history = state.get("history", [])
         rewarm_from = state.get("rewarm_from")
+        machines = list(state.get("machines", []))
         # Checkpoints older than this field: the last evaluation's time is a lower bound.
         prior_minutes = state.get("train_minutes", history[-1]["minutes"] if history else 0.0)
         print(f"resumed from {existing[-1]} (step {step}, epoch {epoch})")
     elif existing:
         raise SystemExit(f"{out_dir} already holds checkpoints: pass --resume or use a new out_dir")
 
+    here = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
+    if here not in machines:
+        machines.append(here)
     print(
         f"{len(examples)} training pairs, {len(dev_examples)} dev pairs, vocab {tok.vocab_size}, "
         f"{model.num_parameters() / 1e6:.1f}M parameters, device {device}, bf16 {bf16}"
@@ -304,6 +311,7 @@ def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None =
             history=history,
             train_minutes=round(train_minutes(), 2),
             rewarm_from=rewarm_from,
+            machines=machines,
         )
         for old in checkpoint_paths(out_dir)[: -cfg.keep_last]:
             old.unlink()

@@ -9,6 +9,7 @@ import torch
 
 from model.checkpoint import load_model
 from model.evaluate import translate_beam, translate_greedy
+from model.hardware import machine
 from model.search import beam_search, greedy_search
 from model.train import inverse_sqrt_lr, load_train_config, train
 
@@ -154,6 +155,7 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
     assert state["step"] == 620 and state["epoch"] == start["epoch"] + 1
     assert [h["step"] for h in state["history"]] == [600, 610]
     assert state["train_minutes"] >= start["train_minutes"]
+    assert start["machines"] == state["machines"] == [machine()]  # one machine, named once
     assert (tmp_path / "more" / "spm.model").read_bytes() == tok.model_proto == start["tokenizer"]
     with open(tmp_path / "more" / "train.log.jsonl", encoding="utf-8") as f:
         log = [json.loads(line) for line in f if '"loss"' in line]
