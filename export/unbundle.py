@@ -13,6 +13,7 @@ tokenizer, recipe, training log and position (step, epoch, minutes); check it wi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,17 +61,9 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
         raise ValueError(f"{bundle} has no fp32 variant to rebuild the weights from")
     arch, special = manifest["architecture"], manifest["special_tokens"]
     recipe: dict[str, Any] = manifest.get("training") or {}
-    config = ModelConfig(
-        vocab_size=arch["vocab_size"],
-        d_model=arch["d_model"],
-        n_heads=arch["n_heads"],
-        n_encoder_layers=arch["n_encoder_layers"],
-        n_decoder_layers=arch["n_decoder_layers"],
-        d_ff=arch["d_ff"],
-        dropout=recipe.get("dropout", 0.1),
-        max_positions=arch["max_positions"],
-        **special,
-    )
+    known = {f.name for f in dataclasses.fields(ModelConfig)}  # arch adds head_dim, parameters
+    sizes = {k: v for k, v in arch.items() if k in known}
+    config = ModelConfig(**sizes, dropout=recipe.get("dropout", 0.1), **special)
     model = Transformer(config)
     weights: dict[str, np.ndarray] = {}
     for graph in ("encoder", "decoder"):
@@ -81,7 +74,7 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
         raise ValueError(f"{len(missing)} parameters not found in the graphs, e.g. {missing[:3]}")
     state = {}
     for name, tensor in expected.items():
-        value = torch.tensor(np.ascontiguousarray(weights[name]))
+        value = torch.tensor(weights[name])
         if value.shape != tensor.shape:
             raise ValueError(f"{name}: graph has {tuple(value.shape)}, model {tuple(tensor.shape)}")
         state[name] = value.to(tensor.dtype)

@@ -5,8 +5,8 @@ import json
 import random
 
 import pytest
-import torch
 
+from export.verify import reference_log_probs
 from model.checkpoint import load_model
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
@@ -102,13 +102,9 @@ def test_loss_goes_down_and_greedy_reproduces_held_out_examples(toy_run):
 
 def normalized_score(model, source: list[int], output: list[int]) -> float:
     """Teacher-forced log-prob of output + EOS per token, as beam search ranks hypotheses."""
-    c = model.config
-    src = torch.tensor([source + [c.eos_id]])
-    with torch.no_grad():
-        logits = model(src, torch.tensor([[c.bos_id, *output]]))
-    gold = [*output, c.eos_id]
-    log_probs = torch.log_softmax(logits[0].float(), dim=-1)
-    return log_probs[range(len(gold)), gold].sum().item() / len(gold)
+    gold = [*output, model.config.eos_id]
+    log_probs = reference_log_probs(model, source, output)  # (len(gold), V)
+    return float(log_probs[range(len(gold)), gold].sum()) / len(gold)
 
 
 def test_resume_continues_from_the_last_checkpoint(toy_run):
@@ -167,8 +163,6 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
     assert log[0]["lr"] == pytest.approx(ramped)
     with pytest.raises(SystemExit, match="new out_dir"):
         train(more, init_from=final)
-    wider = load_train_config(
-        None, [f"{k}={json.dumps(v)}" for k, v in {**options, "d_ff": 256}.items()]
-    )
+    wider = dataclasses.replace(more, d_ff=256, out_dir=str(tmp_path / "wider"))
     with pytest.raises(SystemExit, match="config"):
-        train(dataclasses.replace(wider, out_dir=str(tmp_path / "wider")), init_from=final)
+        train(wider, init_from=final)
