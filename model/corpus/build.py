@@ -11,10 +11,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import debian, gettext, libreoffice, normalize, sources, split
+from . import debian, ding, gettext, libreoffice, normalize, sources, split
 from .debian import log
 
 SPLITS = ("train", "dev", "test")
+# Licences the copyright files state in prose the generic reader can't parse.
+KNOWN_LICENCES = {
+    **{pkg: sources.HELP_LICENCE for pkg in sources.HELP_PACKAGES},
+    ding.DING_PACKAGE: ding.DING_LICENCE,
+}
 HELP_SOURCE = "libreoffice-help"
 
 
@@ -161,7 +166,8 @@ def fetch(cache: Path, packages: list[str]) -> dict[str, dict]:
     for i, (pkg, deb) in enumerate(sorted(debs.items()), 1):
         if i % 20 == 0 or i == len(debs):
             log(f"  unpacked {i}/{len(debs)}")
-        target = debian.unpack(deb, cache / "unpacked")
+        members = sources.CATALOG_MEMBERS if pkg in sources.GENERAL_GETTEXT_PACKAGES else ()
+        target = debian.unpack(deb, cache / "unpacked", members)
         info[pkg] = {
             "version": debian.deb_field(deb, "Version"),
             "licence": debian.licence(target, pkg),
@@ -187,22 +193,35 @@ def _linked_licences(apt: debian.Apt, cache: Path, info: dict[str, dict]) -> Non
             info[pkg]["licence_from"] = target
 
 
+def add_catalogs(corpus: Corpus, info: dict[str, dict], packages: list[str], kind: str) -> None:
+    """Add the German gettext catalogs of each package in ``packages`` that was fetched."""
+    present = [p for p in packages if p in info]
+    log(f"reading German gettext catalogs of {len(present)} {kind} packages ...")
+    for i, pkg in enumerate(present, 1):
+        catalogs = german_catalogs(info[pkg]["dir"])
+        corpus.add(pkg, gettext_pairs(catalogs))
+        corpus.stats[pkg].files = len(catalogs)
+        if i % 20 == 0 or i == len(present):
+            log(f"  {i}/{len(present)} packages, {len(corpus.pairs)} unique pairs so far")
+
+
 def collect(info: dict[str, dict]) -> Corpus:
-    """Extract and filter pairs from the help and from every gettext package."""
+    """Extract and filter pairs from the help, the dictionary and every gettext package.
+
+    The in-domain sources come first: a pair keeps the first source that had it, so
+    the general sources only add, and the in-domain dev/test splits stay as they were.
+    """
     corpus = Corpus()
     if sources.HELP_EN in info and sources.HELP_DE in info:
         log("aligning LibreOffice help pages ...")
         en = libreoffice.help_root(info[sources.HELP_EN]["dir"], "en-US")
         de = libreoffice.help_root(info[sources.HELP_DE]["dir"], "de")
         corpus.add(HELP_SOURCE, libreoffice.align_help(en, de))
-    gettext_pkgs = [p for p in sources.GETTEXT_PACKAGES if p in info]
-    log(f"reading German gettext catalogs of {len(gettext_pkgs)} packages ...")
-    for i, pkg in enumerate(gettext_pkgs, 1):
-        catalogs = german_catalogs(info[pkg]["dir"])
-        corpus.add(pkg, gettext_pairs(catalogs))
-        corpus.stats[pkg].files = len(catalogs)
-        if i % 20 == 0 or i == len(gettext_pkgs):
-            log(f"  {i}/{len(gettext_pkgs)} packages, {len(corpus.pairs)} unique pairs so far")
+    add_catalogs(corpus, info, sources.GETTEXT_PACKAGES, "software")
+    if ding.DING_PACKAGE in info:
+        log("reading the Ding dictionary ...")
+        corpus.add(ding.DING_PACKAGE, ding.read_ding(info[ding.DING_PACKAGE]["dir"]))
+    add_catalogs(corpus, info, sources.GENERAL_GETTEXT_PACKAGES, "general-domain")
     return corpus
 
 
@@ -233,6 +252,22 @@ def write_split(out: Path, name: str, rows: list[tuple[str, str, str]]) -> None:
             de.write(tgt + "\n")
 
 
+def split_files(by_split: dict) -> dict[str, list[tuple[str, str, str]]]:
+    """File prefix -> rows: what the corpus directory holds.
+
+    ``train`` has every domain (``train.domain`` labels its lines); ``dev`` and
+    ``test`` hold the in-domain pairs (software and documentation, the first
+    corpus's evaluation sets); ``dev.<domain>`` and ``test.<domain>`` one domain each.
+    """
+    files = {"train": by_split["train"]}
+    for name in ("dev", "test"):
+        rows = by_split[name]
+        files[name] = [r for r in rows if sources.domain_of(r[2]) in sources.IN_DOMAIN]
+        for domain in sources.DOMAINS:
+            files[f"{name}.{domain}"] = [r for r in rows if sources.domain_of(r[2]) == domain]
+    return files
+
+
 def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
     """The corpus.json document."""
     per_source: dict[str, dict] = {}
@@ -248,12 +283,17 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
             "catalogs": stats.files,
             "splits": dict(split_by_source[name]),
             "rejected": dict(stats.rejected.most_common()),
+            "domain": sources.domain_of(name),
         }
+    domains = {domain: Counter() for domain in sources.DOMAINS}
+    for name, rows in by_split.items():
+        for _src, _tgt, origin in rows:
+            domains[sources.domain_of(origin)][name] += 1
     packages = {
         pkg: {
             "version": meta["version"],
             "deb": meta["deb"],
-            "licence": sources.HELP_LICENCE if pkg in sources.HELP_PACKAGES else meta["licence"],
+            "licence": KNOWN_LICENCES.get(pkg, meta["licence"]),
             **({"licence_from": meta["licence_from"]} if "licence_from" in meta else {}),
         }
         for pkg, meta in sorted(info.items())
@@ -262,6 +302,8 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
         "pair": "en-de",
         "counts": {name: len(rows) for name, rows in by_split.items()},
         "unique_pairs": len(corpus.pairs),
+        "domains": {domain: dict(counts) for domain, counts in domains.items()},
+        "files": {name: len(rows) for name, rows in split_files(by_split).items()},
         "sources": per_source,
         "packages": packages,
         "split": {
@@ -300,8 +342,10 @@ def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
     old = out.with_name(out.name + ".old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name, rows in by_split.items():
+    for name, rows in split_files(by_split).items():
         write_split(tmp, name, rows)
+    domains = "".join(sources.domain_of(origin) + "\n" for _s, _t, origin in by_split["train"])
+    (tmp / "train.domain").write_text(domains, encoding="utf-8")
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     (tmp / "corpus.json").write_text(text, encoding="utf-8")
     shutil.rmtree(old, ignore_errors=True)
@@ -317,8 +361,12 @@ def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
         raise ValueError(f"unsupported language pair {pair!r} (only en-de)")
     start = time.time()
     packages = [
-        p for p in sources.HELP_PACKAGES + sources.GETTEXT_PACKAGES if p not in sources.RESERVED
+        *sources.HELP_PACKAGES,
+        *sources.GETTEXT_PACKAGES,
+        ding.DING_PACKAGE,
+        *sources.GENERAL_GETTEXT_PACKAGES,
     ]
+    sources.check_not_reserved(packages)
     info = fetch(cache, packages)
     corpus = collect(info)
     by_split = assign_splits(corpus)

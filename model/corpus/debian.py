@@ -127,13 +127,28 @@ def deb_field(deb: Path, field: str) -> str:
     return result.stdout.strip()
 
 
-def unpack(deb: Path, root: Path) -> Path:
-    """Unpack ``deb`` into ``root/<deb stem>`` once and return that directory."""
+def unpack(deb: Path, root: Path, members: tuple[str, ...] = ()) -> Path:
+    """Unpack ``deb`` into ``root/<deb stem>`` once and return that directory.
+
+    ``members``: tar wildcards of the paths to extract (e.g. ``*/LC_MESSAGES/*``);
+    empty extracts everything.  Games ship hundreds of MB of images and sounds
+    around a few catalogs: extracting only the catalogs saves the disk writes.
+    """
     target = root / deb.stem
     marker = target / ".unpacked"
     if not marker.exists():
         target.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
+        if members:
+            tar = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+            subprocess.run(
+                ["tar", "-x", "-C", str(target), "--wildcards", *members],
+                stdin=tar.stdout,
+                check=True,
+            )
+            if tar.wait() != 0:
+                raise subprocess.CalledProcessError(tar.returncode, "dpkg-deb --fsys-tarfile")
+        else:
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(target)], check=True)
         marker.touch()
     return target
 

@@ -4,8 +4,11 @@
 paragraph).  ``GETTEXT_PACKAGES`` ship German ``.mo`` catalogs whose English
 msgids are the source side.  Chosen for volume and translation quality: large,
 actively reviewed translation teams (LibreOffice, GNOME, KDE, Xfce, MATE,
-Cinnamon, GNU).  ``gnome-user-docs`` and ``mate-user-guide`` are never used:
-they are reserved for independent evaluation.
+Cinnamon, GNU).  ``GENERAL_GETTEXT_PACKAGES`` (games with dialogue, stories and
+encyclopedias) and the Ding dictionary (``ding.DING_PACKAGE``) bring everyday and
+narrative English.  Every pair carries the domain of its source (``domain_of``).
+``RESERVED`` packages are never used: they are kept for independent evaluation,
+and the builder refuses a package list that names one.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ HELP_DE = "libreoffice-help-de"
 HELP_PACKAGES = [HELP_EN, HELP_DE]
 HELP_LICENCE = "MPL-2.0"
 
-RESERVED = frozenset({"gnome-user-docs", "mate-user-guide"})
+RESERVED = frozenset(
+    {"gnome-user-docs", "mate-user-guide", "wesnoth-1.16-httt", "wesnoth-1.16-trow"}
+)
+
+DOMAINS = ("software", "documentation", "general")
+IN_DOMAIN = ("software", "documentation")  # the original corpus; dev.* and test.* hold these
 
 # Measured contributions (new unique pairs, in this order) are in corpus.json and the README.
 # Left out after inspection: libvirt-l10n and libgphoto2-l10n (many word-by-word translations);
@@ -141,3 +149,38 @@ GETTEXT_PACKAGES = [
 ]
 
 GERMAN_LOCALES = frozenset({"de", "de_DE"})
+
+# General domain: games whose German catalogs hold dialogue, stories and encyclopedia
+# text.  Wesnoth's campaign catalogs ship in their own packages; "Heir to the Throne" and
+# "The Rise of Wesnoth" are RESERVED.  freeciv-data stays in GETTEXT_PACKAGES (software)
+# so the in-domain dev/test splits stay those of the first corpus.
+WESNOTH_CAMPAIGNS = ["did", "dm", "dw", "ei", "l", "low", "nr", "sof", "sota", "sotbe", "thot"]
+WESNOTH_CAMPAIGNS += ["tsg", "ttb", "utbs"]
+GENERAL_GETTEXT_PACKAGES = [
+    "wesnoth-1.16-data",
+    *[f"wesnoth-1.16-{c}" for c in WESNOTH_CAMPAIGNS],
+    "widelands-data",
+    "warzone2100-data",
+]
+
+# What the builder extracts from those packages (their images and sounds are hundreds of MB).
+CATALOG_MEMBERS = ("*/LC_MESSAGES/*.mo", "./usr/share/doc/*")
+
+
+def domain_of(source: str) -> str:
+    """The domain of a corpus source (a package name or ``libreoffice-help``)."""
+    if source == "libreoffice-help":
+        return "documentation"
+    if source in GENERAL_GETTEXT_PACKAGES or source == "trans-de-en":
+        return "general"
+    return "software"
+
+
+def check_not_reserved(packages: list[str]) -> None:
+    """Refuse a package list that names a package kept for independent evaluation."""
+    reserved = sorted(set(packages) & RESERVED)
+    if reserved:
+        raise ValueError(
+            f"{', '.join(reserved)} reserved for independent evaluation: "
+            "the corpus must never contain them (see RESERVED in model/corpus/sources.py)"
+        )

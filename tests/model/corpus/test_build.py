@@ -6,7 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
-from model.corpus import build, sources
+import pytest
+
+from model.corpus import build, ding, sources
 from model.corpus.debian import parse_licence
 from model.corpus.gettext import Message, write_mo
 
@@ -145,5 +147,63 @@ def test_parse_licence():
 
 
 def test_reserved_packages_are_never_used():
-    assert not sources.RESERVED & set(sources.GETTEXT_PACKAGES + sources.HELP_PACKAGES)
-    assert len(set(sources.GETTEXT_PACKAGES)) == len(sources.GETTEXT_PACKAGES)
+    used = sources.GETTEXT_PACKAGES + sources.HELP_PACKAGES + sources.GENERAL_GETTEXT_PACKAGES
+    assert not sources.RESERVED & set(used)
+    assert len(set(used)) == len(used)
+
+
+def test_builder_refuses_a_reserved_package_before_fetching(tmp_path, monkeypatch):
+    packages = [*sources.GENERAL_GETTEXT_PACKAGES, "wesnoth-1.16-httt"]
+    monkeypatch.setattr(sources, "GENERAL_GETTEXT_PACKAGES", packages)
+    monkeypatch.setattr(build, "fetch", lambda *a: pytest.fail("fetched a reserved package"))
+    with pytest.raises(ValueError, match="wesnoth-1.16-httt reserved for independent evaluation"):
+        build.build(tmp_path / "out", tmp_path / "cache")
+
+
+def _ding_package(root: Path) -> Path:
+    target = root / ding.DING_PACKAGE
+    (target / ding.DING_FILE).parent.mkdir(parents=True)
+    lines = [
+        "# Version :: test",
+        "Wetter {n} | schönes Wetter :: weather | nice weather",
+        "Die Kinder spielten im Garten. :: The children played in the garden.",
+        # Same English as a software pair: the software pair keeps the source.
+        "Öffnen :: Open",
+    ]
+    (target / ding.DING_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
+
+
+def test_domains_label_train_and_split_dev_test(tmp_path):
+    info = _info(tmp_path)
+    info[ding.DING_PACKAGE] = {
+        "version": "1.9",
+        "licence": "see copyright file",
+        "dir": _ding_package(tmp_path),
+        "deb": "trans-de-en_1.9_all.deb",
+    }
+    corpus = build.collect(info)
+    assert corpus.pairs[("nice weather", "schönes Wetter")] == ding.DING_PACKAGE
+    assert corpus.pairs[("Open", "Öffnen")] == "libreoffice-l10n-de"
+    # Force every eligible source into dev or test to see where each domain goes.
+    by_split = {name: [] for name in build.SPLITS}
+    for i, ((src, tgt), origin) in enumerate(corpus.pairs.items()):
+        by_split[("train", "dev", "test")[i % 3]].append((src, tgt, origin))
+    doc = build.summary(corpus, by_split, info, 1.0)
+    out = tmp_path / "out"
+    build.write_corpus(out, by_split, doc)
+
+    labels = (out / "train.domain").read_text(encoding="utf-8").split()
+    assert len(labels) == doc["counts"]["train"]
+    assert set(labels) <= set(sources.DOMAINS)
+    for name in ("dev", "test"):
+        rows = by_split[name]
+        general = [r[0] for r in rows if r[2] == ding.DING_PACKAGE]
+        assert (out / f"{name}.general.en").read_text(encoding="utf-8").split("\n")[:-1] == general
+        in_domain = (out / f"{name}.en").read_text(encoding="utf-8").split("\n")[:-1]
+        assert in_domain == [r[0] for r in rows if r[2] != ding.DING_PACKAGE]
+        per_domain = sum(doc["files"][f"{name}.{d}"] for d in sources.DOMAINS)
+        assert per_domain == doc["counts"][name]
+    assert doc["sources"][ding.DING_PACKAGE]["domain"] == "general"
+    assert doc["packages"][ding.DING_PACKAGE]["licence"] == ding.DING_LICENCE
+    assert sum(doc["domains"]["general"].values()) == 3
