@@ -217,6 +217,47 @@ def _score_rows(scores: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _domain_rows(domains: dict[str, Any] | None) -> list[str]:
+    """Scores per domain of the corpus (each domain's own test split)."""
+    if not domains:
+        return []
+    lines = [
+        "",
+        "By domain (each domain's own test split):",
+        "",
+        "| domain | test set | sentences | variant | decoding | BLEU | chrF |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for domain, row in domains.items():
+        for variant, modes in row.items():
+            if not isinstance(modes, dict):
+                continue
+            for mode, m in modes.items():
+                lines.append(
+                    f"| {domain} | `{row.get('data')}` | {row.get('sentences')} | {variant} | "
+                    f"{mode} | {m['bleu']:.2f} | {m['chrf']:.2f} |"
+                )
+    return lines
+
+
+def _example_rows(examples: dict[str, Any] | None) -> list[str]:
+    """Real outputs for a fixed list of everyday sentences."""
+    if not examples:
+        return []
+    lines = [
+        "## Everyday examples",
+        "",
+        f"The sentences of `{examples.get('file')}` (a fixed list, written before the model's "
+        f"results were seen), translated by the {examples.get('variant')} variant with beam "
+        f"{examples.get('beam_size')}; outputs as the model gives them, unedited.",
+        "",
+        "| English | model output |",
+        "|---|---|",
+    ]
+    lines += [f"| {r['source']} | {r['translation']} |" for r in examples.get("rows", [])]
+    return [*lines, ""]
+
+
 def _curve_rows(history: list[dict[str, Any]], manifest: dict[str, Any]) -> list[str]:
     """The training log's evaluations: the loss and dev BLEU curve."""
     if not history:
@@ -305,7 +346,9 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "## Evaluation",
         "",
         *score_lines,
+        *_domain_rows(manifest.get("domain_scores")),
         "",
+        *_example_rows(manifest.get("examples")),
         "## Training",
         "",
         *_curve_rows(manifest.get("training_log") or [], manifest),

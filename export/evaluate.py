@@ -1,11 +1,15 @@
 """Score a bundle's variants on a test set with the ONNX Runtime engine, as the service runs them.
 
     python -m export.evaluate bundles/en-de --data data/en-de/test [--beam-size 4] [--record]
+    python -m export.evaluate bundles/en-de --data data/en-de/test.general --domain general --record
+    python -m export.evaluate bundles/en-de --examples recipes/everyday-en.txt --record
 
 For each variant: sacreBLEU BLEU and chrF (with signatures) and target tokens/s, translating the
 test set in length-sorted batches of 32. --record writes the numbers into manifest.json (and so
 MODEL_CARD.md), and makes int8 the default variant when it is faster and loses at most
---max-int8-loss BLEU against fp32.
+--max-int8-loss BLEU against fp32. With --domain, the numbers go to the per-domain table
+(``domain_scores``) instead, and the default variant is left alone. --examples translates each
+line of a file with the default variant and records the real outputs for the model card.
 """
 
 from __future__ import annotations
@@ -78,9 +82,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-dir", type=Path, help="write each variant's translations here")
     p.add_argument("--corpus", type=Path, help="corpus.json of the training data, for the card")
     p.add_argument("--limitations", help="the model card's 'intended use and limits' text")
+    p.add_argument("--domain", help="record the scores as this domain's row (software, general...)")
+    p.add_argument("--examples", type=Path, help="translate each line of this file instead")
     args = p.parse_args(argv)
 
     manifest = load_bundle(args.bundle).manifest
+    if args.examples:
+        return examples(args, manifest)
     variants = args.variants.split(",") if args.variants else list(manifest["variants"])
     pairs = read_corpus(args.data, manifest["source_lang"], manifest["target_lang"])
     if args.limit:
@@ -107,9 +115,45 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     first = next(iter(results.values()))
     print(f"signatures: {first['bleu_signature']} | {first['chrf_signature']}")
-    if args.record:
+    if args.record and args.domain:
+        record_domain(args.bundle, manifest, results, args, len(pairs))
+    elif args.record:
         record(args.bundle, manifest, results, args, len(pairs))
     return 0
+
+
+def examples(args: argparse.Namespace, manifest: dict) -> int:
+    """Translate a fixed list of sentences with the default variant; print (and record) them."""
+    lines = [x for x in args.examples.read_text(encoding="utf-8").splitlines() if x.strip()]
+    variant = manifest["default_variant"]
+    translator = Translator.from_dir(args.bundle, variant=variant, intra_threads=args.threads)
+    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
+    results = translator.translate_batch(lines, options)
+    rows = [{"source": x, "translation": r.text} for x, r in zip(lines, results, strict=True)]
+    for row in rows:
+        print(f"{row['source']}\n  -> {row['translation']}")
+    if args.record:
+        manifest["examples"] = {
+            "file": str(args.examples),
+            "variant": variant,
+            "beam_size": args.beam_size,
+            "rows": rows,
+        }
+        save_manifest(args.bundle, manifest)
+    return 0
+
+
+def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> None:
+    """Store one domain's scores (the per-domain table of the card)."""
+    key = f"beam{args.beam_size}" if args.beam_size > 1 else "greedy"
+    row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
+    if row.get("data") != str(args.data):
+        row.clear()
+    row.update(data=str(args.data), sentences=n)
+    for variant, s in results.items():
+        row.setdefault(variant, {})[key] = {k: s[k] for k in ("bleu", "chrf")}
+    save_manifest(bundle, manifest)
+    print(f"recorded domain {args.domain} in {bundle / MANIFEST}")
 
 
 def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace, n: int) -> None:

@@ -13,6 +13,7 @@ import torch
 
 from app.engine import TranslationOptions, Translator
 from app.engine.bundle import load_bundle, sha256_file
+from export import evaluate
 from export.__main__ import main as export_main
 from export.bundle import write_bundle
 from export.unbundle import main as unbundle_main
@@ -209,3 +210,34 @@ def test_unbundle_needs_the_fp32_graphs(tiny_bundle, tmp_path, capsys):
     assert unbundle_main([str(only_int8), "--out", str(tmp_path / "x.pt")]) == 1
     assert "no fp32 variant" in capsys.readouterr().err
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_evaluate_records_domain_scores_and_examples_in_the_card(
+    tiny_bundle, tiny_sentences, tmp_path
+):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    data = tmp_path / "general"
+    data.with_suffix(".en").write_text("\n".join(tiny_sentences[:4]) + "\n", encoding="utf-8")
+    data.with_suffix(".de").write_text("\n".join(tiny_sentences[:4]) + "\n", encoding="utf-8")
+    examples = tmp_path / "everyday.txt"
+    examples.write_text("\n".join(tiny_sentences[4:6]) + "\n", encoding="utf-8")
+    before = json.loads((bundle / "manifest.json").read_text())
+    common = [str(bundle), "--variants", "fp32", "--beam-size", "1", "--threads", "1", "--record"]
+    assert evaluate.main([*common, "--data", str(data), "--domain", "general"]) == 0
+    assert evaluate.main([*common, "--examples", str(examples)]) == 0
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    row = manifest["domain_scores"]["general"]
+    assert row["data"] == str(data) and row["sentences"] == 4
+    assert 0 <= row["fp32"]["greedy"]["bleu"] <= 100
+    assert manifest["scores"] == before["scores"]  # the main table is left alone
+    assert manifest["default_variant"] == before["default_variant"]
+    rows = manifest["examples"]["rows"]
+    assert [r["source"] for r in rows] == tiny_sentences[4:6]
+    translator = Translator.from_dir(bundle, variant=manifest["default_variant"])
+    expected = translator.translate_batch(tiny_sentences[4:6], TranslationOptions(beam_size=1))
+    assert [r["translation"] for r in rows] == [r.text for r in expected]
+    card = (bundle / "MODEL_CARD.md").read_text()
+    assert "| general |" in card and "## Everyday examples" in card
+    assert f"| {rows[0]['source']} | {rows[0]['translation']} |" in card
