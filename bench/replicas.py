@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import csv
+import os
 import shutil
 import socket
 import subprocess
@@ -170,9 +171,17 @@ def cluster(
                     stop_server(proc)
 
 
-def measure(url: str, clients: int, seconds: float, max_requests: int, target: str) -> dict:
-    asyncio.run(drive(url, clients, 1.0, 200, target))  # warm up connections and caches
-    return asyncio.run(drive(url, clients, seconds, max_requests, target))
+def measure(url: str, pids: dict[str, list[int]], args: argparse.Namespace) -> dict:
+    """Requests/s and latency through `url`, and the CPU seconds each group of processes used."""
+    asyncio.run(drive(url, args.clients, 1.0, 200, args.target))  # warm up connections
+    before = {pid: cpu_seconds(pid) or 0.0 for group in pids.values() for pid in group}
+    row = asyncio.run(drive(url, args.clients, args.seconds, args.max_requests, args.target))
+    row["cpu_s"] = {name: [round((cpu_seconds(pid) or 0.0) - before[pid], 1) for pid in group]
+                    for name, group in pids.items()}
+    served = row["requests"] + row["errors"]
+    row["replica_cpu_ms_per_request"] = (
+        round(sum(row["cpu_s"]["replicas"]) * 1000 / served, 1) if served else None)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,40 +190,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="de", help="target language of the pair")
     parser.add_argument("--replicas", default="1,2,3")
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=15.0, help="per replica count")
-    parser.add_argument("--max-requests", type=int, default=20000, help="per replica count")
+    parser.add_argument("--seconds", type=float, default=15.0, help="per setup")
+    parser.add_argument("--max-requests", type=int, default=20000, help="per setup")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
 
+    load = os.getloadavg()[0]
     rows = []
     proc, url = start_server(args.models_dir, ["--log-level", "warning"], 1)
     try:
-        row = measure(url, args.clients, args.seconds, args.max_requests, args.target)
+        row = measure(url, {"replicas": [proc.pid], "client": [os.getpid()]}, args)
         rows.append({"setup": "1 replica, no balancer", **row})
     finally:
         stop_server(proc)
     for n in (int(x) for x in args.replicas.split(",")):
         with cluster(args.models_dir, n) as (balancer, procs):
-            cpu = [cpu_seconds(p.pid) or 0.0 for p in procs]
-            row = measure(balancer.url, args.clients, args.seconds, args.max_requests,
-                          args.target)
+            row = measure(balancer.url, {"replicas": [p.pid for p in procs],
+                                         "haproxy": [balancer.proc.pid],
+                                         "client": [os.getpid()]}, args)
             servers = balancer.servers().values()
-            row["replica_cpu_s"] = [round((cpu_seconds(p.pid) or 0.0) - c, 1)
-                                    for p, c in zip(procs, cpu, strict=True)]
             row["retries"] = sum(int(s["wretr"] or 0) + int(s["wredis"] or 0) for s in servers)
             rows.append({"setup": f"{n} replica{'s' if n > 1 else ''} behind HAProxy", **row})
         print(f"{rows[-1]['setup']}: {rows[-1]['requests_per_s']} req/s", flush=True)
 
     if args.json:
-        write_json(args.json, rows)
-    print(f"\n{args.clients} closed-loop clients, {args.seconds:g} s per setup, "
-          "one sentence per request")
-    print("\n| setup | req/s | p50 ms | p95 ms | errors | replica CPU s |")
-    print("|---|---:|---:|---:|---:|---|")
+        write_json(args.json, {"cpus": os.cpu_count(), "load_average_before": load, "rows": rows})
+    print(f"\n{args.clients} closed-loop clients, {args.seconds:g} s per setup, one sentence per "
+          f"request; {os.cpu_count()} CPUs, load average {load:.1f} before the run")
+    print("\n| setup | req/s | p50 ms | p95 ms | errors | CPU s: replicas | HAProxy | client "
+          "| replica CPU ms/request |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in rows:
-        cpu = ", ".join(map(str, r.get("replica_cpu_s", []))) or "-"
+        cpu = r["cpu_s"]
         print(f"| {r['setup']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p95_ms']} | "
-              f"{r['errors']} | {cpu} |")
+              f"{r['errors']} | {' + '.join(map(str, cpu['replicas']))} | "
+              f"{cpu.get('haproxy', ['-'])[0]} | {cpu['client'][0]} | "
+              f"{r['replica_cpu_ms_per_request']} |")
     return 0
 
 
