@@ -8,18 +8,19 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
-from bench.replicas import cluster, haproxy_binary
+from bench.replicas import cluster, haproxy_binary, haproxy_config
 from bench.service import drive, start_server
 
-pytestmark = pytest.mark.skipif(
-    haproxy_binary() is None,
-    reason="haproxy is not installed (Debian: apt-get install haproxy)",
+needs_haproxy = pytest.mark.skipif(
+    haproxy_binary() is None, reason="haproxy is not installed (Debian: apt-get install haproxy)"
 )
 
 
+@needs_haproxy
 @pytest.mark.slow
 def test_sigterm_and_restart_of_a_replica_under_load_fails_no_request(tiny_bundle,
                                                                       tiny_sentences):
@@ -56,3 +57,14 @@ def test_sigterm_and_restart_of_a_replica_under_load_fails_no_request(tiny_bundl
           f"before the restart {[int(r['stot']) for r in served.values()]} per replica")
     assert result["errors"] == 0, (result["failures"], log[-6000:])
     assert result["requests"] >= 100
+
+
+def test_readme_shows_the_tested_haproxy_configuration(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("```\ndefaults\n", 1)[1].split("```", 1)[0]
+    shown = [line.split("#")[0].strip() for line in ("defaults\n" + block).splitlines()]
+    config = haproxy_config(8000, [8001, 8002], tmp_path / "haproxy.sock")
+    tested = {line.strip() for line in config.splitlines()}
+    missing = [line for line in shown if line and line != "..." and line not in tested]
+    assert not missing
+    assert len([line for line in shown if line]) >= 10
