@@ -146,6 +146,7 @@ def test_base_matches_the_image_and_the_service(rendered):
     deployment_name = kinds["Deployment"]["metadata"]["name"]
     assert (target["kind"], target["name"]) == ("Deployment", deployment_name)
     assert kinds["HorizontalPodAutoscaler"]["spec"]["minReplicas"] >= 2  # the PDB can act
+    assert "replicas" not in kinds["Deployment"]["spec"]  # owned by the HPA
 
 
 def test_cuda_overlay_runs_the_cuda_image_on_a_gpu(rendered):
