@@ -64,6 +64,10 @@ defaults
 
 frontend translate
     bind 127.0.0.1:{port}
+    # the client's address, for the service's per-address rate limit (uvicorn trusts
+    # X-Forwarded-For from 127.0.0.1); a client's own header is dropped first
+    http-request del-header X-Forwarded-For
+    option forwardfor
     default_backend replicas
 
 backend replicas
