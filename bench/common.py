@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import platform
 import resource
@@ -44,6 +45,12 @@ def read_pairs(
     pairs = [(s.strip(), r.strip()) for s, r in zip(src, ref, strict=True) if s.strip()]
     pairs = pairs[:limit] if limit else pairs
     return [s for s, _ in pairs], [r for _, r in pairs]
+
+
+def write_json(path: Path, data: object) -> None:
+    """Results as indented JSON, creating the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
 def percentile(values: list[float], q: float) -> float:

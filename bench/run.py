@@ -43,7 +43,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import machine, percentile, pid_peak_rss_mb, read_pairs, roofline
+from bench.common import (
+    machine,
+    percentile,
+    pid_peak_rss_mb,
+    read_pairs,
+    roofline,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "ct2-int8"
@@ -498,8 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(data))
     print(f"\nTotal time {data['elapsed_s'] / 60:.1f} min.")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        write_json(args.json, data)
     return 0
 
 

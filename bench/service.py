@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import collections
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 
-from bench.common import percentile
+from bench.common import percentile, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = {
@@ -57,8 +58,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(models_dir: str, extra: list[str], threads: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+def start_server(
+    models_dir: str, extra: list[str], threads: int, port: int | None = None
+) -> tuple[subprocess.Popen, str]:
+    """`python -m app.server` on 127.0.0.1:port (a free one by default), once it is ready."""
+    port = port or free_port()
     cmd = [sys.executable, "-m", "app.server", "--models-dir", models_dir, "--port", str(port),
            "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -110,11 +114,13 @@ async def drive(
     max_requests: int,
     target: str,
     texts: list[str] = SENTENCES,
+    stop: threading.Event | None = None,
 ) -> dict:
     """`concurrency` clients, each sending one request (one of `texts`) after the other, until the
-    time or the request budget runs out. A transport error counts as an error, like a non-200."""
+    time or the request budget runs out, or `stop` is set. A transport error counts as an error,
+    like a non-200; `failures` counts them by status code or exception name."""
     latencies: list[float] = []
-    errors = 0
+    failures: collections.Counter[str] = collections.Counter()
     sent = 0
     stop_at = time.monotonic() + seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -122,21 +128,23 @@ async def drive(
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
 
         async def one_client(k: int) -> None:
-            nonlocal errors, sent
+            nonlocal sent
             i = k
-            while time.monotonic() < stop_at and sent < max_requests:
+            while (time.monotonic() < stop_at and sent < max_requests
+                   and not (stop and stop.is_set())):
                 sent += 1
                 body = {"text": texts[i % len(texts)], "source": "auto", "target": target}
                 i += concurrency
                 started = time.perf_counter()
                 try:
-                    ok = (await client.post("/v1/translate", json=body)).status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                if ok:
+                    status = (await client.post("/v1/translate", json=body)).status_code
+                    failure = None if status == 200 else str(status)
+                except httpx.HTTPError as exc:
+                    failure = type(exc).__name__
+                if failure is None:
                     latencies.append(time.perf_counter() - started)
                 else:
-                    errors += 1
+                    failures[failure] += 1
 
         started = time.perf_counter()
         await asyncio.gather(*(one_client(k) for k in range(concurrency)))
@@ -145,7 +153,8 @@ async def drive(
     return {
         "clients": concurrency,
         "requests": len(latencies),
-        "errors": errors,
+        "errors": sum(failures.values()),
+        "failures": dict(failures),
         "seconds": round(elapsed, 3),
         "requests_per_s": round(len(latencies) / elapsed, 1),
         **{f"p{q}_ms": round(percentile(ms, q), 1) for q in (50, 95, 99)},
@@ -209,8 +218,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{speedup:.2f}x | {on['p95_ms']} / {off['p95_ms']} | "
               f"{on['server_cpu_ms_per_request']} / {off['server_cpu_ms_per_request']} |")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+        write_json(args.json, results)
     return 0
 
 
