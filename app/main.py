@@ -17,9 +17,9 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from app.api import health, libretranslate, metrics, models, translate, web
+from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
-from app.errors import install_handlers
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
 from app.registry import LoadedModel, Registry, load_models

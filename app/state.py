@@ -78,7 +78,7 @@ class RateLimiter:
                 raise RateLimited(
                     f"too many requests: the limit is {self.rate * 60:g} per minute",
                     field="rate_limit", limit=self.rate * 60,
-                    headers={"Retry-After": str(max(1, round(wait)))},
+                    retry_after=wait,
                 )
             self._buckets[client] = (tokens - 1, now)
             while len(self._buckets) > self.max_clients:

@@ -1,7 +1,7 @@
 """LibreTranslate-compatible endpoints: POST /translate, GET /languages.
 
 Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
-{"error": "..."} with LibreTranslate's status codes (see app.errors.status_for).
+{"error": "..."} with LibreTranslate's status codes (see app.api.errors.status_for).
 """
 
 from __future__ import annotations

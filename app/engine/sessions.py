@@ -10,18 +10,21 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
+
+if TYPE_CHECKING:  # onnxruntime loads when the first session is created, not at import
+    import onnxruntime as ort
 
 log = logging.getLogger(__name__)
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-OPTIMIZATION_LEVELS = {
-    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+OPTIMIZATION_LEVELS = {  # names of onnxruntime.GraphOptimizationLevel members
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
 }
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -49,6 +52,8 @@ class SessionConfig:
 
 def execution_providers(provider: str) -> list[str]:
     """The provider list for a session; CUDA falls back to CPU with a warning when absent."""
+    import onnxruntime as ort
+
     if provider == "cuda":
         if PROVIDERS["cuda"] in ort.get_available_providers():
             return [PROVIDERS["cuda"], PROVIDERS["cpu"]]
@@ -61,8 +66,12 @@ def execution_providers(provider: str) -> list[str]:
 
 
 def create_session(path: str | Path, config: SessionConfig) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
-    options.graph_optimization_level = OPTIMIZATION_LEVELS[config.optimization]
+    options.graph_optimization_level = getattr(
+        ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[config.optimization]
+    )
     options.intra_op_num_threads = config.intra_op_threads
     options.inter_op_num_threads = config.inter_op_threads
     options.log_severity_level = 3  # errors only
