@@ -22,22 +22,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from app.engine.types import Result, TranslationOptions
+from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 
 log = logging.getLogger("app.batcher")
-
-
-class Engine(Protocol):
-    name: str
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def translate_batch(
-        self, texts: list[str], options: TranslationOptions
-    ) -> list[Result]: ...
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from app.batcher import Batcher
 from app.config import Settings
+from app.engine.bundle import DECODING_KEYS
 from app.engine.types import Result, TranslationOptions
 from app.errors import InvalidInput, TooLarge
 from app.registry import LoadedModel
@@ -65,7 +66,7 @@ def build_options(
     requested: TranslateOptionsIn, model: LoadedModel, settings: Settings
 ) -> TranslationOptions:
     """The model's decoding defaults overridden by the request, within the server's limits."""
-    values = model.default_options()
+    values = {key: getattr(model.default_options, key) for key in DECODING_KEYS}
     if requested.beam_size is not None:
         values["beam_size"] = requested.beam_size
     if requested.length_penalty is not None:
@@ -109,7 +110,7 @@ async def translate_texts(
 ) -> tuple[list[TextResult], int]:
     """Translate texts through the shared batcher; returns results and the sentence count."""
     segmented = [segment(text, fmt) for text in texts]
-    limit = getattr(model.translator, "max_source_tokens", None)
+    limit = model.translator.max_source_tokens
     if limit:  # sentences longer than the encoder takes are cut, not truncated
         for seg in segmented:
             seg.refine(lambda s: model.translator.count_tokens(s) <= limit)

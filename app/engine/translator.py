@@ -8,6 +8,7 @@ results in input order.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -115,6 +116,10 @@ class Translator:
     @property
     def variant(self) -> str:
         return self.bundle.variant
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self.bundle.manifest
 
     @property
     def max_source_tokens(self) -> int:

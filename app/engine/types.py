@@ -1,8 +1,10 @@
-"""The engine's public data: decoding options in, one result per input text out."""
+"""The engine's public face: decoding options in, one result per input text out, and the
+`Engine` protocol that the ONNX Runtime Translator and every test double implement."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -39,3 +41,29 @@ class Result:
     alternatives: list[str] = field(default_factory=list)
     alternative_scores: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the service needs of a translation engine: one loaded model of one language pair.
+
+    `default_options` are the model's own decoding defaults (the only source of them);
+    `max_source_tokens` is the longest input the encoder takes (None: no limit), and
+    `count_tokens` measures a text in the same units; `manifest` is the bundle's manifest as
+    shown by the API (variants, scores)."""
+
+    name: str
+    source_lang: str
+    target_lang: str
+    variant: str
+    manifest: dict[str, Any]
+    default_options: TranslationOptions
+    max_source_tokens: int | None
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None
+    ) -> list[Result]: ...
+
+    def warmup(self) -> None: ...
