@@ -23,6 +23,7 @@ from app.config import Settings
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
 from app.registry import LoadedModel, Registry, load_models
+from app.service import TranslationService
 from app.state import AppState, RateLimiter
 
 log = logging.getLogger("app.main")
@@ -66,6 +67,10 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     )
     batcher.start()
     app_state.batcher = batcher
+    app_state.service = TranslationService(
+        app_state.registry, batcher, settings,
+        on_rejected=lambda exc: app_state.metrics.rejected.labels(exc.code).inc(),
+    )
     app_state.ready = not app_state.draining
     app_state.metrics.ready.set(1 if app_state.ready else 0)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),

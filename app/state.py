@@ -16,6 +16,7 @@ from app.config import Settings
 from app.errors import RateLimited, Unauthorized
 from app.metrics import Metrics
 from app.registry import Registry
+from app.service import TranslationService
 
 
 @dataclass
@@ -24,6 +25,7 @@ class AppState:
     metrics: Metrics
     registry: Registry | None = None
     batcher: Batcher | None = None
+    service: TranslationService | None = None
     ready: bool = False
     draining: bool = False
     load_error: str | None = None

@@ -13,19 +13,13 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.api.deps import (
-    header_api_key,
-    media_type,
-    rate_limit,
-    ready_state,
-    unless_disconnected,
-)
+from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
+from app.api.errors import invalid_input
 from app.errors import BadRequest, UnsupportedMediaType
-from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
-from app.service import as_list, build_options, check_limits, translate_texts
+from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
+from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
 
 router = APIRouter(tags=["LibreTranslate"])
@@ -64,7 +58,7 @@ def _pairs_to_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            data[key] = as_list(data[key]) + [value]
+            data[key] = [*([data[key]] if isinstance(data[key], str) else data[key]), value]
         else:
             data[key] = value
     return data
@@ -129,18 +123,20 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
     try:
         body = LibreTranslateRequest.model_validate(data, strict=typed)  # JSON: false is no 0
     except ValidationError as exc:
-        raise RequestValidationError(exc.errors()) from None
-    texts = as_list(body.q)
-    check_limits(texts, state.settings, "q")
-    model = state.registry.get(body.source, body.target)
-    options = build_options(TranslateOptionsIn(alternatives=body.alternatives), model,
-                            state.settings)
-    results, _ = await unless_disconnected(
-        request,
-        translate_texts(texts, body.format, model, options, state.batcher,
-                        state.settings.request_timeout),
-    )
+        raise invalid_input(exc.errors()) from None
     single = isinstance(body.q, str)
+    outcome = await state.service.translate(
+        TranslationRequest(
+            texts=[body.q] if single else body.q,
+            source=body.source,
+            target=body.target,
+            format=body.format,
+            options=RequestedOptions(alternatives=body.alternatives),
+            fields=FieldNames(text="q", options=""),
+        ),
+        until_gone=disconnect_watch(request),
+    )
+    results = outcome.results
     out: dict[str, Any] = {
         "translatedText": results[0].text if single else [r.text for r in results]
     }
@@ -148,7 +144,7 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
     if body.source == "auto":
-        detected = {"confidence": 100.0, "language": model.source}
+        detected = {"confidence": 100.0, "language": outcome.model.source}
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
 
