@@ -8,6 +8,18 @@ them into responses (status codes of either API, headers, the JSON body).
 
 from __future__ import annotations
 
+from typing import Any
+
+MAX_ECHO_CHARS = 200  # the longest excerpt of a client's input an error message may quote
+
+
+def excerpt(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """repr(value), cut to `limit` characters: errors never echo a whole input back."""
+    text = repr(value)
+    if len(text) > limit:
+        return f"{text[:limit]}... ({len(text)} characters)"
+    return text
+
 
 class ServiceError(Exception):
     """Base of every error the service answers on purpose."""

@@ -11,7 +11,7 @@ from typing import Any
 from app.config import Settings
 from app.engine.bundle import MANIFEST, BundleError, find_bundles
 from app.engine.types import Engine, TranslationOptions
-from app.errors import UnsupportedLanguage
+from app.errors import UnsupportedLanguage, excerpt
 
 log = logging.getLogger("app.registry")
 
@@ -86,7 +86,7 @@ class Registry:
             )
         if source not in self.sources:
             raise UnsupportedLanguage(
-                f"{field_name} {source!r} is not supported; available: {self.sources}",
+                f"{field_name} {excerpt(source, 40)} is not supported; available: {self.sources}",
                 field=field_name,
             )
         return source
@@ -96,8 +96,8 @@ class Registry:
         model = self.models.get((source, target))
         if model is None:
             raise UnsupportedLanguage(
-                f"{fields[1]} {target!r} is not supported from {source!r}; available: "
-                f"{self.targets(source)}",
+                f"{fields[1]} {excerpt(target, 40)} is not supported from "
+                f"{excerpt(source, 40)}; available: {self.targets(source)}",
                 field=fields[1],
             )
         return model

@@ -8,7 +8,7 @@ from email.message import Message
 
 from fastapi import Depends, Request
 
-from app.errors import Unavailable, UnsupportedMediaType
+from app.errors import Unavailable, UnsupportedMediaType, excerpt
 from app.state import AppState
 
 
@@ -68,7 +68,7 @@ def require_json(request: Request) -> None:
     kind = media_type(request)
     if kind != "application/json" and not kind.endswith("+json"):
         raise UnsupportedMediaType(
-            f"Content-Type must be application/json, got {kind or 'none'!r}",
+            f"Content-Type must be application/json, got {excerpt(kind or 'none', 80)}",
             field="Content-Type",
         )
 

@@ -33,11 +33,11 @@ from app.errors import (
     Unauthorized,
     Unavailable,
     UnsupportedMediaType,
+    excerpt,
 )
 
 log = logging.getLogger("app.api.errors")
 
-MAX_ECHO_CHARS = 200  # longest input excerpt a 422 body may contain
 LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend")
 
 # the most specific class in an error's MRO decides
@@ -110,15 +110,14 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    if len(text) > MAX_ECHO_CHARS:
-        return f"{text[:MAX_ECHO_CHARS]}... ({len(text)} characters)"
-    return text
+# loc parts that are not fields: where the value came from, and the member of a union that
+# pydantic tried (`str`, `list[str]`)
+_NOT_FIELDS = {"body", "query", "path", "header", "str", "int", "float", "bool", "bytes"}
 
 
 def _field_name(loc: Iterable[Any]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    parts = [str(p) for p in loc
+             if isinstance(p, int) or (p not in _NOT_FIELDS and "[" not in str(p))]
     name = ""
     for part in parts:
         name += f"[{part}]" if part.isdigit() else (f".{part}" if name else part)
@@ -137,7 +136,7 @@ def invalid_input(errors: Sequence[Any]) -> ServiceError:
         first_field = first_field or field
         msg = f"{field}: {err.get('msg', 'invalid')}"
         if err.get("type") not in ("missing", "extra_forbidden") and "input" in err:
-            msg += f" (got {_short(err['input'])})"
+            msg += f" (got {excerpt(err['input'])})"
         messages.append(msg)
     if len(errors) > 5:
         messages.append(f"... and {len(errors) - 5} more")

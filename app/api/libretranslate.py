@@ -6,7 +6,6 @@ Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); er
 
 from __future__ import annotations
 
-import json
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
@@ -15,9 +14,10 @@ from urllib.parse import parse_qsl
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
+from app.api.body import read_json
 from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
 from app.api.errors import invalid_input
-from app.errors import BadRequest, UnsupportedMediaType
+from app.errors import BadRequest, UnsupportedMediaType, excerpt
 from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
@@ -82,12 +82,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
     kind = media_type(request)
     body = await request.body()
     if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise BadRequest("the request body is not valid JSON", field="body") from None
-        except RecursionError:
-            raise BadRequest("the JSON body is nested too deeply", field="body") from None
+        data = read_json(body)
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
         return data, True
@@ -101,7 +96,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
             raise BadRequest("the multipart body could not be parsed", field="body") from None
     elif body:
         raise UnsupportedMediaType(
-            f"Content-Type must be application/json or a form, got {kind or 'none'!r}",
+            f"Content-Type must be application/json or a form, got {excerpt(kind or 'none', 80)}",
             field="Content-Type",
         )
     return _pairs_to_dict(pairs), False

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
+from app.api.body import JSONBodyRoute
 from app.api.deps import authorized_state, disconnect_watch, require_json
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
 from app.service import RequestedOptions, TranslationRequest
 from app.state import AppState
 
-router = APIRouter(prefix="/v1", tags=["v1"])
+router = APIRouter(prefix="/v1", tags=["v1"], route_class=JSONBodyRoute)
 
 ERRORS = {
     code: {"model": ErrorBody, "description": text,
