@@ -190,9 +190,9 @@ def build_options(
     if requested.length_penalty is not None:
         changes["length_penalty"] = requested.length_penalty
     if requested.max_length_ratio is not None:
-        changes["max_len_b"] = requested.max_length_ratio
+        changes["max_len_ratio"] = requested.max_length_ratio
     if requested.max_length is not None:
-        changes["max_len_a"], changes["max_len_b"] = requested.max_length, 0.0
+        changes["max_len_offset"], changes["max_len_ratio"] = requested.max_length, 0.0
     alternatives = requested.alternatives
     if alternatives > settings.max_alternatives:
         raise InvalidInput(

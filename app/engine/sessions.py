@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.engine.bundle import GRAPH_NAMES, BundleError
+
 if TYPE_CHECKING:  # onnxruntime loads when the first session is created, not at import
     import onnxruntime as ort
 
@@ -92,13 +94,21 @@ class Seq2SeqSessions:
         self.config = config
         self.encoder = create_session(encoder_path, config)
         self.decoder = create_session(decoder_path, config)
+        for path, session, graph in ((encoder_path, self.encoder, "encoder"),
+                                     (decoder_path, self.decoder, "decoder")):
+            found = {"inputs": [x.name for x in session.get_inputs()],
+                     "outputs": [x.name for x in session.get_outputs()]}
+            if found != GRAPH_NAMES[graph]:
+                raise BundleError(f"{path}: graph inputs/outputs {found} are not the {graph}'s "
+                                  f"{GRAPH_NAMES[graph]}")
         past_type = next(i.type for i in self.decoder.get_inputs() if i.name == "past_k")
         self.kv_dtype = _NUMPY_TYPES[past_type]  # float32, or float16 for the fp16 variant
         self.providers = self.decoder.get_providers()
-        self._decoder_outputs = ["log_probs", "present_k", "present_v"]
 
     def encode(self, src_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cross_k, cross_v, src_mask = self.encoder.run(None, {"src_ids": src_ids})
+        names = GRAPH_NAMES["encoder"]
+        feeds = {names["inputs"][0]: src_ids}
+        cross_k, cross_v, src_mask = self.encoder.run(names["outputs"], feeds)
         return cross_k, cross_v, src_mask
 
     def decode(
@@ -111,14 +121,8 @@ class Seq2SeqSessions:
         cross_v: np.ndarray,
         src_mask: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        feeds = {
-            "tokens": tokens,
-            "positions": positions,
-            "past_k": past_k,
-            "past_v": past_v,
-            "cross_k": cross_k,
-            "cross_v": cross_v,
-            "src_mask": src_mask,
-        }
-        log_probs, present_k, present_v = self.decoder.run(self._decoder_outputs, feeds)
+        names = GRAPH_NAMES["decoder"]
+        values = (tokens, positions, past_k, past_v, cross_k, cross_v, src_mask)
+        feeds = dict(zip(names["inputs"], values, strict=True))
+        log_probs, present_k, present_v = self.decoder.run(names["outputs"], feeds)
         return log_probs, present_k, present_v

@@ -6,19 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from app.engine.bundle import DEFAULT_DECODING
+
 
 @dataclass(frozen=True)
 class TranslationOptions:
     """Decoding settings for one call of `translate_batch`.
 
-    beam_size 1 is greedy search. The output may hold at most max_len_a + max_len_b * (source
-    tokens) tokens, EOS included, capped by the model's position table. num_alternatives asks for
-    that many extra hypotheses (needs beam_size > num_alternatives)."""
+    beam_size 1 is greedy search. The output may hold at most max_len_offset + max_len_ratio *
+    (source tokens) tokens, EOS included, capped by the model's position table. num_alternatives
+    asks for that many extra hypotheses (needs beam_size > num_alternatives)."""
 
     beam_size: int = 1
     length_penalty: float = 1.0
-    max_len_a: int = 10
-    max_len_b: float = 1.5
+    max_len_offset: int = DEFAULT_DECODING["max_len_offset"]
+    max_len_ratio: float = DEFAULT_DECODING["max_len_ratio"]
     num_alternatives: int = 0
     return_scores: bool = False
 

@@ -43,7 +43,8 @@ def reference(tiny_checkpoint):
     model, tokenizer, _ = load_model(tiny_checkpoint)
 
     def run(texts, a=10, b=1.5):
-        return greedy_search(model, tokenizer.encode_batch(texts), max_len_a=a, max_len_b=b)
+        sources = tokenizer.encode_batch(texts)
+        return greedy_search(model, sources, max_len_offset=a, max_len_ratio=b)
 
     return run
 
@@ -85,8 +86,8 @@ def test_peer_backends_greedy_is_pytorch_greedy(
 ):
     """Batched with one limit per batch (the largest), then cut to each sentence's own limit:
     for greedy search exactly the per-sentence rule, which the tight limits exercise."""
-    monkeypatch.setattr(backends, "MAX_LEN_A", a)
-    monkeypatch.setattr(backends, "MAX_LEN_B", b)
+    monkeypatch.setattr(backends, "MAX_LEN_OFFSET", a)
+    monkeypatch.setattr(backends, "MAX_LEN_RATIO", b)
     texts = texts_of(sentences[0])
     backend = make(engine, tiny_bundle, peer_dirs)
     backend.batch_size = 8
