@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from app.engine.types import Engine, Result, TranslationOptions
@@ -32,10 +32,17 @@ log = logging.getLogger("app.batcher")
 
 @dataclass(frozen=True)
 class BatcherConfig:
-    max_batch_tokens: int = 4096
-    max_batch_size: int = 32
-    max_wait_ms: float = 5.0
-    queue_size: int = 1024
+    """The batcher's share of the Settings (app.config), which own the defaults and limits."""
+
+    max_batch_tokens: int
+    max_batch_size: int
+    max_wait_ms: float
+    queue_size: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> BatcherConfig:
+        """From app.config.Settings, or anything with attributes of these names."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -56,12 +56,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         return
     app_state.registry = Registry(loaded)
     batcher = Batcher(
-        BatcherConfig(
-            max_batch_tokens=settings.max_batch_tokens,
-            max_batch_size=settings.max_batch_size,
-            max_wait_ms=settings.max_wait_ms,
-            queue_size=settings.queue_size,
-        ),
+        BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
     )
