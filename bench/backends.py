@@ -29,9 +29,13 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from app.engine.bundle import DEFAULT_DECODING
 from bench.common import output_limit, pid_peak_rss_mb
 
-MAX_LEN_OFFSET, MAX_LEN_RATIO, LENGTH_PENALTY = 10, 1.5, 1.0
+# the engine's length rule and defaults (app/engine/bundle.py), for every engine alike
+MAX_LEN_OFFSET = DEFAULT_DECODING["max_len_offset"]
+MAX_LEN_RATIO = DEFAULT_DECODING["max_len_ratio"]
+LENGTH_PENALTY = DEFAULT_DECODING["length_penalty"]
 ENGINES = ("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32")
 
 
