@@ -145,6 +145,7 @@ class ServiceLevel:
     clients: int
     requests: int
     errors: int
+    failures: dict[str, int]  # errors by status code or exception name
     seconds: float
     requests_per_s: float
     p50_ms: float
