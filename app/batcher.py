@@ -21,31 +21,28 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from app.engine.types import Result, TranslationOptions
+from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 
 log = logging.getLogger("app.batcher")
 
 
-class Engine(Protocol):
-    name: str
-
-    def count_tokens(self, text: str) -> int: ...
-
-    def translate_batch(
-        self, texts: list[str], options: TranslationOptions
-    ) -> list[Result]: ...
-
-
 @dataclass(frozen=True)
 class BatcherConfig:
-    max_batch_tokens: int = 4096
-    max_batch_size: int = 32
-    max_wait_ms: float = 5.0
-    queue_size: int = 1024
+    """The batcher's share of the Settings (app.config), which own the defaults and limits."""
+
+    max_batch_tokens: int
+    max_batch_size: int
+    max_wait_ms: float
+    queue_size: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> BatcherConfig:
+        """From app.config.Settings, or anything with attributes of these names."""
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ class Settings(BaseSettings):
     )
     rate_limit_burst: int = Field(0, ge=0, description="Bucket size; 0 = one minute's worth.")
     # operations
-    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = Field(
+        "info", description="Log level."
+    )
     json_logs: bool = Field(False, description="One JSON object per log line.")
     grace_period: float = Field(
         20.0, ge=0, description="Seconds to finish in-flight work after SIGTERM."

@@ -17,12 +17,13 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from app.api import health, libretranslate, metrics, models, translate, web
+from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
-from app.errors import install_handlers
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
 from app.registry import LoadedModel, Registry, load_models
+from app.service import TranslationService
 from app.state import AppState, RateLimiter
 
 log = logging.getLogger("app.main")
@@ -55,17 +56,16 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         return
     app_state.registry = Registry(loaded)
     batcher = Batcher(
-        BatcherConfig(
-            max_batch_tokens=settings.max_batch_tokens,
-            max_batch_size=settings.max_batch_size,
-            max_wait_ms=settings.max_wait_ms,
-            queue_size=settings.queue_size,
-        ),
+        BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
     )
     batcher.start()
     app_state.batcher = batcher
+    app_state.service = TranslationService(
+        app_state.registry, batcher, settings,
+        on_rejected=lambda exc: app_state.metrics.rejected.labels(exc.code).inc(),
+    )
     app_state.ready = not app_state.draining
     app_state.metrics.ready.set(1 if app_state.ready else 0)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),

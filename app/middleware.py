@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import BodyTooLarge, error_response
+from app.api.errors import error_response
+from app.errors import BodyTooLarge
 
 
 class BodySizeLimit:
@@ -18,7 +19,7 @@ class BodySizeLimit:
     def _too_large(self) -> BodyTooLarge:
         return BodyTooLarge(
             f"the request body is larger than the limit of {self.max_bytes} bytes",
-            field="body", limit=self.max_bytes, headers={"Connection": "close"},
+            field="body", limit=self.max_bytes,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.engine.bundle import MANIFEST, BundleError, find_bundles, read_manifest
-from app.engine.types import TranslationOptions
-from app.errors import UnsupportedLanguage
+from app.engine.bundle import MANIFEST, BundleError, find_bundles
+from app.engine.types import Engine, TranslationOptions
+from app.errors import UnsupportedLanguage, excerpt
 
 log = logging.getLogger("app.registry")
 
+
 @dataclass
 class LoadedModel:
-    """A translator with what the API shows about it."""
+    """An engine with where it came from; everything else it shows comes from the engine."""
 
-    translator: Any  # app.engine.translator.Translator (or a test double)
+    translator: Engine
     path: Path
-    manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -36,17 +36,16 @@ class LoadedModel:
         return self.translator.target_lang
 
     @property
-    def decoding(self) -> dict[str, Any]:
-        return dict(self.manifest.get("decoding") or {})
+    def default_options(self) -> TranslationOptions:
+        return self.translator.default_options
 
     @property
-    def max_positions(self) -> int | None:
-        return (self.manifest.get("architecture") or {}).get("max_positions")
+    def variants(self) -> list[str]:
+        return sorted(self.translator.manifest.get("variants") or [])
 
-    def default_options(self) -> dict[str, Any]:
-        """The manifest's decoding defaults, as TranslationOptions keywords."""
-        known = TranslationOptions.__dataclass_fields__
-        return {k: v for k, v in self.decoding.items() if k in known}
+    @property
+    def scores(self) -> dict[str, Any]:
+        return dict(self.translator.manifest.get("scores") or {})
 
 
 class Registry:
@@ -87,7 +86,7 @@ class Registry:
             )
         if source not in self.sources:
             raise UnsupportedLanguage(
-                f"{field_name} {source!r} is not supported; available: {self.sources}",
+                f"{field_name} {excerpt(source, 40)} is not supported; available: {self.sources}",
                 field=field_name,
             )
         return source
@@ -97,8 +96,8 @@ class Registry:
         model = self.models.get((source, target))
         if model is None:
             raise UnsupportedLanguage(
-                f"{fields[1]} {target!r} is not supported from {source!r}; available: "
-                f"{self.targets(source)}",
+                f"{fields[1]} {excerpt(target, 40)} is not supported from "
+                f"{excerpt(source, 40)}; available: {self.targets(source)}",
                 field=fields[1],
             )
         return model
@@ -125,10 +124,10 @@ def load_models(settings: Settings) -> list[LoadedModel]:
             path, variant=settings.variant, provider=settings.provider,
             intra_threads=settings.threads, max_batch_size=settings.max_batch_size,
         )
-        model = LoadedModel(translator, path, read_manifest(path))
+        model = LoadedModel(translator, path)
         if settings.warmup:
             translator.warmup()
         log.info("loaded %s (%s-%s, %s) from %s in %.2fs", model.name, model.source, model.target,
-                 getattr(translator, "variant", "?"), path, time.perf_counter() - started)
+                 translator.variant, path, time.perf_counter() - started)
         models.append(model)
     return models

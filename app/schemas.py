@@ -111,7 +111,7 @@ class ModelsResponse(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every error of both APIs (see app.errors)."""
+    """Every error of both APIs (see app.api.errors)."""
 
     error: str = Field(description="What went wrong, naming the field and the limit.")
     code: str = Field(description="A stable machine-readable code, e.g. `too_large`.")

@@ -1,4 +1,4 @@
-"""`nmt serve` / `python -m app.server`: flags mirroring Settings, uvicorn, graceful shutdown.
+"""`nmt serve` / `python -m app.server`: flags generated from Settings, uvicorn, graceful shutdown.
 
 On SIGTERM (or SIGINT) readiness turns 503 at once, uvicorn stops accepting connections, the
 requests in flight finish within the grace period, and the process exits 0.
@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -22,39 +22,35 @@ from app.config import Settings
 
 log = logging.getLogger("app.server")
 
-# flag -> Settings field; each flag's default is "unset" so NMT_* variables still apply
-FLAGS: dict[str, dict[str, Any]] = {
-    "host": {}, "port": {"type": int}, "models_dir": {"metavar": "DIR"},
-    "provider": {"choices": ["cpu", "cuda"]}, "threads": {"type": int},
-    "variant": {}, "max_batch_tokens": {"type": int}, "max_batch_size": {"type": int},
-    "max_wait_ms": {"type": float}, "queue_size": {"type": int},
-    "request_timeout": {"type": float, "metavar": "SECONDS"},
-    "max_chars_per_text": {"type": int}, "max_texts_per_request": {"type": int},
-    "max_total_chars": {"type": int}, "max_body_bytes": {"type": int},
-    "max_beam_size": {"type": int}, "max_alternatives": {"type": int},
-    "api_keys": {"metavar": "KEY,KEY"}, "cors_origins": {"metavar": "ORIGIN,ORIGIN"},
-    "rate_limit": {"type": float, "metavar": "PER_MINUTE"}, "rate_limit_burst": {"type": int},
-    "log_level": {"choices": ["critical", "error", "warning", "info", "debug"]},
-    "grace_period": {"type": float, "metavar": "SECONDS"},
-}
-SWITCHES = {"json_logs": "one JSON object per log line", "warmup": "warm up each bundle"}
+def _argument(annotation: Any) -> dict[str, Any]:
+    """argparse keywords for a Settings field of this type (every flag is optional: unset
+    flags leave the NMT_* variables and the defaults in charge)."""
+    if annotation is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if get_origin(annotation) is Literal:
+        return {"choices": list(get_args(annotation))}
+    if annotation in (int, float):
+        return {"type": annotation}
+    if get_origin(annotation) is list:
+        return {"metavar": "A,B"}
+    return {}  # str, Path, str | None: the string as given
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per Settings field: name, type, help and default all come from Settings."""
     parser = argparse.ArgumentParser(
         prog="nmt serve",
         description="Serve the translation API. Every flag also reads NMT_<NAME> from the "
         "environment; flags win.",
     )
-    fields = Settings.model_fields
-    for name, extra in FLAGS.items():
-        flag = "--" + name.replace("_", "-")
-        default = fields[name].get_default(call_default_factory=False)
-        help_text = f"{fields[name].description or ''} [NMT_{name.upper()}, default {default}]"
-        parser.add_argument(flag, dest=name, default=None, help=help_text, **extra)
-    for name, text in SWITCHES.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                            action=argparse.BooleanOptionalAction, help=text)
+    for name, field in Settings.model_fields.items():
+        default = field.get_default(call_default_factory=False)
+        shown = "computed" if field.default_factory is not None else default
+        parser.add_argument(
+            "--" + name.replace("_", "-"), dest=name, default=None,
+            help=f"{field.description or ''} [NMT_{name.upper()}, default {shown}]",
+            **_argument(field.annotation),
+        )
     return parser
 
 

@@ -1,23 +1,62 @@
-"""A request's path between the routes and the batcher: limits -> segmentation -> one batched
-engine call for all sentences of all texts -> rejoin, scores, alternatives."""
+"""The one translation use case both APIs share: a TranslationRequest in, a TranslationOutcome
+out. It owns every step between parsing and formatting: limits -> model and options -> sentence
+segmentation -> one batched engine call for all sentences of all texts -> rejoin, scores and
+alternatives; and it counts the requests it rejects. The API modules only speak their wire
+formats (app/api/translate.py: v1, app/api/libretranslate.py: LibreTranslate)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import re
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.batcher import Batcher
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
-from app.errors import InvalidInput, TooLarge
-from app.registry import LoadedModel
-from app.schemas import TranslateOptionsIn
+from app.errors import ClientGone, InvalidInput, ServiceError, TooLarge
+from app.registry import LoadedModel, Registry
 from app.text import Segments, segment
+
+T = TypeVar("T")
 
 # a UTF-16 surrogate left in a decoded str: a lone or reversed "\ud800" escape in the JSON, which
 # no UTF-8 encoder, tokenizer or JSON response can carry
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class RequestedOptions:
+    """Decoding options as a client asked for them; None takes the model's default."""
+
+    beam_size: int | None = None
+    length_penalty: float | None = None
+    max_length: int | None = None
+    max_length_ratio: float | None = None
+    alternatives: int = 0
+    return_scores: bool = False
+
+
+@dataclass(frozen=True)
+class FieldNames:
+    """How an API names the request's fields, so that errors name them as the client sent them."""
+
+    text: str = "text"
+    options: str = "options."  # prefix of the option fields
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    texts: list[str]
+    source: str
+    target: str
+    format: str = "text"
+    options: RequestedOptions = RequestedOptions()
+    fields: FieldNames = FieldNames()
 
 
 @dataclass(frozen=True)
@@ -27,13 +66,92 @@ class TextResult:
     alternatives: list[str] = dataclasses.field(default_factory=list)
 
 
-def as_list(value: str | list[str]) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
+@dataclass(frozen=True)
+class TranslationOutcome:
+    results: list[TextResult]  # one per text, in order
+    model: LoadedModel
+    sentences: int  # sent to the engine
+    elapsed_ms: float
+
+
+class TranslationService:
+    """Translate requests through the shared batcher, within the server's limits."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        batcher: Batcher,
+        settings: Settings,
+        on_rejected: Callable[[ServiceError], None] = lambda exc: None,
+    ) -> None:
+        self.registry = registry
+        self.batcher = batcher
+        self.settings = settings
+        self.on_rejected = on_rejected
+
+    async def translate(
+        self,
+        request: TranslationRequest,
+        until_gone: Callable[[], Awaitable[None]] | None = None,
+    ) -> TranslationOutcome:
+        """Raises a ServiceError (counted as rejected) for a request the service refuses; when
+        `until_gone()` returns first, the client has gone: its queued work is dropped."""
+        started = time.perf_counter()
+        try:
+            check_limits(request.texts, self.settings, request.fields.text)
+            model = self.registry.get(request.source, request.target)
+            options = build_options(request.options, model.default_options, self.settings,
+                                    request.fields.options)
+            work = self._run(request, model, options)
+            results, sentences = await (work if until_gone is None
+                                        else unless_gone(work, until_gone))
+        except ServiceError as exc:
+            self.on_rejected(exc)
+            raise
+        elapsed = round((time.perf_counter() - started) * 1000, 2)
+        return TranslationOutcome(results, model, sentences, elapsed)
+
+    async def _run(
+        self, request: TranslationRequest, model: LoadedModel, options: TranslationOptions
+    ) -> tuple[list[TextResult], int]:
+        segmented = [segment(text, request.format) for text in request.texts]
+        engine = model.translator
+        limit = engine.max_source_tokens
+        if limit:  # sentences longer than the encoder takes are cut, not truncated
+            for seg in segmented:
+                seg.refine(lambda s: engine.count_tokens(s) <= limit)
+        sentences = [s for seg in segmented for s in seg.sentences]
+        results = await self.batcher.translate(engine, sentences, options,
+                                               self.settings.request_timeout)
+        out, pos = [], 0
+        for seg in segmented:
+            mine = results[pos : pos + len(seg.targets)]
+            pos += len(seg.targets)
+            out.append(_assemble(seg, mine, options))
+        return out, len(sentences)
+
+
+async def unless_gone(work: Awaitable[T], until_gone: Callable[[], Awaitable[None]]) -> T:
+    """Run `work`; cancel it (dropping its queued sentences) if `until_gone()` returns first."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(until_gone())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise ClientGone("the client closed the connection")
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
 
 
 def check_limits(texts: list[str], settings: Settings, field: str) -> None:
-    """413 naming the field and the limit when a request is too big; 422 (LibreTranslate: 400)
-    for a text with a lone surrogate, before anything tokenizes it."""
+    """TooLarge naming the field and the limit when a request is too big; InvalidInput for a
+    text with a lone surrogate, before anything tokenizes it."""
     if len(texts) > settings.max_texts_per_request:
         raise TooLarge(
             f"{field} has {len(texts)} texts; the limit is {settings.max_texts_per_request}",
@@ -62,65 +180,42 @@ def check_limits(texts: list[str], settings: Settings, field: str) -> None:
 
 
 def build_options(
-    requested: TranslateOptionsIn, model: LoadedModel, settings: Settings
+    requested: RequestedOptions, defaults: TranslationOptions, settings: Settings,
+    prefix: str = "options.",
 ) -> TranslationOptions:
     """The model's decoding defaults overridden by the request, within the server's limits."""
-    values = model.default_options()
+    changes: dict[str, object] = {"return_scores": requested.return_scores}
     if requested.beam_size is not None:
-        values["beam_size"] = requested.beam_size
+        changes["beam_size"] = requested.beam_size
     if requested.length_penalty is not None:
-        values["length_penalty"] = requested.length_penalty
+        changes["length_penalty"] = requested.length_penalty
     if requested.max_length_ratio is not None:
-        values["max_len_b"] = requested.max_length_ratio
+        changes["max_len_ratio"] = requested.max_length_ratio
     if requested.max_length is not None:
-        values["max_len_a"], values["max_len_b"] = requested.max_length, 0.0
-    if requested.alternatives > settings.max_alternatives:
+        changes["max_len_offset"], changes["max_len_ratio"] = requested.max_length, 0.0
+    alternatives = requested.alternatives
+    if alternatives > settings.max_alternatives:
         raise InvalidInput(
-            f"options.alternatives is {requested.alternatives}; the limit is "
-            f"{settings.max_alternatives}",
-            field="options.alternatives", limit=settings.max_alternatives,
+            f"{prefix}alternatives is {alternatives}; the limit is {settings.max_alternatives}",
+            field=f"{prefix}alternatives", limit=settings.max_alternatives,
         )
-    if requested.alternatives:
-        values["num_alternatives"] = requested.alternatives
+    if alternatives:
+        changes["num_alternatives"] = alternatives
         if requested.beam_size is None:
-            values["beam_size"] = max(values.get("beam_size", 1), requested.alternatives + 1)
-        elif requested.beam_size <= requested.alternatives:
+            changes["beam_size"] = max(defaults.beam_size, alternatives + 1)
+        elif requested.beam_size <= alternatives:
             raise InvalidInput(
-                f"options.beam_size ({requested.beam_size}) must be larger than "
-                f"options.alternatives ({requested.alternatives})",
-                field="options.beam_size", limit=requested.alternatives + 1,
+                f"{prefix}beam_size ({requested.beam_size}) must be larger than "
+                f"{prefix}alternatives ({alternatives})",
+                field=f"{prefix}beam_size", limit=alternatives + 1,
             )
-    if values.get("beam_size", 1) > settings.max_beam_size:
+    beam_size = changes.get("beam_size", defaults.beam_size)
+    if beam_size > settings.max_beam_size:
         raise InvalidInput(
-            f"options.beam_size is {values['beam_size']}; the limit is {settings.max_beam_size}",
-            field="options.beam_size", limit=settings.max_beam_size,
+            f"{prefix}beam_size is {beam_size}; the limit is {settings.max_beam_size}",
+            field=f"{prefix}beam_size", limit=settings.max_beam_size,
         )
-    values["return_scores"] = requested.return_scores
-    return TranslationOptions(**values)
-
-
-async def translate_texts(
-    texts: list[str],
-    fmt: str,
-    model: LoadedModel,
-    options: TranslationOptions,
-    batcher: Batcher,
-    timeout: float,
-) -> tuple[list[TextResult], int]:
-    """Translate texts through the shared batcher; returns results and the sentence count."""
-    segmented = [segment(text, fmt) for text in texts]
-    limit = getattr(model.translator, "max_source_tokens", None)
-    if limit:  # sentences longer than the encoder takes are cut, not truncated
-        for seg in segmented:
-            seg.refine(lambda s: model.translator.count_tokens(s) <= limit)
-    sentences = [s for seg in segmented for s in seg.sentences]
-    results = await batcher.translate(model.translator, sentences, options, timeout)
-    out, pos = [], 0
-    for seg in segmented:
-        mine = results[pos : pos + len(seg.targets)]
-        pos += len(seg.targets)
-        out.append(_assemble(seg, mine, options))
-    return out, len(sentences)
+    return dataclasses.replace(defaults, **changes)
 
 
 def _assemble(seg: Segments, results: list[Result], options: TranslationOptions) -> TextResult:

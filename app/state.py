@@ -16,6 +16,7 @@ from app.config import Settings
 from app.errors import RateLimited, Unauthorized
 from app.metrics import Metrics
 from app.registry import Registry
+from app.service import TranslationService
 
 
 @dataclass
@@ -24,6 +25,7 @@ class AppState:
     metrics: Metrics
     registry: Registry | None = None
     batcher: Batcher | None = None
+    service: TranslationService | None = None
     ready: bool = False
     draining: bool = False
     load_error: str | None = None
@@ -78,7 +80,7 @@ class RateLimiter:
                 raise RateLimited(
                     f"too many requests: the limit is {self.rate * 60:g} per minute",
                     field="rate_limit", limit=self.rate * 60,
-                    headers={"Retry-After": str(max(1, round(wait)))},
+                    retry_after=wait,
                 )
             self._buckets[client] = (tokens - 1, now)
             while len(self._buckets) > self.max_clients:

@@ -29,9 +29,13 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from app.engine.bundle import DEFAULT_DECODING
 from bench.common import output_limit, pid_peak_rss_mb
 
-MAX_LEN_A, MAX_LEN_B, LENGTH_PENALTY = 10, 1.5, 1.0
+# the engine's length rule and defaults (app/engine/bundle.py), for every engine alike
+MAX_LEN_OFFSET = DEFAULT_DECODING["max_len_offset"]
+MAX_LEN_RATIO = DEFAULT_DECODING["max_len_ratio"]
+LENGTH_PENALTY = DEFAULT_DECODING["length_penalty"]
 ENGINES = ("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32")
 
 
@@ -55,7 +59,7 @@ class Backend:
         return [ids[: self.max_positions - 1] for ids in self.sp.encode(texts)]
 
     def limit(self, ids: list[int]) -> int:
-        return output_limit(len(ids), MAX_LEN_A, MAX_LEN_B, self.max_positions)
+        return output_limit(len(ids), MAX_LEN_OFFSET, MAX_LEN_RATIO, self.max_positions)
 
     def translate(self, texts: list[str], beam: int) -> list[Output]:
         sources = self.encode(texts)
@@ -88,8 +92,8 @@ class OrtBackend(Backend):
             beam: TranslationOptions(
                 beam_size=beam,
                 length_penalty=LENGTH_PENALTY,
-                max_len_a=MAX_LEN_A,
-                max_len_b=MAX_LEN_B,
+                max_len_offset=MAX_LEN_OFFSET,
+                max_len_ratio=MAX_LEN_RATIO,
             )
             for beam in (1, 4)
         }

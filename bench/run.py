@@ -41,8 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from app.engine.bundle import decoding_section, read_manifest
+from bench.backends import MAX_LEN_OFFSET, MAX_LEN_RATIO
 from bench.common import (
     machine,
     percentile,
@@ -61,6 +64,148 @@ WORKER_TIMEOUT_S = 420
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- records
+
+
+@dataclass
+class SearchResult:
+    """One engine, one beam size: throughput, batch-1 latency, quality and parity."""
+
+    sentences: int
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+    sentences_per_s: float
+    passes_s: list[float]
+    latency_ms: dict[str, float]  # p50, p90, p99, mean
+    batch1_steps_per_s: float | None
+    bleu: float | None = None
+    chrf: float | None = None
+    greedy_identical: int | None = None  # greedy only: outputs with PyTorch's token ids
+
+    @classmethod
+    def from_worker(
+        cls, raw: dict, refs: list[str] | None, reference_ids: list[list[int]] | None
+    ) -> SearchResult:
+        """A worker's raw numbers (bench.backends.measure) scored against the references."""
+        import sacrebleu
+
+        lat = [x * 1000 for x in raw["latency_s"]]
+        latency_ms = {f"p{q}": percentile(lat, q) for q in (50, 90, 99)}
+        latency_ms["mean"] = statistics.fmean(lat) if lat else float("nan")
+        result = cls(
+            sentences=raw["sentences"],
+            tokens=raw["tokens"],
+            seconds=raw["seconds"],
+            tokens_per_s=raw["tokens_per_s"],
+            sentences_per_s=raw["sentences_per_s"],
+            passes_s=raw["passes_s"],
+            latency_ms=latency_ms,
+            batch1_steps_per_s=raw["latency_tokens"] / sum(raw["latency_s"]) if lat else None,
+        )
+        if refs is not None:
+            result.bleu = sacrebleu.corpus_bleu(raw["hypotheses"], [refs]).score
+            result.chrf = sacrebleu.corpus_chrf(raw["hypotheses"], [refs]).score
+        if raw.get("tokens_out") is not None and reference_ids is not None:
+            pairs = zip(raw["tokens_out"], reference_ids, strict=True)
+            result.greedy_identical = sum(a == b for a, b in pairs)
+        return result
+
+
+@dataclass
+class EngineResult:
+    """One engine's run in its own process: its searches by beam size, or why it failed."""
+
+    engine: str
+    searches: dict[str, SearchResult] = field(default_factory=dict)  # by beam size, "1", "4"
+    peak_rss_mb: float | None = None
+    load_s: float | None = None
+    error: str | None = None
+
+    @property
+    def greedy(self) -> SearchResult:
+        return self.searches["1"]
+
+    @property
+    def beam4(self) -> SearchResult:
+        return self.searches["4"]
+
+    def to_json(self) -> dict:
+        if self.error is not None:
+            return {"engine": self.engine, "error": self.error}
+        return {k: v for k, v in asdict(self).items() if k != "error"}
+
+
+@dataclass
+class ServiceLevel:
+    """The server under `clients` concurrent clients (bench.service.drive)."""
+
+    clients: int
+    requests: int
+    errors: int
+    failures: dict[str, int]  # errors by status code or exception name
+    seconds: float
+    requests_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+@dataclass
+class ServiceResult:
+    variant: str | None = None
+    threads: int | None = None
+    peak_rss_mb: float | None = None
+    levels: list[ServiceLevel] = field(default_factory=list)
+    decoding: dict = field(default_factory=dict)
+    skipped: str | None = None  # or why it did not run
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass
+class RunSettings:
+    bundle: str
+    checkpoint: str | None
+    sentences_file: str
+    sentences: int
+    latency_sentences: int
+    threads: int
+    beams: list[int]
+    throughput_passes: int
+    batch_size: int
+    max_len: str
+    service_seconds: float
+    architecture: dict
+
+
+@dataclass
+class BenchRun:
+    machine: dict
+    settings: RunSettings
+    engines: list[EngineResult]
+    skipped: dict[str, str]  # engine -> why it did not run
+    service: ServiceResult | None
+    roofline: dict
+    elapsed_s: float = 0.0
+
+    def ok(self) -> dict[str, EngineResult]:
+        return {r.engine: r for r in self.engines if r.error is None}
+
+    def to_json(self) -> dict:
+        return {
+            "machine": self.machine,
+            "settings": asdict(self.settings),
+            "engines": [r.to_json() for r in self.engines],
+            "skipped": self.skipped,
+            "service": self.service.to_json() if self.service else None,
+            "roofline": self.roofline,
+            "elapsed_s": self.elapsed_s,
+        }
 
 
 # ---------------------------------------------------------------- inputs
@@ -142,7 +287,7 @@ def pytorch_reference(checkpoint: Path, texts: list[str], threads: int) -> list[
 
 
 def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
-    """One engine in its own process; its result, or {"error": ...}."""
+    """One engine in its own process: bench.backends.measure's raw result, or {"error": ...}."""
     spec_path, out_path = tmp / f"{spec['engine']}.spec.json", tmp / f"{spec['engine']}.out.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
     env = {
@@ -165,28 +310,10 @@ def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
     return json.loads(out_path.read_text(encoding="utf-8"))
 
 
-def score(result: dict, refs: list[str] | None, reference_ids: list[list[int]] | None) -> None:
-    """Add BLEU/chrF, latency percentiles and greedy parity to a worker's result, in place."""
-    import sacrebleu
-
-    for beam, s in result["searches"].items():
-        lat = [x * 1000 for x in s["latency_s"]]
-        s["latency_ms"] = {f"p{q}": percentile(lat, q) for q in (50, 90, 99)}
-        s["latency_ms"]["mean"] = statistics.fmean(lat) if lat else float("nan")
-        s["batch1_steps_per_s"] = s["latency_tokens"] / sum(s["latency_s"]) if lat else None
-        if refs is not None:
-            s["bleu"] = sacrebleu.corpus_bleu(s["hypotheses"], [refs]).score
-            s["chrf"] = sacrebleu.corpus_chrf(s["hypotheses"], [refs]).score
-        if beam == "1" and reference_ids is not None:
-            same = sum(a == b for a, b in zip(s["tokens_out"], reference_ids, strict=True))
-            s["greedy_identical"] = same
-        s.pop("tokens_out", None)
-
-
 # ---------------------------------------------------------------- service
 
 
-def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> dict:
+def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> ServiceResult:
     from bench.service import drive, start_server, stop_server
 
     variant = args.service_variant or manifest["default_variant"]
@@ -206,7 +333,7 @@ def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> dict:
                     texts,
                 )
             )
-            rows.append(row)
+            rows.append(ServiceLevel(**row))
             log(
                 f"  service c={clients:<3} {row['requests_per_s']:7.1f} req/s  "
                 f"p50 {row['p50_ms']:.0f} ms  p99 {row['p99_ms']:.0f} ms  errors {row['errors']}"
@@ -214,13 +341,8 @@ def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> dict:
         peak = pid_peak_rss_mb(proc.pid)
     finally:
         stop_server(proc)
-    return {
-        "variant": variant,
-        "threads": args.threads,
-        "peak_rss_mb": peak,
-        "levels": rows,
-        "decoding": manifest["decoding"],
-    }
+    return ServiceResult(variant=variant, threads=args.threads, peak_rss_mb=peak, levels=rows,
+                         decoding=decoding_section(manifest))
 
 
 # ---------------------------------------------------------------- report
@@ -234,13 +356,17 @@ def ratio(x: float | None, base: float | None) -> str:
     return "n/a" if not x or not base else f"{x / base:.2f}x"
 
 
-def report(data: dict) -> str:
-    ok = {r["engine"]: r for r in data["engines"] if "error" not in r}
+def _p(search: SearchResult | None, key: str) -> float | None:
+    return None if search is None else search.latency_ms[key]
+
+
+def report(run: BenchRun) -> str:
+    ok = run.ok()
     base = ok.get(BASELINE)
-    s = data["settings"]
+    s = run.settings
     out = [
-        f"### Engines ({s['sentences']} sentences for throughput, batch 32, length-sorted; "
-        f"{s['latency_sentences']} for latency, batch 1; {s['threads']} threads)",
+        f"### Engines ({s.sentences} sentences for throughput, batch 32, length-sorted; "
+        f"{s.latency_sentences} for latency, batch 1; {s.threads} threads)",
         "",
         "| engine | greedy tok/s | beam 4 tok/s | greedy latency p50 / p90 / p99 ms "
         "| beam 4 latency p50 / p90 / p99 ms | peak RSS MiB "
@@ -248,33 +374,24 @@ def report(data: dict) -> str:
         "(<1 faster) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-
-    def search(r: dict | None, beam: str, key: str):
-        if r is None:
-            return None
-        value = r["searches"].get(beam, {})
-        return value.get(key) if not isinstance(key, tuple) else value.get(key[0], {}).get(key[1])
-
     for name, r in ok.items():
-        g, b = r["searches"]["1"], r["searches"]["4"]
-        lat = " / ".join(fmt(g["latency_ms"][q], 1) for q in ("p50", "p90", "p99"))
-        blat = " / ".join(fmt(b["latency_ms"][q], 1) for q in ("p50", "p90", "p99"))
-        ratios = ", ".join(
-            [
-                ratio(g["tokens_per_s"], search(base, "1", "tokens_per_s")),
-                ratio(b["tokens_per_s"], search(base, "4", "tokens_per_s")),
-                ratio(g["latency_ms"]["p50"], search(base, "1", ("latency_ms", "p50"))),
-                ratio(b["latency_ms"]["p50"], search(base, "4", ("latency_ms", "p50"))),
-            ]
-        )
+        g, b = r.greedy, r.beam4
+        lat = " / ".join(fmt(g.latency_ms[q], 1) for q in ("p50", "p90", "p99"))
+        blat = " / ".join(fmt(b.latency_ms[q], 1) for q in ("p50", "p90", "p99"))
+        ratios = ", ".join([
+            ratio(g.tokens_per_s, base.greedy.tokens_per_s if base else None),
+            ratio(b.tokens_per_s, base.beam4.tokens_per_s if base else None),
+            ratio(g.latency_ms["p50"], _p(base.greedy if base else None, "p50")),
+            ratio(b.latency_ms["p50"], _p(base.beam4 if base else None, "p50")),
+        ])
         out.append(
-            f"| {name} | {fmt(g['tokens_per_s'])} | {fmt(b['tokens_per_s'])} | {lat} "
-            f"| {blat} | {fmt(r['peak_rss_mb'])} | {ratios} |"
+            f"| {name} | {fmt(g.tokens_per_s)} | {fmt(b.tokens_per_s)} | {lat} "
+            f"| {blat} | {fmt(r.peak_rss_mb)} | {ratios} |"
         )
-    for r in data["engines"]:
-        if "error" in r:
-            out.append(f"| {r['engine']} | failed: {r['error'][:120]} | | | | | |")
-    for engine, why in data["skipped"].items():
+    for r in run.engines:
+        if r.error is not None:
+            out.append(f"| {r.engine} | failed: {r.error[:120]} | | | | | |")
+    for engine, why in run.skipped.items():
         out.append(f"| {engine} | skipped: {why} | | | | | |")
 
     out += [
@@ -286,40 +403,42 @@ def report(data: dict) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, r in ok.items():
-        g, b = r["searches"]["1"], r["searches"]["4"]
-        same = g.get("greedy_identical")
-        parity = "n/a" if same is None else f"{same}/{g['sentences']}"
+        g, b = r.greedy, r.beam4
+        same = g.greedy_identical
+        parity = "n/a" if same is None else f"{same}/{g.sentences}"
         out.append(
-            f"| {name} | {fmt(g.get('bleu'), 2)} | {fmt(b.get('bleu'), 2)} "
-            f"| {fmt(g.get('chrf'), 2)} | {fmt(b.get('chrf'), 2)} | {parity} |"
+            f"| {name} | {fmt(g.bleu, 2)} | {fmt(b.bleu, 2)} "
+            f"| {fmt(g.chrf, 2)} | {fmt(b.chrf, 2)} | {parity} |"
         )
-
-    svc = data.get("service")
-    if svc and "levels" in svc:
-        out += [
-            "",
-            f"### Service end to end (app.server, variant {svc['variant']}, "
-            f"{svc['threads']} threads, beam {svc['decoding'].get('beam_size')}, one test "
-            f"sentence per request, {s['service_seconds']:g} s per level; server peak RSS "
-            f"{fmt(svc['peak_rss_mb'])} MiB)",
-            "",
-            "| clients | requests/s | p50 ms | p99 ms | errors | requests |",
-            "|---:|---:|---:|---:|---:|---:|",
-        ]
-        for row in svc["levels"]:
-            out.append(
-                f"| {row['clients']} | {fmt(row['requests_per_s'], 1)} "
-                f"| {fmt(row['p50_ms'], 1)} | {fmt(row['p99_ms'], 1)} | {row['errors']} "
-                f"| {row['requests']} |"
-            )
-    elif svc:
-        out += ["", f"Service: {svc.get('error') or svc.get('skipped')}"]
-
-    out += ["", roofline_text(data["roofline"], ok)]
+    out += service_text(run.service, s.service_seconds)
+    out += ["", roofline_text(run.roofline, ok)]
     return "\n".join(out)
 
 
-def roofline_text(roof: dict, ok: dict) -> str:
+def service_text(svc: ServiceResult | None, seconds: float) -> list[str]:
+    if svc is None:
+        return []
+    if svc.skipped or svc.error:
+        return ["", f"Service: {svc.error or svc.skipped}"]
+    out = [
+        "",
+        f"### Service end to end (app.server, variant {svc.variant}, "
+        f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one test "
+        f"sentence per request, {seconds:g} s per level; server peak RSS "
+        f"{fmt(svc.peak_rss_mb)} MiB)",
+        "",
+        "| clients | requests/s | p50 ms | p99 ms | errors | requests |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in svc.levels:
+        out.append(
+            f"| {row.clients} | {fmt(row.requests_per_s, 1)} | {fmt(row.p50_ms, 1)} "
+            f"| {fmt(row.p99_ms, 1)} | {row.errors} | {row.requests} |"
+        )
+    return out
+
+
+def roofline_text(roof: dict, ok: dict[str, EngineResult]) -> str:
     step = roof["step_bytes"]
     lines = [
         f"### Roofline at batch 1 (decoder step; {roof['threads']} copy threads)",
@@ -346,7 +465,7 @@ def roofline_text(roof: dict, ok: dict) -> str:
         "|---|---:|---:|",
     ]
     for name, r in ok.items():
-        reached = r["searches"]["1"].get("batch1_steps_per_s")
+        reached = r.greedy.batch1_steps_per_s
         bound = roof["int8_dram_steps_per_s" if "int8" in name else "fp32_dram_steps_per_s"]
         share = f"{100 * reached / bound:.1f}%" if reached else "n/a"
         lines.append(f"| {name} | {fmt(reached)} | {share} |")
@@ -356,7 +475,7 @@ def roofline_text(roof: dict, ok: dict) -> str:
 # ---------------------------------------------------------------- main
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bundle", type=Path, help="bundle directory (default: bundles/en-de)")
     p.add_argument(
@@ -386,20 +505,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service-variant", help="variant the server runs (default: the bundle's)")
     p.add_argument("--no-service", action="store_true")
     p.add_argument("--json", type=Path, help="also write all results here")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def runnable(wanted: list[str], manifest: dict, checkpoint: Path | None
+             ) -> tuple[list[str], dict[str, str]]:
+    """The engines that can run here, and why each of the others cannot."""
+    skipped = {e: why for e, why in peers_available(checkpoint).items() if e in wanted}
+    for e in wanted:
+        if e.startswith("ort-") and e.split("-", 1)[1] not in manifest["variants"]:
+            skipped[e] = f"the bundle has no {e.split('-', 1)[1]} variant"
+    for engine, why in skipped.items():
+        log(f"skipping {engine}: {why}")
+    return [e for e in wanted if e not in skipped], skipped
+
+
+def run_engine(engine: str, spec: dict, peer_dirs: dict[str, Path], tmp: Path, threads: int,
+               refs: list[str] | None, reference: list[list[int]] | None) -> EngineResult:
+    spec = {**spec, "engine": engine}
+    if engine.startswith("ct2-"):
+        spec["model_dir"] = str(peer_dirs[engine])
+    elif engine.startswith("hf-"):
+        spec["model_dir"] = str(peer_dirs["hf"])
+    t0 = time.perf_counter()
+    raw = run_worker(spec, tmp, threads)
+    if "error" in raw:
+        log(f"  {engine} failed: {raw['error']}")
+        return EngineResult(engine, error=raw["error"])
+    result = EngineResult(
+        engine,
+        searches={beam: SearchResult.from_worker(search, refs, reference)
+                  for beam, search in raw["searches"].items()},
+        peak_rss_mb=raw.get("peak_rss_mb"),
+        load_s=raw.get("load_s"),
+    )
+    log(f"  {engine}: greedy {result.greedy.tokens_per_s:.0f} tok/s, beam 4 "
+        f"{result.beam4.tokens_per_s:.0f} tok/s, {time.perf_counter() - t0:.0f} s")
+    return result
+
+
+def service_result(bundle: Path, manifest: dict, texts: list[str], args) -> ServiceResult:
+    log("service ...")
+    if importlib.util.find_spec("httpx") is None:
+        return ServiceResult(skipped="httpx not installed (pip install -e '.[dev]')")
+    try:
+        return run_service(bundle, manifest, texts, args)
+    except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
+        return ServiceResult(error=f"service benchmark failed: {exc}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     started = time.perf_counter()
     busy_before = cpu_busy()
     if busy_before > 25:
         log(f"the machine is busy ({busy_before:.0f}% CPU in use): timings will be disturbed")
-
-    from app.engine.bundle import read_manifest
-
     refs_path = args.refs if args.refs and args.refs.exists() else None
     if refs_path is None:
         log(f"no references at {args.refs}: BLEU/chrF are skipped")
     texts, refs = read_pairs(args.sentences, refs_path, args.limit)
     latency_texts = texts[: args.latency_limit]
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
 
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp_name:
         tmp = Path(tmp_name)
@@ -407,13 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         manifest = read_manifest(bundle)
         arch = manifest["architecture"]
         checkpoint = resolve_checkpoint(args, manifest)
-        skipped = {e: why for e, why in peers_available(checkpoint).items() if e in engines}
-        for e in list(engines):
-            if e.startswith("ort-") and e.split("-", 1)[1] not in manifest["variants"]:
-                skipped[e] = f"the bundle has no {e.split('-', 1)[1]} variant"
-        for engine, why in skipped.items():
-            log(f"skipping {engine}: {why}")
-        engines = [e for e in engines if e not in skipped]
+        wanted = [e.strip() for e in args.engines.split(",") if e.strip()]
+        engines, skipped = runnable(wanted, manifest, checkpoint)
 
         peer_dirs: dict[str, Path] = {}
         reference = None
@@ -430,82 +590,39 @@ def main(argv: list[str] | None = None) -> int:
 
         log("memory bandwidth and roofline ...")
         roof = roofline(arch, args.threads)
-
+        spec = {"threads": args.threads, "texts": texts, "latency_texts": latency_texts,
+                "beams": list(BEAMS), "repeat": args.repeat,
+                "max_positions": arch["max_positions"], "bundle": str(bundle)}
         results = []
         for engine in engines:
             log(f"{engine} ...")
-            spec = {
-                "engine": engine,
-                "threads": args.threads,
-                "texts": texts,
-                "latency_texts": latency_texts,
-                "beams": list(BEAMS),
-                "repeat": args.repeat,
-                "max_positions": arch["max_positions"],
-                "bundle": str(bundle),
-            }
-            if engine.startswith("ct2-"):
-                spec["model_dir"] = str(peer_dirs[engine])
-            elif engine.startswith("hf-"):
-                spec["model_dir"] = str(peer_dirs["hf"])
-            t0 = time.perf_counter()
-            result = run_worker(spec, tmp, args.threads)
-            if "error" in result:
-                log(f"  {engine} failed: {result['error']}")
-            else:
-                score(result, refs, reference)
-                g = result["searches"]["1"]
-                log(
-                    f"  {engine}: greedy {g['tokens_per_s']:.0f} tok/s, beam 4 "
-                    f"{result['searches']['4']['tokens_per_s']:.0f} tok/s, "
-                    f"{time.perf_counter() - t0:.0f} s"
-                )
-            results.append(result)
+            results.append(run_engine(engine, spec, peer_dirs, tmp, args.threads, refs,
+                                      reference))
+        service = None if args.no_service else service_result(bundle, manifest, latency_texts,
+                                                               args)
 
-        service = None
-        if not args.no_service:
-            log("service ...")
-            if importlib.util.find_spec("httpx") is None:
-                service = {"skipped": "httpx not installed (pip install -e '.[dev]')"}
-            else:
-                try:
-                    service = run_service(bundle, manifest, latency_texts, args)
-                except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
-                    service = {"error": f"service benchmark failed: {exc}"}
-
-    for r in results:
-        for s in r.get("searches", {}).values():
-            s.pop("hypotheses", None)
-            s.pop("latency_s", None)
-    data = {
-        "machine": machine(),
-        "settings": {
-            "bundle": str(bundle),
-            "checkpoint": str(checkpoint) if checkpoint else None,
-            "sentences_file": str(args.sentences),
-            "sentences": len(texts),
-            "latency_sentences": len(latency_texts),
-            "threads": args.threads,
-            "beams": list(BEAMS),
-            "throughput_passes": args.repeat,
-            "batch_size": 32,
-            "max_len": "10 + 1.5 x source",
-            "service_seconds": args.service_seconds,
-            "architecture": arch,
-        },
-        "engines": results,
-        "skipped": skipped,
-        "service": service,
-        "roofline": roof,
-    }
-    data["elapsed_s"] = time.perf_counter() - started
-    data["machine"]["cpu_busy_percent_before"] = busy_before
-    m = data["machine"]
+    settings = RunSettings(
+        bundle=str(bundle),
+        checkpoint=str(checkpoint) if checkpoint else None,
+        sentences_file=str(args.sentences),
+        sentences=len(texts),
+        latency_sentences=len(latency_texts),
+        threads=args.threads,
+        beams=list(BEAMS),
+        throughput_passes=args.repeat,
+        batch_size=32,
+        max_len=f"{MAX_LEN_OFFSET} + {MAX_LEN_RATIO} x source",
+        service_seconds=args.service_seconds,
+        architecture=arch,
+    )
+    run = BenchRun({**machine(), "cpu_busy_percent_before": busy_before}, settings, results,
+                   skipped, service, roof, elapsed_s=time.perf_counter() - started)
+    m = run.machine
     print(f"## Benchmark: {m['cpu']}, {m['logical_cpus']} logical CPUs; bundle {bundle}\n")
-    print(report(data))
-    print(f"\nTotal time {data['elapsed_s'] / 60:.1f} min.")
+    print(report(run))
+    print(f"\nTotal time {run.elapsed_s / 60:.1f} min.")
     if args.json:
-        write_json(args.json, data)
+        write_json(args.json, run.to_json())
     return 0
 
 

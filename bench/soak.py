@@ -113,24 +113,43 @@ class Soak:
             if outcome == "200":
                 self.latencies.append(seconds)
 
-    def run(self, on_minute) -> None:
+    def run(self, on_sample, every: float = 60.0) -> None:
+        """Send the requests; call on_sample(seconds since start) every `every` seconds."""
         total = int(self.seconds * self.rate)
         start = time.monotonic()
-        next_minute = start + 60
+        next_sample = start + every
         with ThreadPoolExecutor(self.workers, thread_name_prefix="soak") as pool:
             for i in range(total):
                 due = start + i / self.rate
                 while (now := time.monotonic()) < due:
                     time.sleep(min(due - now, 0.05))
-                if now >= next_minute:
-                    on_minute(round(now - start))
-                    next_minute += 60
+                if now >= next_sample:
+                    on_sample(round(now - start))
+                    next_sample += every
                 with self.lock:
                     if self.in_flight >= self.workers:
                         self.outcomes["dropped"] += 1
                         continue
                     self.in_flight += 1
                 pool.submit(self.one, i)
+
+
+def trend(samples: list[dict], warmup_s: float = 60.0) -> dict[str, float | int | None]:
+    """RSS growth (least-squares slope, MiB per hour) after the warm-up, and the open file
+    descriptors at the end of the warm-up and at the end, with their maximum."""
+    steady = [s for s in samples if s["t_s"] >= warmup_s and s["rss_mib"] is not None]
+    if len(steady) < 2:
+        return {"rss_growth_mib_per_hour": None, "fds_after_warmup": None, "fds_end": None,
+                "fds_max": None}
+    ts = [s["t_s"] / 3600 for s in steady]
+    rss = [s["rss_mib"] for s in steady]
+    mean_t, mean_r = sum(ts) / len(ts), sum(rss) / len(rss)
+    slope = sum((t - mean_t) * (r - mean_r) for t, r in zip(ts, rss, strict=True)) / max(
+        1e-12, sum((t - mean_t) ** 2 for t in ts))
+    return {"rss_growth_mib_per_hour": round(slope, 2),
+            "rss_mib_after_warmup": rss[0], "rss_mib_end": rss[-1],
+            "fds_after_warmup": steady[0]["open_fds"], "fds_end": steady[-1]["open_fds"],
+            "fds_max": max(s["open_fds"] for s in steady)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", default="auto", help="source language")
     parser.add_argument("--target", default="de", help="target language")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime threads (started)")
+    parser.add_argument("--sample-every", type=float, default=60.0,
+                        help="seconds between RSS / fd samples")
+    parser.add_argument("--warmup", type=float, default=60.0,
+                        help="seconds left out of the RSS growth (allocator and arena warm-up)")
     parser.add_argument("--json", type=Path, help="also write the report here")
     args = parser.parse_args(argv)
     if not 0 < args.minutes <= MAX_MINUTES or not 0 < args.rate <= MAX_RATE:
@@ -166,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     soak = Soak(url, args.rate, args.minutes * 60, max(1, args.workers),
                 (args.source, args.target))
 
-    def on_minute(t: int) -> None:
+    def on_sample(t: int) -> None:
         samples.append({"t_s": t, **process_sample(pid)})
         with soak.lock:
             done = dict(soak.outcomes)
@@ -174,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     try:
-        soak.run(on_minute)
+        soak.run(on_sample, args.sample_every)
         elapsed = time.monotonic() - started
         samples.append({"t_s": round(elapsed), **process_sample(pid)})
     finally:
@@ -191,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                        if soak.latencies else None for q in (50, 90, 99)}
         | {"max": round(max(soak.latencies, default=0) * 1000, 1)},
         "achieved_rate": round(sent / max(1e-9, elapsed), 2),
+        "trend": trend(samples, args.warmup),
         "samples": samples,
     })
     print(json.dumps(report, indent=2))

@@ -14,26 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from app.engine.bundle import (
+    DEFAULT_DECODING,
     FORMAT_VERSION,
+    GRAPH_NAMES,
     MANIFEST,
+    decoding_section,
     file_entry,
     load_bundle,
     sha256_file,
 )
-from export.graphs import (
-    DECODER_INPUTS,
-    DECODER_OUTPUTS,
-    ENCODER_INPUTS,
-    ENCODER_OUTPUTS,
-    OPSET,
-    export_graphs,
-)
+from export.graphs import OPSET, export_graphs
 from export.variants import VARIANTS, convert_fp16, quantize_int8
 from model.checkpoint import load_model
 from model.transformer import Transformer
 
 TOKENIZER_FILE = "sentencepiece.model"
-DEFAULT_DECODING = {"beam_size": 4, "length_penalty": 1.0, "max_len_a": 10, "max_len_b": 1.5}
 PROVIDERS = {"fp32": ["cpu", "cuda"], "int8": ["cpu"], "fp16": ["cuda"]}
 
 
@@ -65,7 +60,7 @@ def _languages(name: str, state: dict[str, Any], source: str | None, target: str
 
 def _decoding_defaults(state: dict[str, Any]) -> dict[str, Any]:
     recipe = state.get("recipe") or {}
-    found = recipe.get("decoding") if isinstance(recipe.get("decoding"), dict) else {}
+    found = decoding_section(recipe) if isinstance(recipe.get("decoding"), dict) else {}
     return {key: found.get(key, value) for key, value in DEFAULT_DECODING.items()}
 
 
@@ -131,8 +126,7 @@ def write_bundle(
         "tokenizer": file_entry(out, TOKENIZER_FILE),
         "graphs": {
             "opset": OPSET,
-            "encoder": {"inputs": ENCODER_INPUTS, "outputs": ENCODER_OUTPUTS},
-            "decoder": {"inputs": DECODER_INPUTS, "outputs": DECODER_OUTPUTS},
+            **GRAPH_NAMES,
         },
         "variants": _write_variants(model, out, list(variants), per_channel),
         "default_variant": "fp32" if "fp32" in variants else variants[0],
@@ -318,7 +312,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         if training
         else ["The checkpoint carried no training recipe."]
     )
-    d = manifest["decoding"]
+    d = decoding_section(manifest)
     lines = [
         f"# Model card: {manifest['name']}",
         "",
@@ -341,7 +335,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "## Decoding defaults",
         "",
         f"beam size {d['beam_size']}, length penalty {d['length_penalty']}, at most "
-        f"{d['max_len_a']} + {d['max_len_b']} x source tokens generated.",
+        f"{d['max_len_offset']} + {d['max_len_ratio']} x source tokens generated.",
         "",
         "## Evaluation",
         "",

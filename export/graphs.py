@@ -20,12 +20,13 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from app.engine.bundle import GRAPH_NAMES
 from model.transformer import Transformer
 
-ENCODER_INPUTS = ["src_ids"]
-ENCODER_OUTPUTS = ["cross_k", "cross_v", "src_mask"]
-DECODER_INPUTS = ["tokens", "positions", "past_k", "past_v", "cross_k", "cross_v", "src_mask"]
-DECODER_OUTPUTS = ["log_probs", "present_k", "present_v"]
+ENCODER_INPUTS = GRAPH_NAMES["encoder"]["inputs"]  # the names live with the bundle schema
+ENCODER_OUTPUTS = GRAPH_NAMES["encoder"]["outputs"]
+DECODER_INPUTS = GRAPH_NAMES["decoder"]["inputs"]
+DECODER_OUTPUTS = GRAPH_NAMES["decoder"]["outputs"]
 OPSET = 17
 
 

@@ -63,7 +63,8 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
     recipe: dict[str, Any] = manifest.get("training") or {}
     known = {f.name for f in dataclasses.fields(ModelConfig)}  # arch adds head_dim, parameters
     sizes = {k: v for k, v in arch.items() if k in known}
-    config = ModelConfig(**sizes, dropout=recipe.get("dropout", 0.1), **special)
+    architecture = recipe.get("model") or recipe  # recipes: under "model", or flat (older)
+    config = ModelConfig(**sizes, dropout=architecture.get("dropout", 0.1), **special)
     model = Transformer(config)
     weights: dict[str, np.ndarray] = {}
     for graph in ("encoder", "decoder"):

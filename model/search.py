@@ -3,7 +3,8 @@
 Both use the incremental decoder with its key/value cache. These are the outputs the ONNX engine
 is checked against, so their rules are spelled out exactly:
 
-- the maximum number of generated tokens (EOS included) is `max_len_a + max_len_b * len(src)`,
+- the maximum number of generated tokens (EOS included) is
+  `max_len_offset + max_len_ratio * len(src)`,
   capped by the model's position table;
 - greedy takes the arg-max of the logits (lowest id on ties) and stops a row at EOS;
 - beam search keeps `beam_size` live hypotheses. At each step the candidates (hypothesis score +
@@ -35,8 +36,11 @@ class Hypothesis:
     normalized: float  # score / length ** length_penalty
 
 
-def max_output_length(model: Transformer, src_len: int, max_len_a: int, max_len_b: float) -> int:
-    return max(1, min(int(max_len_a + max_len_b * src_len), model.config.max_positions - 1))
+def max_output_length(
+    model: Transformer, src_len: int, max_len_offset: int, max_len_ratio: float
+) -> int:
+    limit = int(max_len_offset + max_len_ratio * src_len)
+    return max(1, min(limit, model.config.max_positions - 1))
 
 
 def _src_tensor(model: Transformer, batch: list[list[int]]) -> Tensor:
@@ -54,7 +58,10 @@ def _device(model: Transformer) -> torch.device:
 
 @torch.no_grad()
 def greedy_search(
-    model: Transformer, sources: list[list[int]], max_len_a: int = 10, max_len_b: float = 1.5
+    model: Transformer,
+    sources: list[list[int]],
+    max_len_offset: int = 10,
+    max_len_ratio: float = 1.5,
 ) -> list[list[int]]:
     """Batched greedy decoding; returns the generated ids of each source (no BOS/EOS)."""
     c = model.config
@@ -62,7 +69,7 @@ def greedy_search(
     src = _src_tensor(model, sources)
     memory, src_mask = model.encode(src)
     cross = model.cross_kv(memory)
-    limits = [max_output_length(model, len(s), max_len_a, max_len_b) for s in sources]
+    limits = [max_output_length(model, len(s), max_len_offset, max_len_ratio) for s in sources]
     tokens = torch.full((len(sources), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     outputs: list[list[int]] = [[] for _ in sources]
     done = [False] * len(sources)
@@ -98,8 +105,8 @@ def beam_search(
     beam_size: int = 4,
     length_penalty: float = 1.0,
     n_best: int = 1,
-    max_len_a: int = 10,
-    max_len_b: float = 1.5,
+    max_len_offset: int = 10,
+    max_len_ratio: float = 1.5,
 ) -> list[Hypothesis]:
     """Beam search for one source sentence; returns the n_best finished hypotheses, best first."""
     c = model.config
@@ -107,7 +114,7 @@ def beam_search(
     src = _src_tensor(model, [source])
     memory, src_mask = model.encode(src)
     cross = model.cross_kv(memory)
-    limit = max_output_length(model, len(source), max_len_a, max_len_b)
+    limit = max_output_length(model, len(source), max_len_offset, max_len_ratio)
 
     live_tokens: list[list[int]] = [[]]
     live_scores = torch.zeros(1, device=src.device)

@@ -18,6 +18,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -44,15 +45,9 @@ class TrainConfig:
     tgt_lang: str = "de"
     out_dir: str = "runs/en-de"
     tokenizer: str = ""  # an existing SentencePiece model; empty: train one into out_dir
-    vocab_size: int = 8000
-    # architecture
-    d_model: int = 256
-    n_heads: int = 4
-    n_encoder_layers: int = 4
-    n_decoder_layers: int = 4
-    d_ff: int = 1024
-    dropout: float = 0.1
-    max_positions: int = 512
+    # architecture; model.vocab_size is the size of the SentencePiece model to train (the
+    # tokenizer's own size wins) and the special token ids are the tokenizer's
+    model: ModelConfig = dataclasses.field(default_factory=lambda: ModelConfig(vocab_size=8000))
     max_len: int = 160  # tokens per side; longer pairs are skipped
     # optimisation
     batch_tokens: int = 6000  # padded tokens per side in one batch
@@ -78,18 +73,9 @@ class TrainConfig:
     device: str = "auto"
 
     def model_config(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig(
-            vocab_size=vocab_size,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            n_encoder_layers=self.n_encoder_layers,
-            n_decoder_layers=self.n_decoder_layers,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            max_positions=self.max_positions,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
+        """The model to build for a tokenizer of vocab_size pieces."""
+        return dataclasses.replace(
+            self.model, vocab_size=vocab_size, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             unk_id=UNK_ID,
         )
 
@@ -111,13 +97,25 @@ def load_train_config(path: str | None, overrides: list[str]) -> TrainConfig:
             data[key] = json.loads(value)
         except json.JSONDecodeError:
             data[key] = value
-    known = {f.name: f for f in fields(TrainConfig)}
-    unknown = sorted(set(data) - set(known))
+    return train_config_from_dict(data)
+
+
+MODEL_FIELDS = {f.name for f in fields(ModelConfig)}
+
+
+def train_config_from_dict(data: dict) -> TrainConfig:
+    """A recipe as a dict: the architecture under "model", or (as older recipes and checkpoints
+    have it) its keys at the top level."""
+    data = dict(data)
+    model = dict(data.pop("model", None) or {})
+    model.update({key: data.pop(key) for key in MODEL_FIELDS & set(data)})
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(data) - known) + sorted(f"model.{k}" for k in set(model) - MODEL_FIELDS)
     if unknown:
         raise SystemExit(f"unknown training options: {unknown}; see TrainConfig in {__file__}")
     if "adam_betas" in data:
         data["adam_betas"] = tuple(data["adam_betas"])
-    return TrainConfig(**data)
+    return TrainConfig(**data, model=ModelConfig(**{"vocab_size": 8000, **model}))
 
 
 def inverse_sqrt_lr(step: int, d_model: int, warmup: int, scale: float) -> float:
@@ -145,9 +143,10 @@ def prepare_tokenizer(cfg: TrainConfig, train_pairs: list[tuple[str, str]]) -> T
         return Tokenizer.load(cfg.tokenizer)
     path = Path(cfg.out_dir) / "spm.model"
     if not path.exists():
-        print(f"training a {cfg.vocab_size}-piece SentencePiece model on both sides -> {path}")
+        pieces = cfg.model.vocab_size
+        print(f"training a {pieces}-piece SentencePiece model on both sides -> {path}")
         texts = [s for pair in train_pairs for s in pair]
-        train_tokenizer(texts, path, vocab_size=cfg.vocab_size)
+        train_tokenizer(texts, path, vocab_size=cfg.model.vocab_size)
     return Tokenizer.load(path)
 
 
@@ -240,164 +239,239 @@ def start_from(cfg: TrainConfig, path: str | Path) -> dict:
     return state
 
 
-def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None = None) -> Path:
-    """Run (or resume) training; returns the path of the final checkpoint."""
-    out_dir = Path(cfg.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    existing = checkpoint_paths(out_dir)
-    if init_from and existing:
-        raise SystemExit(f"{out_dir} already holds checkpoints: --init-from needs a new out_dir")
-    start = start_from(cfg, init_from) if init_from else None
-    random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg)
-    bf16 = use_bf16(cfg, device)
+@dataclass
+class Progress:
+    """Where a run stands; saved in every checkpoint and read back on --resume / --init-from."""
 
-    train_pairs = read_corpus(cfg.train, cfg.src_lang, cfg.tgt_lang)
-    dev_pairs = read_corpus(cfg.dev, cfg.src_lang, cfg.tgt_lang)
-    tok = prepare_tokenizer(cfg, train_pairs)
-    examples = encode_pairs(tok, train_pairs, cfg.max_len)
-    dev_examples = encode_pairs(tok, dev_pairs, cfg.max_len)
-    model = Transformer(cfg.model_config(tok.vocab_size)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps)
-    step, epoch, batch_index, history = 0, 0, 0, []
-    prior_minutes = 0.0  # training time of earlier runs of this out_dir (resumes add up)
-    rewarm_from = None  # the step a fresh optimizer took over (--init-from)
-    machines: list[str] = []  # the CPUs (or GPUs) this model has been trained on, in order
-    if start is not None:
-        model.load_state_dict(start["model"])
-        # The data position inside the epoch is not carried over: begin the next epoch.
-        step, epoch = start.get("step", 0), start.get("epoch", -1) + 1
-        history = start.get("history", [])
-        prior_minutes = start.get("train_minutes", 0.0)
-        rewarm_from = step
-        machines = list(start.get("machines", []))
-        print(f"initialised from {init_from} (step {step}); lr ramps up over {cfg.rewarm_steps}")
-    elif resume and existing:
-        state = read_checkpoint(existing[-1])
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        step, epoch, batch_index = state["step"], state["epoch"], state["batch_index"]
-        history = state.get("history", [])
-        rewarm_from = state.get("rewarm_from")
-        machines = list(state.get("machines", []))
-        # Checkpoints older than this field: the last evaluation's time is a lower bound.
-        prior_minutes = state.get("train_minutes", history[-1]["minutes"] if history else 0.0)
-        print(f"resumed from {existing[-1]} (step {step}, epoch {epoch})")
-    elif existing:
-        raise SystemExit(f"{out_dir} already holds checkpoints: pass --resume or use a new out_dir")
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0  # the next batch of the epoch to read when resuming
+    history: list[dict] = dataclasses.field(default_factory=list)  # one entry per evaluation
+    prior_minutes: float = 0.0  # training time of earlier runs of this out_dir (resumes add up)
+    rewarm_from: int | None = None  # the step a fresh optimizer took over (--init-from)
+    machines: list[str] = dataclasses.field(default_factory=list)  # trained on, in order
 
-    here = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
-    if here not in machines:
-        machines.append(here)
-    print(
-        f"{len(examples)} training pairs, {len(dev_examples)} dev pairs, vocab {tok.vocab_size}, "
-        f"{model.num_parameters() / 1e6:.1f}M parameters, device {device}, bf16 {bf16}"
-    )
-    recipe = dataclasses.asdict(cfg)
 
-    def save(reason: str) -> Path:
-        path = save_checkpoint(
-            out_dir / f"step_{step}.pt",
-            model,
-            tok,
-            optimizer=optimizer.state_dict(),
-            step=step,
-            epoch=epoch,
-            batch_index=batch_index,
-            recipe=recipe,
-            history=history,
-            train_minutes=round(train_minutes(), 2),
-            rewarm_from=rewarm_from,
-            machines=machines,
+class Trainer:
+    """One training run: `run()` takes batches and makes steps, evaluating and checkpointing on
+    schedule. The steps are methods (`step`, `evaluate`, `checkpoint`); the state they share is
+    named on the object (`progress`, `loss_avg`, ...), never read from a closure."""
+
+    def __init__(
+        self, cfg: TrainConfig, resume: bool = False, init_from: str | Path | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.out_dir = Path(cfg.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        existing = checkpoint_paths(self.out_dir)
+        if init_from and existing:
+            raise SystemExit(
+                f"{self.out_dir} already holds checkpoints: --init-from needs a new out_dir"
+            )
+        if existing and not resume and not init_from:
+            raise SystemExit(
+                f"{self.out_dir} already holds checkpoints: pass --resume or use a new out_dir"
+            )
+        start = start_from(cfg, init_from) if init_from else None
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = pick_device(cfg)
+        self.bf16 = use_bf16(cfg, self.device)
+        train_pairs = read_corpus(cfg.train, cfg.src_lang, cfg.tgt_lang)
+        self.dev_pairs = read_corpus(cfg.dev, cfg.src_lang, cfg.tgt_lang)
+        self.tok = prepare_tokenizer(cfg, train_pairs)
+        self.examples = encode_pairs(self.tok, train_pairs, cfg.max_len)
+        self.dev_examples = encode_pairs(self.tok, self.dev_pairs, cfg.max_len)
+        self.model = Transformer(cfg.model_config(self.tok.vocab_size)).to(self.device)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps
         )
-        for old in checkpoint_paths(out_dir)[: -cfg.keep_last]:
-            old.unlink()
-        log(out_dir, {"event": "checkpoint", "step": step, "reason": reason, "path": str(path)})
-        return path
+        self.progress = Progress()
+        if start is not None:
+            self._init_from(start, init_from)
+        elif resume and existing:
+            self._resume(existing[-1])
+        here = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else machine()
+        if here not in self.progress.machines:
+            self.progress.machines.append(here)
+        self.recipe = dataclasses.asdict(cfg)
+        self.stop = StopFlag()
+        self.started = time.monotonic()
+        self.loss_avg: float | None = None
+        self.window_tokens, self.window_start = 0, time.monotonic()
+        print(
+            f"{len(self.examples)} training pairs, {len(self.dev_examples)} dev pairs, vocab "
+            f"{self.tok.vocab_size}, {self.model.num_parameters() / 1e6:.1f}M parameters, "
+            f"device {self.device}, bf16 {self.bf16}"
+        )
 
-    stop = StopFlag()
-    started = time.monotonic()
+    def _init_from(self, state: dict, path: str | Path | None) -> None:
+        self.model.load_state_dict(state["model"])
+        # The data position inside the epoch is not carried over: begin the next epoch.
+        step = state.get("step", 0)
+        self.progress = Progress(
+            step=step,
+            epoch=state.get("epoch", -1) + 1,
+            history=state.get("history", []),
+            prior_minutes=state.get("train_minutes", 0.0),
+            rewarm_from=step,
+            machines=list(state.get("machines", [])),
+        )
+        print(f"initialised from {path} (step {step}); lr ramps up over {self.cfg.rewarm_steps}")
 
-    def train_minutes() -> float:
+    def _resume(self, path: Path) -> None:
+        state = read_checkpoint(path)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        history = state.get("history", [])
+        self.progress = Progress(
+            step=state["step"],
+            epoch=state["epoch"],
+            batch_index=state["batch_index"],
+            history=history,
+            # Checkpoints older than this field: the last evaluation's time is a lower bound.
+            prior_minutes=state.get("train_minutes", history[-1]["minutes"] if history else 0.0),
+            rewarm_from=state.get("rewarm_from"),
+            machines=list(state.get("machines", [])),
+        )
+        print(f"resumed from {path} (step {state['step']}, epoch {state['epoch']})")
+
+    # ------------------------------------------------------------ the steps
+
+    def train_minutes(self) -> float:
         """Training wall time so far, earlier runs of this out_dir included."""
-        return prior_minutes + (time.monotonic() - started) / 60
+        return self.progress.prior_minutes + (time.monotonic() - self.started) / 60
 
-    model.train()
-    stream = iterate_epochs(examples, cfg.batch_tokens, cfg.seed, start_epoch=epoch)
-    skip = batch_index  # resume inside an epoch: skip the batches already seen
-    bar = tqdm(total=cfg.max_steps, initial=step, unit="step", dynamic_ncols=True)
-    window_tokens, window_start, loss_avg = 0, time.monotonic(), None
-    last_saved = None
-    for epoch, batch_index, batch in stream:
-        if skip:
-            skip -= 1
-            continue
-        if step >= cfg.max_steps or epoch >= cfg.max_epochs or stop.stop:
-            break
-        if cfg.max_minutes and time.monotonic() - started > cfg.max_minutes * 60:
-            print(f"time budget of {cfg.max_minutes} minutes reached")
-            break
-        step += 1
-        lr = inverse_sqrt_lr(step, cfg.d_model, cfg.warmup_steps, cfg.lr_scale)
+    def learning_rate(self, step: int) -> float:
+        cfg = self.cfg
+        lr = inverse_sqrt_lr(step, cfg.model.d_model, cfg.warmup_steps, cfg.lr_scale)
+        rewarm_from = self.progress.rewarm_from
         if rewarm_from is not None and cfg.rewarm_steps:
             lr *= min(1.0, (step - rewarm_from) / cfg.rewarm_steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss, n_tokens = batch_loss(model, batch, cfg, device, bf16)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-        optimizer.step()
-        batch_index += 1  # the next batch to read when resuming
+        return lr
 
-        window_tokens += n_tokens
-        loss_avg = loss.item() if loss_avg is None else 0.98 * loss_avg + 0.02 * loss.item()
-        bar.update(1)
-        if step % 20 == 0:
-            rate = window_tokens / (time.monotonic() - window_start)
-            bar.set_postfix(
-                epoch=epoch, loss=f"{loss_avg:.3f}", lr=f"{lr:.2e}", tok_s=f"{rate:.0f}"
-            )
-            log(
-                out_dir,
-                {
-                    "step": step,
-                    "epoch": epoch,
-                    "loss": round(loss_avg, 4),
-                    "lr": lr,
-                    "tgt_tokens_per_s": round(rate),
-                },
-            )
-            window_tokens, window_start = 0, time.monotonic()
-        if step % cfg.eval_every == 0:
-            scores = validate(model, tok, dev_examples, dev_pairs, cfg, device, bf16)
-            history.append(
-                {
-                    "step": step,
-                    "epoch": epoch,
-                    "train_loss": round(loss_avg, 4),
-                    **{k: round(v, 4) for k, v in scores.items()},
-                    "minutes": round(train_minutes(), 1),
-                }
-            )
-            log(out_dir, {"event": "eval", **history[-1]})
-            bar.write(json.dumps(history[-1]))
-        if step % cfg.save_every == 0:
-            last_saved = save("periodic")
-    bar.close()
-    if last_saved is None or not last_saved.name.endswith(f"_{step}.pt"):
-        last_saved = save("stop" if stop.stop else "end")
-    if stop.stop:
+    def batches(self) -> Iterator[list[Example]]:
+        """The training batches in order, from where the run stands, until a limit is reached."""
+        cfg, progress = self.cfg, self.progress
+        stream = iterate_epochs(self.examples, cfg.batch_tokens, cfg.seed,
+                                start_epoch=progress.epoch)
+        skip = progress.batch_index  # resume inside an epoch: skip the batches already seen
+        for epoch, batch_index, batch in stream:
+            if skip:
+                skip -= 1
+                continue
+            progress.epoch, progress.batch_index = epoch, batch_index
+            if progress.step >= cfg.max_steps or epoch >= cfg.max_epochs or self.stop.stop:
+                return
+            if cfg.max_minutes and time.monotonic() - self.started > cfg.max_minutes * 60:
+                print(f"time budget of {cfg.max_minutes} minutes reached")
+                return
+            yield batch
+
+    def step(self, batch: list[Example]) -> float:
+        """One optimizer update on one batch; returns the learning rate it used."""
+        progress = self.progress
+        progress.step += 1
+        lr = self.learning_rate(progress.step)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        loss, n_tokens = batch_loss(self.model, batch, self.cfg, self.device, self.bf16)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.optimizer.step()
+        progress.batch_index += 1  # the next batch to read when resuming
+        self.window_tokens += n_tokens
+        value = loss.item()
+        self.loss_avg = value if self.loss_avg is None else 0.98 * self.loss_avg + 0.02 * value
+        return lr
+
+    def report(self, lr: float, bar: tqdm) -> None:
+        """Every 20 steps: the smoothed loss and the speed, to the bar and the log."""
+        rate = self.window_tokens / (time.monotonic() - self.window_start)
+        p = self.progress
+        bar.set_postfix(epoch=p.epoch, loss=f"{self.loss_avg:.3f}", lr=f"{lr:.2e}",
+                        tok_s=f"{rate:.0f}")
+        log(self.out_dir, {"step": p.step, "epoch": p.epoch, "loss": round(self.loss_avg, 4),
+                           "lr": lr, "tgt_tokens_per_s": round(rate)})
+        self.window_tokens, self.window_start = 0, time.monotonic()
+
+    def evaluate(self) -> dict:
+        """Dev scores, appended to the history and the log."""
+        scores = validate(self.model, self.tok, self.dev_examples, self.dev_pairs, self.cfg,
+                          self.device, self.bf16)
+        entry = {
+            "step": self.progress.step,
+            "epoch": self.progress.epoch,
+            "train_loss": round(self.loss_avg, 4),
+            **{k: round(v, 4) for k, v in scores.items()},
+            "minutes": round(self.train_minutes(), 1),
+        }
+        self.progress.history.append(entry)
+        log(self.out_dir, {"event": "eval", **entry})
+        return entry
+
+    def checkpoint(self, reason: str) -> Path:
+        """Save step_<n>.pt (weights, tokenizer, optimizer, progress); keep the last few."""
+        p = self.progress
+        path = save_checkpoint(
+            self.out_dir / f"step_{p.step}.pt",
+            self.model,
+            self.tok,
+            optimizer=self.optimizer.state_dict(),
+            step=p.step,
+            epoch=p.epoch,
+            batch_index=p.batch_index,
+            recipe=self.recipe,
+            history=p.history,
+            train_minutes=round(self.train_minutes(), 2),
+            rewarm_from=p.rewarm_from,
+            machines=p.machines,
+        )
+        for old in checkpoint_paths(self.out_dir)[: -self.cfg.keep_last]:
+            old.unlink()
+        log(self.out_dir, {"event": "checkpoint", "step": p.step, "reason": reason,
+                           "path": str(path)})
+        return path
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> Path:
+        """Train until a limit; returns the final checkpoint (the average of the last ones when
+        the run ended normally)."""
+        cfg = self.cfg
+        self.model.train()
+        bar = tqdm(total=cfg.max_steps, initial=self.progress.step, unit="step",
+                   dynamic_ncols=True)
+        last_saved = None
+        for batch in self.batches():
+            lr = self.step(batch)
+            bar.update(1)
+            step = self.progress.step
+            if step % 20 == 0:
+                self.report(lr, bar)
+            if step % cfg.eval_every == 0:
+                bar.write(json.dumps(self.evaluate()))
+            if step % cfg.save_every == 0:
+                last_saved = self.checkpoint("periodic")
+        bar.close()
+        if last_saved is None or not last_saved.name.endswith(f"_{self.progress.step}.pt"):
+            last_saved = self.checkpoint("stop" if self.stop.stop else "end")
+        if self.stop.stop:
+            return last_saved
+        paths = checkpoint_paths(self.out_dir)[-cfg.average_last :]
+        if len(paths) > 1:
+            averaged = average_checkpoints(paths, self.out_dir / "averaged.pt")
+            print(f"averaged {len(paths)} checkpoints -> {averaged}")
+            return averaged
         return last_saved
-    paths = checkpoint_paths(out_dir)[-cfg.average_last :]
-    if len(paths) > 1:
-        averaged = average_checkpoints(paths, out_dir / "averaged.pt")
-        print(f"averaged {len(paths)} checkpoints -> {averaged}")
-        return averaged
-    return last_saved
+
+
+def train(cfg: TrainConfig, resume: bool = False, init_from: str | Path | None = None) -> Path:
+    """Run (or resume) training; returns the path of the final checkpoint."""
+    return Trainer(cfg, resume=resume, init_from=init_from).run()
 
 
 def log(out_dir: Path, record: dict) -> None:
@@ -427,8 +501,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list-options", action="store_true", help="print every option and exit")
     args = parser.parse_args(argv)
     if args.list_options:
+        defaults = TrainConfig()
         for f in fields(TrainConfig):
-            print(f"{f.name:18} {f.type!s:22} default {f.default!r}")
+            if f.name != "model":
+                print(f"{f.name:18} {f.type!s:22} default {getattr(defaults, f.name)!r}")
+        for f in fields(ModelConfig):  # set at the top level or under "model:"
+            print(f"{f.name:18} {f.type!s:22} default {getattr(defaults.model, f.name)!r}")
         return 0
     cfg = load_train_config(args.config, args.set)
     if args.resume and args.init_from:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable
+import functools
+from collections.abc import Awaitable, Callable
 from email.message import Message
-from typing import TypeVar
 
 from fastapi import Depends, Request
 
-from app.errors import ClientGone, Unavailable, UnsupportedMediaType
+from app.errors import Unavailable, UnsupportedMediaType, excerpt
 from app.state import AppState
-
-T = TypeVar("T")
 
 
 def get_state(request: Request) -> AppState:
@@ -24,7 +20,7 @@ def ready_state(state: AppState = Depends(get_state)) -> AppState:
     """The state of a service that can translate now; 503 otherwise."""
     if state.draining:
         raise Unavailable("the server is shutting down", retry_after=5)
-    if not state.ready or state.registry is None or state.batcher is None:
+    if not state.ready or state.registry is None or state.service is None:
         raise Unavailable("the models are still loading", retry_after=2)
     return state
 
@@ -72,7 +68,7 @@ def require_json(request: Request) -> None:
     kind = media_type(request)
     if kind != "application/json" and not kind.endswith("+json"):
         raise UnsupportedMediaType(
-            f"Content-Type must be application/json, got {kind or 'none'!r}",
+            f"Content-Type must be application/json, got {excerpt(kind or 'none', 80)}",
             field="Content-Type",
         )
 
@@ -85,19 +81,6 @@ async def until_disconnected(request: Request) -> None:
             return
 
 
-async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Run `work`; cancel it (dropping its queued sentences) if the client disconnects."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(until_disconnected(request))
-    try:
-        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        raise ClientGone("the client closed the connection")
-    finally:
-        watcher.cancel()
-        if not task.done():
-            task.cancel()
+def disconnect_watch(request: Request) -> Callable[[], Awaitable[None]]:
+    """For TranslationService.translate: what tells it that the client has gone."""
+    return functools.partial(until_disconnected, request)

@@ -1,31 +1,25 @@
 """LibreTranslate-compatible endpoints: POST /translate, GET /languages.
 
 Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
-{"error": "..."} with LibreTranslate's status codes (see app.errors.status_for).
+{"error": "..."} with LibreTranslate's status codes (see app.api.errors.status_for).
 """
 
 from __future__ import annotations
 
-import json
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from app.api.deps import (
-    header_api_key,
-    media_type,
-    rate_limit,
-    ready_state,
-    unless_disconnected,
-)
-from app.errors import BadRequest, UnsupportedMediaType
-from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest, TranslateOptionsIn
-from app.service import as_list, build_options, check_limits, translate_texts
+from app.api.body import read_json
+from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
+from app.api.errors import invalid_input
+from app.errors import BadRequest, UnsupportedMediaType, excerpt
+from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
+from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
 
 router = APIRouter(tags=["LibreTranslate"])
@@ -64,7 +58,7 @@ def _pairs_to_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
-            data[key] = as_list(data[key]) + [value]
+            data[key] = [*([data[key]] if isinstance(data[key], str) else data[key]), value]
         else:
             data[key] = value
     return data
@@ -88,12 +82,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
     kind = media_type(request)
     body = await request.body()
     if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise BadRequest("the request body is not valid JSON", field="body") from None
-        except RecursionError:
-            raise BadRequest("the JSON body is nested too deeply", field="body") from None
+        data = read_json(body)
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
         return data, True
@@ -107,7 +96,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
             raise BadRequest("the multipart body could not be parsed", field="body") from None
     elif body:
         raise UnsupportedMediaType(
-            f"Content-Type must be application/json or a form, got {kind or 'none'!r}",
+            f"Content-Type must be application/json or a form, got {excerpt(kind or 'none', 80)}",
             field="Content-Type",
         )
     return _pairs_to_dict(pairs), False
@@ -129,18 +118,20 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
     try:
         body = LibreTranslateRequest.model_validate(data, strict=typed)  # JSON: false is no 0
     except ValidationError as exc:
-        raise RequestValidationError(exc.errors()) from None
-    texts = as_list(body.q)
-    check_limits(texts, state.settings, "q")
-    model = state.registry.get(body.source, body.target)
-    options = build_options(TranslateOptionsIn(alternatives=body.alternatives), model,
-                            state.settings)
-    results, _ = await unless_disconnected(
-        request,
-        translate_texts(texts, body.format, model, options, state.batcher,
-                        state.settings.request_timeout),
-    )
+        raise invalid_input(exc.errors()) from None
     single = isinstance(body.q, str)
+    outcome = await state.service.translate(
+        TranslationRequest(
+            texts=[body.q] if single else body.q,
+            source=body.source,
+            target=body.target,
+            format=body.format,
+            options=RequestedOptions(alternatives=body.alternatives),
+            fields=FieldNames(text="q", options=""),
+        ),
+        until_gone=disconnect_watch(request),
+    )
+    results = outcome.results
     out: dict[str, Any] = {
         "translatedText": results[0].text if single else [r.text for r in results]
     }
@@ -148,7 +139,7 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
     if body.source == "auto":
-        detected = {"confidence": 100.0, "language": model.source}
+        detected = {"confidence": 100.0, "language": outcome.model.source}
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from app.api.deps import ready_state
+from app.engine.bundle import DECODING_KEYS
 from app.schemas import ModelInfo, ModelsResponse
 from app.state import AppState
 
@@ -19,10 +20,10 @@ async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
                 name=m.name,
                 source=m.source,
                 target=m.target,
-                variant=getattr(m.translator, "variant", None),
-                variants=sorted(m.manifest.get("variants") or []),
-                scores=m.manifest.get("scores") or {},
-                decoding=m.decoding,
+                variant=m.translator.variant,
+                variants=m.variants,
+                scores=m.scores,
+                decoding={key: getattr(m.default_options, key) for key in DECODING_KEYS},
             )
             for m in state.registry
         ]

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import time
-
 from fastapi import APIRouter, Depends, Request
 
-from app.api.deps import authorized_state, require_json, unless_disconnected
-from app.errors import ServiceError
+from app.api.body import JSONBodyRoute
+from app.api.deps import authorized_state, disconnect_watch, require_json
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
-from app.service import as_list, build_options, check_limits, translate_texts
+from app.service import RequestedOptions, TranslationRequest
 from app.state import AppState
 
-router = APIRouter(prefix="/v1", tags=["v1"])
+router = APIRouter(prefix="/v1", tags=["v1"], route_class=JSONBodyRoute)
 
 ERRORS = {
     code: {"model": ErrorBody, "description": text,
@@ -50,28 +48,24 @@ ERRORS = {
 async def translate(
     body: TranslateRequest, request: Request, state: AppState = Depends(authorized_state)
 ) -> TranslateResponse:
-    started = time.perf_counter()
-    texts = as_list(body.text)
-    check_limits(texts, state.settings, "text")
-    model = state.registry.get(body.source, body.target)
-    options = build_options(body.options, model, state.settings)
-    try:
-        results, sentences = await unless_disconnected(
-            request,
-            translate_texts(texts, body.format, model, options, state.batcher,
-                            state.settings.request_timeout),
-        )
-    except ServiceError as exc:
-        state.metrics.rejected.labels(exc.code).inc()
-        raise
+    outcome = await state.service.translate(
+        TranslationRequest(
+            texts=[body.text] if isinstance(body.text, str) else body.text,
+            source=body.source,
+            target=body.target,
+            format=body.format,
+            options=RequestedOptions(**body.options.model_dump()),
+        ),
+        until_gone=disconnect_watch(request),
+    )
     return TranslateResponse(
         translations=[
             Translation(text=r.text, score=r.score, alternatives=r.alternatives or None)
-            for r in results
+            for r in outcome.results
         ],
-        model=model.name,
-        source=model.source,
-        target=model.target,
-        sentences=sentences,
-        elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+        model=outcome.model.name,
+        source=outcome.model.source,
+        target=outcome.model.target,
+        sentences=outcome.sentences,
+        elapsed_ms=outcome.elapsed_ms,
     )

@@ -12,7 +12,12 @@ manifest.json (format_version 1):
                                                       "decoder": {"file", "sha256"},
                                                       "providers": [...], ...}}
     default_variant                        one of variants
-    decoding                               beam_size, length_penalty, max_len_a, max_len_b
+    graphs                                 opset; encoder/decoder {"inputs", "outputs"}: the
+                                           names in GRAPH_NAMES, in that order
+    decoding                               beam_size, length_penalty, max_len_offset,
+                                           max_len_ratio: at most offset + ratio x source tokens
+                                           are generated (older manifests: max_len_a = offset,
+                                           max_len_b = ratio; still read)
     scores                                 {} until evaluation fills it
     training                               the training recipe, or null
 """
@@ -38,8 +43,20 @@ ARCHITECTURE_KEYS = (
     "head_dim",
 )
 SPECIAL_TOKEN_KEYS = ("pad_id", "bos_id", "eos_id", "unk_id")
-DECODING_KEYS = ("beam_size", "length_penalty", "max_len_a", "max_len_b")
+DECODING_KEYS = ("beam_size", "length_penalty", "max_len_offset", "max_len_ratio")
+DEFAULT_DECODING = {"beam_size": 4, "length_penalty": 1.0, "max_len_offset": 10,
+                    "max_len_ratio": 1.5}
+# the names of manifests written before the length rule's names said what they are
+LEGACY_DECODING_NAMES = {"max_len_a": "max_len_offset", "max_len_b": "max_len_ratio"}
 GRAPHS = ("encoder", "decoder")
+# the graphs' input and output names, in order: the exporter writes them, the engine feeds them
+GRAPH_NAMES = {
+    "encoder": {"inputs": ["src_ids"], "outputs": ["cross_k", "cross_v", "src_mask"]},
+    "decoder": {
+        "inputs": ["tokens", "positions", "past_k", "past_v", "cross_k", "cross_v", "src_mask"],
+        "outputs": ["log_probs", "present_k", "present_v"],
+    },
+}
 
 
 class BundleError(Exception):
@@ -92,11 +109,20 @@ class Bundle:
 
     @property
     def decoding(self) -> dict[str, Any]:
-        return self.manifest["decoding"]
+        return decoding_section(self.manifest)
 
     @property
     def variants(self) -> list[str]:
         return list(self.manifest["variants"])
+
+
+def decoding_section(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest's decoding defaults under today's names (older manifests' names mapped)."""
+    section = dict(manifest.get("decoding") or {})
+    for old, new in LEGACY_DECODING_NAMES.items():
+        if old in section and new not in section:
+            section[new] = section.pop(old)
+    return section
 
 
 def _require(cond: bool, where: Path, what: str) -> None:
@@ -130,6 +156,19 @@ def _check_file_entry(entry: Any, where: Path, label: str) -> None:
     )
 
 
+def _check_graph_names(graphs: Any, where: Path) -> None:
+    _require(isinstance(graphs, dict), where, "'graphs' must be an object")
+    for graph, names in GRAPH_NAMES.items():
+        entry = graphs.get(graph)
+        _require(isinstance(entry, dict), where, f"'graphs.{graph}' must be an object")
+        for kind, expected in names.items():
+            _require(
+                entry.get(kind) == expected,
+                where,
+                f"'graphs.{graph}.{kind}' is {entry.get(kind)!r}; this engine feeds {expected}",
+            )
+
+
 def validate_manifest(manifest: Any, where: Path) -> None:
     """Check the schema of a parsed manifest; raise BundleError naming `where` on a problem."""
     _require(isinstance(manifest, dict), where, "the manifest must be a JSON object")
@@ -143,7 +182,9 @@ def validate_manifest(manifest: Any, where: Path) -> None:
         _require(isinstance(manifest.get(key), str), where, f"'{key}' must be a string")
     _check_numbers(manifest.get("architecture"), ARCHITECTURE_KEYS, where, "architecture")
     _check_numbers(manifest.get("special_tokens"), SPECIAL_TOKEN_KEYS, where, "special_tokens")
-    _check_numbers(manifest.get("decoding"), DECODING_KEYS, where, "decoding")
+    _require(isinstance(manifest.get("decoding"), dict), where, "'decoding' must be an object")
+    _check_numbers(decoding_section(manifest), DECODING_KEYS, where, "decoding")
+    _check_graph_names(manifest.get("graphs"), where)
     _check_file_entry(manifest.get("tokenizer"), where, "tokenizer")
     _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
     variants = manifest.get("variants")

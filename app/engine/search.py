@@ -36,9 +36,11 @@ class Hypothesis:
     normalized: float  # score / length ** length_penalty
 
 
-def output_limit(src_len: int, max_len_a: int, max_len_b: float, max_positions: int) -> int:
+def output_limit(
+    src_len: int, max_len_offset: int, max_len_ratio: float, max_positions: int
+) -> int:
     """The most tokens (EOS included) generated for a source of src_len tokens (without EOS)."""
-    return max(1, min(int(max_len_a + max_len_b * src_len), max_positions - 1))
+    return max(1, min(int(max_len_offset + max_len_ratio * src_len), max_positions - 1))
 
 
 def empty_cache(cross_k: np.ndarray) -> np.ndarray:

@@ -10,18 +10,23 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnxruntime as ort
+
+from app.engine.bundle import GRAPH_NAMES, BundleError
+
+if TYPE_CHECKING:  # onnxruntime loads when the first session is created, not at import
+    import onnxruntime as ort
 
 log = logging.getLogger(__name__)
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
-OPTIMIZATION_LEVELS = {
-    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+OPTIMIZATION_LEVELS = {  # names of onnxruntime.GraphOptimizationLevel members
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
 }
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -49,6 +54,8 @@ class SessionConfig:
 
 def execution_providers(provider: str) -> list[str]:
     """The provider list for a session; CUDA falls back to CPU with a warning when absent."""
+    import onnxruntime as ort
+
     if provider == "cuda":
         if PROVIDERS["cuda"] in ort.get_available_providers():
             return [PROVIDERS["cuda"], PROVIDERS["cpu"]]
@@ -61,8 +68,12 @@ def execution_providers(provider: str) -> list[str]:
 
 
 def create_session(path: str | Path, config: SessionConfig) -> ort.InferenceSession:
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
-    options.graph_optimization_level = OPTIMIZATION_LEVELS[config.optimization]
+    options.graph_optimization_level = getattr(
+        ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[config.optimization]
+    )
     options.intra_op_num_threads = config.intra_op_threads
     options.inter_op_num_threads = config.inter_op_threads
     options.log_severity_level = 3  # errors only
@@ -83,13 +94,21 @@ class Seq2SeqSessions:
         self.config = config
         self.encoder = create_session(encoder_path, config)
         self.decoder = create_session(decoder_path, config)
+        for path, session, graph in ((encoder_path, self.encoder, "encoder"),
+                                     (decoder_path, self.decoder, "decoder")):
+            found = {"inputs": [x.name for x in session.get_inputs()],
+                     "outputs": [x.name for x in session.get_outputs()]}
+            if found != GRAPH_NAMES[graph]:
+                raise BundleError(f"{path}: graph inputs/outputs {found} are not the {graph}'s "
+                                  f"{GRAPH_NAMES[graph]}")
         past_type = next(i.type for i in self.decoder.get_inputs() if i.name == "past_k")
         self.kv_dtype = _NUMPY_TYPES[past_type]  # float32, or float16 for the fp16 variant
         self.providers = self.decoder.get_providers()
-        self._decoder_outputs = ["log_probs", "present_k", "present_v"]
 
     def encode(self, src_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        cross_k, cross_v, src_mask = self.encoder.run(None, {"src_ids": src_ids})
+        names = GRAPH_NAMES["encoder"]
+        feeds = {names["inputs"][0]: src_ids}
+        cross_k, cross_v, src_mask = self.encoder.run(names["outputs"], feeds)
         return cross_k, cross_v, src_mask
 
     def decode(
@@ -102,14 +121,8 @@ class Seq2SeqSessions:
         cross_v: np.ndarray,
         src_mask: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        feeds = {
-            "tokens": tokens,
-            "positions": positions,
-            "past_k": past_k,
-            "past_v": past_v,
-            "cross_k": cross_k,
-            "cross_v": cross_v,
-            "src_mask": src_mask,
-        }
-        log_probs, present_k, present_v = self.decoder.run(self._decoder_outputs, feeds)
+        names = GRAPH_NAMES["decoder"]
+        values = (tokens, positions, past_k, past_v, cross_k, cross_v, src_mask)
+        feeds = dict(zip(names["inputs"], values, strict=True))
+        log_probs, present_k, present_v = self.decoder.run(names["outputs"], feeds)
         return log_probs, present_k, present_v

@@ -8,6 +8,7 @@ results in input order.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import sentencepiece as spm
@@ -79,8 +80,8 @@ class Translator:
         self.default_options = TranslationOptions(
             beam_size=int(d["beam_size"]),
             length_penalty=float(d["length_penalty"]),
-            max_len_a=int(d["max_len_a"]),
-            max_len_b=float(d["max_len_b"]),
+            max_len_offset=int(d["max_len_offset"]),
+            max_len_ratio=float(d["max_len_ratio"]),
         )
 
     @classmethod
@@ -117,6 +118,10 @@ class Translator:
         return self.bundle.variant
 
     @property
+    def manifest(self) -> dict[str, Any]:
+        return self.bundle.manifest
+
+    @property
     def max_source_tokens(self) -> int:
         """Source tokens the encoder sees at most (EOS excluded); longer inputs are truncated."""
         return self.max_positions - 1
@@ -136,7 +141,7 @@ class Translator:
 
     def warmup(self) -> None:
         """Run both graphs once so the first request does not pay for lazy initialisation."""
-        self.translate_batch(["warm up"], TranslationOptions(max_len_a=2, max_len_b=0.0))
+        self.translate_batch(["warm up"], TranslationOptions(max_len_offset=2, max_len_ratio=0.0))
 
     def translate_ids(
         self, sources: list[list[int]], options: TranslationOptions | None = None
@@ -186,7 +191,7 @@ class Translator:
 
     def output_limits(self, sources: list[list[int]], options: TranslationOptions) -> np.ndarray:
         """(B,) the most tokens each source may generate, EOS included."""
-        a, b = options.max_len_a, options.max_len_b
+        a, b = options.max_len_offset, options.max_len_ratio
         return np.array(
             [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )

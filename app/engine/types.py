@@ -1,22 +1,26 @@
-"""The engine's public data: decoding options in, one result per input text out."""
+"""The engine's public face: decoding options in, one result per input text out, and the
+`Engine` protocol that the ONNX Runtime Translator and every test double implement."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from app.engine.bundle import DEFAULT_DECODING
 
 
 @dataclass(frozen=True)
 class TranslationOptions:
     """Decoding settings for one call of `translate_batch`.
 
-    beam_size 1 is greedy search. The output may hold at most max_len_a + max_len_b * (source
-    tokens) tokens, EOS included, capped by the model's position table. num_alternatives asks for
-    that many extra hypotheses (needs beam_size > num_alternatives)."""
+    beam_size 1 is greedy search. The output may hold at most max_len_offset + max_len_ratio *
+    (source tokens) tokens, EOS included, capped by the model's position table. num_alternatives
+    asks for that many extra hypotheses (needs beam_size > num_alternatives)."""
 
     beam_size: int = 1
     length_penalty: float = 1.0
-    max_len_a: int = 10
-    max_len_b: float = 1.5
+    max_len_offset: int = DEFAULT_DECODING["max_len_offset"]
+    max_len_ratio: float = DEFAULT_DECODING["max_len_ratio"]
     num_alternatives: int = 0
     return_scores: bool = False
 
@@ -39,3 +43,29 @@ class Result:
     alternatives: list[str] = field(default_factory=list)
     alternative_scores: list[float] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the service needs of a translation engine: one loaded model of one language pair.
+
+    `default_options` are the model's own decoding defaults (the only source of them);
+    `max_source_tokens` is the longest input the encoder takes (None: no limit), and
+    `count_tokens` measures a text in the same units; `manifest` is the bundle's manifest as
+    shown by the API (variants, scores)."""
+
+    name: str
+    source_lang: str
+    target_lang: str
+    variant: str
+    manifest: dict[str, Any]
+    default_options: TranslationOptions
+    max_source_tokens: int | None
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def translate_batch(
+        self, texts: list[str], options: TranslationOptions | None = None
+    ) -> list[Result]: ...
+
+    def warmup(self) -> None: ...

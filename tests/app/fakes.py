@@ -26,6 +26,10 @@ class FakeTranslator:
                  delay: float = 0.0) -> None:
         self.name, self.source_lang, self.target_lang = name, source, target
         self.variant = "fp32"
+        self.manifest = {"name": name, "variants": {"fp32": {}, "int8": {}},
+                         "scores": {"bleu": 12.3, "test_set": "toy"}}
+        self.default_options = TranslationOptions()
+        self.max_source_tokens: int | None = None
         self.delay = delay
         self.fail_next = 0  # raise on this many coming batches
         self.batches: list[tuple[list[str], TranslationOptions]] = []
@@ -36,7 +40,12 @@ class FakeTranslator:
     def count_tokens(self, text: str) -> int:
         return len(text.split()) + 1
 
-    def translate_batch(self, texts: list[str], options: TranslationOptions) -> list[Result]:
+    def warmup(self) -> None:
+        pass
+
+    def translate_batch(self, texts: list[str], options: TranslationOptions | None = None
+                        ) -> list[Result]:
+        options = options or self.default_options
         self.entered += 1
         self.release.wait(60)
         self.batches.append((list(texts), options))
@@ -60,14 +69,7 @@ class FakeTranslator:
 
 
 def fake_model(translator: FakeTranslator | None = None) -> LoadedModel:
-    translator = translator or FakeTranslator()
-    manifest = {
-        "name": translator.name,
-        "variants": {"fp32": {}, "int8": {}},
-        "decoding": {"beam_size": 1, "length_penalty": 1.0, "max_len_a": 10, "max_len_b": 1.5},
-        "scores": {"bleu": 12.3, "test_set": "toy"},
-    }
-    return LoadedModel(translator, Path("/nonexistent"), manifest)
+    return LoadedModel(translator or FakeTranslator(), Path("/nonexistent"))
 
 
 def wait_until(condition, timeout: float = 30.0) -> None:

@@ -193,6 +193,27 @@ def test_metrics_count_requests_batches_and_queue(client):
         assert name in text
 
 
+def _rejected(client, reason: str) -> float:
+    prefix = f'nmt_rejected_requests_total{{reason="{reason}"}} '
+    line = next((ln for ln in client.get("/metrics").text.splitlines()
+                 if ln.startswith(prefix)), prefix + "0")
+    return float(line.split()[-1])
+
+
+@pytest.mark.parametrize("path, body, reason", [
+    ("/v1/translate", {"text": "x" * 101, "source": "en", "target": "de"}, "too_large"),
+    ("/translate", {"q": "x" * 101, "source": "en", "target": "de"}, "too_large"),
+    ("/v1/translate", {"text": "a", "source": "en", "target": "xx"}, "unsupported_language"),
+    ("/translate", {"q": "a", "source": "en", "target": "xx"}, "unsupported_language"),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": 5},
+     "invalid_input"),
+])
+def test_rejected_requests_are_counted_for_both_apis(client, path, body, reason):
+    before = _rejected(client, reason)
+    assert client.post(path, json=body).status_code in (400, 413, 422)
+    assert _rejected(client, reason) == before + 1
+
+
 def test_api_keys_on():
     with serve(api_keys=["s3cret", "other"]) as srv, httpx.Client(base_url=srv.url) as c:
         payload = {"text": "a b", "source": "en", "target": "de"}

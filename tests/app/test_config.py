@@ -43,13 +43,24 @@ def test_flags_mirror_settings_and_win_over_the_environment(monkeypatch, tmp_pat
         9002, Path(tmp_path), ["k1", "k2"], False, True, 3.0)
     assert s.max_batch_size == 7  # from the environment
     flags = {a.dest for a in build_parser()._actions} - {"help"}
-    assert flags <= set(Settings.model_fields)
-    expected = {"host", "port", "models_dir", "provider", "threads", "variant", "max_batch_tokens",
-                "max_batch_size", "max_wait_ms", "queue_size", "request_timeout",
-                "max_chars_per_text", "max_texts_per_request", "max_total_chars",
-                "max_body_bytes", "api_keys", "cors_origins", "log_level", "json_logs",
-                "rate_limit", "grace_period"}
-    assert expected <= flags
+    assert flags == set(Settings.model_fields)  # generated: every setting has its flag
+
+
+def test_flags_take_name_help_type_and_default_from_settings():
+    actions = {a.dest: a for a in build_parser()._actions}
+    for name, field in Settings.model_fields.items():
+        action = actions[name]
+        assert action.option_strings[0] == "--" + name.replace("_", "-")
+        assert action.help.startswith(field.description) and f"NMT_{name.upper()}" in action.help
+    assert actions["max_wait_ms"].type is float and actions["port"].type is int
+    assert actions["provider"].choices == ["cpu", "cuda"]
+    assert "default 1024" in actions["queue_size"].help
+    s = settings_from_args(["--queue-size", "5", "--max-wait-ms", "0.5", "--provider", "cpu",
+                            "--cors-origins", "http://a.test,http://b.test"])
+    assert (s.queue_size, s.max_wait_ms, s.cors_origins) == (5, 0.5, ["http://a.test",
+                                                                       "http://b.test"])
+    with pytest.raises(SystemExit):
+        settings_from_args(["--provider", "tpu"])
 
 
 def test_invalid_settings_are_refused():

@@ -45,7 +45,7 @@ def sources(loaded, tiny_sentences):
 
 
 def reference(model, sources, a=10, b=1.5):
-    return greedy_search(model, sources, max_len_a=a, max_len_b=b)
+    return greedy_search(model, sources, max_len_offset=a, max_len_ratio=b)
 
 
 def ct2_translator(converted, engine):

@@ -43,7 +43,8 @@ def reference(tiny_checkpoint):
     model, tokenizer, _ = load_model(tiny_checkpoint)
 
     def run(texts, a=10, b=1.5):
-        return greedy_search(model, tokenizer.encode_batch(texts), max_len_a=a, max_len_b=b)
+        sources = tokenizer.encode_batch(texts)
+        return greedy_search(model, sources, max_len_offset=a, max_len_ratio=b)
 
     return run
 
@@ -85,8 +86,8 @@ def test_peer_backends_greedy_is_pytorch_greedy(
 ):
     """Batched with one limit per batch (the largest), then cut to each sentence's own limit:
     for greedy search exactly the per-sentence rule, which the tight limits exercise."""
-    monkeypatch.setattr(backends, "MAX_LEN_A", a)
-    monkeypatch.setattr(backends, "MAX_LEN_B", b)
+    monkeypatch.setattr(backends, "MAX_LEN_OFFSET", a)
+    monkeypatch.setattr(backends, "MAX_LEN_RATIO", b)
     texts = texts_of(sentences[0])
     backend = make(engine, tiny_bundle, peer_dirs)
     backend.batch_size = 8
@@ -226,3 +227,41 @@ def test_run_prints_the_table_and_writes_json(
         assert "vs ct2-int8" in printed and "| ct2-int8 |" in printed
     else:
         assert "skipped:" in printed
+
+
+def _raw_search(tokens_per_s: float, latency_s: list[float]) -> dict:
+    return {"sentences": 2, "passes_s": [1.0], "tokens": int(tokens_per_s), "seconds": 1.0,
+            "tokens_per_s": tokens_per_s, "sentences_per_s": 2.0, "latency_s": latency_s,
+            "latency_tokens": 10, "hypotheses": ["ein hund", "eine katze"],
+            "tokens_out": [[5, 6], [7, 8]]}
+
+
+def test_results_are_typed_records_with_one_json_shape():
+    refs = ["ein hund", "eine katze"]
+    base = bench_run.EngineResult("ct2-int8", searches={
+        "1": bench_run.SearchResult.from_worker(_raw_search(200.0, [0.01, 0.01]), refs, None),
+        "4": bench_run.SearchResult.from_worker(_raw_search(100.0, [0.02]), refs, None),
+    }, peak_rss_mb=50.0)
+    ours = bench_run.EngineResult("ort-fp32", searches={
+        "1": bench_run.SearchResult.from_worker(_raw_search(100.0, [0.02, 0.03]), refs,
+                                                [[5, 6], [7, 9]]),
+        "4": bench_run.SearchResult.from_worker(_raw_search(50.0, [0.04]), refs, None),
+    }, peak_rss_mb=80.0)
+    assert ours.greedy.greedy_identical == 1 and ours.greedy.chrf == pytest.approx(100.0)
+    assert ours.greedy.batch1_steps_per_s == pytest.approx(10 / 0.05)
+    failed = bench_run.EngineResult("hf-fp32", error="exit 1: boom")
+    settings = bench_run.RunSettings("b", None, "s", 2, 2, 1, [1, 4], 1, 32, "10 + 1.5 x source",
+                                     1.0, {})
+    roof = {"step_bytes": {"fp32": 2**20, "int8": 2**19, "parameters": 1e6}, "threads": 1,
+            "dram_copy_gb_s": 1.0, "cache_copy_gb_s": 2.0, "fp32_dram_steps_per_s": 1000.0,
+            "int8_dram_steps_per_s": 2000.0, "fp32_cache_steps_per_s": 2000.0,
+            "int8_cache_steps_per_s": 4000.0}
+    run = bench_run.BenchRun({"cpu": "x"}, settings, [base, ours, failed], {}, None, roof)
+    text = bench_run.report(run)
+    assert "| ort-fp32 | 100 | 50 |" in text and "0.50x, 0.50x" in text  # against ct2-int8
+    assert "| hf-fp32 | failed: exit 1: boom |" in text and "| ort-fp32 | 200 | 20.0% |" in text
+    data = json.loads(json.dumps(run.to_json()))
+    engines = {r["engine"]: r for r in data["engines"]}
+    assert engines["hf-fp32"] == {"engine": "hf-fp32", "error": "exit 1: boom"}
+    assert "error" not in engines["ort-fp32"]
+    assert engines["ort-fp32"]["searches"]["1"]["greedy_identical"] == 1

@@ -11,7 +11,7 @@ from model.checkpoint import load_model
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
-from model.train import inverse_sqrt_lr, load_train_config, train
+from model.train import inverse_sqrt_lr, load_train_config, train, train_config_from_dict
 
 LEXICON = {
     "red": "rot",
@@ -111,18 +111,7 @@ def test_resume_continues_from_the_last_checkpoint(toy_run):
     cfg, final, _ = toy_run
     first_minutes = load_model(final)[2]["train_minutes"]
     assert first_minutes > 0
-    more = load_train_config(
-        None,
-        [
-            f"{k}={json.dumps(v)}"
-            for k, v in {
-                **cfg.__dict__,
-                "max_steps": 620,
-                "eval_every": 610,
-                "average_last": 1,
-            }.items()
-        ],
-    )
+    more = dataclasses.replace(cfg, max_steps=620, eval_every=610, average_last=1)
     last = train(more, resume=True)
     _, _, state = load_model(last)
     assert state["step"] == 620
@@ -142,9 +131,8 @@ def test_the_warm_up_schedule_rises_then_decays_as_inverse_square_root():
 
 def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
     cfg, final, _ = toy_run
-    options = {**cfg.__dict__, "out_dir": str(tmp_path / "more"), "max_steps": 620}
-    options.update(eval_every=610, rewarm_steps=40, average_last=1)
-    more = load_train_config(None, [f"{k}={json.dumps(v)}" for k, v in options.items()])
+    more = dataclasses.replace(cfg, out_dir=str(tmp_path / "more"), max_steps=620,
+                               eval_every=610, rewarm_steps=40, average_last=1)
     last = train(more, init_from=final)
     _, tok, state = load_model(last)
     start = load_model(final)[2]
@@ -159,10 +147,25 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
         first_loss = next(json.loads(line)["loss"] for line in f if '"loss"' in line)
     # The weights came along (the loss starts low) and the fresh optimizer's lr ramps up.
     assert log[0]["step"] == 620 and log[0]["loss"] < first_loss / 3
-    ramped = inverse_sqrt_lr(620, cfg.d_model, cfg.warmup_steps, cfg.lr_scale) * 20 / 40
+    ramped = inverse_sqrt_lr(620, cfg.model.d_model, cfg.warmup_steps, cfg.lr_scale) * 20 / 40
     assert log[0]["lr"] == pytest.approx(ramped)
     with pytest.raises(SystemExit, match="new out_dir"):
         train(more, init_from=final)
-    wider = dataclasses.replace(more, d_ff=256, out_dir=str(tmp_path / "wider"))
+    wider = dataclasses.replace(more, model=dataclasses.replace(more.model, d_ff=256),
+                                out_dir=str(tmp_path / "wider"))
     with pytest.raises(SystemExit, match="config"):
         train(wider, init_from=final)
+
+
+def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
+    flat = load_train_config(None, ["d_model=64", "n_heads=2", "vocab_size=100", "max_steps=5"])
+    recipe = tmp_path / "r.json"
+    recipe.write_text(json.dumps({"model": {"d_model": 64, "n_heads": 2, "vocab_size": 100},
+                                  "max_steps": 5}))
+    nested = load_train_config(str(recipe), [])
+    assert flat == nested and flat.model.d_model == 64 and flat.max_steps == 5
+    # a checkpoint's recipe (dataclasses.asdict) reads back as the same config
+    assert train_config_from_dict(dataclasses.asdict(flat)) == flat
+    assert flat.model_config(37).vocab_size == 37 and flat.model_config(37).d_ff == 1024
+    with pytest.raises(SystemExit, match="d_mdoel"):
+        load_train_config(None, ["d_mdoel=64"])

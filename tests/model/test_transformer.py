@@ -107,16 +107,17 @@ def test_checkpoint_round_trip_rebuilds_identical_outputs(model, tmp_path):
 
 def test_beam_size_one_equals_greedy_and_beam_never_scores_below_greedy(model):
     sources = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
-    greedy = greedy_search(model, sources, max_len_a=5, max_len_b=1.0)
+    greedy = greedy_search(model, sources, max_len_offset=5, max_len_ratio=1.0)
     for src, g in zip(sources, greedy, strict=True):
-        assert beam_search(model, src, beam_size=1, max_len_a=5, max_len_b=1.0)[0].tokens == g
-        hyps = beam_search(model, src, beam_size=4, n_best=3, max_len_a=5, max_len_b=1.0)
+        best = beam_search(model, src, beam_size=1, max_len_offset=5, max_len_ratio=1.0)[0]
+        assert best.tokens == g
+        hyps = beam_search(model, src, beam_size=4, n_best=3, max_len_offset=5, max_len_ratio=1.0)
         assert len(hyps) == 3
         assert [h.normalized for h in hyps] == sorted((h.normalized for h in hyps), reverse=True)
 
 
 def test_greedy_respects_the_max_length(model):
-    out = greedy_search(model, [[5, 6, 7]], max_len_a=2, max_len_b=0.0)
+    out = greedy_search(model, [[5, 6, 7]], max_len_offset=2, max_len_ratio=0.0)
     assert len(out[0]) <= 2
 
 

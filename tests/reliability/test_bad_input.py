@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as default
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -415,3 +416,109 @@ def test_catalogue_covers_both_apis() -> None:
     assert {"v1", "lt"} <= apis
     assert len(CASES) >= 100
     print(f"\nbad-input catalogue: {len(CASES)} cases")
+
+
+# ---------------------------------------------------------------- the generated sweep
+# Every field of every route, in JSON and form bodies, gets each hostile value: numbers of any
+# size, non-finite numbers, strings where numbers belong, wrong types, deep nesting, the key twice.
+# A value the field cannot take must be refused with a 4xx naming that field; any other value
+# may pass (a string for a text), but nothing may answer 5xx.
+
+HUGE = "9" * 5000  # past the 4300 digits Python's int() converts
+JSON_VALUES = {
+    "huge-int": HUGE, "huge-negative-int": "-" + HUGE, "1e400": "1e400", "NaN": "NaN",
+    "Infinity": "Infinity", "minus-Infinity": "-Infinity", "string-number": '"4"',
+    "string-word": '"abc"', "true": "true", "null": "null", "nested-200": nested(200),
+    "object": '{"a": 1}',
+}
+FORM_VALUES = {
+    "huge-int": HUGE, "1e400": "1e400", "NaN": "NaN", "Infinity": "Infinity", "minus-one": "-1",
+    "word": "abc", "empty": "",
+}
+VALID = {  # a value each field takes, for the rest of the body and for duplicated keys
+    "text": '"the dog"', "q": '"the dog"', "source": '"en"', "target": '"de"',
+    "format": '"text"', "options": "{}", "beam_size": "1", "length_penalty": "1.0",
+    "max_length": "20", "max_length_ratio": "1.5", "alternatives": "0",
+    "return_scores": "false", "api_key": json.dumps(API_KEY),
+}
+V1_FIELDS = ["text", "source", "target", "format", "options", *(
+    f"options.{name}" for name in ("beam_size", "length_penalty", "max_length",
+                                   "max_length_ratio", "alternatives", "return_scores"))]
+OPTIONAL_NUMBERS = ("beam_size", "length_penalty", "max_length", "max_length_ratio")  # null: unset
+LT_FIELDS = ["q", "source", "target", "format", "alternatives", "api_key"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    path: str
+    body: bytes
+    content_type: str
+    field: str
+    may_pass: bool  # the value is one the field takes
+
+
+def _json_body(fields: list[str], target: str, raw: str, twice: bool) -> bytes:
+    top = [f for f in fields if "." not in f and f != "options"]
+    parts = [f'"{f}": {raw if f == target else VALID[f]}' for f in top]
+    if twice and "." not in target:
+        parts.append(f'"{target}": {VALID[target]}')
+    if fields is V1_FIELDS:
+        if target == "options":
+            parts.append(f'"options": {raw}')
+        elif target.startswith("options."):
+            name = target.split(".", 1)[1]
+            inner = f'"{name}": {raw}' + (f', "{name}": {VALID[name]}' if twice else "")
+            parts.append('"options": {' + inner + "}")
+    return ("{" + ", ".join(parts) + "}").encode()
+
+
+def sweep() -> list[Sweep]:
+    out = []
+    for api, fields in (("v1", V1_FIELDS), ("lt", LT_FIELDS)):
+        for target in fields:
+            leaf = target.split(".")[-1]
+            for name, raw in {**JSON_VALUES, "duplicate-key": VALID[leaf]}.items():
+                may_pass = (
+                    (leaf in ("text", "q") and raw.startswith('"'))
+                    or (raw == "null" and leaf in ("api_key", *OPTIONAL_NUMBERS))
+                    or (leaf == "return_scores" and raw == "true"))
+                out.append(Sweep(f"{api}-json-{target}-{name}", PATHS[api],
+                                 _json_body(fields, target, raw, name == "duplicate-key"),
+                                 "application/json", target, may_pass))
+    for target in LT_FIELDS:
+        base = {f: json.loads(VALID[f]) for f in LT_FIELDS}
+        for name, value in {**FORM_VALUES, "duplicate-key": None}.items():
+            pairs = list(base.items()) + ([(target, base[target])] if value is None else [])
+            if value is not None:
+                pairs = [(k, value if k == target else v) for k, v in pairs]
+            may_pass = target == "q" or (target == "api_key" and value == "")
+            out.append(Sweep(f"lt-form-{target}-{name}", PATHS["lt"],
+                             urlencode(pairs).encode(), "application/x-www-form-urlencoded",
+                             target, may_pass))
+    return out
+
+
+SWEEP = sweep()
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=[c.name for c in SWEEP])
+def test_generated_sweep_never_answers_5xx(catalogue_server, case: Sweep) -> None:
+    r = catalogue_server.client.post(case.path, content=case.body, headers={
+        "Content-Type": case.content_type, "X-API-Key": API_KEY})
+    body = r.json()
+    assert r.status_code < 500, body
+    if not case.may_pass:
+        assert 400 <= r.status_code < 500, body
+    if r.status_code >= 400:
+        assert isinstance(body.get("error"), str) and isinstance(body.get("code"), str), body
+        assert len(json.dumps(body)) < 2000, "errors never echo a whole input back"
+        named = body.get("field") or ""
+        assert named == case.field or named.startswith((case.field + "[", case.field + ".")), body
+    assert catalogue_server.client.get("/health/live").status_code == 200
+
+
+def test_sweep_covers_every_field_of_every_route() -> None:
+    covered = {(c.path, c.content_type, c.field) for c in SWEEP}
+    assert len(covered) == len(V1_FIELDS) + 2 * len(LT_FIELDS)
+    print(f"\ngenerated sweep: {len(SWEEP)} cases")

@@ -100,3 +100,31 @@ def test_tokenizer_must_match_the_manifest(bundle):
     edit_manifest(bundle, lambda m: m["architecture"].update(vocab_size=1000))
     with pytest.raises(BundleError, match=r"sentencepiece\.model: vocabulary size"):
         Translator.from_dir(bundle, variant="int8", intra_threads=1)
+
+
+def test_older_length_rule_names_still_load(bundle):
+    """Manifests written before the rename: max_len_a was the offset, max_len_b the ratio."""
+    def legacy(m):
+        d = m["decoding"]
+        d["max_len_a"], d["max_len_b"] = d.pop("max_len_offset"), d.pop("max_len_ratio")
+        d["max_len_a"], d["max_len_b"] = 7, 0.5
+
+    edit_manifest(bundle, legacy)
+    options = Translator.from_dir(bundle, intra_threads=1).default_options
+    assert (options.max_len_offset, options.max_len_ratio) == (7, 0.5)
+
+
+def test_graph_names_are_checked_against_the_schema(bundle):
+    edit_manifest(bundle, lambda m: m["graphs"]["decoder"]["inputs"].reverse())
+    with pytest.raises(BundleError, match=r"manifest\.json: 'graphs\.decoder\.inputs'"):
+        load_bundle(bundle)
+    edit_manifest(bundle, lambda m: m.pop("graphs"))
+    with pytest.raises(BundleError, match=r"manifest\.json: 'graphs' must be an object"):
+        load_bundle(bundle)
+
+
+def test_a_graph_with_other_names_is_refused(bundle):
+    """The files must have the names the manifest promises (a graph swapped for another)."""
+    shutil.copy(bundle / "encoder.fp32.onnx", bundle / "decoder.fp32.onnx")
+    with pytest.raises(BundleError, match=r"decoder\.fp32\.onnx: graph inputs/outputs"):
+        Translator.from_dir(bundle, verify_checksums=False)

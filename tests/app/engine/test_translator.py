@@ -99,17 +99,18 @@ def test_beam_size_one_equals_greedy(translator, sources):
 
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_max_length(translator, reference, sources, beam_size):
-    """max_len_a + max_len_b * len(src) tokens at most, EOS included; capped by the positions."""
+    """max_len_offset + max_len_ratio * len(src) tokens at most, EOS included; capped by the
+    positions."""
     model, _ = reference
-    short = TranslationOptions(beam_size=beam_size, max_len_a=2, max_len_b=0.0)
+    short = TranslationOptions(beam_size=beam_size, max_len_offset=2, max_len_ratio=0.0)
     for hyps in translator.translate_ids(sources, short):
         assert len(hyps[0].tokens) <= 2
     assert any(len(h[0].tokens) == 2 for h in translator.translate_ids(sources, short))
     if beam_size == 1:
         assert [h[0].tokens for h in translator.translate_ids(sources, short)] == greedy_search(
-            model, sources, max_len_a=2, max_len_b=0.0
+            model, sources, max_len_offset=2, max_len_ratio=0.0
         )
-    long = TranslationOptions(beam_size=beam_size, max_len_a=1000, max_len_b=0.0)
+    long = TranslationOptions(beam_size=beam_size, max_len_offset=1000, max_len_ratio=0.0)
     cap = model.config.max_positions - 1
     gibberish = [[5] * 5]
     assert len(translator.translate_ids(gibberish, long)[0][0].tokens) <= cap

@@ -1,0 +1,39 @@
+"""The ONNX Runtime Translator and the test doubles are held to one interface: app.engine.Engine."""
+
+from __future__ import annotations
+
+import inspect
+
+from app.engine import Translator
+from app.engine.types import Engine
+from tests.app.fakes import FakeTranslator
+from tests.reliability.conftest import EngineDouble
+
+MEMBERS = sorted({*Engine.__annotations__, *(n for n in vars(Engine) if not n.startswith("_"))})
+
+
+def _check(engine: object) -> None:
+    assert isinstance(engine, Engine)
+    missing = [name for name in MEMBERS if not hasattr(engine, name)]
+    assert not missing, missing
+    params = list(inspect.signature(engine.translate_batch).parameters)
+    assert params[:2] == ["texts", "options"], params
+
+
+def test_translator_and_fakes_implement_the_engine_protocol(tiny_bundle) -> None:
+    assert {"default_options", "max_source_tokens", "translate_batch", "count_tokens"} <= set(
+        MEMBERS)
+    real = Translator.from_dir(tiny_bundle, intra_threads=1)
+    for engine in (real, FakeTranslator(), EngineDouble(real)):
+        _check(engine)
+    assert real.default_options.beam_size == real.manifest["decoding"]["beam_size"]
+
+
+def test_an_object_without_the_interface_is_not_an_engine() -> None:
+    class Partial:
+        name = "x"
+
+        def translate_batch(self, texts, options=None):
+            return []
+
+    assert not isinstance(Partial(), Engine)
