@@ -6,12 +6,12 @@
 Segments: the test sentences holding at least one protected span (app.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
-Each set is translated with the bundle's default decoding three ways:
+Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
-- keep: app.protect's default: placeholders stay as they are, tags, URLs and addresses become
-  `%1, %2, ...`; restored (and repaired) by app.protect.unmask;
-- keep-brace: the same with `{1}, {2}, ...` masks;
+- keep-brace (app.protect's default): placeholders stay as they are, tags, URLs, addresses and
+  code become `{1}, {2}, ...`; restored (and repaired) by app.protect.unmask;
+- keep: the same with `%1, %2, ...` masks;
 - qt / brace: every span replaced by `%1, %2, ...` or `{1}, {2}, ...`, restored the same way.
 
 Reported per set and way: the share of segments whose spans come back exactly (the same multiset
@@ -41,8 +41,8 @@ from app.protect import (
 )
 
 STYLES = {
-    "keep": KEEP_STYLE,
     "keep-brace": KEEP_BRACE_STYLE,
+    "keep": KEEP_STYLE,
     "qt": QT_STYLE,
     "brace": BRACE_STYLE,
 }

@@ -1,10 +1,20 @@
 """app.protect: which spans are masked, and how unmask repairs what a model does to masks."""
 
+import random
 from collections import Counter
 
 import pytest
 
-from app.protect import BRACE_STYLE, DEFAULT_STYLE, QT_STYLE, find_spans, mask, protect, unmask
+from app.protect import (
+    BRACE_STYLE,
+    DEFAULT_STYLE,
+    KEEP_STYLE,
+    QT_STYLE,
+    find_spans,
+    mask,
+    protect,
+    unmask,
+)
 
 
 def spans(text: str) -> list[str]:
@@ -33,12 +43,16 @@ def test_find_spans(text, expected):
 
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
     text = "Open <b>%s</b> at https://example.org/x.html, not %1."
-    m = mask(text)  # %1 is taken by the text itself: the masks skip it
-    assert m.text == "Open %2%s%3 at %4, not %1."
-    assert m.masks == ("%2", "%s", "%3", "%4", "%1")
+    m = mask(text)
+    assert m.text == "Open {1}%s{2} at {3}, not %1."
+    assert m.masks == ("{1}", "%s", "{2}", "{3}", "%1")
     assert unmask(m, m.text) == text
-    assert unmask(m, "Nicht %1: %4 %2%s%3 öffnen.") == (
+    assert unmask(m, "Nicht %1: {3} {1}%s{2} öffnen.") == (
         "Nicht %1: https://example.org/x.html <b>%s</b> öffnen.")
+    m = mask("Use {1} in <b>bold</b>")  # {1} is taken by the text itself: the masks skip it
+    assert m.text == "Use {1} in {2}bold{3}"
+    m = mask("Open <b>%s</b>, not %1.", KEEP_STYLE)
+    assert m.text == "Open %2%s%3, not %1."
 
 
 def test_qt_style_numbers_every_span_in_order_and_identity_restores():
@@ -59,17 +73,19 @@ def test_qt_style_numbers_every_span_in_order_and_identity_restores():
         ("Copy %1 to %2", None, "%2: %1 kopieren", "%2: %1 kopieren"),
         ("Move {src} to {dst}", QT_STYLE, "Nach %2 verschieben: %1",
          "Nach {dst} verschieben: {src}"),
-        ("Move <b>this</b> to <i>that</i>", None, "%3das%4 nach %1dies%2",
+        ("Move <b>this</b> to <i>that</i>", None, "{3}das{4} nach {1}dies{2}",
          "<i>das</i> nach <b>dies</b>"),
         # duplicates and mask numbers never issued are deleted
         ("Delete %s?", None, "%s %s löschen? %7", "%s löschen?"),
-        ("Delete <b>it</b>?", None, "%1es%2 löschen? %1 %7", "<b>es</b> löschen?"),
+        ("Delete <b>it</b>?", None, "{1}es{2} löschen? {1} {7}", "<b>es</b> löschen?"),
         # dropped masks come back at the edges and next to the neighbour they touched
         ("%s: file not found", None, "Datei nicht gefunden", "%s Datei nicht gefunden"),
         ("Open <b>%s</b> now", None, "Jetzt %s öffnen", "Jetzt <b>%s</b> öffnen"),
         ("Line one<br/>", None, "Zeile eins", "Zeile eins<br/>"),
+        ("Click <b>here</b> to go", KEEP_STYLE, "Klicken Sie %1hier%2, um zu gehen",
+         "Klicken Sie <b>hier</b>, um zu gehen"),  # "%2hi" is mask %2 + "hi", not a printf
         # crossed tags swap back
-        ("Click <b>here</b> to go", None, "Klicken Sie %2hier%1, um zu gehen",
+        ("Click <b>here</b> to go", None, "Klicken Sie {2}hier{1}, um zu gehen",
          "Klicken Sie <b>hier</b>, um zu gehen"),
     ],
 )
@@ -88,6 +104,15 @@ def test_every_span_survives_whatever_the_model_does():
     want = Counter(spans(text))
     for output in ["", "%1", "x %5 %4 %4 %3 %2 %1$s y", "%%", m.text[::-1], "ganz anders"]:
         assert Counter(spans(unmask(m, output))) == want, output
+    rng = random.Random(0)
+    for style in (DEFAULT_STYLE, KEEP_STYLE, QT_STYLE, BRACE_STYLE):
+        m = mask(text, style)
+        words = m.text.split(" ")
+        for _ in range(200):  # a model that drops, repeats, moves and glues words
+            out = [w for w in words if rng.random() > 0.3] + rng.sample(words, 2)
+            rng.shuffle(out)
+            out = "".join(w + rng.choice([" ", "", "%", "{"]) for w in out)
+            assert Counter(spans(unmask(m, out))) == want, (style, out)
 
 
 def test_protect_wraps_a_batch_function_and_other_mask_styles():
@@ -99,7 +124,7 @@ def test_protect_wraps_a_batch_function_and_other_mask_styles():
 
     assert protect(fake)(["open %s in <i>{dir}</i>", "plain text"]) == [
         "<i>{dir}</i> in %s open", "text plain"]
-    assert seen == ["open %s in %1{dir}%2", "plain text"]
+    assert seen == ["open %s in {1}{dir}{2}", "plain text"]
     braced = mask("open %s", BRACE_STYLE)
     assert braced.text == "open {1}"
     assert unmask(braced, "{1} öffnen") == "%s öffnen"
@@ -113,6 +138,6 @@ def test_spans_the_model_makes_up_are_deleted():
 
 def test_deleting_a_made_up_span_does_not_leave_a_new_one():
     m = mask("clobbered by <b>longjmp</b>")
-    out = unmask(m, "durch %1%%jmp%2")  # "%jm" is deleted, then "%" + "p" reads "%p": deleted
+    out = unmask(m, "durch {1}%%jmp{2}")  # "%jm" is deleted, then "%" + "p" reads "%p": deleted
     assert out.startswith("durch <b>") and Counter(spans(out)) == Counter(["<b>", "</b>"])
-    assert Counter(spans(unmask(m, "durch %%1x%2"))) == Counter(["<b>", "</b>"])
+    assert Counter(spans(unmask(m, "durch %{1}x{2}"))) == Counter(["<b>", "</b>"])
