@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import html
 import importlib
+import io
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -67,7 +69,10 @@ class DocumentTooLarge(DocumentError):
 
 @dataclass(frozen=True)
 class Limits:
+    """max_unpacked_bytes bounds what a zipped format (.docx, .odt) unpacks to (a zip bomb)."""
+
     max_bytes: int = 20 * 1024 * 1024
+    max_unpacked_bytes: int = 200 * 1024 * 1024
     max_segments: int = 50_000
     max_chars: int = 5_000_000
 
@@ -113,6 +118,8 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
             f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
             limit=limits.max_bytes,
         )
+    if data.startswith(b"PK"):
+        _check_unpacked(data, limits.max_unpacked_bytes)
     try:
         doc = handler(fmt).extract(data)
     except DocumentError:
@@ -131,6 +138,18 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
             limit=limits.max_chars,
         )
     return doc
+
+
+def _check_unpacked(data: bytes, limit: int) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        return  # the format's reader says what is wrong with it
+    if unpacked > limit:
+        raise DocumentTooLarge(
+            f"the file unpacks to {unpacked} bytes; the limit is {limit}", limit=limit
+        )
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:

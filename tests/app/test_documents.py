@@ -7,6 +7,7 @@ the tests compare structure, not wording."""
 
 import io
 import re
+import zipfile
 
 import docx
 import polib
@@ -228,6 +229,11 @@ def test_formats_limits_and_broken_files():
     assert err.value.limit == 100 and "101 bytes" in err.value.message
     with pytest.raises(DocumentTooLarge, match="3 segments; the limit is 2"):
         extract(b"a\nb\nc\n", "txt", Limits(max_segments=2))
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\0" * 2_000_000)  # a few KB packed
+    with pytest.raises(DocumentTooLarge, match="unpacks to 2000000 bytes; the limit is 1000000"):
+        extract(bomb.getvalue(), "docx", Limits(max_unpacked_bytes=1_000_000))
     with pytest.raises(InvalidDocument, match=r"\.docx"):
         extract(b"not a zip file", "docx")
     with pytest.raises(InvalidDocument, match="not UTF-8"):
