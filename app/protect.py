@@ -27,7 +27,8 @@ Restoring is robust to what a model does to masks (`unmask`):
   there in the source (only other masks or spaces between it and the edge), right after its
   source neighbour when they were adjacent and the neighbour survived, else at the word boundary
   nearest to its relative position in the source; its own spacing (glued or spaced) is kept;
-- an opening and a closing tag that come back crossed (`</b> ... <b>`) swap places;
+- an opening and a closing tag that come back crossed (`</b> ... <b>`) swap places, and a
+  space the model put just inside a pair that hugged its text in the source is deleted;
 - deleting may join neighbours into a new span ("%%jm" + "p" -> "%p"): that is deleted too,
   and an original that would read differently next to its neighbour is spaced off.
 So every original span is in the output exactly as many times as in the input (the tests and
@@ -210,12 +211,27 @@ def unmask(masked: Masked, translation: str) -> str:
     for a, b in masked.pairs:  # an opening tag must not come after its closing tag
         if placed[a] > placed[b]:
             placed[a], placed[b] = placed[b], placed[a]
+    clean, placed = _tighten_pairs(masked, clean, placed)
     out = _assemble(masked, clean, placed, spacing)
     if Counter(m.group() for m in SPAN_RE.finditer(out)) != Counter(masked.originals):
         # an original joined with a neighbour into another span ("%" + "<b>" reads "%<", "b>"):
         # space every original off
         out = _assemble(masked, clean, placed, dict.fromkeys(placed, (False, False)))
     return out
+
+
+def _tighten_pairs(
+    masked: Masked, clean: str, placed: dict[int, int]
+) -> tuple[str, dict[int, int]]:
+    """A tag pair that hugged its text in the source hugs it here too: the model's space just
+    inside `<b> word </b>` is deleted."""
+    for a, b in masked.pairs:
+        inner = [(placed[a], masked.neighbours[a][1]), (placed[b] - 1, masked.neighbours[b][0])]
+        for at, touched in sorted(inner, reverse=True):  # right first: positions stay valid
+            if placed[a] <= at < placed[b] and clean[at] == " " and touched.strip():
+                clean = clean[:at] + clean[at + 1 :]
+                placed = {i: p - 1 if p > at else p for i, p in placed.items()}
+    return clean, placed
 
 
 def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]:

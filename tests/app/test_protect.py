@@ -84,6 +84,11 @@ def test_qt_style_numbers_every_span_in_order_and_identity_restores():
         ("Line one<br/>", None, "Zeile eins", "Zeile eins<br/>"),
         ("Click <b>here</b> to go", KEEP_STYLE, "Klicken Sie %1hier%2, um zu gehen",
          "Klicken Sie <b>hier</b>, um zu gehen"),  # "%2hi" is mask %2 + "hi", not a printf
+        # a pair that hugged its text hugs it again; one that did not keeps its spaces
+        ("Click <b>Save</b> now", None, "Klicken Sie auf {1} Speichern {2} jetzt",
+         "Klicken Sie auf <b>Speichern</b> jetzt"),
+        ("Click <b> Save </b> now", None, "Klicken Sie auf {1} Speichern {2} jetzt",
+         "Klicken Sie auf <b> Speichern </b> jetzt"),
         # crossed tags swap back
         ("Click <b>here</b> to go", None, "Klicken Sie {2}hier{1}, um zu gehen",
          "Klicken Sie <b>hier</b>, um zu gehen"),
