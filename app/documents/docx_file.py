@@ -1,9 +1,10 @@
 """Word documents (.docx) with python-docx: every paragraph with text (body, tables, headers,
 footers, text boxes) is a segment. Its runs become inline tags (app.documents.inline): the run
 format covering most characters is the paragraph's base, other runs are `<g>` groups, runs
-without text (tabs, breaks, images, fields) and other inline elements (hyperlinks, bookmarks)
-are `<x/>` atoms put back where the translation has them. Rebuilt runs copy their original run's
-properties (bold, italic, font, size, colour, style), so formatting survives; paragraph
+without text (tabs, breaks, images, fields) and other inline elements (bookmarks, fields) are
+`<x/>` atoms put back where the translation has them; a hyperlink is a group around its runs.
+Rebuilt runs copy their original run's properties (bold, italic, font, size, colour, style),
+and rebuilt links their target, so formatting survives; paragraph
 properties, section and page setup, styles and everything outside paragraphs are untouched.
 Spell-check marks (w:proofErr) are dropped."""
 
@@ -18,7 +19,7 @@ from docx.oxml.ns import qn
 from lxml import etree
 
 from app.documents import Document
-from app.documents.inline import Atom, decode, encode
+from app.documents.inline import Atom, Close, Open, decode, encode
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
 
@@ -47,24 +48,46 @@ def _run_key(run) -> bytes:
     return b"" if rpr is None else etree.tostring(rpr)
 
 
+def _is_link(el) -> bool:
+    return el.tag == qn("w:hyperlink") and all(_is_text_run(c) for c in el)
+
+
 def _encode(p) -> tuple[str, list]:
-    """A paragraph -> (inline markup, its children: runs and atoms by id)."""
+    """A paragraph -> (inline markup, [its children, the runs and links inside by id, the
+    base run]). A hyperlink made of text runs is a group around its runs."""
     for mark in p.findall(qn("w:proofErr")):
         p.remove(mark)
     children = [c for c in p if c.tag != qn("w:pPr")]
+    nodes: list = []  # every element an id can name
     lengths = Counter()
     for c in children:
-        if _is_text_run(c):
-            lengths[_run_key(c)] += len(_text(c))
+        for run in c if _is_link(c) else [c]:
+            if _is_text_run(run):
+                lengths[_run_key(run)] += len(_text(run))
     base = lengths.most_common(1)[0][0] if lengths else None
+    base_run = None
     items = []
-    for k, c in enumerate(children):
-        if _is_text_run(c):
-            items.append((_text(c), None if _run_key(c) == base else k))
+
+    def add_run(run) -> None:
+        nonlocal base_run
+        nodes.append(run)
+        plain = _run_key(run) == base
+        base_run = run if plain and base_run is None else base_run
+        items.append((_text(run), None if plain else len(nodes) - 1))
+
+    for c in children:
+        if _is_link(c):
+            nodes.append(c)
+            items.append(Open(len(nodes) - 1))
+            for run in c:
+                add_run(run)
+            items.append(Close())
+        elif _is_text_run(c):
+            add_run(c)
         else:
-            items.append(Atom(k))
-    base_run = next((c for c in children if _is_text_run(c) and _run_key(c) == base), None)
-    return encode(items), [children, base_run]
+            nodes.append(c)
+            items.append(Atom(len(nodes) - 1))
+    return encode(items), [children, nodes, base_run]
 
 
 def extract(data: bytes) -> Document:
@@ -89,17 +112,27 @@ def _new_run(model, text: str):
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     document, paragraphs, states = doc.state
-    for p, (children, base_run), text in zip(paragraphs, states, translations, strict=True):
+    for p, (children, nodes, base_run), text in zip(
+        paragraphs, states, translations, strict=True
+    ):
         for c in children:
             p.remove(c)
-        atoms = [k for k, c in enumerate(children) if not _is_text_run(c)]
-        groups = [k for k, c in enumerate(children) if _is_text_run(c)]
-        for piece in decode(text, atoms, groups):
+        links = [k for k, n in enumerate(nodes) if _is_link(n)]
+        runs = [k for k, n in enumerate(nodes) if _is_text_run(n)]
+        atoms = [k for k in range(len(nodes)) if k not in links and k not in runs]
+        for piece in decode(text, atoms, links + runs):
             if isinstance(piece, Atom):
-                p.append(children[piece.id])
-            else:
-                words, ids = piece
-                p.append(_new_run(children[ids[-1]] if ids else base_run, words))
+                p.append(nodes[piece.id])
+                continue
+            words, ids = piece
+            parent, model = p, base_run
+            for k in ids:
+                if k in links:  # a fresh link with the original's target
+                    link = etree.SubElement(parent, nodes[k].tag, attrib=dict(nodes[k].attrib))
+                    parent = link
+                else:
+                    model = nodes[k]
+            parent.append(_new_run(model, words))
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()

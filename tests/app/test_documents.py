@@ -5,6 +5,7 @@ copied text, and leaves everything else (masks, placeholders, punctuation) alone
 built here with the same libraries that read them (the documents extra, which dev installs);
 the tests compare structure, not wording."""
 
+import copy
 import io
 import re
 import zipfile
@@ -13,6 +14,7 @@ import docx
 import polib
 import pytest
 import srt
+from docx.oxml.ns import qn
 from docx.shared import Pt
 from lxml import etree
 from odf import opendocument, teletype
@@ -175,6 +177,14 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
     p.add_run(" this year.")
     big = document.add_paragraph().add_run("Large red words")
     big.font.size = Pt(20)
+    linked = document.add_paragraph("Read the ")
+    link = docx.oxml.OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), linked.part.relate_to(
+        "https://example.org", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True))
+    link.append(copy.deepcopy(linked.add_run("user guide")._r))
+    linked._p.append(link)
+    linked._p.remove(linked.runs[-1]._r)
+    linked.add_run(" first.")
     table = document.add_table(rows=1, cols=2)
     table.cell(0, 0).text = "Left cell"
     table.cell(0, 1).text = "Right cell"
@@ -186,7 +196,11 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
         ("Heading 1", "launnA stluser"),
         ("List Bullet", "selaS werg yrev ylgnorts siht raey."),
         ("Normal", "egraL der sdrow"),
+        ("Normal", "daeR eht resu ediug tsrif."),
     ]
+    link = out.paragraphs[3]._p.find(qn("w:hyperlink"))
+    assert "".join(t.text for t in link.iter(qn("w:t"))) == "resu ediug"
+    assert out.part.rels[link.get(qn("r:id"))].target_ref == "https://example.org"
     runs = out.paragraphs[1].runs
     assert [(r.text, bool(r.bold)) for r in runs] == [
         ("selaS werg ", False), ("yrev ylgnorts", True), (" siht raey.", False)]
