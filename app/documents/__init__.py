@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.protect import mask, unmask
 from app.text import segment_text
 
@@ -45,26 +46,27 @@ FORMATS = {
 }
 
 
-class DocumentError(Exception):
-    """A document that cannot be translated: unknown format, unreadable, over a limit."""
+class DocumentError(ServiceError):
+    """A document that cannot be translated. Each kind is also one of the service's errors
+    (app.errors), so the API maps it like any other: unsupported format -> unsupported media
+    type, unreadable -> invalid input, over a limit -> too large."""
+
+    code = "invalid_document"
 
     def __init__(self, message: str, *, field: str = "file", limit: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-        self.limit = limit
+        super().__init__(message, field=field, limit=limit)
 
 
-class UnsupportedFormat(DocumentError):
-    pass
+class UnsupportedFormat(DocumentError, UnsupportedMediaType):
+    code = "unsupported_format"
 
 
-class InvalidDocument(DocumentError):
-    pass
+class InvalidDocument(DocumentError, InvalidInput):
+    code = "invalid_document"
 
 
-class DocumentTooLarge(DocumentError):
-    pass
+class DocumentTooLarge(DocumentError, TooLarge):
+    code = "document_too_large"
 
 
 @dataclass(frozen=True)

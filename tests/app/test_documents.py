@@ -31,6 +31,7 @@ from app.documents import (
     translate_document,
     translate_segments,
 )
+from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
 
 CALLS: list[list[str]] = []
 
@@ -236,11 +237,13 @@ def test_odt_keeps_headings_spans_styles_and_spaces():
 
 def test_formats_limits_and_broken_files():
     assert format_of("Report.DOCX") == "docx" and format_of("a/b.xlf") == "xlf"
-    with pytest.raises(UnsupportedFormat, match=r"\.exe"):
+    with pytest.raises(UnsupportedFormat, match=r"\.exe") as unsupported:
         format_of("setup.exe")
+    assert isinstance(unsupported.value, UnsupportedMediaType)
     with pytest.raises(DocumentTooLarge) as err:
         extract(b"x" * 101, "txt", Limits(max_bytes=100))
     assert err.value.limit == 100 and "101 bytes" in err.value.message
+    assert isinstance(err.value, TooLarge) and err.value.field == "file"  # mapped like the rest
     with pytest.raises(DocumentTooLarge, match="3 segments; the limit is 2"):
         extract(b"a\nb\nc\n", "txt", Limits(max_segments=2))
     bomb = io.BytesIO()
@@ -250,5 +253,6 @@ def test_formats_limits_and_broken_files():
         extract(bomb.getvalue(), "docx", Limits(max_unpacked_bytes=1_000_000))
     with pytest.raises(InvalidDocument, match=r"\.docx"):
         extract(b"not a zip file", "docx")
-    with pytest.raises(InvalidDocument, match="not UTF-8"):
+    with pytest.raises(InvalidDocument, match="not UTF-8") as invalid:
         extract(b"caf\xe9", "txt")
+    assert isinstance(invalid.value, InvalidInput)
