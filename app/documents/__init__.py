@@ -1,0 +1,202 @@
+"""Documents: read a file's translatable segments, write the same file with them translated.
+
+One module per format, each with
+
+    extract(data: bytes) -> Document       # the segments, in reading order
+    rebuild(doc: Document, translations: list[str]) -> bytes
+
+Structure, styles, formatting runs, timings and catalog metadata come from the original file;
+only segment text changes. Formatting inside a segment (a bold run in a .docx paragraph, a
+<span> in an .odt one, <b> in HTML) travels as inline tags (`<g id="3">...</g>`, `<x id="4"/>`),
+which app.protect keeps away from the model and puts back, so the runs survive translation.
+
+`translate_document` is the whole path for a service or a CLI: limits, extraction, protected
+sentence-by-sentence translation through a `translate(list[str]) -> list[str]` callable (the
+batcher, a Translator, a fake in tests), progress callbacks, rebuild.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import io
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
+from app.protect import mask, unmask
+from app.text import segment_text
+
+# extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
+FORMATS = {
+    "txt": "txt_file",
+    "html": "html_file",
+    "htm": "html_file",
+    "md": "markdown_file",
+    "srt": "srt_file",
+    "po": "po_file",
+    "pot": "po_file",
+    "xliff": "xliff_file",
+    "xlf": "xliff_file",
+    "docx": "docx_file",
+    "odt": "odt_file",
+}
+
+
+class DocumentError(ServiceError):
+    """A document that cannot be translated. Each kind is also one of the service's errors
+    (app.errors), so the API maps it like any other: unsupported format -> unsupported media
+    type, unreadable -> invalid input, over a limit -> too large."""
+
+    code = "invalid_document"
+
+    def __init__(self, message: str, *, field: str = "file", limit: int | None = None) -> None:
+        super().__init__(message, field=field, limit=limit)
+
+
+class UnsupportedFormat(DocumentError, UnsupportedMediaType):
+    code = "unsupported_format"
+
+
+class InvalidDocument(DocumentError, InvalidInput):
+    code = "invalid_document"
+
+
+class DocumentTooLarge(DocumentError, TooLarge):
+    code = "document_too_large"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """max_unpacked_bytes bounds what a zipped format (.docx, .odt) unpacks to (a zip bomb)."""
+
+    max_bytes: int = 20 * 1024 * 1024
+    max_unpacked_bytes: int = 200 * 1024 * 1024
+    max_segments: int = 50_000
+    max_chars: int = 5_000_000
+
+
+@dataclass
+class Document:
+    """segments: the texts to translate, in order; markup: they are HTML-escaped text with
+    inline tags (else plain text); state: what the format's rebuild needs (parsed tree ...)."""
+
+    format: str
+    segments: list[str]
+    state: Any = None
+    markup: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def format_of(filename: str) -> str:
+    """The format name for a file name (by extension); UnsupportedFormat if none."""
+    ext = PurePath(filename).suffix.lower().lstrip(".")
+    if ext not in FORMATS:
+        raise UnsupportedFormat(
+            f"unsupported file format {'.' + ext if ext else '(no extension)'}; "
+            f"supported: {', '.join('.' + e for e in FORMATS)}"
+        )
+    return ext
+
+
+def handler(fmt: str):
+    """The module reading and writing format `fmt` (an extension from FORMATS)."""
+    if fmt not in FORMATS:
+        raise UnsupportedFormat(f"unsupported file format {fmt!r}")
+    try:
+        return importlib.import_module(f"app.documents.{FORMATS[fmt]}")
+    except ImportError as exc:  # the optional extra is not installed
+        raise UnsupportedFormat(
+            f".{fmt} files need the 'documents' extra ({exc.name} is not installed)"
+        ) from exc
+
+
+def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
+    if len(data) > limits.max_bytes:
+        raise DocumentTooLarge(
+            f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
+            limit=limits.max_bytes,
+        )
+    if data.startswith(b"PK"):
+        _check_unpacked(data, limits.max_unpacked_bytes)
+    try:
+        doc = handler(fmt).extract(data)
+    except DocumentError:
+        raise
+    except Exception as exc:  # each library has its own errors for a broken file
+        raise InvalidDocument(f"cannot read the file as .{fmt}: {exc}") from exc
+    if len(doc.segments) > limits.max_segments:
+        raise DocumentTooLarge(
+            f"the file has {len(doc.segments)} segments; the limit is {limits.max_segments}",
+            limit=limits.max_segments,
+        )
+    chars = sum(map(len, doc.segments))
+    if chars > limits.max_chars:
+        raise DocumentTooLarge(
+            f"the file has {chars} characters to translate; the limit is {limits.max_chars}",
+            limit=limits.max_chars,
+        )
+    return doc
+
+
+def _check_unpacked(data: bytes, limit: int) -> None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            unpacked = sum(info.file_size for info in archive.infolist())
+    except zipfile.BadZipFile:
+        return  # the format's reader says what is wrong with it
+    if unpacked > limit:
+        raise DocumentTooLarge(
+            f"the file unpacks to {unpacked} bytes; the limit is {limit}", limit=limit
+        )
+
+
+def rebuild(doc: Document, translations: list[str]) -> bytes:
+    if len(translations) != len(doc.segments):
+        raise ValueError(f"expected {len(doc.segments)} translations, got {len(translations)}")
+    return handler(doc.format).rebuild(doc, translations)
+
+
+def translate_segments(
+    segments: list[str],
+    translate: Callable[[list[str]], list[str]],
+    markup: bool = False,
+    batch_size: int = 64,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
+    """Each segment split into sentences (app.text), protected spans masked (app.protect),
+    sentences sent to `translate` in batches of batch_size, everything put back together.
+    With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
+    text, the result is escaped again. progress(done, total) counts sentences."""
+    masked = [mask(seg) for seg in segments]
+    split = [segment_text(html.unescape(m.text) if markup else m.text) for m in masked]
+    sentences = [s for parts in split for s in parts.sentences]
+    out: list[str] = []
+    for start in range(0, len(sentences), batch_size):
+        out.extend(translate(sentences[start : start + batch_size]))
+        if progress:
+            progress(len(out), len(sentences))
+    if len(out) != len(sentences):
+        raise ValueError(f"translate returned {len(out)} texts for {len(sentences)}")
+    results, pos = [], 0
+    for m, parts in zip(masked, split, strict=True):
+        n = len(parts.targets)
+        text = parts.rejoin(out[pos : pos + n])
+        pos += n
+        results.append(unmask(m, html.escape(text, quote=False) if markup else text))
+    return results
+
+
+def translate_document(
+    data: bytes,
+    fmt: str,
+    translate: Callable[[list[str]], list[str]],
+    limits: Limits = Limits(),
+    progress: Callable[[int, int], None] | None = None,
+) -> bytes:
+    doc = extract(data, fmt, limits)
+    translations = translate_segments(doc.segments, translate, doc.markup, progress=progress)
+    return rebuild(doc, translations)

@@ -1,0 +1,66 @@
+"""HTML (.html, .htm): each block's text, inline tags included, is a segment.
+
+app.text's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
+stay inside their block's segment, so a sentence with a link is translated as one sentence and
+app.protect keeps the tags. Everything else (block tags, attributes, comments, script, style,
+code, translate="no") is copied byte for byte."""
+
+from __future__ import annotations
+
+import re
+
+from app.documents import Document, txt_file
+from app.documents.txt_file import decode_text
+from app.protect import INLINE_TAGS, SPAN_RE
+from app.text import _HtmlSplitter
+
+
+class _BlockSplitter(_HtmlSplitter):
+    """Marks inline tags outside verbatim elements as part of the text around them."""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        super().handle_starttag(tag, attrs)
+        if tag in INLINE_TAGS and not self.skip:
+            self.events[-1] = (self.events[-1][0], True)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        super().handle_startendtag(tag, attrs)
+        if tag in INLINE_TAGS and not self.skip:
+            self.events[-1] = (self.events[-1][0], True)
+
+    def handle_endtag(self, tag: str) -> None:
+        super().handle_endtag(tag)
+        if tag in INLINE_TAGS and not self.skip:
+            self.events[-1] = (self.events[-1][0], True)
+
+
+def chunks(source: str) -> list[tuple[str, bool]]:
+    """The source cut into (chunk, translatable) runs whose concatenation is the source."""
+    splitter = _BlockSplitter(source)
+    splitter.feed(source)
+    splitter.close()
+    events = [(0, False)] + splitter.events + [(len(source), False)]
+    out: list[tuple[str, bool]] = []
+    for (start, kind), (end, _) in zip(events, events[1:], strict=False):
+        if start >= end:
+            continue
+        if out and out[-1][1] == kind:
+            out[-1] = (out[-1][0] + source[start:end], kind)
+        else:
+            out.append((source[start:end], kind))
+    return out
+
+
+def _has_words(chunk: str) -> bool:
+    return bool(re.search(r"[^\W\d_]", SPAN_RE.sub("", chunk)))
+
+
+def extract(data: bytes) -> Document:
+    source, encoding = decode_text(data)
+    parts = chunks(source)
+    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and _has_words(chunk)]
+    segments = [parts[i][0].strip() for i in targets]
+    return Document("html", segments, ([c for c, _ in parts], targets, encoding), markup=True)
+
+
+rebuild = txt_file.rebuild  # the same state: (parts, translated part indices, encoding)

@@ -1,0 +1,91 @@
+"""Formatting inside a paragraph as inline tags, and back.
+
+A paragraph is a sequence of text with a formatting reference (a run, a span) and atoms
+(anything that is not text: a tab, an image, a field). It becomes one escaped string:
+
+    [("Save ", None), ("now", 1), Atom(2), ("!", None)]  ->  'Save <g id="1">now</g><x id="2"/>!'
+
+`None` is the paragraph's base formatting (bare text). Groups may nest (an .odt span inside a
+span). app.protect masks the tags, so the model sees `Save %1now%2%3!`, and `decode` turns the
+translated string back into the same kind of sequence, each text piece with its innermost group
+(or None) and each atom in its new place. Tags the model lost were re-inserted by unmask, so
+decoding never fails on a well-formed translation; it also tolerates a stray closing tag and
+drops ids it was not given.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Atom:
+    id: int
+
+
+@dataclass(frozen=True)
+class Open:
+    id: int
+
+
+@dataclass(frozen=True)
+class Close:
+    pass
+
+
+Item = tuple[str, "int | None"] | Atom | Open | Close
+_TOKEN = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
+
+
+def encode(items: list[Item]) -> str:
+    """Items -> escaped text with inline tags. Text items are (text, group id or None);
+    Open/Close mark a nested group explicitly (text inside them uses group None)."""
+    out = []
+    for item in items:
+        if isinstance(item, Atom):
+            out.append(f'<x id="{item.id}"/>')
+        elif isinstance(item, Open):
+            out.append(f'<g id="{item.id}">')
+        elif isinstance(item, Close):
+            out.append("</g>")
+        else:
+            text, group = item
+            escaped = html.escape(text, quote=False)
+            out.append(escaped if group is None else f'<g id="{group}">{escaped}</g>')
+    return "".join(out)
+
+
+def decode(
+    markup: str, atoms: Collection[int], groups: Collection[int]
+) -> list[tuple[str, tuple[int, ...]] | Atom]:
+    """Escaped text with inline tags -> pieces: (text, ids of the open groups, outermost
+    first) and Atoms, in order. Only the given atom and group ids count (others are dropped);
+    each atom comes once, an atom the markup lost comes at the end; empty texts are dropped."""
+    out: list[tuple[str, tuple[int, ...]] | Atom] = []
+    stack: list[int] = []
+    pos = 0
+    for m in _TOKEN.finditer(markup):
+        if m.start() > pos:
+            out.append((html.unescape(markup[pos : m.start()]), tuple(stack)))
+        pos = m.end()
+        if m.group(1) is not None:
+            stack.append(int(m.group(1)))
+        elif m.group(2) is not None:
+            out.append(Atom(int(m.group(2))))
+        elif stack:
+            stack.pop()
+    if pos < len(markup):
+        out.append((html.unescape(markup[pos:]), tuple(stack)))
+    seen: set[int] = set()
+    pieces: list[tuple[str, tuple[int, ...]] | Atom] = []
+    for piece in out:
+        if isinstance(piece, Atom):
+            if piece.id in atoms and piece.id not in seen:
+                seen.add(piece.id)
+                pieces.append(piece)
+        elif piece[0]:
+            pieces.append((piece[0], tuple(g for g in piece[1] if g in groups)))
+    return pieces + [Atom(k) for k in sorted(set(atoms) - seen)]

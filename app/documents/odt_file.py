@@ -1,0 +1,88 @@
+"""OpenDocument text (.odt) with odfpy: every paragraph and heading with text is a segment.
+Spans (text:span, text:a) become `<g>` groups, nested as they were; other elements inside a
+paragraph (text:s spaces, tabs, line breaks, notes, frames, bookmarks, fields) are `<x/>` atoms
+put back where the translation has them. Rebuilt spans copy their original's name and
+attributes (so their style), and styles, page layout and metadata are untouched."""
+
+from __future__ import annotations
+
+import io
+
+from odf import opendocument
+from odf import text as odftext
+from odf.element import Element, Node
+from odf.element import Text as TextNode
+from odf.namespaces import TEXTNS
+
+from app.documents import Document
+from app.documents.inline import Atom, Close, Open, decode, encode
+
+_GROUPS = {(TEXTNS, "span"), (TEXTNS, "a")}
+
+
+def _text_of(node) -> str:
+    if node.nodeType == Node.TEXT_NODE:
+        return node.data
+    return "".join(_text_of(c) for c in node.childNodes)
+
+
+def _items(node, nodes: list, items: list) -> None:
+    """node's children -> inline items; nodes collects every element by its id."""
+    for child in list(node.childNodes):
+        if child.nodeType == Node.TEXT_NODE:
+            items.append((child.data, None))
+            continue
+        nodes.append(child)
+        k = len(nodes) - 1
+        if child.qname in _GROUPS:
+            items.append(Open(k))
+            _items(child, nodes, items)
+            items.append(Close())
+        else:
+            items.append(Atom(k))
+
+
+def _paragraphs(document) -> list:
+    found = document.getElementsByType(odftext.P) + document.getElementsByType(odftext.H)
+    return [p for p in found if _text_of(p).strip()]
+
+
+def extract(data: bytes) -> Document:
+    document = opendocument.load(io.BytesIO(data))
+    paragraphs = _paragraphs(document)
+    segments, states = [], []
+    for p in paragraphs:
+        nodes, items = [], []
+        _items(p, nodes, items)
+        segments.append(encode(items))
+        states.append(nodes)
+    return Document("odt", segments, (document, paragraphs, states), markup=True)
+
+
+def _shallow_copy(el):
+    return Element(qname=el.qname, qattributes=dict(el.attributes), check_grammar=False)
+
+
+def rebuild(doc: Document, translations: list[str]) -> bytes:
+    document, paragraphs, states = doc.state
+    for p, nodes, text in zip(paragraphs, states, translations, strict=True):
+        for child in list(p.childNodes):
+            if child.nodeType == Node.ELEMENT_NODE:
+                p.removeChild(child)  # also updates the document's element caches
+        p.childNodes.clear()  # the text nodes (odfpy's removeChild refuses them)
+        groups = [k for k, n in enumerate(nodes) if n.qname in _GROUPS]
+        atoms = [k for k, n in enumerate(nodes) if n.qname not in _GROUPS]
+        for piece in decode(text, atoms, groups):
+            if isinstance(piece, Atom):
+                p.appendChild(nodes[piece.id])
+                continue
+            words, ids = piece
+            parent = p
+            for g in ids:  # the piece's spans, outermost first, each a fresh copy
+                span = _shallow_copy(nodes[g])
+                parent.appendChild(span)
+                parent = span
+            parent.appendChild(TextNode(words))
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()

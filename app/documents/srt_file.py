@@ -1,0 +1,24 @@
+"""SubRip subtitles (.srt) with the srt library: each subtitle's text is a segment; numbering,
+timings and line breaks inside a subtitle stay."""
+
+from __future__ import annotations
+
+import srt as srtlib
+
+from app.documents import Document
+from app.documents.txt_file import decode_text
+
+
+def extract(data: bytes) -> Document:
+    text, encoding = decode_text(data)
+    subtitles = list(srtlib.parse(text))
+    return Document("srt", [s.content for s in subtitles], (subtitles, encoding))
+
+
+def rebuild(doc: Document, translations: list[str]) -> bytes:
+    subtitles, encoding = doc.state
+    out = [
+        srtlib.Subtitle(s.index, s.start, s.end, text, s.proprietary)
+        for s, text in zip(subtitles, translations, strict=True)
+    ]
+    return srtlib.compose(out, reindex=False, strict=False).encode(encoding)

@@ -1,0 +1,48 @@
+"""Plain text (.txt): every non-blank line is a segment; line breaks and indentation stay."""
+
+from __future__ import annotations
+
+import re
+
+from app.documents import Document, InvalidDocument
+
+_LINE = re.compile(r"(\r\n|\n|\r)")
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """UTF-8 (with or without a BOM) or UTF-16 with a BOM -> (text, encoding)."""
+    for bom, encoding in ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"),
+                          (b"\xfe\xff", "utf-16")):
+        if data.startswith(bom):
+            return data.decode(encoding), encoding
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError as exc:
+        raise InvalidDocument(f"the file is not UTF-8 text (byte {exc.start})") from exc
+
+
+def split_lines(text: str) -> tuple[list[str], list[int]]:
+    """Parts (lines and line breaks, in order) and the indices of the parts to translate."""
+    parts = _LINE.split(text)
+    return parts, [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
+
+
+def extract(data: bytes) -> Document:
+    text, encoding = decode_text(data)
+    parts, targets = split_lines(text)
+    return Document("txt", [parts[i].strip() for i in targets], (parts, targets, encoding))
+
+
+def replace_stripped(original: str, translation: str) -> str:
+    """translation with the leading and trailing whitespace of original."""
+    lead = original[: len(original) - len(original.lstrip())]
+    trail = original[len(original.rstrip()) :]
+    return lead + translation.strip() + trail
+
+
+def rebuild(doc: Document, translations: list[str]) -> bytes:
+    parts, targets, encoding = doc.state
+    parts = list(parts)
+    for i, text in zip(targets, translations, strict=True):
+        parts[i] = replace_stripped(parts[i], text)
+    return "".join(parts).encode(encoding)

@@ -1,0 +1,134 @@
+"""Do placeholders, tags, URLs and addresses survive translation? Raw against app.protect's masks.
+
+    python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
+        --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
+
+Segments: the test sentences holding at least one protected span (app.protect.find_spans), and
+--synthetic sentences made from span-free test sentences by adding an inline tag pair around the
+first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
+Each set is translated with the bundle's default decoding (beam 4) five ways:
+
+- raw: the sentence as it is;
+- keep-brace (app.protect's default): placeholders stay as they are, tags, URLs, addresses and
+  code become `{1}, {2}, ...`; restored (and repaired) by app.protect.unmask;
+- keep: the same with `%1, %2, ...` masks;
+- qt / brace: every span replaced by `%1, %2, ...` or `{1}, {2}, ...`, restored the same way.
+
+Reported per set and way: the share of segments whose spans come back exactly (the same multiset
+of span strings), for masks also the share where the model itself returned every mask exactly
+once (before unmask repairs anything), and chrF against the reference where there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+from app.engine import Translator
+from app.protect import (
+    BRACE_STYLE,
+    KEEP_BRACE_STYLE,
+    KEEP_STYLE,
+    QT_STYLE,
+    SPAN_RE,
+    MaskStyle,
+    find_spans,
+    mask,
+    unmask,
+)
+
+STYLES = {
+    "keep-brace": KEEP_BRACE_STYLE,
+    "keep": KEEP_STYLE,
+    "qt": QT_STYLE,
+    "brace": BRACE_STYLE,
+}
+_ADDITIONS = (
+    lambda s: "<b>" + s.replace(" ", "</b> ", 1) if " " in s else f"<b>{s}</b>",
+    lambda s: f"{s.rstrip('.')}: see https://example.org/docs/setup.html for details.",
+    lambda s: f"{s.rstrip('.')}. Write to support@example.org if it fails.",
+)
+
+
+def spans_of(text: str) -> Counter:
+    return Counter(text[s.start : s.end] for s in find_spans(text))
+
+
+def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int) -> dict[str, tuple]:
+    sources = src.read_text(encoding="utf-8").splitlines()
+    refs = ref.read_text(encoding="utf-8").splitlines() if ref else [None] * len(sources)
+    with_spans = [(s, r) for s, r in zip(sources, refs, strict=True) if find_spans(s)]
+    plain = [s for s in sources if not find_spans(s) and 4 <= len(s.split()) <= 25]
+    made = [_ADDITIONS[i % len(_ADDITIONS)](s) for i, s in enumerate(plain[:synthetic])]
+    if limit:
+        with_spans = with_spans[:limit]
+    return {
+        "test split": ([s for s, _ in with_spans], [r for _, r in with_spans]),
+        "synthetic markup/URL/e-mail": (made, [None] * len(made)),
+    }
+
+
+def chrf(hyps: list[str], refs: list[str | None]) -> float | None:
+    pairs = [(h, r) for h, r in zip(hyps, refs, strict=True) if r is not None]
+    if not pairs:
+        return None
+    import sacrebleu
+
+    return round(sacrebleu.corpus_chrf([h for h, _ in pairs], [[r for _, r in pairs]]).score, 1)
+
+
+def measure(translator: Translator, sources: list[str], refs: list, style: MaskStyle | None):
+    t0 = time.perf_counter()
+    if style is None:
+        outputs = [r.text for r in translator.translate_batch(sources)]
+        model_ok = None
+    else:
+        masked = [mask(s, style) for s in sources]
+        raw = [r.text for r in translator.translate_batch([m.text for m in masked])]
+        outputs = [unmask(m, out) for m, out in zip(masked, raw, strict=True)]
+        model_ok = sum(
+            Counter(x.group() for x in SPAN_RE.finditer(out)) == Counter(m.masks)
+            for m, out in zip(masked, raw, strict=True)
+        ) / len(sources)
+    exact = sum(spans_of(s) == spans_of(o) for s, o in zip(sources, outputs, strict=True))
+    return {
+        "segments": len(sources),
+        "spans_survive": round(exact / len(sources), 4),
+        "model_returned_masks": None if model_ok is None else round(model_ok, 4),
+        "chrF": chrf(outputs, refs),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }, outputs
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", default="bundles/en-de")
+    ap.add_argument("--src", type=Path, default=Path("data/en-de-v2/test.en"))
+    ap.add_argument("--ref", type=Path, default=None, help="default: --src with .de")
+    ap.add_argument("--limit", type=int, default=0, help="test-split segments (0: all)")
+    ap.add_argument("--synthetic", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--examples", type=int, default=0, help="print this many failures per way")
+    args = ap.parse_args(argv)
+    ref = args.ref or (args.src.with_suffix(".de") if args.src.suffix == ".en" else None)
+    translator = Translator.from_dir(args.bundle, intra_threads=args.threads, inter_threads=1)
+    report = {}
+    for name, (sources, refs) in test_sets(args.src, ref, args.limit, args.synthetic).items():
+        for way, style in [("raw", None), *STYLES.items()]:
+            row, outputs = measure(translator, sources, refs, style)
+            report[f"{name} / {way}"] = row
+            print(f"{name:30} {way:6} {json.dumps(row)}", flush=True)
+            lost = [(s, o) for s, o in zip(sources, outputs, strict=True)
+                    if spans_of(s) != spans_of(o)]
+            for s, o in lost[: args.examples]:
+                print(f"    {s!r}\n -> {o!r}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""app.documents: each format round-trips through a fake translator with its structure intact.
+
+The fake reverses every run of two or more letters, so a test can tell translated text from
+copied text, and leaves everything else (masks, placeholders, punctuation) alone. Documents are
+built here with the same libraries that read them (the documents extra, which dev installs);
+the tests compare structure, not wording."""
+
+import copy
+import io
+import re
+import zipfile
+
+import docx
+import polib
+import pytest
+import srt
+from docx.oxml.ns import qn
+from docx.shared import Pt
+from lxml import etree
+from odf import opendocument, teletype
+from odf import text as odftext
+from odf.style import Style, TextProperties
+
+from app.documents import (
+    DocumentTooLarge,
+    InvalidDocument,
+    Limits,
+    UnsupportedFormat,
+    extract,
+    format_of,
+    translate_document,
+    translate_segments,
+)
+from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+
+CALLS: list[list[str]] = []
+
+
+def fake(texts: list[str]) -> list[str]:
+    CALLS.append(list(texts))
+    return [re.sub(r"[^\W\d_]{2,}", lambda m: m.group()[::-1], t) for t in texts]
+
+
+def run(data: bytes, fmt: str) -> bytes:
+    return translate_document(data, fmt, fake)
+
+
+def test_txt_keeps_lines_indentation_and_line_endings():
+    src = "Hello world.\r\n\r\n    Indented line here\nOpen %s now.  Then close it\n"
+    out = run(src.encode(), "txt").decode()
+    assert out == "olleH dlrow.\r\n\r\n    detnednI enil ereh\nnepO %s won.  nehT esolc ti\n"
+    assert CALLS[-1] == ["Hello world.", "Indented line here", "Open %s now.", "Then close it"]
+
+
+def test_translate_segments_reports_progress_and_escapes_markup():
+    seen = []
+    out = translate_segments(
+        ["Fish &amp; chips are <b>good</b>.", "Tom said so. Ann agreed."],
+        fake, markup=True, batch_size=2, progress=lambda done, total: seen.append((done, total)),
+    )
+    assert out == ["hsiF &amp; spihc era <b>doog</b>.", "moT dias os. nnA deerga."]
+    assert seen == [(2, 3), (3, 3)]
+
+
+def test_html_keeps_inline_tags_inside_sentences_and_skips_code():
+    src = (
+        '<!DOCTYPE html><html><head><title>My page</title><style>p {color: red}</style></head>'
+        '<body><h1 class="x">Main title</h1><p>Click <a href="/go">this link</a> to go.</p>'
+        '<pre>keep this code</pre><p translate="no">Brand name</p><ul><li>One item</li></ul>'
+        '</body></html>'
+    )
+    doc = extract(src.encode(), "html")
+    assert doc.segments == ["My page", "Main title", 'Click <a href="/go">this link</a> to go.',
+                            "One item"]
+    out = run(src.encode(), "html").decode()
+    assert '<p>kcilC <a href="/go">siht knil</a> ot og.</p>' in out
+    assert "<pre>keep this code</pre>" in out and "<style>p {color: red}</style>" in out
+    assert '<p translate="no">Brand name</p>' in out
+    assert '<h1 class="x">niaM eltit</h1>' in out
+
+
+def test_markdown_keeps_markers_code_tables_and_link_targets():
+    src = (
+        "# Getting started\n\n"
+        "- Install the [server](docs/setup.md) first\n"
+        "1. Run `nmt serve` now\n\n"
+        "```bash\nnmt serve --port 8000\n```\n\n"
+        "| Name | Meaning |\n|------|---------|\n| port | the port |\n\n"
+        "[docs]: https://example.org/docs\n"
+    )
+    out = run(src.encode(), "md").decode()
+    assert out == (
+        "# gnitteG detrats\n\n"
+        "- llatsnI eht [revres](docs/setup.md) tsrif\n"
+        "1. nuR `nmt serve` won\n\n"
+        "```bash\nnmt serve --port 8000\n```\n\n"
+        "| emaN | gninaeM |\n|------|---------|\n| trop | eht trop |\n\n"
+        "[docs]: https://example.org/docs\n"
+    )
+
+
+def test_srt_keeps_numbering_timings_and_line_breaks():
+    src = (
+        "1\n00:00:01,000 --> 00:00:02,500\nHello there\nGeneral Kenobi\n\n"
+        "7\n00:01:00,000 --> 00:01:03,000\n<i>Whispering</i> now\n\n"
+    )
+    out = list(srt.parse(run(src.encode(), "srt").decode()))
+    before = list(srt.parse(src))
+    assert [(s.index, s.start, s.end) for s in out] == [(s.index, s.start, s.end) for s in before]
+    assert [s.content for s in out] == ["olleH ereht\nlareneG iboneK", "<i>gnirepsihW</i> won"]
+
+
+def test_po_fills_msgstr_and_keeps_catalog_metadata():
+    catalog = polib.POFile()
+    catalog.metadata = {
+        "Project-Id-Version": "demo 1.0",
+        "Content-Type": "text/plain; charset=UTF-8",
+        "Plural-Forms": "nplurals=2; plural=(n != 1);",
+    }
+    catalog.append(polib.POEntry(msgid="Open file", msgctxt="menu", comment="File menu",
+                                 tcomment="keep short", occurrences=[("main.c", "12")]))
+    catalog.append(polib.POEntry(msgid="Copy %s to %d places", flags=["c-format"]))
+    catalog.append(polib.POEntry(msgid="one file", msgid_plural="%d files",
+                                 msgstr_plural={0: "", 1: ""}))
+    catalog.append(polib.POEntry(msgid="Old text", msgstr="Alter Text", obsolete=True))
+    out = polib.pofile(run(str(catalog).encode(), "po").decode())
+    assert out.metadata == catalog.metadata
+    first, second, plural, old = out
+    assert (first.msgctxt, first.comment, first.tcomment, first.occurrences) == (
+        "menu", "File menu", "keep short", [("main.c", "12")])
+    assert first.msgstr == "nepO elif"
+    assert second.flags == ["c-format"] and second.msgstr == "ypoC %s ot %d secalp"
+    assert plural.msgstr_plural == {0: "eno elif", 1: "%d selif"}
+    assert old.obsolete and old.msgstr == "Alter Text"
+
+
+XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file source-language="en" target-language="de" datatype="plaintext" original="app">
+    <body>
+      <trans-unit id="greeting">
+        <source>Hello <g id="1">dear</g> friend<x id="2"/></source></trans-unit>
+      <trans-unit id="save"><source>Save file</source><target state="new">old</target>
+        <note>A button</note></trans-unit>
+    </body>
+  </file>
+</xliff>"""
+
+XLIFF20 = b"""<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="en">
+  <file id="f1"><unit id="u1"><segment><source>Press <pc id="1">Enter</pc> now</source></segment>
+  </unit></file></xliff>"""
+
+
+def test_xliff_writes_targets_with_inline_elements():
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    root = etree.fromstring(run(XLIFF12, "xliff"))
+    greeting, save = root.findall(".//x:trans-unit", ns)
+    target = greeting.find("x:target", ns)
+    assert etree.tostring(target, encoding="unicode").split(">", 1)[1] == (
+        'olleH <g id="1">raed</g> dneirf<x id="2"/></target>')
+    assert greeting.find("x:source", ns).text == "Hello "  # the source is untouched
+    assert save.find("x:target", ns).get("state") == "new"
+    assert save.find("x:target", ns).text == "evaS elif"
+    assert save.find("x:note", ns).text == "A button"
+    root = etree.fromstring(run(XLIFF20, "xlf"))
+    target = root.find(".//{urn:oasis:names:tc:xliff:document:2.0}target")
+    assert target.text == "sserP " and target[0].text == "retnE" and target[0].tail == " won"
+
+
+def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
+
+    document = docx.Document()
+    document.sections[0].header.paragraphs[0].text = "Company report"
+    document.add_heading("Annual results", level=1)
+    p = document.add_paragraph("Sales grew ", style="List Bullet")
+    bold = p.add_run("very strongly")
+    bold.bold = True
+    p.add_run(" this year.")
+    big = document.add_paragraph().add_run("Large red words")
+    big.font.size = Pt(20)
+    linked = document.add_paragraph("Read the ")
+    link = docx.oxml.OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), linked.part.relate_to(
+        "https://example.org", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True))
+    link.append(copy.deepcopy(linked.add_run("user guide")._r))
+    linked._p.append(link)
+    linked._p.remove(linked.runs[-1]._r)
+    linked.add_run(" first.")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Left cell"
+    table.cell(0, 1).text = "Right cell"
+    buf = io.BytesIO()
+    document.save(buf)
+
+    out = docx.Document(io.BytesIO(run(buf.getvalue(), "docx")))
+    assert [(q.style.name, q.text) for q in out.paragraphs] == [
+        ("Heading 1", "launnA stluser"),
+        ("List Bullet", "selaS werg yrev ylgnorts siht raey."),
+        ("Normal", "egraL der sdrow"),
+        ("Normal", "daeR eht resu ediug tsrif."),
+    ]
+    link = out.paragraphs[3]._p.find(qn("w:hyperlink"))
+    assert "".join(t.text for t in link.iter(qn("w:t"))) == "resu ediug"
+    assert out.part.rels[link.get(qn("r:id"))].target_ref == "https://example.org"
+    runs = out.paragraphs[1].runs
+    assert [(r.text, bool(r.bold)) for r in runs] == [
+        ("selaS werg ", False), ("yrev ylgnorts", True), (" siht raey.", False)]
+    assert out.paragraphs[2].runs[0].font.size == Pt(20)
+    assert [c.text for c in out.tables[0].rows[0].cells] == ["tfeL llec", "thgiR llec"]
+    assert out.sections[0].header.paragraphs[0].text == "ynapmoC troper"
+
+
+def test_odt_keeps_headings_spans_styles_and_spaces():
+
+    document = opendocument.OpenDocumentText()
+    strong = Style(name="Strong", family="text")
+    strong.addElement(TextProperties(fontweight="bold"))
+    document.automaticstyles.addElement(strong)
+    document.text.addElement(odftext.H(outlinelevel=1, text="Quarterly plan"))
+    p = odftext.P(text="We ship ")
+    p.addElement(odftext.Span(stylename=strong, text="next week"))
+    teletype.addTextToElement(p, " and   relax.")  # the run of spaces becomes text:s
+    document.text.addElement(p)
+    buf = io.BytesIO()
+    document.write(buf)
+
+    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    heading, para = out.getElementsByType(odftext.H) + out.getElementsByType(odftext.P)
+    assert teletype.extractText(heading) == "ylretrauQ nalp"
+    assert heading.getAttribute("outlinelevel") == "1"
+    spans = para.getElementsByType(odftext.Span)
+    assert [(s.getAttribute("stylename"), teletype.extractText(s)) for s in spans] == [
+        ("Strong", "txen keew")]
+    assert len(para.getElementsByType(odftext.S)) == 1
+    assert teletype.extractText(para).startswith("eW pihs txen keew dna")
+
+
+def test_formats_limits_and_broken_files():
+    assert format_of("Report.DOCX") == "docx" and format_of("a/b.xlf") == "xlf"
+    with pytest.raises(UnsupportedFormat, match=r"\.exe") as unsupported:
+        format_of("setup.exe")
+    assert isinstance(unsupported.value, UnsupportedMediaType)
+    with pytest.raises(DocumentTooLarge) as err:
+        extract(b"x" * 101, "txt", Limits(max_bytes=100))
+    assert err.value.limit == 100 and "101 bytes" in err.value.message
+    assert isinstance(err.value, TooLarge) and err.value.field == "file"  # mapped like the rest
+    with pytest.raises(DocumentTooLarge, match="3 segments; the limit is 2"):
+        extract(b"a\nb\nc\n", "txt", Limits(max_segments=2))
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\0" * 2_000_000)  # a few KB packed
+    with pytest.raises(DocumentTooLarge, match="unpacks to 2000000 bytes; the limit is 1000000"):
+        extract(bomb.getvalue(), "docx", Limits(max_unpacked_bytes=1_000_000))
+    with pytest.raises(InvalidDocument, match=r"\.docx"):
+        extract(b"not a zip file", "docx")
+    with pytest.raises(InvalidDocument, match="not UTF-8") as invalid:
+        extract(b"caf\xe9", "txt")
+    assert isinstance(invalid.value, InvalidInput)

@@ -1,0 +1,148 @@
+"""app.protect: which spans are masked, and how unmask repairs what a model does to masks."""
+
+import random
+from collections import Counter
+
+import pytest
+
+from app.protect import (
+    BRACE_STYLE,
+    DEFAULT_STYLE,
+    KEEP_STYLE,
+    QT_STYLE,
+    find_spans,
+    mask,
+    protect,
+    unmask,
+)
+
+
+def spans(text: str) -> list[str]:
+    return [text[s.start : s.end] for s in find_spans(text)]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Copy %s to %1$d of %(count)d", ["%s", "%1$d", "%(count)d"]),
+        ("Hello {name}, item {0} of {}", ["{name}", "{0}", "{}"]),
+        ("Set ${HOME} or $(CC) and $1", ["${HOME}", "$(CC)", "$1"]),
+        ("%PRODUCTNAME could not open %1", ["%PRODUCTNAME", "%1"]),
+        ("%<const%> and %qE and %m", ["%<", "%>", "%qE", "%m"]),
+        ("Click <b>here</b> or <a href=\"x.html\">there</a><br/>",
+         ["<b>", "</b>", '<a href="x.html">', "</a>", "<br/>"]),
+        ("See https://example.org/a?b=1. Or www.example.com, then", [
+            "https://example.org/a?b=1", "www.example.com"]),
+        ("Mail first.last+tag@mail.example.de today", ["first.last+tag@mail.example.de"]),
+        ("100% sure, 50 %, a <name of file> and <div>", []),  # not spans
+    ],
+)
+def test_find_spans(text, expected):
+    assert spans(text) == expected
+
+
+def test_placeholders_stay_and_other_spans_get_numbered_masks():
+    text = "Open <b>%s</b> at https://example.org/x.html, not %1."
+    m = mask(text)
+    assert m.text == "Open {1}%s{2} at {3}, not %1."
+    assert m.masks == ("{1}", "%s", "{2}", "{3}", "%1")
+    assert unmask(m, m.text) == text
+    assert unmask(m, "Nicht %1: {3} {1}%s{2} öffnen.") == (
+        "Nicht %1: https://example.org/x.html <b>%s</b> öffnen.")
+    m = mask("Use {1} in <b>bold</b>")  # {1} is taken by the text itself: the masks skip it
+    assert m.text == "Use {1} in {2}bold{3}"
+    m = mask("Open <b>%s</b>, not %1.", KEEP_STYLE)
+    assert m.text == "Open %2%s%3, not %1."
+
+
+def test_qt_style_numbers_every_span_in_order_and_identity_restores():
+    text = "Open <b>%s</b> at https://example.org/x.html."
+    m = mask(text, QT_STYLE)
+    assert m.text == "Open %1%2%3 at %4."
+    assert m.originals == ("<b>", "%s", "</b>", "https://example.org/x.html")
+    assert m.pairs == ((0, 2),)
+    assert unmask(m, m.text) == text
+    assert mask("no spans here").count == 0
+    assert unmask(mask("no spans"), "keine Spannen") == "keine Spannen"
+
+
+@pytest.mark.parametrize(
+    "source, style, output, expected",
+    [
+        # reordered masks keep their identity
+        ("Copy %1 to %2", None, "%2: %1 kopieren", "%2: %1 kopieren"),
+        ("Move {src} to {dst}", QT_STYLE, "Nach %2 verschieben: %1",
+         "Nach {dst} verschieben: {src}"),
+        ("Move <b>this</b> to <i>that</i>", None, "{3}das{4} nach {1}dies{2}",
+         "<i>das</i> nach <b>dies</b>"),
+        # duplicates and mask numbers never issued are deleted
+        ("Delete %s?", None, "%s %s löschen? %7", "%s löschen?"),
+        ("Delete <b>it</b>?", None, "{1}es{2} löschen? {1} {7}", "<b>es</b> löschen?"),
+        # dropped masks come back at the edges and next to the neighbour they touched
+        ("%s: file not found", None, "Datei nicht gefunden", "%s Datei nicht gefunden"),
+        ("Open <b>%s</b> now", None, "Jetzt %s öffnen", "Jetzt <b>%s</b> öffnen"),
+        ("Line one<br/>", None, "Zeile eins", "Zeile eins<br/>"),
+        ("Click <b>here</b> to go", KEEP_STYLE, "Klicken Sie %1hier%2, um zu gehen",
+         "Klicken Sie <b>hier</b>, um zu gehen"),  # "%2hi" is mask %2 + "hi", not a printf
+        # a pair that hugged its text hugs it again; one that did not keeps its spaces
+        ("Click <b>Save</b> now", None, "Klicken Sie auf {1} Speichern {2} jetzt",
+         "Klicken Sie auf <b>Speichern</b> jetzt"),
+        ("Click <b> Save </b> now", None, "Klicken Sie auf {1} Speichern {2} jetzt",
+         "Klicken Sie auf <b> Speichern </b> jetzt"),
+        # crossed tags swap back
+        ("Click <b>here</b> to go", None, "Klicken Sie {2}hier{1}, um zu gehen",
+         "Klicken Sie <b>hier</b>, um zu gehen"),
+    ],
+)
+def test_unmask_repairs(source, style, output, expected):
+    assert unmask(mask(source, style or DEFAULT_STYLE), output) == expected
+
+
+def test_a_dropped_mask_in_the_middle_goes_to_a_word_boundary():
+    out = unmask(mask("Size: %d KB"), "Größe: KB")
+    assert out.count("%d") == 1 and "  " not in out
+
+
+def test_every_span_survives_whatever_the_model_does():
+    text = "Copy %1$s to <i>%2$s</i> (see https://example.org, ${DIR}) %%"
+    m = mask(text)
+    want = Counter(spans(text))
+    for output in ["", "%1", "x %5 %4 %4 %3 %2 %1$s y", "%%", m.text[::-1], "ganz anders"]:
+        assert Counter(spans(unmask(m, output))) == want, output
+    rng = random.Random(0)
+    for style in (DEFAULT_STYLE, KEEP_STYLE, QT_STYLE, BRACE_STYLE):
+        m = mask(text, style)
+        words = m.text.split(" ")
+        for _ in range(200):  # a model that drops, repeats, moves and glues words
+            out = [w for w in words if rng.random() > 0.3] + rng.sample(words, 2)
+            rng.shuffle(out)
+            out = "".join(w + rng.choice([" ", "", "%", "{"]) for w in out)
+            assert Counter(spans(unmask(m, out))) == want, (style, out)
+
+
+def test_protect_wraps_a_batch_function_and_other_mask_styles():
+    seen = []
+
+    def fake(texts):
+        seen.extend(texts)
+        return [" ".join(reversed(t.split())) for t in texts]
+
+    assert protect(fake)(["open %s in <i>{dir}</i>", "plain text"]) == [
+        "<i>{dir}</i> in %s open", "text plain"]
+    assert seen == ["open %s in {1}{dir}{2}", "plain text"]
+    braced = mask("open %s", BRACE_STYLE)
+    assert braced.text == "open {1}"
+    assert unmask(braced, "{1} öffnen") == "%s öffnen"
+
+
+def test_spans_the_model_makes_up_are_deleted():
+    assert unmask(mask("Delete the file?"), "Die Datei %s <b>löschen</b>?") == "Die Datei löschen?"
+    m = mask("Copy %s")
+    assert unmask(m, "%s %d kopieren {0}") == "%s kopieren"
+
+
+def test_deleting_a_made_up_span_does_not_leave_a_new_one():
+    m = mask("clobbered by <b>longjmp</b>")
+    out = unmask(m, "durch {1}%%jmp{2}")  # "%jm" is deleted, then "%" + "p" reads "%p": deleted
+    assert out.startswith("durch <b>") and Counter(spans(out)) == Counter(["<b>", "</b>"])
+    assert Counter(spans(unmask(m, "durch %{1}x{2}"))) == Counter(["<b>", "</b>"])
