@@ -1,4 +1,4 @@
-"""Tiny random Marian (OPUS-MT layout) model directories, built locally with transformers and
+"""Tiny Marian (OPUS-MT layout) model directories, built locally with transformers and
 sentencepiece: config.json + model.safetensors (save_pretrained), source.spm and target.spm
 trained on a few toy lines each, vocab.json joining both models' pieces the way OPUS-MT does
 (</s> 0, <unk> 1, ..., <pad> last), tokenizer_config.json with the languages.
