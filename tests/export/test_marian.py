@@ -178,3 +178,20 @@ def test_learned_positions_are_refused(marian_bundles, tmp_path):
     save_file(weights, hf_dir / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(UnsupportedModel, match="embed_positions"):
         import_marian(hf_dir, tmp_path / "out.pt")
+
+
+def test_an_imported_bundle_unbundles_to_a_checkpoint_that_verifies(marian_bundles, tmp_path):
+    """export.unbundle reads the Marian options back from the manifest and the graphs."""
+    from export.unbundle import unbundle
+    from export.verify import verify_bundle
+    from model.checkpoint import load_model
+
+    bundle = marian_bundles[SPECS[1].name][1]
+    checkpoint = unbundle(bundle, tmp_path / "rebuilt.pt")
+    config = load_model(checkpoint)[0].config
+    assert (config.activation, config.positional_layout, config.output_bias) == (
+        SPECS[1].activation, "halves", True
+    )
+    report = verify_bundle(bundle, checkpoint, threads=1)
+    assert report.ok, report.summary()
+    assert report.variants["fp32"]["greedy_agreement"] == 1.0
