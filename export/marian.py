@@ -314,13 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sentences", help="source sentences for the parity check, one per line")
     p.add_argument("--no-verify", action="store_true", help="skip the parity check")
     p.add_argument("--threads", type=int, default=0, help="parity check: ORT and torch threads")
+    p.add_argument("--checkpoint", type=Path,
+                   help="keep the mapped checkpoint here (for export.verify later)")
     args = p.parse_args(argv)
     from export.bundle import write_bundle
     from export.verify import verify_bundle
 
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = Path(tmp) / f"{args.hf_dir.resolve().name}.pt"
+        checkpoint = args.checkpoint or Path(tmp) / f"{args.hf_dir.resolve().name}.pt"
         try:
             import_marian(args.hf_dir, checkpoint)
         except UnsupportedModel as exc:

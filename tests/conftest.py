@@ -177,7 +177,8 @@ def restore_logging():
 @pytest.fixture(scope="session")
 def marian_bundles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """tests.marian's two tiny Marian directories, imported with `python -m export.marian`
-    (parity check recorded): bundle name -> (Transformers directory, bundle directory)."""
+    (parity check recorded): bundle name -> (Transformers directory, bundle directory); the
+    mapped checkpoint is kept beside the bundle as <name>.pt."""
     pytest.importorskip("transformers", reason="transformers (the bench extra) is not installed")
     import torch
 
@@ -192,7 +193,9 @@ def marian_bundles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
         for spec in SPECS:
             hf_dir = make_marian_dir(spec, root / "hf" / spec.name)
             bundle = root / "bundles" / spec.name
-            assert import_main([str(hf_dir), "--out", str(bundle), "--threads", "1"]) == 0
+            checkpoint = bundle.parent / f"{spec.name}.pt"  # kept for the tests
+            args = [str(hf_dir), "--out", str(bundle), "--threads", "1", "--checkpoint"]
+            assert import_main([*args, str(checkpoint)]) == 0
             found[spec.name] = (hf_dir, bundle)
     finally:
         torch.set_num_threads(threads)

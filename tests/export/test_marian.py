@@ -121,6 +121,12 @@ def test_manifest_records_marian_options_and_parity(marian_bundles):
         special = manifest["special_tokens"]
         assert special["decoder_start_id"] == special["pad_id"] == arch["vocab_size"] - 1
         assert set(manifest["tokenizer"]) == {"source", "target", "vocab"}
+        from model.checkpoint import load_model
+
+        bundle = marian_bundles[spec.name][1]
+        config = load_model(bundle.parent / f"{spec.name}.pt")[0].config  # --checkpoint kept it
+        assert config.decoder_start_id == special["decoder_start_id"]
+        assert config.activation == spec.activation and config.positional_layout == "halves"
         fp32 = manifest["variants"]["fp32"]["verification"]
         assert fp32["passed"] and fp32["greedy_agreement"] == 1.0
         assert "greedy_agreement" in manifest["variants"]["int8"]["verification"]
