@@ -56,7 +56,7 @@ def hf_generate(hf, sources, beams: int, length_penalty: float) -> list[list[int
 
 def ours(translator, sources, beams: int, length_penalty: float) -> list[list[int]]:
     options = TranslationOptions(
-        beam_size=beams, length_penalty=length_penalty, max_len_a=LIMIT, max_len_b=0.0
+        beam_size=beams, length_penalty=length_penalty, max_len_offset=LIMIT, max_len_ratio=0.0
     )
     return [h[0].tokens for h in translator.translate_ids(sources, options)]
 
@@ -103,7 +103,7 @@ def test_tokenizer_and_text_match_marian_tokenizer(imported, marian_bundles):
     assert [translator.decode(ids) for ids in outputs] == [
         tok.decode(ids, skip_special_tokens=True) for ids in outputs
     ]
-    greedy = TranslationOptions(max_len_a=LIMIT, max_len_b=0.0)
+    greedy = TranslationOptions(max_len_offset=LIMIT, max_len_ratio=0.0)
     texts = [r.text for r in translator.translate_batch(TEXTS[:10], greedy)]
     assert texts == [translator.decode(ids) for ids in outputs] and any(texts)
 
