@@ -2,12 +2,16 @@
 
 nmt translate   lines in (stdin or --input), one translation per line out (stdout or --output)
 nmt serve       the HTTP service (app.server, imported only when asked for)
+nmt import      a Transformers Marian (OPUS-MT) directory -> a bundle: runs `python -m
+                export.marian` in a child process, so the service itself never imports torch
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
+import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmt", description="Machine translation on ONNX Runtime.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("serve", help="run the HTTP service (options: nmt serve --help)")
+    commands.add_parser(
+        "import", help="import a Marian/OPUS-MT model directory (options: nmt import --help)"
+    )
     t = commands.add_parser(
         "translate",
         help="translate lines of text",
@@ -124,10 +131,29 @@ def serve_main(argv: list[str]) -> int:
     return run_server(argv)
 
 
+IMPORT_NEEDS = ("torch", "transformers", "onnx")
+
+
+def import_main(argv: list[str]) -> int:
+    """`python -m export.marian ARGS` with this interpreter; a clear message when the
+    exporter's dependencies are missing."""
+    missing = [m for m in IMPORT_NEEDS if importlib.util.find_spec(m) is None]
+    if missing:
+        print(
+            f"nmt import: needs {', '.join(missing)}, which this environment lacks; install "
+            'them with `pip install torch==2.13.0 && pip install -e ".[train,bench]"`',
+            file=sys.stderr,
+        )
+        return 2
+    return subprocess.call([sys.executable, "-m", "export.marian", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["serve"]:  # every option after `serve` belongs to the server
         return serve_main(argv[1:])
+    if argv[:1] == ["import"]:  # and after `import`, to the importer
+        return import_main(argv[1:])
     args = build_parser().parse_args(argv)
     return translate_main(args)
 

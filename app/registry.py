@@ -71,8 +71,23 @@ class Registry:
     def sources(self) -> list[str]:
         return sorted({source for source, _ in self.models})
 
-    def targets(self, source: str) -> list[str]:
+    def direct_targets(self, source: str) -> list[str]:
         return sorted(t for s, t in self.models if s == source)
+
+    def targets(self, source: str) -> list[str]:
+        """Every target reachable from source: directly, or through one pivot language."""
+        direct = set(self.direct_targets(source))
+        pivoted = {t for mid in direct for t in self.direct_targets(mid)}
+        return sorted((direct | pivoted) - {source})
+
+    def pivots(self) -> list[tuple[str, str, str]]:
+        """(source, target, pivot language) of every pair served only through a pivot."""
+        return [
+            (s, t, self.route(s, t)[0].target)
+            for s in self.sources
+            for t in self.targets(s)
+            if (s, t) not in self.models
+        ]
 
     def resolve_source(self, source: str, field_name: str = "source") -> str:
         """'auto' maps to the only source language; anything else must be served."""
@@ -91,16 +106,24 @@ class Registry:
             )
         return source
 
-    def get(self, source: str, target: str, fields: tuple[str, str] = ("source", "target")):
+    def route(
+        self, source: str, target: str, fields: tuple[str, str] = ("source", "target")
+    ) -> list[LoadedModel]:
+        """The models that translate source to target: the direct one, else two through a pivot
+        language (the alphabetically first one when several would do)."""
         source = self.resolve_source(source, fields[0])
-        model = self.models.get((source, target))
-        if model is None:
-            raise UnsupportedLanguage(
-                f"{fields[1]} {excerpt(target, 40)} is not supported from "
-                f"{excerpt(source, 40)}; available: {self.targets(source)}",
-                field=fields[1],
-            )
-        return model
+        direct = self.models.get((source, target))
+        if direct is not None:
+            return [direct]
+        for mid in self.direct_targets(source):
+            second = self.models.get((mid, target))
+            if second is not None:
+                return [self.models[(source, mid)], second]
+        raise UnsupportedLanguage(
+            f"{fields[1]} {excerpt(target, 40)} is not supported from "
+            f"{excerpt(source, 40)}; available: {self.targets(source)}",
+            field=fields[1],
+        )
 
 
 def bundle_dirs(models_dir: Path) -> list[Path]:

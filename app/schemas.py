@@ -89,9 +89,17 @@ class TranslateResponse(BaseModel):
     )
 
     translations: list[Translation] = Field(description="One per input text, in order.")
-    model: str = Field(description="Name of the model that translated.")
+    model: str = Field(
+        description="Name of the model that translated; through a pivot, the names of both "
+        "models joined by '+', e.g. 'fr-en+en-de'."
+    )
     source: str
     target: str
+    pivot: str | None = Field(
+        None,
+        description="Set when no model translates source to target directly: the language "
+        "the text was translated through (source -> pivot -> target).",
+    )
     sentences: int = Field(description="Sentences sent to the engine.")
     elapsed_ms: float = Field(description="Server-side time for this request.")
 
@@ -106,8 +114,17 @@ class ModelInfo(BaseModel):
     decoding: dict = Field(default_factory=dict, description="Decoding defaults.")
 
 
+class PivotInfo(BaseModel):
+    source: str
+    target: str
+    via: str = Field(description="The pivot language: source -> via -> target.")
+
+
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
+    pivots: list[PivotInfo] = Field(
+        default_factory=list, description="Pairs served through a pivot language (no direct model)."
+    )
 
 
 class ErrorBody(BaseModel):

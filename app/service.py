@@ -18,7 +18,7 @@ from typing import TypeVar
 from app.batcher import Batcher
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
-from app.errors import ClientGone, InvalidInput, ServiceError, TooLarge
+from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError, TooLarge
 from app.registry import LoadedModel, Registry
 from app.text import Segments, segment
 
@@ -69,9 +69,26 @@ class TextResult:
 @dataclass(frozen=True)
 class TranslationOutcome:
     results: list[TextResult]  # one per text, in order
-    model: LoadedModel
-    sentences: int  # sent to the engine
+    route: list[LoadedModel]  # the model, or two through a pivot language
+    sentences: int  # sent to the engine, over every hop
     elapsed_ms: float
+
+    @property
+    def model_name(self) -> str:
+        return "+".join(m.name for m in self.route)
+
+    @property
+    def source(self) -> str:
+        return self.route[0].source
+
+    @property
+    def target(self) -> str:
+        return self.route[-1].target
+
+    @property
+    def pivot(self) -> str | None:
+        """The language translated through, when no model serves the pair directly."""
+        return self.route[0].target if len(self.route) > 1 else None
 
 
 class TranslationService:
@@ -99,30 +116,60 @@ class TranslationService:
         started = time.perf_counter()
         try:
             check_limits(request.texts, self.settings, request.fields.text)
-            model = self.registry.get(request.source, request.target)
-            options = build_options(request.options, model.default_options, self.settings,
-                                    request.fields.options)
-            work = self._run(request, model, options)
+            route = self.registry.route(request.source, request.target)
+            # through a pivot, the first hop gives its best translation only; every hop's
+            # options are checked before the first one runs
+            plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
+            hops = [
+                (model, build_options(request.options if model is route[-1] else plain,
+                                      model.default_options, self.settings,
+                                      request.fields.options))
+                for model in route
+            ]
+            work = self._run_route(request, hops)
             results, sentences = await (work if until_gone is None
                                         else unless_gone(work, until_gone))
         except ServiceError as exc:
             self.on_rejected(exc)
             raise
         elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return TranslationOutcome(results, model, sentences, elapsed)
+        return TranslationOutcome(results, route, sentences, elapsed)
+
+    async def _run_route(
+        self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]
+    ) -> tuple[list[TextResult], int]:
+        """Each hop translates the previous hop's best translations; the request timeout
+        covers the whole route."""
+        timeout = self.settings.request_timeout
+        deadline = time.monotonic() + timeout
+        texts, total = request.texts, 0
+        for model, options in hops:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise DeadlineExceeded("no time left for the next hop")
+                results, count = await self._run(texts, request.format, model, options,
+                                                 remaining)
+            except DeadlineExceeded:  # name the request's timeout, not a hop's remainder
+                raise DeadlineExceeded(
+                    f"the translation took longer than the request timeout of {timeout:g} s",
+                    field="request_timeout", limit=timeout,
+                ) from None
+            texts, total = [r.text for r in results], total + count
+        return results, total
 
     async def _run(
-        self, request: TranslationRequest, model: LoadedModel, options: TranslationOptions
+        self, texts: list[str], fmt: str, model: LoadedModel, options: TranslationOptions,
+        timeout: float,
     ) -> tuple[list[TextResult], int]:
-        segmented = [segment(text, request.format) for text in request.texts]
+        segmented = [segment(text, fmt) for text in texts]
         engine = model.translator
         limit = engine.max_source_tokens
         if limit:  # sentences longer than the encoder takes are cut, not truncated
             for seg in segmented:
                 seg.refine(lambda s: engine.count_tokens(s) <= limit)
         sentences = [s for seg in segmented for s in seg.sentences]
-        results = await self.batcher.translate(engine, sentences, options,
-                                               self.settings.request_timeout)
+        results = await self.batcher.translate(engine, sentences, options, max(timeout, 0.0))
         out, pos = [], 0
         for seg in segmented:
             mine = results[pos : pos + len(seg.targets)]

@@ -43,13 +43,13 @@ import sentencepiece as spm
 import torch
 
 from bench.common import output_limit, read_lines
+from export.marian import POSITIONS_KEYS, generation_config, weight_map
 from model.checkpoint import load_model
 from model.search import greedy_search
 from model.transformer import Transformer
 
 HF_DIR, CT2_FP32_DIR, CT2_INT8_DIR = "hf", "ct2-fp32", "ct2-int8"
 TOKENIZER_FILE = "sentencepiece.model"
-POSITIONS_KEYS = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 
 
 # ---------------------------------------------------------------- Hugging Face Marian
@@ -87,47 +87,6 @@ def marian_config(model: Transformer):
     )
 
 
-def _attention_map(ours: str, theirs: str) -> dict[str, str]:
-    names = {"w_q": "q_proj", "w_k": "k_proj", "w_v": "v_proj", "w_o": "out_proj"}
-    params = ("weight", "bias")
-    return {f"{theirs}.{hf}.{p}": f"{ours}.{w}.{p}" for w, hf in names.items() for p in params}
-
-
-def _norm_map(ours: str, theirs: str) -> dict[str, str]:
-    return {f"{theirs}.{p}": f"{ours}.norm.{p}" for p in ("weight", "bias")}
-
-
-def _ffn_map(ours: str, theirs: str) -> dict[str, str]:
-    return {f"{theirs}.fc{i}.{p}": f"{ours}.w_{i}.{p}" for i in (1, 2) for p in ("weight", "bias")}
-
-
-def weight_map(model: Transformer) -> dict[str, str]:
-    """Marian state-dict key -> our state-dict key, for every trained weight."""
-    c = model.config
-    shared = "embeddings.lut.weight"
-    keys = {
-        "model.shared.weight": shared,
-        "model.encoder.embed_tokens.weight": shared,
-        "model.decoder.embed_tokens.weight": shared,
-        "lm_head.weight": shared,
-    }
-    for i in range(c.n_encoder_layers):
-        hf, ours = f"model.encoder.layers.{i}", f"encoder_layers.{i}"
-        keys |= _attention_map(f"{ours}.self_attn", f"{hf}.self_attn")
-        keys |= _norm_map(f"{ours}.attn_norm", f"{hf}.self_attn_layer_norm")
-        keys |= _ffn_map(f"{ours}.feed_forward", hf)
-        keys |= _norm_map(f"{ours}.ff_norm", f"{hf}.final_layer_norm")
-    for i in range(c.n_decoder_layers):
-        hf, ours = f"model.decoder.layers.{i}", f"decoder_layers.{i}"
-        keys |= _attention_map(f"{ours}.self_attn", f"{hf}.self_attn")
-        keys |= _norm_map(f"{ours}.self_norm", f"{hf}.self_attn_layer_norm")
-        keys |= _attention_map(f"{ours}.cross_attn", f"{hf}.encoder_attn")
-        keys |= _norm_map(f"{ours}.cross_norm", f"{hf}.encoder_attn_layer_norm")
-        keys |= _ffn_map(f"{ours}.feed_forward", hf)
-        keys |= _norm_map(f"{ours}.ff_norm", f"{hf}.final_layer_norm")
-    return keys
-
-
 def check_marian_architecture(hf) -> None:
     """The Marian settings that make it our architecture; raise if one is off."""
     cfg = hf.config
@@ -157,7 +116,7 @@ def to_marian(model: Transformer):
 
     hf = MarianMTModel(marian_config(model)).eval()
     ours = model.state_dict()
-    mapping = weight_map(model)
+    mapping = weight_map(model.config)
     theirs = hf.state_dict()
     unmapped = set(theirs) - set(mapping) - {"final_logits_bias", *POSITIONS_KEYS}
     unused = {k for k in ours if k not in set(mapping.values())}
@@ -175,30 +134,6 @@ def to_marian(model: Transformer):
     hf.generation_config = generation_config(hf.config)
     check_marian_architecture(hf)
     return hf
-
-
-def generation_config(config, **overrides):
-    """Plain greedy/beam decoding: no sampling, no repetition rules, no forced or banned tokens,
-    starting from BOS, stopping at EOS."""
-    from transformers import GenerationConfig
-
-    settings = dict(
-        decoder_start_token_id=config.decoder_start_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-        forced_eos_token_id=None,
-        forced_bos_token_id=None,
-        bad_words_ids=None,
-        do_sample=False,
-        num_beams=1,
-        repetition_penalty=1.0,
-        no_repeat_ngram_size=0,
-        length_penalty=1.0,
-        min_length=0,
-    )
-    settings.update(overrides)
-    return GenerationConfig(**settings)
 
 
 def save_hf(hf, out: Path, tokenizer_proto: bytes) -> Path:

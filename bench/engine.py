@@ -78,7 +78,7 @@ def search_tokens(translator: Translator, decode, sources, batch: int, beam: int
         chunk = sources[start : start + batch]
         cross_k, cross_v, mask = translator.sessions.encode(translator.source_array(chunk))
         limits = translator.output_limits(chunk, options)
-        args = (decode, cross_k, cross_v, mask, limits, translator.bos_id, translator.eos_id)
+        args = (decode, cross_k, cross_v, mask, limits, translator.start_id, translator.eos_id)
         if beam == 1:
             hyps = greedy_search(*args)
         else:

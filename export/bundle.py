@@ -26,14 +26,24 @@ from app.engine.bundle import (
 from export.graphs import OPSET, export_graphs
 from export.variants import VARIANTS, convert_fp16, quantize_int8
 from model.checkpoint import load_model
+from model.config import ModelConfig
+from model.tokenizer import SplitTokenizer
 from model.transformer import Transformer
 
 TOKENIZER_FILE = "sentencepiece.model"
+SPLIT_FILES = SplitTokenizer.FILES
 PROVIDERS = {"fp32": ["cpu", "cuda"], "int8": ["cpu"], "fp16": ["cuda"]}
 
 
-def architecture(model: Transformer) -> dict[str, int]:
+def architecture(model: Transformer) -> dict[str, Any]:
+    """The numbers the engine checks, plus the model options that differ from their defaults
+    (the graphs carry them; export.unbundle reads them back)."""
     c = model.config
+    options = {
+        name: getattr(c, name)
+        for name in ("activation", "positional_layout", "output_bias")
+        if getattr(c, name) != ModelConfig.__dataclass_fields__[name].default
+    }
     return {
         "vocab_size": c.vocab_size,
         "d_model": c.d_model,
@@ -44,6 +54,7 @@ def architecture(model: Transformer) -> dict[str, int]:
         "max_positions": c.max_positions,
         "head_dim": c.head_dim,
         "parameters": model.num_parameters(),
+        **options,
     }
 
 
@@ -108,22 +119,29 @@ def write_bundle(
     model, tokenizer, state = load_model(checkpoint)
     name = name or out.resolve().name
     src_lang, tgt_lang = _languages(name, state, source_lang, target_lang)
-    (out / TOKENIZER_FILE).write_bytes(tokenizer.model_proto)
+    files = tokenizer.bundle_files()
+    for file, data in files.items():
+        (out / file).write_bytes(data)
+    entries = {file: file_entry(out, file) for file in files}
+    split = len(files) > 1  # source.spm, target.spm, vocab.json
     c = model.config
+    special = {"pad_id": c.pad_id, "bos_id": c.bos_id, "eos_id": c.eos_id, "unk_id": c.unk_id}
+    if c.decoder_start_id is not None:
+        special["decoder_start_id"] = c.decoder_start_id
     manifest = {
-        "format_version": FORMAT_VERSION,
+        # format 1 unless the bundle needs a format-2 key, so older engines read our own bundles
+        "format_version": FORMAT_VERSION if split or "decoder_start_id" in special else 1,
         "name": name,
         "source_lang": src_lang,
         "target_lang": tgt_lang,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "architecture": architecture(model),
-        "special_tokens": {
-            "pad_id": c.pad_id,
-            "bos_id": c.bos_id,
-            "eos_id": c.eos_id,
-            "unk_id": c.unk_id,
-        },
-        "tokenizer": file_entry(out, TOKENIZER_FILE),
+        "special_tokens": special,
+        "tokenizer": (
+            {key: entries[name] for key, name in SPLIT_FILES.items()}
+            if split
+            else entries[TOKENIZER_FILE]
+        ),
         "graphs": {
             "opset": OPSET,
             **GRAPH_NAMES,
@@ -302,6 +320,23 @@ def _data_rows(data: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _tokenizer_line(entry: dict[str, Any]) -> str:
+    if "file" in entry:
+        return f"SentencePiece, `{entry['file']}`"
+    return (
+        f"source SentencePiece `{entry['source']['file']}`, target `{entry['target']['file']}`, "
+        f"shared ids `{entry['vocab']['file']}`"
+    )
+
+
+def _options_line(a: dict[str, Any]) -> str:
+    return (
+        f"- feed-forward activation {a.get('activation', 'relu')}, positions "
+        f"{a.get('positional_layout', 'interleaved')}"
+        + (", output bias" if a.get("output_bias") else "")
+    )
+
+
 def model_card(manifest: dict[str, Any], out: Path) -> str:
     """MODEL_CARD.md filled from the manifest: what is known, and 'not measured' where not."""
     a = manifest["architecture"]
@@ -324,8 +359,9 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "",
         f"- {a['n_encoder_layers']} encoder + {a['n_decoder_layers']} decoder layers, "
         f"d_model {a['d_model']}, {a['n_heads']} heads, d_ff {a['d_ff']}",
-        f"- vocabulary {a['vocab_size']} (SentencePiece, `{manifest['tokenizer']['file']}`), "
+        f"- vocabulary {a['vocab_size']} ({_tokenizer_line(manifest['tokenizer'])}), "
         f"at most {a['max_positions']} positions",
+        _options_line(a),
         f"- {a.get('parameters', 'unknown')} parameters",
         "",
         "## Variants",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from onnx import numpy_helper
 from app.engine.bundle import BundleError, read_manifest, sha256_file
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
-from model.tokenizer import Tokenizer
+from model.tokenizer import SplitTokenizer, Tokenizer
 from model.transformer import Transformer
 
 PREFIX = "model."  # the export wrappers hold the Transformer as .model
@@ -50,6 +51,15 @@ def graph_weights(path: Path) -> dict[str, np.ndarray]:
             if add.op_type == "Add" and bias:
                 found[bias[len(PREFIX) : -len(".bias")] + ".weight"] = inits[weight].T
     return found
+
+
+def bundle_tokenizer(bundle: Path, entry: dict[str, Any]) -> Tokenizer | SplitTokenizer:
+    """The checkpoint tokenizer of a bundle's files: joint, or split (source, target, vocab)."""
+    if "file" in entry:
+        return Tokenizer((bundle / entry["file"]).read_bytes())
+    source, target = ((bundle / entry[k]["file"]).read_bytes() for k in ("source", "target"))
+    vocab = json.loads((bundle / entry["vocab"]["file"]).read_text(encoding="utf-8"))
+    return SplitTokenizer(source, target, vocab)
 
 
 def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
@@ -80,7 +90,7 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
             raise ValueError(f"{name}: graph has {tuple(value.shape)}, model {tuple(tensor.shape)}")
         state[name] = value.to(tensor.dtype)
     model.load_state_dict(state)
-    tokenizer = Tokenizer((bundle / manifest["tokenizer"]["file"]).read_bytes())
+    tokenizer = bundle_tokenizer(bundle, manifest["tokenizer"])
     position = manifest.get("checkpoint") or {}
     kept = ("step", "epoch", "train_minutes", "machines")
     extra = {k: position[k] for k in kept if position.get(k) is not None}

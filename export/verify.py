@@ -89,7 +89,7 @@ def reference_log_probs(model: Transformer, source: list[int], target: list[int]
     c = model.config
     src = torch.tensor([source + [c.eos_id]])  # (1, S)
     memory, src_mask = model.encode(src)
-    tokens = torch.tensor([[c.bos_id] + target])  # (1, T)
+    tokens = torch.tensor([[c.start_id] + target])  # (1, T)
     positions = torch.arange(tokens.size(1))[None]  # (1, T)
     logits, _ = model.decode_step(tokens, positions, model.cross_kv(memory), src_mask)
     return torch.log_softmax(logits[0].float(), dim=-1).numpy()  # (T, V)
@@ -102,7 +102,7 @@ def onnx_log_probs(translator: Translator, source: list[int], target: list[int])
     cross_k, cross_v, src_mask = s.encode(src)
     past_k, past_v = empty_cache(cross_k), empty_cache(cross_v)
     rows = []
-    for step, token in enumerate([translator.bos_id] + target):
+    for step, token in enumerate([translator.start_id] + target):
         log_probs, past_k, past_v = s.decode(
             np.array([[token]], dtype=np.int64),
             np.array([[step]], dtype=np.int64),
@@ -180,9 +180,9 @@ def _verify(bundle_dir, checkpoint, sentences_file, tolerance, min_agreement, th
     model, tokenizer, _ = load_model(checkpoint)
     manifest = read_manifest(bundle_dir)
     report = Report()
-    bundle_tokenizer = load_bundle(bundle_dir).tokenizer_path.read_bytes()
-    if bundle_tokenizer != tokenizer.model_proto:
-        report.failures.append(f"{bundle_dir}: its SentencePiece model is not the checkpoint's")
+    files = load_bundle(bundle_dir).tokenizer_files.values()
+    if {path.name: path.read_bytes() for path in files} != tokenizer.bundle_files():
+        report.failures.append(f"{bundle_dir}: its tokenizer files are not the checkpoint's")
         return report, manifest
     limit = model.config.max_positions - 1
     sources = [ids[:limit] for ids in tokenizer.encode_batch(read_sentences(sentences_file))]

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from model.config import ModelConfig
-from model.tokenizer import Tokenizer
+from model.tokenizer import SplitTokenizer, Tokenizer, tokenizer_from_state
 from model.transformer import Transformer
 
 FORMAT_VERSION = 1
@@ -18,7 +18,7 @@ FORMAT_VERSION = 1
 def save_checkpoint(
     path: str | Path,
     model: Transformer,
-    tokenizer: Tokenizer,
+    tokenizer: Tokenizer | SplitTokenizer,
     **extra: Any,
 ) -> Path:
     """Write atomically (temp file + rename) so an interrupted save never leaves a broken file.
@@ -29,7 +29,7 @@ def save_checkpoint(
         "format_version": FORMAT_VERSION,
         "config": model.config.to_dict(),
         "model": model.state_dict(),
-        "tokenizer": tokenizer.model_proto,
+        "tokenizer": tokenizer.state(),
         **extra,
     }
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -42,13 +42,13 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return torch.load(Path(path), map_location="cpu", weights_only=False)
 
 
-def load_model(path: str | Path) -> tuple[Transformer, Tokenizer, dict[str, Any]]:
+def load_model(path: str | Path) -> tuple[Transformer, Tokenizer | SplitTokenizer, dict[str, Any]]:
     """Rebuild the model and tokenizer from a checkpoint file alone (eval mode)."""
     state = read_checkpoint(path)
     model = Transformer(ModelConfig.from_dict(state["config"]))
     model.load_state_dict(state["model"])
     model.eval()
-    return model, Tokenizer(state["tokenizer"]), state
+    return model, tokenizer_from_state(state["tokenizer"]), state
 
 
 def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
@@ -70,4 +70,4 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
     kept = ("step", "epoch", "recipe", "history", "train_minutes", "machines")
     extra = {k: v for k, v in last.items() if k in kept}
     extra["averaged_from"] = [str(p) for p in paths]
-    return save_checkpoint(out, model, Tokenizer(base["tokenizer"]), **extra)
+    return save_checkpoint(out, model, tokenizer_from_state(base["tokenizer"]), **extra)

@@ -15,17 +15,25 @@ KV = tuple[Tensor, Tensor]  # keys and values, each (B, H, T, Dh)
 
 
 class PositionalEncoding(nn.Module):
-    """Sinusoidal positions: sin on even dimensions, cos on odd ones. A buffer, never trained."""
+    """Sinusoidal positions, a buffer, never trained. The paper's layout interleaves them (sin on
+    even dimensions, cos on odd ones); Marian's ("halves") puts all sines first, then the cosines,
+    computed in float64 as Marian does before rounding to float32."""
 
-    def __init__(self, d_model: int, max_positions: int) -> None:
+    def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved") -> None:
         super().__init__()
-        position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
-        inv_freq = torch.exp(
-            torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
-        )  # (D/2,)
-        table = torch.zeros(max_positions, d_model)  # (P, D)
-        table[:, 0::2] = torch.sin(position * inv_freq)
-        table[:, 1::2] = torch.cos(position * inv_freq)
+        if layout == "halves":
+            position = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+            exponent = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # (D/2,)
+            angles = position / torch.pow(10000.0, exponent)  # (P, D/2)
+            table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).float()  # (P, D)
+        else:
+            position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
+            inv_freq = torch.exp(
+                torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+            )  # (D/2,)
+            table = torch.zeros(max_positions, d_model)  # (P, D)
+            table[:, 0::2] = torch.sin(position * inv_freq)
+            table[:, 1::2] = torch.cos(position * inv_freq)
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, positions: Tensor) -> Tensor:
@@ -94,17 +102,22 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(out)
 
 
-class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2."""
+ACTIVATIONS = {"relu": torch.relu, "swish": nn.functional.silu, "gelu": nn.functional.gelu}
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = act(x W1 + b1) W2 + b2, act = ReLU in the paper (swish or GELU in some Marian
+    models)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu") -> None:
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.activation = ACTIVATIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(torch.relu(self.w_1(x))))
+        return self.w_2(self.dropout(self.activation(self.w_1(x))))
 
 
 class ResidualNorm(nn.Module):
@@ -122,10 +135,12 @@ class ResidualNorm(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu"
+    ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
         self.attn_norm = ResidualNorm(d_model, dropout)
         self.ff_norm = ResidualNorm(d_model, dropout)
 
@@ -137,11 +152,13 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention, then the feed-forward network."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu"
+    ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
         self.self_norm = ResidualNorm(d_model, dropout)
         self.cross_norm = ResidualNorm(d_model, dropout)
         self.ff_norm = ResidualNorm(d_model, dropout)

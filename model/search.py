@@ -70,7 +70,8 @@ def greedy_search(
     memory, src_mask = model.encode(src)
     cross = model.cross_kv(memory)
     limits = [max_output_length(model, len(s), max_len_offset, max_len_ratio) for s in sources]
-    tokens = torch.full((len(sources), 1), c.bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    tokens = torch.full((len(sources), 1), c.start_id, dtype=torch.long, device=src.device)
+    # tokens (B, 1)
     outputs: list[list[int]] = [[] for _ in sources]
     done = [False] * len(sources)
     past = None
@@ -119,7 +120,7 @@ def beam_search(
     live_tokens: list[list[int]] = [[]]
     live_scores = torch.zeros(1, device=src.device)
     finished: list[tuple[list[int], float, int]] = []  # tokens, score, length incl. EOS
-    last = torch.full((1, 1), c.bos_id, dtype=torch.long, device=src.device)
+    last = torch.full((1, 1), c.start_id, dtype=torch.long, device=src.device)
     past = None
     for step in range(limit):
         k = len(live_tokens)

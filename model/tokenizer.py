@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
+
+from app.engine import tokenizer as engine_tokenizer
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 # Placeholders the service must carry through untouched: keep each one a single piece.
@@ -77,3 +80,49 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.sp.decode([i for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID)])
+
+    def state(self) -> bytes:
+        """What a checkpoint stores: the SentencePiece model."""
+        return self.model_proto
+
+    def bundle_files(self) -> dict[str, bytes]:
+        return {"sentencepiece.model": self.model_proto}
+
+
+class SplitTokenizer:
+    """Marian's layout: source and target SentencePiece models over one shared piece -> id map
+    (see app.engine.tokenizer.SplitTokenizer, which does the work)."""
+
+    FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
+
+    def __init__(self, source: bytes, target: bytes, vocab: dict[str, int]) -> None:
+        self.protos = {"source": source, "target": target}
+        self.engine = engine_tokenizer.SplitTokenizer(source, target, vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.engine.vocab_size
+
+    def encode(self, text: str) -> list[int]:
+        return self.engine.encode([text])[0]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return self.engine.encode(texts)
+
+    def state(self) -> dict:
+        return {**self.protos, "vocab": self.engine.vocab}
+
+    def bundle_files(self) -> dict[str, bytes]:
+        vocab = json.dumps(self.engine.vocab, ensure_ascii=False, indent=0).encode("utf-8")
+        return {
+            self.FILES["source"]: self.protos["source"],
+            self.FILES["target"]: self.protos["target"],
+            self.FILES["vocab"]: vocab,
+        }
+
+
+def tokenizer_from_state(state: bytes | dict) -> Tokenizer | SplitTokenizer:
+    """A checkpoint's tokenizer: a joint SentencePiece model (bytes) or split ones (a dict)."""
+    if isinstance(state, dict):
+        return SplitTokenizer(state["source"], state["target"], state["vocab"])
+    return Tokenizer(state)

@@ -30,14 +30,18 @@ class Transformer(nn.Module):
         c = config
         self.config = c
         self.embeddings = Embeddings(c.vocab_size, c.d_model, c.pad_id)
-        self.positional = PositionalEncoding(c.d_model, c.max_positions)
+        self.positional = PositionalEncoding(c.d_model, c.max_positions, c.positional_layout)
         self.dropout = nn.Dropout(c.dropout)
+        sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout) for _ in range(c.n_encoder_layers)
+            EncoderLayer(*sizes) for _ in range(c.n_encoder_layers)
         )
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout) for _ in range(c.n_decoder_layers)
+            DecoderLayer(*sizes) for _ in range(c.n_decoder_layers)
         )
+        # Marian's final_logits_bias; absent (not a zero tensor) by default, so our checkpoints
+        # keep their state-dict keys
+        self.output_bias = nn.Parameter(torch.zeros(c.vocab_size)) if c.output_bias else None
         self._init_linear_weights()
 
     def _init_linear_weights(self) -> None:
@@ -52,7 +56,7 @@ class Transformer(nn.Module):
 
     def project(self, h: Tensor) -> Tensor:
         """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix."""
-        return F.linear(h, self.embeddings.weight)
+        return F.linear(h, self.embeddings.weight, self.output_bias)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) -> memory (B, S, D) and the source padding mask (B, 1, 1, S)."""

@@ -172,3 +172,31 @@ def restore_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def marian_bundles(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """tests.marian's two tiny Marian directories, imported with `python -m export.marian`
+    (parity check recorded): bundle name -> (Transformers directory, bundle directory); the
+    mapped checkpoint is kept beside the bundle as <name>.pt."""
+    pytest.importorskip("transformers", reason="transformers (the bench extra) is not installed")
+    import torch
+
+    from export.marian import main as import_main
+    from tests.marian import SPECS, make_marian_dir
+
+    root = tmp_path_factory.mktemp("marian")
+    found = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for spec in SPECS:
+            hf_dir = make_marian_dir(spec, root / "hf" / spec.name)
+            bundle = root / "bundles" / spec.name
+            checkpoint = bundle.parent / f"{spec.name}.pt"  # kept for the tests
+            args = [str(hf_dir), "--out", str(bundle), "--threads", "1", "--checkpoint"]
+            assert import_main([*args, str(checkpoint)]) == 0
+            found[spec.name] = (hf_dir, bundle)
+    finally:
+        torch.set_num_threads(threads)
+    return found

@@ -139,7 +139,7 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
     if body.source == "auto":
-        detected = {"confidence": 100.0, "language": outcome.model.source}
+        detected = {"confidence": 100.0, "language": outcome.source}
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 
 from app.api.deps import ready_state
 from app.engine.bundle import DECODING_KEYS
-from app.schemas import ModelInfo, ModelsResponse
+from app.schemas import ModelInfo, ModelsResponse, PivotInfo
 from app.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["v1"])
@@ -26,5 +26,6 @@ async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
                 decoding={key: getattr(m.default_options, key) for key in DECODING_KEYS},
             )
             for m in state.registry
-        ]
+        ],
+        pivots=[PivotInfo(source=s, target=t, via=v) for s, t, v in state.registry.pivots()],
     )

@@ -63,9 +63,10 @@ async def translate(
             Translation(text=r.text, score=r.score, alternatives=r.alternatives or None)
             for r in outcome.results
         ],
-        model=outcome.model.name,
-        source=outcome.model.source,
-        target=outcome.model.target,
+        model=outcome.model_name,
+        source=outcome.source,
+        target=outcome.target,
+        pivot=outcome.pivot,
         sentences=outcome.sentences,
         elapsed_ms=outcome.elapsed_ms,
     )

@@ -1,13 +1,13 @@
 """A model bundle: a directory with manifest.json, ONNX graphs per precision variant and the
-SentencePiece model. Loading validates the manifest schema and the sha256 of every file it uses;
-any problem raises BundleError with a message naming the file.
+SentencePiece model(s). Loading validates the manifest schema and the sha256 of every file it
+uses; any problem raises BundleError with a message naming the file.
 
 manifest.json (format_version 1):
     name, source_lang, target_lang         strings
     architecture                           vocab_size, d_model, n_heads, n_encoder_layers,
                                            n_decoder_layers, d_ff, max_positions, head_dim (ints)
     special_tokens                         pad_id, bos_id, eos_id, unk_id (ints)
-    tokenizer                              {"file", "sha256"}
+    tokenizer                              {"file", "sha256"}: one joint SentencePiece model
     variants                               {variant: {"encoder": {"file", "sha256"},
                                                       "decoder": {"file", "sha256"},
                                                       "providers": [...], ...}}
@@ -20,6 +20,13 @@ manifest.json (format_version 1):
                                            max_len_b = ratio; still read)
     scores                                 {} until evaluation fills it
     training                               the training recipe, or null
+
+format_version 2 (imported Marian models) adds what a format-1 engine would get wrong:
+    special_tokens.decoder_start_id        the decoder's first input (else bos_id)
+    tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
+                                           "vocab": ...}: source/target SentencePiece models
+                                           over one shared piece -> id map (JSON)
+Bundles without those keys are written as format 1, so older engines keep reading them.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest this engine reads; bundles that need no format-2 key say 1
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 ARCHITECTURE_KEYS = (
     "vocab_size",
@@ -57,6 +65,7 @@ GRAPH_NAMES = {
         "outputs": ["log_probs", "present_k", "present_v"],
     },
 }
+SPLIT_TOKENIZER_FILES = ("source", "target", "vocab")
 
 
 class BundleError(Exception):
@@ -85,7 +94,12 @@ class Bundle:
     variant: str
     encoder_path: Path
     decoder_path: Path
-    tokenizer_path: Path
+    tokenizer_files: dict[str, Path]  # {"model"} (joint) or {"source", "target", "vocab"}
+
+    @property
+    def tokenizer_path(self) -> Path | None:
+        """The joint SentencePiece model; None for a bundle with split tokenizers."""
+        return self.tokenizer_files.get("model")
 
     @property
     def name(self) -> str:
@@ -174,9 +188,9 @@ def validate_manifest(manifest: Any, where: Path) -> None:
     _require(isinstance(manifest, dict), where, "the manifest must be a JSON object")
     version = manifest.get("format_version")
     _require(
-        version == FORMAT_VERSION,
+        version in READABLE_VERSIONS,
         where,
-        f"unsupported format_version {version!r} (this engine reads {FORMAT_VERSION})",
+        f"unsupported format_version {version!r} (this engine reads {list(READABLE_VERSIONS)})",
     )
     for key in ("name", "source_lang", "target_lang", "default_variant"):
         _require(isinstance(manifest.get(key), str), where, f"'{key}' must be a string")
@@ -185,7 +199,14 @@ def validate_manifest(manifest: Any, where: Path) -> None:
     _require(isinstance(manifest.get("decoding"), dict), where, "'decoding' must be an object")
     _check_numbers(decoding_section(manifest), DECODING_KEYS, where, "decoding")
     _check_graph_names(manifest.get("graphs"), where)
-    _check_file_entry(manifest.get("tokenizer"), where, "tokenizer")
+    for label, entry in tokenizer_entries(manifest.get("tokenizer"), where).items():
+        _check_file_entry(entry, where, label)
+    start = (manifest.get("special_tokens") or {}).get("decoder_start_id")
+    _require(
+        start is None or (isinstance(start, int) and not isinstance(start, bool)),
+        where,
+        f"'special_tokens.decoder_start_id' must be an integer, got {start!r}",
+    )
     _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
     variants = manifest.get("variants")
     _require(
@@ -202,6 +223,19 @@ def validate_manifest(manifest: Any, where: Path) -> None:
         where,
         f"default_variant {manifest['default_variant']!r} is not one of {sorted(variants)}",
     )
+
+
+def tokenizer_entries(tokenizer: Any, where: Path) -> dict[str, Any]:
+    """The tokenizer's file entries by label: {"tokenizer"} for a joint SentencePiece model,
+    {"tokenizer.source", "tokenizer.target", "tokenizer.vocab"} for split ones."""
+    if isinstance(tokenizer, dict) and "file" not in tokenizer and "source" in tokenizer:
+        _require(
+            set(tokenizer) == set(SPLIT_TOKENIZER_FILES),
+            where,
+            f"'tokenizer' must have exactly the entries {list(SPLIT_TOKENIZER_FILES)}",
+        )
+        return {f"tokenizer.{k}": tokenizer[k] for k in SPLIT_TOKENIZER_FILES}
+    return {"tokenizer": tokenizer}
 
 
 def read_manifest(bundle_dir: str | Path) -> dict[str, Any]:
@@ -251,7 +285,12 @@ def load_bundle(
         variant=chosen,
         encoder_path=_checked_file(root, files["encoder"], verify_checksums),
         decoder_path=_checked_file(root, files["decoder"], verify_checksums),
-        tokenizer_path=_checked_file(root, manifest["tokenizer"], verify_checksums),
+        tokenizer_files={
+            label.split(".")[-1].replace("tokenizer", "model"): _checked_file(
+                root, entry, verify_checksums
+            )
+            for label, entry in tokenizer_entries(manifest["tokenizer"], root / MANIFEST).items()
+        },
     )
 
 

@@ -11,16 +11,27 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sentencepiece as spm
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.search import Hypothesis, beam_search, greedy_search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig
+from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
 
 
+def load_tokenizer(bundle: Bundle) -> JointTokenizer | SplitTokenizer:
+    """The bundle's tokenizer: one joint SentencePiece model, or split source/target models."""
+    files = bundle.tokenizer_files
+    if "model" in files:
+        return JointTokenizer(files["model"])
+    try:
+        return SplitTokenizer.from_files(files["source"], files["target"], files["vocab"])
+    except (ValueError, UnicodeDecodeError, OSError) as exc:  # json errors are ValueErrors
+        raise BundleError(f"{files['vocab']}: {exc}") from exc
+
+
 def check_consistency(
-    bundle: Bundle, sessions: Seq2SeqSessions, sp: spm.SentencePieceProcessor
+    bundle: Bundle, sessions: Seq2SeqSessions, tokenizer: JointTokenizer | SplitTokenizer
 ) -> None:
     """The graphs and the tokenizer must be the ones the manifest describes; raise BundleError
     naming the file that disagrees."""
@@ -36,17 +47,15 @@ def check_consistency(
                 f"{path}: {what} shape {shape} does not match the manifest's "
                 f"architecture (layers, heads, head_dim = {expected})"
             )
-    ids = (sp.get_piece_size(), sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.unk_id())
-    want = (
-        a["vocab_size"],
-        special["pad_id"],
-        special["bos_id"],
-        special["eos_id"],
-        special["unk_id"],
-    )
+    # a split vocabulary may lack a BOS piece (Marian starts the decoder from pad)
+    joint = "model" in bundle.tokenizer_files
+    names = ("pad", "bos", "eos", "unk") if joint else ("pad", "eos", "unk")
+    ids = (tokenizer.vocab_size, *(tokenizer.piece_id(n) for n in names))
+    want = (a["vocab_size"], *(special[f"{n}_id"] for n in names))
     if ids != want:
+        where = bundle.tokenizer_files.get("model") or bundle.tokenizer_files["vocab"]
         raise BundleError(
-            f"{bundle.tokenizer_path}: vocabulary size and pad/bos/eos/unk ids {ids} do not "
+            f"{where}: vocabulary size and {'/'.join(names)} ids {ids} do not "
             f"match the manifest's {want}"
         )
 
@@ -67,14 +76,16 @@ class Translator:
         self.sessions = Seq2SeqSessions(
             bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig()
         )
-        self.sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
-        check_consistency(bundle, self.sessions, self.sp)
+        self.tokenizer = load_tokenizer(bundle)
+        check_consistency(bundle, self.sessions, self.tokenizer)
         special = bundle.special_tokens
         self.pad_id, self.bos_id, self.eos_id = (
             special["pad_id"],
             special["bos_id"],
             special["eos_id"],
         )
+        start = special.get("decoder_start_id")
+        self.start_id = self.bos_id if start is None else start  # the decoder's first input
         self.max_positions = int(bundle.architecture["max_positions"])
         d = bundle.decoding
         self.default_options = TranslationOptions(
@@ -128,7 +139,7 @@ class Translator:
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Texts -> source ids (no EOS), truncated to max_source_tokens."""
-        return [ids[: self.max_source_tokens] for ids in self.sp.encode(texts)]
+        return [ids[: self.max_source_tokens] for ids in self.tokenizer.encode(texts)]
 
     def count_tokens(self, text: str) -> int:
         """The encoder positions text takes (its SentencePiece tokens plus EOS; 0 if blank)."""
@@ -137,7 +148,8 @@ class Translator:
         return len(self.encode([text])[0]) + 1
 
     def decode(self, ids: list[int]) -> str:
-        return self.sp.decode([i for i in ids if i not in (self.pad_id, self.bos_id, self.eos_id)])
+        special = (self.pad_id, self.bos_id, self.eos_id, self.start_id)
+        return self.tokenizer.decode([i for i in ids if i not in special])
 
     def warmup(self) -> None:
         """Run both graphs once so the first request does not pay for lazy initialisation."""
@@ -202,7 +214,8 @@ class Translator:
         """One batch: encode once, then search."""
         cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
         limits = self.output_limits(sources, options)
-        args = (self.sessions.decode, cross_k, cross_v, src_mask, limits, self.bos_id, self.eos_id)
+        decode = self.sessions.decode
+        args = (decode, cross_k, cross_v, src_mask, limits, self.start_id, self.eos_id)
         if options.beam_size == 1:
             return [[h] for h in greedy_search(*args, options.length_penalty)]
         return beam_search(

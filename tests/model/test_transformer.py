@@ -28,6 +28,36 @@ def model() -> Transformer:
     return Transformer(CONFIG).eval()
 
 
+def test_marian_options_default_to_the_paper_and_old_configs_load():
+    """Defaults keep our checkpoints' state-dict keys and behaviour; old config dicts (without
+    the Marian options) still load."""
+    old = {k: v for k, v in CONFIG.to_dict().items()
+           if k not in ("activation", "positional_layout", "output_bias", "decoder_start_id")}
+    config = ModelConfig.from_dict(old)
+    assert config == CONFIG and config.start_id == config.bos_id
+    assert "output_bias" not in Transformer(config).state_dict()
+    marian = ModelConfig.from_dict({**old, "activation": "swish", "positional_layout": "halves",
+                                    "output_bias": True, "decoder_start_id": 39})
+    assert marian.start_id == 39 and "output_bias" in Transformer(marian).state_dict()
+    for field, value in (("activation", "gelu_new"), ("positional_layout", "learned")):
+        with pytest.raises(ValueError, match=field):
+            ModelConfig.from_dict({**old, field: value})
+
+
+def test_halves_layout_puts_sines_first_then_cosines():
+    table = PositionalEncoding(8, 16, "halves")(torch.arange(16)[None])[0]  # (16, 8)
+    freqs = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # (4,)
+    angles = 5 * freqs
+    assert torch.allclose(table[5, :4].double(), torch.sin(angles))
+    assert torch.allclose(table[5, 4:].double(), torch.cos(angles))
+
+
+def test_halves_layout_is_exactly_transformers_marian_table():
+    marian = pytest.importorskip("transformers.models.marian.modeling_marian")
+    theirs = marian.MarianSinusoidalPositionalEmbedding(64, 48).create_weight()
+    assert torch.equal(PositionalEncoding(48, 64, "halves").table, theirs)
+
+
 def random_ids(rows: int, cols: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(4, CONFIG.vocab_size, (rows, cols), generator=g)

@@ -52,3 +52,29 @@ def test_serve_without_the_service_module(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "app.server", None)  # import fails as if it did not exist
     assert main(["serve", "--port", "1"]) == 2
     assert "nmt serve" in capsys.readouterr().err
+
+
+def test_import_without_torch_says_what_to_install(monkeypatch, capsys):
+    from app import cli
+
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec", lambda name: None if name == "torch" else real(name)
+    )
+    assert main(["import", "some/dir", "--out", "bundles/xx-yy"]) == 2
+    err = capsys.readouterr().err
+    assert "needs torch" in err and "pip install" in err
+
+
+def test_import_runs_the_importer_and_relays_its_refusal(marian_bundles, tmp_path, capfd):
+    """`nmt import` is `python -m export.marian` in a child process (exit code and message
+    included); here on a pre-norm model, which the importer refuses before exporting."""
+    import json
+    import shutil
+
+    hf_dir = shutil.copytree(next(iter(marian_bundles.values()))[0], tmp_path / "hf")
+    config = json.loads((hf_dir / "config.json").read_text())
+    (hf_dir / "config.json").write_text(json.dumps({**config, "normalize_before": True}))
+    assert main(["import", str(hf_dir), "--out", str(tmp_path / "out")]) == 2
+    assert "normalize_before" in capfd.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,96 @@
+"""One real server on a directory holding the shipped en-de bundle and two imported tiny Marian
+bundles (fr-en, de-es; tests/marian.py): every pair is listed and translates, and the pairs
+without a model of their own (fr -> de through en, en -> es through de) are served by pivoting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.engine.translator import Translator
+from app.main import create_app
+from tests.app.conftest import REAL
+from tests.app.fakes import running
+
+SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
+TEXTS = {"en": "Open the file.", "fr": "the red car sees a dog", "de": "a small cat"}
+
+
+@pytest.fixture(scope="module")
+def models_dir(marian_bundles, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("models")
+    (root / "en-de").symlink_to(SHIPPED, target_is_directory=True)
+    for name, (_, bundle) in marian_bundles.items():
+        (root / name).symlink_to(bundle, target_is_directory=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def client(models_dir):
+    from app.config import Settings
+
+    app = create_app(Settings(models_dir=models_dir, **REAL))
+    with running(app) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def direct(models_dir):
+    """Each bundle's engine called directly with its decoding defaults: the reference."""
+    engines = {p.name: Translator.from_dir(p, intra_threads=1) for p in models_dir.iterdir()}
+
+    def translate(name: str, text: str) -> str:
+        engine = engines[name]
+        return engine.translate_batch([text], engine.default_options)[0].text
+
+    return translate
+
+
+def translate(client, text: str, source: str, target: str) -> dict:
+    r = client.post("/v1/translate", json={"text": text, "source": source, "target": target})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_all_pairs_and_pivots_are_listed(client):
+    models = client.get("/v1/models").json()
+    assert {(m["name"], m["source"], m["target"]) for m in models["models"]} == {
+        ("en-de", "en", "de"), ("fr-en", "fr", "en"), ("de-es", "de", "es")
+    }
+    assert {(p["source"], p["target"], p["via"]) for p in models["pivots"]} == {
+        ("fr", "de", "en"), ("en", "es", "de")
+    }
+    languages = {x["code"]: x["targets"] for x in client.get("/languages").json()}
+    assert languages == {"de": ["es"], "en": ["de", "es"], "es": [], "fr": ["de", "en"]}
+
+
+@pytest.mark.parametrize("pair", ["en-de", "fr-en", "de-es"])
+def test_each_direct_pair_translates_with_its_own_bundle(client, direct, pair):
+    source, target = pair.split("-")
+    body = translate(client, TEXTS[source], source, target)
+    assert body["model"] == pair and "pivot" not in body
+    assert body["translations"][0]["text"] == direct(pair, TEXTS[source])
+    assert body["translations"][0]["text"].strip()
+
+
+@pytest.mark.parametrize(("source", "pivot", "target"), [("fr", "en", "de"), ("en", "de", "es")])
+def test_pairs_without_a_model_pivot_and_say_so(client, direct, source, pivot, target):
+    body = translate(client, TEXTS[source], source, target)
+    assert body["pivot"] == pivot
+    assert body["model"] == f"{source}-{pivot}+{pivot}-{target}"
+    assert (body["source"], body["target"]) == (source, target)
+    middle = direct(f"{source}-{pivot}", TEXTS[source])
+    assert body["translations"][0]["text"] == direct(f"{pivot}-{target}", middle)
+    lt = client.post("/translate", json={"q": TEXTS[source], "source": source, "target": target})
+    assert lt.status_code == 200 and lt.json()["translatedText"] == body["translations"][0]["text"]
+
+
+def test_a_pair_out_of_reach_is_a_400_naming_the_target(client):
+    r = client.post("/v1/translate", json={"text": "hola", "source": "es", "target": "fr"})
+    assert r.status_code == 400
+    assert r.json()["field"] == "source"  # es has no model of its own
+    r = client.post("/v1/translate", json={"text": "x", "source": "fr", "target": "es"})
+    assert r.status_code == 400 and r.json()["field"] == "target"
+    assert "['de', 'en']" in r.json()["error"]
