@@ -31,13 +31,18 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(".cache"),
         help="download/unpack cache (debs/, unpacked/, apt/)",
     )
+    b.add_argument(
+        "--domains",
+        default="software,documentation,general",
+        help="comma list of the domains to build (software,documentation: the first corpus)",
+    )
     s = sub.add_parser("sample", help="print random training pairs")
     s.add_argument("--out", type=Path, default=Path("data/en-de"))
     s.add_argument("-n", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.command == "build":
-        build(args.out, args.cache, args.pair)
+        build(args.out, args.cache, args.pair, tuple(args.domains.split(",")))
     else:
         _sample(args.out, args.n, args.seed)
     return 0

@@ -355,8 +355,15 @@ def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
-    """Build the corpus into ``out``; return the corpus.json document."""
+def _source_name(package: str) -> str:
+    """The corpus source a package feeds (both help packages feed one)."""
+    return HELP_SOURCE if package in sources.HELP_PACKAGES else package
+
+
+def build(
+    out: Path, cache: Path, pair: str = "en-de", domains: tuple[str, ...] = sources.DOMAINS
+) -> dict:
+    """Build the corpus into ``out`` from the sources of ``domains``; return corpus.json."""
     if pair != "en-de":
         raise ValueError(f"unsupported language pair {pair!r} (only en-de)")
     start = time.time()
@@ -367,6 +374,10 @@ def build(out: Path, cache: Path, pair: str = "en-de") -> dict:
         *sources.GENERAL_GETTEXT_PACKAGES,
     ]
     sources.check_not_reserved(packages)
+    unknown = sorted(set(domains) - set(sources.DOMAINS))
+    if unknown:
+        raise ValueError(f"unknown domains {unknown}: choose from {list(sources.DOMAINS)}")
+    packages = [p for p in packages if sources.domain_of(_source_name(p)) in domains]
     info = fetch(cache, packages)
     corpus = collect(info)
     by_split = assign_splits(corpus)

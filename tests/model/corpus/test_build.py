@@ -207,3 +207,19 @@ def test_domains_label_train_and_split_dev_test(tmp_path):
     assert doc["sources"][ding.DING_PACKAGE]["domain"] == "general"
     assert doc["packages"][ding.DING_PACKAGE]["licence"] == ding.DING_LICENCE
     assert sum(doc["domains"]["general"].values()) == 3
+
+
+def test_builder_takes_only_the_chosen_domains(tmp_path, monkeypatch):
+    fetched: list[list[str]] = []
+
+    def fake_fetch(cache, packages):
+        fetched.append(packages)
+        raise SystemExit  # stop after the package list
+    monkeypatch.setattr(build, "fetch", fake_fetch)
+    with pytest.raises(SystemExit):
+        build.build(tmp_path / "out", tmp_path / "cache", domains=("software", "documentation"))
+    assert sources.HELP_EN in fetched[0] and sources.HELP_DE in fetched[0]
+    assert "coreutils" in fetched[0]
+    assert ding.DING_PACKAGE not in fetched[0] and "widelands-data" not in fetched[0]
+    with pytest.raises(ValueError, match="unknown domains"):
+        build.build(tmp_path / "out", tmp_path / "cache", domains=("news",))
