@@ -19,6 +19,7 @@ from app.batcher import Batcher
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
 from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError, TooLarge
+from app.langid import Detection, LanguageDetector
 from app.registry import LoadedModel, Registry
 from app.text import Segments, segment
 
@@ -72,6 +73,7 @@ class TranslationOutcome:
     route: list[LoadedModel]  # the model, or two through a pivot language
     sentences: int  # sent to the engine, over every hop
     elapsed_ms: float
+    detected: Detection | None = None  # the source language found for source "auto"
 
     @property
     def model_name(self) -> str:
@@ -100,11 +102,25 @@ class TranslationService:
         batcher: Batcher,
         settings: Settings,
         on_rejected: Callable[[ServiceError], None] = lambda exc: None,
+        detector: LanguageDetector | None = None,
     ) -> None:
         self.registry = registry
         self.batcher = batcher
         self.settings = settings
         self.on_rejected = on_rejected
+        self.detector = detector  # None: "auto" is the only source language (Registry)
+
+    def detect(self, text: str, field: str = "q") -> list[Detection]:
+        """The served source languages ranked for `text`, confidences 0-100."""
+        try:
+            check_limits([text], self.settings, field)
+        except ServiceError as exc:
+            self.on_rejected(exc)
+            raise
+        if self.detector is None:  # one source language, or none the detector knows
+            sources = self.registry.sources
+            return [Detection(code, round(100 / len(sources), 1)) for code in sources]
+        return self.detector.detect(text)
 
     async def translate(
         self,
@@ -116,7 +132,12 @@ class TranslationService:
         started = time.perf_counter()
         try:
             check_limits(request.texts, self.settings, request.fields.text)
-            route = self.registry.route(request.source, request.target)
+            source, detected = request.source, None
+            if source == "auto" and self.detector is not None:
+                # one source per request: the language of all its texts together
+                detected = self.detector.detect("\n".join(request.texts), top=1)[0]
+                source = detected.language
+            route = self.registry.route(source, request.target)
             # through a pivot, the first hop gives its best translation only; every hop's
             # options are checked before the first one runs
             plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
@@ -133,7 +154,7 @@ class TranslationService:
             self.on_rejected(exc)
             raise
         elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return TranslationOutcome(results, route, sentences, elapsed)
+        return TranslationOutcome(results, route, sentences, elapsed, detected)
 
     async def _run_route(
         self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]

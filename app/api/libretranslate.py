@@ -1,4 +1,5 @@
-"""LibreTranslate-compatible endpoints: POST /translate, GET /languages.
+"""LibreTranslate-compatible endpoints: POST /translate, POST /detect, GET /languages,
+GET /frontend/settings, POST /suggest.
 
 Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
 {"error": "..."} with LibreTranslate's status codes (see app.api.errors.status_for).
@@ -17,7 +18,8 @@ from pydantic import ValidationError
 from app.api.body import read_json
 from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
 from app.api.errors import invalid_input
-from app.errors import BadRequest, UnsupportedMediaType, excerpt
+from app.errors import BadRequest, InvalidInput, UnsupportedMediaType, excerpt
+from app.langid import Detection, libretranslate_detections
 from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
@@ -139,7 +141,8 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
     if body.source == "auto":
-        detected = {"confidence": 100.0, "language": outcome.source}
+        found = outcome.detected or Detection(outcome.source, 100.0)
+        detected = found.libretranslate()
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
 
@@ -152,3 +155,33 @@ async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguag
         LibreLanguage(code=c, name=LANGUAGE_NAMES.get(c, c), targets=registry.targets(c))
         for c in codes
     ]
+
+
+def authorize(request: Request, state: AppState, data: dict[str, Any]) -> None:
+    """The api_key field (or header) checked when keys are set, and the rate limit."""
+    api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
+    api_key = api_key or header_api_key(request)
+    state.check_api_key(api_key)
+    rate_limit(state, request, api_key)
+
+
+def required_text(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        raise InvalidInput(f"Invalid request: missing {name} parameter", field=name)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string (got {excerpt(value, 40)})", field=name)
+    return value
+
+
+@router.post(
+    "/detect",
+    summary="Detect the language of a text (LibreTranslate API)",
+    responses={200: {"content": {"application/json": {
+        "example": [{"confidence": 97.5, "language": "de"}]}}}, **ERRORS},
+)
+async def detect(request: Request, state: AppState = Depends(ready_state)) -> list[dict[str, Any]]:
+    """The served source languages, most likely first, with confidences 0-100."""
+    data, _ = await parse_body(request)
+    authorize(request, state, data)
+    return libretranslate_detections(state.service.detect(required_text(data, "q")))
