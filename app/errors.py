@@ -57,6 +57,12 @@ class Unauthorized(ServiceError):
         self.key_given = key_given
 
 
+class Forbidden(ServiceError):
+    """A feature this server has turned off."""
+
+    code = "forbidden"
+
+
 class TooLarge(ServiceError):
     """A limit on characters, texts or body size."""
 

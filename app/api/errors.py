@@ -26,6 +26,7 @@ from app.errors import (
     BodyTooLarge,
     ClientGone,
     DeadlineExceeded,
+    Forbidden,
     InvalidInput,
     RateLimited,
     ServiceError,
@@ -38,13 +39,15 @@ from app.errors import (
 
 log = logging.getLogger("app.api.errors")
 
-LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend")
+LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend", "/suggest",
+                           "/download_file")  # /translate_file too
 
 # the most specific class in an error's MRO decides
 STATUS: dict[type[ServiceError], int] = {
     ServiceError: 500,
     BadRequest: 400,
     Unauthorized: 401,
+    Forbidden: 403,
     TooLarge: 413,
     UnsupportedMediaType: 415,
     InvalidInput: 422,

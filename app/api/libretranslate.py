@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from app.api.body import read_json
 from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
 from app.api.errors import invalid_input
-from app.errors import BadRequest, InvalidInput, UnsupportedMediaType, excerpt
+from app.errors import BadRequest, Forbidden, InvalidInput, UnsupportedMediaType, excerpt
 from app.langid import Detection, libretranslate_detections
 from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.service import FieldNames, RequestedOptions, TranslationRequest
@@ -185,3 +185,47 @@ async def detect(request: Request, state: AppState = Depends(ready_state)) -> li
     data, _ = await parse_body(request)
     authorize(request, state, data)
     return libretranslate_detections(state.service.detect(required_text(data, "q")))
+
+
+def _language(code: str) -> dict[str, str]:
+    name = "Auto Detect" if code == "auto" else LANGUAGE_NAMES.get(code, code)
+    return {"code": code, "name": name}
+
+
+def supported_file_formats() -> list[str]:
+    """The extensions /translate_file takes: those whose reader is installed."""
+    from app.documents import FORMATS, UnsupportedFormat, handler
+
+    formats = []
+    for ext in FORMATS:
+        try:
+            handler(ext)
+        except UnsupportedFormat:
+            continue
+        formats.append("." + ext)
+    return formats
+
+
+@router.get("/frontend/settings", summary="Settings for a LibreTranslate web page")
+async def frontend_settings(state: AppState = Depends(ready_state)) -> dict[str, Any]:
+    settings, registry = state.settings, state.registry
+    sources = registry.sources
+    source = "auto" if len(sources) > 1 else sources[0]
+    targets = registry.targets(sources[0])
+    files = settings.files_translation
+    return {
+        "charLimit": settings.max_chars_per_text,
+        "frontendTimeout": settings.frontend_timeout,
+        "apiKeys": bool(settings.api_keys),
+        "keyRequired": bool(settings.api_keys),
+        "suggestions": False,
+        "filesTranslation": files,
+        "supportedFilesFormat": supported_file_formats() if files else [],
+        "language": {"source": _language(source), "target": _language(targets[0])},
+    }
+
+
+@router.post("/suggest", summary="Suggest a better translation (turned off here)",
+             responses={403: {"model": ErrorBody, "description": "Suggestions are off"}})
+async def suggest() -> None:
+    raise Forbidden("Suggestions are disabled on this server.")

@@ -80,3 +80,29 @@ def test_detect_on_the_real_bundle(real_server):
     """One source language: it, at 100."""
     r = httpx.post(f"{real_server.url}/detect", json={"q": "Hello world"})
     assert r.json() == [{"language": "en", "confidence": 100.0}]
+
+
+def test_frontend_settings_have_libretranslate_fields(client):
+    r = client.get("/frontend/settings")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["charLimit"] == 200 and body["frontendTimeout"] == 500
+    assert body["apiKeys"] is False and body["keyRequired"] is False
+    assert body["suggestions"] is False and body["filesTranslation"] is True
+    assert {".txt", ".html", ".docx", ".odt", ".srt", ".po", ".xliff"} <= set(
+        body["supportedFilesFormat"])
+    assert body["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
+                                "target": {"code": "en", "name": "English"}}
+
+
+def test_frontend_settings_with_keys_and_without_files():
+    with serve(api_keys=["k1"], files_translation=False) as srv:
+        body = httpx.get(f"{srv.url}/frontend/settings").json()
+        assert body["keyRequired"] is True and body["apiKeys"] is True
+        assert body["filesTranslation"] is False and body["supportedFilesFormat"] == []
+
+
+def test_suggest_is_refused_as_libretranslate_does(client):
+    r = client.post("/suggest", data={"q": "a", "s": "b", "source": "en", "target": "de"})
+    assert r.status_code == 403
+    assert r.json()["error"] == "Suggestions are disabled on this server."
