@@ -20,6 +20,7 @@ from app.config import Settings
 from app.engine.types import Result, TranslationOptions
 from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError, TooLarge
 from app.langid import Detection, LanguageDetector
+from app.protect import Masked, mask, unmask
 from app.registry import LoadedModel, Registry
 from app.text import Segments, segment
 
@@ -183,7 +184,12 @@ class TranslationService:
         self, texts: list[str], fmt: str, model: LoadedModel, options: TranslationOptions,
         timeout: float,
     ) -> tuple[list[TextResult], int]:
-        segmented = [segment(text, fmt) for text in texts]
+        # plain text: placeholders, inline tags, URLs and addresses masked before the model
+        # (app.protect), on every hop; html: its segmenter keeps the markup away already
+        protect = self.settings.protect_spans and fmt == "text"
+        masked = [mask(text) if protect else None for text in texts]
+        segmented = [segment(m.text if m else text, fmt)
+                     for m, text in zip(masked, texts, strict=True)]
         engine = model.translator
         limit = engine.max_source_tokens
         if limit:  # sentences longer than the encoder takes are cut, not truncated
@@ -192,10 +198,10 @@ class TranslationService:
         sentences = [s for seg in segmented for s in seg.sentences]
         results = await self.batcher.translate(engine, sentences, options, max(timeout, 0.0))
         out, pos = [], 0
-        for seg in segmented:
+        for seg, m in zip(segmented, masked, strict=True):
             mine = results[pos : pos + len(seg.targets)]
             pos += len(seg.targets)
-            out.append(_assemble(seg, mine, options))
+            out.append(_assemble(seg, mine, options, m))
         return out, len(sentences)
 
 
@@ -286,8 +292,14 @@ def build_options(
     return dataclasses.replace(defaults, **changes)
 
 
-def _assemble(seg: Segments, results: list[Result], options: TranslationOptions) -> TextResult:
-    text = seg.rejoin([r.text for r in results])
+def _assemble(
+    seg: Segments, results: list[Result], options: TranslationOptions, masked: Masked | None
+) -> TextResult:
+    def rejoin(texts: list[str]) -> str:
+        joined = seg.rejoin(texts)
+        return unmask(masked, joined) if masked is not None else joined
+
+    text = rejoin([r.text for r in results])
     score = None
     if options.return_scores:
         scores = [r.score for r in results if r.score is not None]
@@ -296,5 +308,5 @@ def _assemble(seg: Segments, results: list[Result], options: TranslationOptions)
     for k in range(options.num_alternatives):
         # the k-th alternative of each sentence (its best when it has fewer)
         picks = [r.alternatives[k] if k < len(r.alternatives) else r.text for r in results]
-        alternatives.append(seg.rejoin(picks))
+        alternatives.append(rejoin(picks))
     return TextResult(text, score, alternatives)

@@ -106,3 +106,45 @@ def test_suggest_is_refused_as_libretranslate_does(client):
     r = client.post("/suggest", data={"q": "a", "s": "b", "source": "en", "target": "de"})
     assert r.status_code == 403
     assert r.json()["error"] == "Suggestions are disabled on this server."
+
+
+SPANS = ["%s", "{name}", "<b>", "</b>", "https://example.org/a?b=1", "help@example.org"]
+PROTECTED = "Open %s for {name}: <b>see</b> https://example.org/a?b=1 or write help@example.org."
+
+
+def test_placeholders_are_masked_before_the_engine_and_restored():
+    engine = FakeTranslator()
+    app = create_app(Settings(max_wait_ms=1), loader=lambda s: [fake_model(engine)])
+    with running(app) as srv:
+        r = httpx.post(f"{srv.url}/v1/translate",
+                       json={"text": PROTECTED, "source": "en", "target": "de"})
+        seen = " ".join(t for batch, _ in engine.batches for t in batch)
+        out = r.json()["translations"][0]["text"]
+        assert "https://" not in seen and "<b>" not in seen and "@" not in seen
+        assert "%s" in seen and "{name}" in seen  # placeholders are their own masks
+        for span in SPANS:
+            assert out.count(span) == 1, (span, out)
+        assert out.index("<b>") < out.index("</b>")
+        r = httpx.post(f"{srv.url}/translate",
+                       json={"q": PROTECTED, "source": "en", "target": "de"})
+        assert all(r.json()["translatedText"].count(span) == 1 for span in SPANS)
+
+
+def test_span_protection_can_be_turned_off():
+    engine = FakeTranslator()
+    app = create_app(Settings(max_wait_ms=1, protect_spans=False),
+                     loader=lambda s: [fake_model(engine)])
+    with running(app) as srv:
+        r = httpx.post(f"{srv.url}/v1/translate",
+                       json={"text": PROTECTED, "source": "en", "target": "de"})
+        assert engine.batches[-1][0] == [PROTECTED]
+        assert r.json()["translations"][0]["text"] == " ".join(reversed(PROTECTED.split()))
+
+
+def test_spans_survive_the_real_model(real_server):
+    r = httpx.post(f"{real_server.url}/v1/translate", timeout=60,
+                   json={"text": PROTECTED, "source": "en", "target": "de",
+                         "options": {"alternatives": 1}})
+    translation = r.json()["translations"][0]
+    for text in [translation["text"], *translation["alternatives"]]:
+        assert all(text.count(span) == 1 for span in SPANS), text
