@@ -63,6 +63,10 @@ class Forbidden(ServiceError):
     code = "forbidden"
 
 
+class NotFound(ServiceError):
+    code = "not_found"
+
+
 class TooLarge(ServiceError):
     """A limit on characters, texts or body size."""
 

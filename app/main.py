@@ -20,6 +20,7 @@ from app.api import health, libretranslate, metrics, models, translate, web
 from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
+from app.filestore import FileStore
 from app.langid import LanguageDetector
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
@@ -36,7 +37,7 @@ Self-hosted machine translation: a Transformer served by ONNX Runtime with dynam
 
 * **v1**: `POST /v1/translate` (texts, options, scores, alternatives), `GET /v1/models`.
 * **LibreTranslate**: `POST /translate`, `POST /detect`, `GET /languages`,
-  `GET /frontend/settings`, for existing clients.
+  `GET /frontend/settings`, `POST /translate_file` (documents), for existing clients.
 * **Operations**: `/health/live`, `/health/ready`, `/metrics`.
 
 Errors are JSON: `{"error": "...", "code": "...", "field": "...", "limit": ...}`.
@@ -105,7 +106,8 @@ async def _drain(app_state: AppState) -> None:
 def create_app(settings: Settings | None = None, loader: Loader | None = None) -> FastAPI:
     """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes)."""
     settings = settings or Settings()
-    app_state = AppState(settings=settings, metrics=Metrics())
+    app_state = AppState(settings=settings, metrics=Metrics(),
+                         files=FileStore(settings.files_dir, settings.files_expiry))
     if settings.rate_limit:
         app_state.limiter = RateLimiter(settings.rate_limit, settings.rate_limit_capacity)
 
@@ -129,7 +131,9 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
     # the last added is the outermost: metrics see every answer, the 413 included
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    upload = settings.max_file_bytes + 64 * 1024  # the file and the form around it
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
+                       per_path={"/translate_file": upload})
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -11,10 +11,11 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from app import documents
 from app.batcher import Batcher
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
@@ -113,11 +114,8 @@ class TranslationService:
 
     def detect(self, text: str, field: str = "q") -> list[Detection]:
         """The served source languages ranked for `text`, confidences 0-100."""
-        try:
+        with self._counting_rejections():
             check_limits([text], self.settings, field)
-        except ServiceError as exc:
-            self.on_rejected(exc)
-            raise
         if self.detector is None:  # one source language, or none the detector knows
             sources = self.registry.sources
             return [Detection(code, round(100 / len(sources), 1)) for code in sources]
@@ -131,7 +129,7 @@ class TranslationService:
         """Raises a ServiceError (counted as rejected) for a request the service refuses; when
         `until_gone()` returns first, the client has gone: its queued work is dropped."""
         started = time.perf_counter()
-        try:
+        with self._counting_rejections():
             check_limits(request.texts, self.settings, request.fields.text)
             source, detected = request.source, None
             if source == "auto" and self.detector is not None:
@@ -151,11 +149,59 @@ class TranslationService:
             work = self._run_route(request, hops)
             results, sentences = await (work if until_gone is None
                                         else unless_gone(work, until_gone))
+        elapsed = round((time.perf_counter() - started) * 1000, 2)
+        return TranslationOutcome(results, route, sentences, elapsed, detected)
+
+    @contextlib.contextmanager
+    def _counting_rejections(self) -> Iterator[None]:
+        try:
+            yield
         except ServiceError as exc:
             self.on_rejected(exc)
             raise
-        elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return TranslationOutcome(results, route, sentences, elapsed, detected)
+
+    async def translate_document(
+        self,
+        data: bytes,
+        fmt: str,
+        source: str,
+        target: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> DocumentOutcome:
+        """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
+        structure kept: read, checked against the limits and rebuilt in a worker thread, its
+        sentences through the shared batcher in chunks of max_batch_size, alongside live
+        requests."""
+        with self._counting_rejections():  # the ServiceErrors, counted
+            settings = self.settings
+            limits = documents.Limits(max_bytes=settings.max_file_bytes,
+                                      max_segments=settings.max_file_segments,
+                                      max_chars=settings.max_file_chars)
+            doc = await asyncio.to_thread(documents.extract, data, fmt, limits)
+            detected = None
+            if source == "auto" and self.detector is not None:
+                sample = "\n".join(doc.segments)[:20_000]
+                detected = self.detector.detect(sample, top=1)[0]
+                source = detected.language
+            route = self.registry.route(source, target)
+            loop = asyncio.get_running_loop()
+
+            def translate(sentences: list[str]) -> list[str]:  # in the worker thread
+                for model in route:  # through a pivot: each hop on the previous one's output
+                    work = self.batcher.translate(model.translator, sentences,
+                                                  model.default_options, settings.request_timeout)
+                    results = asyncio.run_coroutine_threadsafe(work, loop).result()
+                    sentences = [r.text for r in results]
+                return sentences
+
+            def run() -> bytes:
+                out = documents.translate_segments(doc.segments, translate, doc.markup,
+                                                   batch_size=settings.max_batch_size,
+                                                   progress=progress)
+                return documents.rebuild(doc, out)
+
+            result = await asyncio.to_thread(run)
+            return DocumentOutcome(result, route, len(doc.segments), detected)
 
     async def _run_route(
         self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]
@@ -203,6 +249,14 @@ class TranslationService:
             pos += len(seg.targets)
             out.append(_assemble(seg, mine, options, m))
         return out, len(sentences)
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    data: bytes
+    route: list[LoadedModel]  # the model, or two through a pivot language
+    segments: int
+    detected: Detection | None = None
 
 
 async def unless_gone(work: Awaitable[T], until_gone: Callable[[], Awaitable[None]]) -> T:
