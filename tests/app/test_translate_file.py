@@ -206,3 +206,13 @@ def test_document_sentences_share_batches_with_live_requests(tmp_path):
 def queue_depth(url: str) -> float:
     text = httpx.get(f"{url}/metrics").text
     return float(re.search(r"^nmt_queue_depth (\S+)$", text, re.M).group(1))
+
+
+def test_a_document_goes_through_a_pivot(tmp_path):
+    """en -> fr through de: each fake hop reverses the words, so two hops restore the order."""
+    models = [FakeTranslator("en-de", "en", "de"), FakeTranslator("de-fr", "de", "fr")]
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model(m) for m in models])) as srv:
+        r = upload(srv.url, "notes.txt", b"Open the %s file now", target="fr")
+        assert httpx.get(r.json()["translatedFileUrl"]).text == "Open the %s file now"
+        assert [len(m.batches) for m in models] == [1, 1]
