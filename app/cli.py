@@ -4,6 +4,7 @@ nmt translate   lines in (stdin or --input), one translation per line out (stdou
 nmt serve       the HTTP service (app.server, imported only when asked for)
 nmt import      a Transformers Marian (OPUS-MT) directory -> a bundle: runs `python -m
                 export.marian` in a child process, so the service itself never imports torch
+nmt translate-file IN -t de [-o OUT]   a document, structure kept (app.documents.cli)
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
+
+from app.documents import cli as documents_cli
 
 DEFAULT_BUNDLES = Path("bundles")
 
@@ -43,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--provider", choices=["cpu", "cuda"], default="cpu")
     t.add_argument("--threads", type=int, default=0, help="intra-op threads (0 = ORT default)")
     t.add_argument("--no-progress", action="store_true", help="no progress bar for --input")
+    documents_cli.add_parser(commands)
     return parser
 
 
@@ -155,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["import"]:  # and after `import`, to the importer
         return import_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "translate-file":
+        return documents_cli.translate_file_main(args)
     return translate_main(args)
 
 

@@ -56,6 +56,30 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1, description="Request body size in bytes at most.")
     max_beam_size: int = Field(8, ge=1, description="Largest beam size a client may ask for.")
     max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
+    protect_spans: bool = Field(
+        True, description="Keep placeholders, inline tags, URLs and e-mail addresses of plain "
+        "text away from the model and put them back unchanged (app.protect).",
+    )
+    # documents (LibreTranslate /translate_file)
+    files_translation: bool = Field(True, description="Serve /translate_file.")
+    files_dir: Path = Field(
+        Path("data/files"), description="Where uploaded and translated files are kept."
+    )
+    files_expiry: float = Field(
+        3600.0, gt=0, description="Seconds a translated file stays downloadable."
+    )
+    max_file_bytes: int = Field(
+        10_000_000, ge=1, description="Size of an uploaded document in bytes at most."
+    )
+    max_file_segments: int = Field(
+        20_000, ge=1, description="Segments (paragraphs, cues, entries) of a document at most."
+    )
+    max_file_chars: int = Field(
+        1_000_000, ge=1, description="Characters to translate in a document at most."
+    )
+    frontend_timeout: int = Field(
+        500, ge=0, description="frontendTimeout of /frontend/settings (milliseconds)."
+    )
     # access
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Accepted API keys (comma-separated); empty = open."

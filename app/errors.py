@@ -57,6 +57,16 @@ class Unauthorized(ServiceError):
         self.key_given = key_given
 
 
+class Forbidden(ServiceError):
+    """A feature this server has turned off."""
+
+    code = "forbidden"
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+
+
 class TooLarge(ServiceError):
     """A limit on characters, texts or body size."""
 

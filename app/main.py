@@ -20,6 +20,8 @@ from app.api import health, libretranslate, metrics, models, translate, web
 from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
+from app.filestore import FileStore
+from app.langid import LanguageDetector
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
 from app.registry import LoadedModel, Registry, load_models
@@ -34,7 +36,8 @@ DESCRIPTION = """
 Self-hosted machine translation: a Transformer served by ONNX Runtime with dynamic batching.
 
 * **v1**: `POST /v1/translate` (texts, options, scores, alternatives), `GET /v1/models`.
-* **LibreTranslate**: `POST /translate`, `GET /languages`, for existing clients.
+* **LibreTranslate**: `POST /translate`, `POST /detect`, `GET /languages`,
+  `GET /frontend/settings`, `POST /translate_file` (documents), for existing clients.
 * **Operations**: `/health/live`, `/health/ready`, `/metrics`.
 
 Errors are JSON: `{"error": "...", "code": "...", "field": "...", "limit": ...}`.
@@ -55,6 +58,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
             app_state.on_fatal()
         return
     app_state.registry = Registry(loaded)
+    detector = await asyncio.to_thread(_detector, app_state.registry.sources)
     batcher = Batcher(
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
@@ -65,11 +69,24 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     app_state.service = TranslationService(
         app_state.registry, batcher, settings,
         on_rejected=lambda exc: app_state.metrics.rejected.labels(exc.code).inc(),
+        detector=detector,
     )
     app_state.ready = not app_state.draining
     app_state.metrics.ready.set(1 if app_state.ready else 0)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
              time.perf_counter() - started)
+
+
+def _detector(sources: list[str]) -> LanguageDetector | None:
+    """A language detector over the served source languages when there are several (one:
+    "auto" is that one); None, logged, when the detector does not know one of them."""
+    if len(sources) < 2:
+        return None
+    try:
+        return LanguageDetector(sources)
+    except ValueError as exc:
+        log.warning("source 'auto' and /detect cannot tell the sources apart: %s", exc)
+        return None
 
 
 async def _drain(app_state: AppState) -> None:
@@ -89,7 +106,8 @@ async def _drain(app_state: AppState) -> None:
 def create_app(settings: Settings | None = None, loader: Loader | None = None) -> FastAPI:
     """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes)."""
     settings = settings or Settings()
-    app_state = AppState(settings=settings, metrics=Metrics())
+    app_state = AppState(settings=settings, metrics=Metrics(),
+                         files=FileStore(settings.files_dir, settings.files_expiry))
     if settings.rate_limit:
         app_state.limiter = RateLimiter(settings.rate_limit, settings.rate_limit_capacity)
 
@@ -113,7 +131,9 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
     # the last added is the outermost: metrics see every answer, the 413 included
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    upload = settings.max_file_bytes + 64 * 1024  # the file and the form around it
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
+                       per_path={"/translate_file": upload})
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

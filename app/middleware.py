@@ -12,28 +12,33 @@ class BodySizeLimit:
     """413 when Content-Length is over the limit (without reading the body), or as soon as a
     chunked body grows past it while streaming in."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, per_path: dict[str, int] | None = None
+                 ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.per_path = per_path or {}  # paths with their own limit (file uploads)
 
-    def _too_large(self) -> BodyTooLarge:
+    @staticmethod
+    def _too_large(limit: int) -> BodyTooLarge:
         return BodyTooLarge(
-            f"the request body is larger than the limit of {self.max_bytes} bytes",
-            field="body", limit=self.max_bytes,
+            f"the request body is larger than the limit of {limit} bytes",
+            field="body", limit=limit,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.per_path.get(scope["path"], self.max_bytes)
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None:
             try:
                 declared = int(length)
             except ValueError:
                 declared = 0
-            if declared > self.max_bytes:
-                await error_response(self._too_large(), scope["path"])(scope, receive, send)
+            if declared > max_bytes:
+                await error_response(self._too_large(max_bytes), scope["path"])(scope, receive,
+                                                                                 send)
                 return
         received = 0
         exceeded = False
@@ -46,7 +51,7 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > max_bytes:
                     exceeded = True  # the app sees a disconnect; we answer 413 below
                     return {"type": "http.disconnect"}
             return message
@@ -65,4 +70,4 @@ class BodySizeLimit:
             if not exceeded:
                 raise
         if exceeded and not started:
-            await error_response(self._too_large(), scope["path"])(scope, receive, send)
+            await error_response(self._too_large(max_bytes), scope["path"])(scope, receive, send)

@@ -11,14 +11,17 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from app import documents
 from app.batcher import Batcher
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
 from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError, TooLarge
+from app.langid import Detection, LanguageDetector
+from app.protect import Masked, mask, unmask
 from app.registry import LoadedModel, Registry
 from app.text import Segments, segment
 
@@ -72,6 +75,7 @@ class TranslationOutcome:
     route: list[LoadedModel]  # the model, or two through a pivot language
     sentences: int  # sent to the engine, over every hop
     elapsed_ms: float
+    detected: Detection | None = None  # the source language found for source "auto"
 
     @property
     def model_name(self) -> str:
@@ -100,11 +104,22 @@ class TranslationService:
         batcher: Batcher,
         settings: Settings,
         on_rejected: Callable[[ServiceError], None] = lambda exc: None,
+        detector: LanguageDetector | None = None,
     ) -> None:
         self.registry = registry
         self.batcher = batcher
         self.settings = settings
         self.on_rejected = on_rejected
+        self.detector = detector  # None: "auto" is the only source language (Registry)
+
+    def detect(self, text: str, field: str = "q") -> list[Detection]:
+        """The served source languages ranked for `text`, confidences 0-100."""
+        with self._counting_rejections():
+            check_limits([text], self.settings, field)
+        if self.detector is None:  # one source language, or none the detector knows
+            sources = self.registry.sources
+            return [Detection(code, round(100 / len(sources), 1)) for code in sources]
+        return self.detector.detect(text)
 
     async def translate(
         self,
@@ -114,9 +129,14 @@ class TranslationService:
         """Raises a ServiceError (counted as rejected) for a request the service refuses; when
         `until_gone()` returns first, the client has gone: its queued work is dropped."""
         started = time.perf_counter()
-        try:
+        with self._counting_rejections():
             check_limits(request.texts, self.settings, request.fields.text)
-            route = self.registry.route(request.source, request.target)
+            source, detected = request.source, None
+            if source == "auto" and self.detector is not None:
+                # one source per request: the language of all its texts together
+                detected = self.detector.detect("\n".join(request.texts), top=1)[0]
+                source = detected.language
+            route = self.registry.route(source, request.target)
             # through a pivot, the first hop gives its best translation only; every hop's
             # options are checked before the first one runs
             plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
@@ -129,11 +149,59 @@ class TranslationService:
             work = self._run_route(request, hops)
             results, sentences = await (work if until_gone is None
                                         else unless_gone(work, until_gone))
+        elapsed = round((time.perf_counter() - started) * 1000, 2)
+        return TranslationOutcome(results, route, sentences, elapsed, detected)
+
+    @contextlib.contextmanager
+    def _counting_rejections(self) -> Iterator[None]:
+        try:
+            yield
         except ServiceError as exc:
             self.on_rejected(exc)
             raise
-        elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return TranslationOutcome(results, route, sentences, elapsed)
+
+    async def translate_document(
+        self,
+        data: bytes,
+        fmt: str,
+        source: str,
+        target: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> DocumentOutcome:
+        """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
+        structure kept: read, checked against the limits and rebuilt in a worker thread, its
+        sentences through the shared batcher in chunks of max_batch_size, alongside live
+        requests."""
+        with self._counting_rejections():  # the ServiceErrors, counted
+            settings = self.settings
+            limits = documents.Limits(max_bytes=settings.max_file_bytes,
+                                      max_segments=settings.max_file_segments,
+                                      max_chars=settings.max_file_chars)
+            doc = await asyncio.to_thread(documents.extract, data, fmt, limits)
+            detected = None
+            if source == "auto" and self.detector is not None:
+                sample = "\n".join(doc.segments)[:20_000]
+                detected = self.detector.detect(sample, top=1)[0]
+                source = detected.language
+            route = self.registry.route(source, target)
+            loop = asyncio.get_running_loop()
+
+            def translate(sentences: list[str]) -> list[str]:  # in the worker thread
+                for model in route:  # through a pivot: each hop on the previous one's output
+                    work = self.batcher.translate(model.translator, sentences,
+                                                  model.default_options, settings.request_timeout)
+                    results = asyncio.run_coroutine_threadsafe(work, loop).result()
+                    sentences = [r.text for r in results]
+                return sentences
+
+            def run() -> bytes:
+                out = documents.translate_segments(doc.segments, translate, doc.markup,
+                                                   batch_size=settings.max_batch_size,
+                                                   progress=progress)
+                return documents.rebuild(doc, out)
+
+            result = await asyncio.to_thread(run)
+            return DocumentOutcome(result, route, len(doc.segments), detected)
 
     async def _run_route(
         self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]
@@ -162,7 +230,12 @@ class TranslationService:
         self, texts: list[str], fmt: str, model: LoadedModel, options: TranslationOptions,
         timeout: float,
     ) -> tuple[list[TextResult], int]:
-        segmented = [segment(text, fmt) for text in texts]
+        # plain text: placeholders, inline tags, URLs and addresses masked before the model
+        # (app.protect), on every hop; html: its segmenter keeps the markup away already
+        protect = self.settings.protect_spans and fmt == "text"
+        masked = [mask(text) if protect else None for text in texts]
+        segmented = [segment(m.text if m else text, fmt)
+                     for m, text in zip(masked, texts, strict=True)]
         engine = model.translator
         limit = engine.max_source_tokens
         if limit:  # sentences longer than the encoder takes are cut, not truncated
@@ -171,11 +244,19 @@ class TranslationService:
         sentences = [s for seg in segmented for s in seg.sentences]
         results = await self.batcher.translate(engine, sentences, options, max(timeout, 0.0))
         out, pos = [], 0
-        for seg in segmented:
+        for seg, m in zip(segmented, masked, strict=True):
             mine = results[pos : pos + len(seg.targets)]
             pos += len(seg.targets)
-            out.append(_assemble(seg, mine, options))
+            out.append(_assemble(seg, mine, options, m))
         return out, len(sentences)
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    data: bytes
+    route: list[LoadedModel]  # the model, or two through a pivot language
+    segments: int
+    detected: Detection | None = None
 
 
 async def unless_gone(work: Awaitable[T], until_gone: Callable[[], Awaitable[None]]) -> T:
@@ -265,8 +346,14 @@ def build_options(
     return dataclasses.replace(defaults, **changes)
 
 
-def _assemble(seg: Segments, results: list[Result], options: TranslationOptions) -> TextResult:
-    text = seg.rejoin([r.text for r in results])
+def _assemble(
+    seg: Segments, results: list[Result], options: TranslationOptions, masked: Masked | None
+) -> TextResult:
+    def rejoin(texts: list[str]) -> str:
+        joined = seg.rejoin(texts)
+        return unmask(masked, joined) if masked is not None else joined
+
+    text = rejoin([r.text for r in results])
     score = None
     if options.return_scores:
         scores = [r.score for r in results if r.score is not None]
@@ -275,5 +362,5 @@ def _assemble(seg: Segments, results: list[Result], options: TranslationOptions)
     for k in range(options.num_alternatives):
         # the k-th alternative of each sentence (its best when it has fewer)
         picks = [r.alternatives[k] if k < len(r.alternatives) else r.text for r in results]
-        alternatives.append(seg.rejoin(picks))
+        alternatives.append(rejoin(picks))
     return TextResult(text, score, alternatives)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from app.batcher import Batcher
 from app.config import Settings
 from app.errors import RateLimited, Unauthorized
+from app.filestore import FileStore
 from app.metrics import Metrics
 from app.registry import Registry
 from app.service import TranslationService
@@ -31,6 +32,7 @@ class AppState:
     load_error: str | None = None
     on_fatal: Callable[[], None] | None = None  # set by the server: stop when loading fails
     limiter: RateLimiter | None = None
+    files: FileStore | None = None  # translated files awaiting download
     loader_task: asyncio.Task | None = field(default=None, repr=False)
 
     def begin_drain(self) -> None:

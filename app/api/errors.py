@@ -26,7 +26,9 @@ from app.errors import (
     BodyTooLarge,
     ClientGone,
     DeadlineExceeded,
+    Forbidden,
     InvalidInput,
+    NotFound,
     RateLimited,
     ServiceError,
     TooLarge,
@@ -38,13 +40,16 @@ from app.errors import (
 
 log = logging.getLogger("app.api.errors")
 
-LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend")
+LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend", "/suggest",
+                           "/download_file")  # /translate_file too
 
 # the most specific class in an error's MRO decides
 STATUS: dict[type[ServiceError], int] = {
     ServiceError: 500,
     BadRequest: 400,
     Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
     TooLarge: 413,
     UnsupportedMediaType: 415,
     InvalidInput: 422,

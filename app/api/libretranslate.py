@@ -1,4 +1,5 @@
-"""LibreTranslate-compatible endpoints: POST /translate, GET /languages.
+"""LibreTranslate-compatible endpoints: POST /translate, POST /detect, GET /languages,
+GET /frontend/settings, POST /suggest, POST /translate_file with GET /download_file/{name}.
 
 Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
 {"error": "..."} with LibreTranslate's status codes (see app.api.errors.status_for).
@@ -6,18 +7,29 @@ Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); er
 
 from __future__ import annotations
 
+import asyncio
+from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import FileResponse
 from pydantic import ValidationError
 
 from app.api.body import read_json
-from app.api.deps import disconnect_watch, header_api_key, media_type, rate_limit, ready_state
+from app.api.deps import (
+    disconnect_watch,
+    get_state,
+    header_api_key,
+    media_type,
+    rate_limit,
+    ready_state,
+)
 from app.api.errors import invalid_input
-from app.errors import BadRequest, UnsupportedMediaType, excerpt
+from app.errors import BadRequest, Forbidden, InvalidInput, UnsupportedMediaType, excerpt
+from app.langid import Detection, libretranslate_detections
 from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
@@ -64,10 +76,14 @@ def _pairs_to_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return data
 
 
-def _multipart(content_type: str, body: bytes) -> list[tuple[str, str]]:
-    message = BytesParser(policy=HTTP).parsebytes(
+def _mime(content_type: str, body: bytes) -> EmailMessage:
+    return BytesParser(policy=HTTP).parsebytes(
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
     )
+
+
+def _multipart(content_type: str, body: bytes) -> list[tuple[str, str]]:
+    message = _mime(content_type, body)
     pairs = []
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
@@ -139,7 +155,8 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
     if body.source == "auto":
-        detected = {"confidence": 100.0, "language": outcome.source}
+        found = outcome.detected or Detection(outcome.source, 100.0)
+        detected = found.libretranslate()
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
 
@@ -152,3 +169,141 @@ async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguag
         LibreLanguage(code=c, name=LANGUAGE_NAMES.get(c, c), targets=registry.targets(c))
         for c in codes
     ]
+
+
+def authorize(request: Request, state: AppState, data: dict[str, Any]) -> None:
+    """The api_key field (or header) checked when keys are set, and the rate limit."""
+    api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
+    api_key = api_key or header_api_key(request)
+    state.check_api_key(api_key)
+    rate_limit(state, request, api_key)
+
+
+def required_text(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if value is None or value == "":
+        raise InvalidInput(f"Invalid request: missing {name} parameter", field=name)
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string (got {excerpt(value, 40)})", field=name)
+    return value
+
+
+@router.post(
+    "/detect",
+    summary="Detect the language of a text (LibreTranslate API)",
+    responses={200: {"content": {"application/json": {
+        "example": [{"confidence": 97.5, "language": "de"}]}}}, **ERRORS},
+)
+async def detect(request: Request, state: AppState = Depends(ready_state)) -> list[dict[str, Any]]:
+    """The served source languages, most likely first, with confidences 0-100."""
+    data, _ = await parse_body(request)
+    authorize(request, state, data)
+    return libretranslate_detections(state.service.detect(required_text(data, "q")))
+
+
+def _language(code: str) -> dict[str, str]:
+    name = "Auto Detect" if code == "auto" else LANGUAGE_NAMES.get(code, code)
+    return {"code": code, "name": name}
+
+
+def supported_file_formats() -> list[str]:
+    """The extensions /translate_file takes: those whose reader is installed."""
+    from app.documents import FORMATS, UnsupportedFormat, handler
+
+    formats = []
+    for ext in FORMATS:
+        try:
+            handler(ext)
+        except UnsupportedFormat:
+            continue
+        formats.append("." + ext)
+    return formats
+
+
+@router.get("/frontend/settings", summary="Settings for a LibreTranslate web page")
+async def frontend_settings(state: AppState = Depends(ready_state)) -> dict[str, Any]:
+    settings, registry = state.settings, state.registry
+    sources = registry.sources
+    source = "auto" if len(sources) > 1 else sources[0]
+    targets = registry.targets(sources[0])
+    files = settings.files_translation
+    return {
+        "charLimit": settings.max_chars_per_text,
+        "frontendTimeout": settings.frontend_timeout,
+        "apiKeys": bool(settings.api_keys),
+        "keyRequired": bool(settings.api_keys),
+        "suggestions": False,
+        "filesTranslation": files,
+        "supportedFilesFormat": supported_file_formats() if files else [],
+        "language": {"source": _language(source), "target": _language(targets[0])},
+    }
+
+
+@router.post("/suggest", summary="Suggest a better translation (turned off here)",
+             responses={403: {"model": ErrorBody, "description": "Suggestions are off"}})
+async def suggest() -> None:
+    raise Forbidden("Suggestions are disabled on this server.")
+
+
+async def parse_upload(request: Request) -> tuple[dict[str, Any], dict[str, tuple[str, bytes]]]:
+    """A multipart body's text fields, and its files by field name: (file name, bytes)."""
+    if media_type(request) != "multipart/form-data":
+        raise UnsupportedMediaType("Content-Type must be multipart/form-data (a file upload)",
+                                   field="Content-Type")
+    try:
+        message = _mime(request.headers["content-type"], await request.body())
+        fields, files = [], {}
+        for part in message.iter_parts():
+            name = str(part.get_param("name", header="content-disposition") or "")
+            filename = part.get_filename()
+            if filename is not None:
+                files[name] = (str(filename), part.get_payload(decode=True) or b"")
+            elif name:
+                fields.append((name, part.get_content()))
+    except Exception:
+        raise BadRequest("the multipart body could not be parsed", field="body") from None
+    return _pairs_to_dict(fields), files
+
+
+def files_enabled(state: AppState) -> None:
+    if not state.settings.files_translation:
+        raise Forbidden("Files translation are disabled on this server.")
+
+
+@router.post(
+    "/translate_file",
+    summary="Translate a document (LibreTranslate API)",
+    responses={200: {"content": {"application/json": {"example": {
+        "translatedFileUrl": "http://127.0.0.1:8000/download_file/0f3c....report.docx"}}}},
+        403: {"model": ErrorBody, "description": "Invalid API key, or files are off"},
+        **ERRORS},
+)
+async def translate_file(request: Request, state: AppState = Depends(ready_state)
+                         ) -> dict[str, Any]:
+    """multipart: file, source (or auto), target, api_key. The answer's URL downloads the
+    translated file, with its structure kept, until it expires (NMT_FILES_EXPIRY)."""
+    from app.documents import format_of
+
+    files_enabled(state)
+    data, uploads = await parse_upload(request)
+    authorize(request, state, data)
+    if "file" not in uploads:
+        raise InvalidInput("Invalid request: missing file parameter", field="file")
+    filename, content = uploads["file"]
+    source, target = required_text(data, "source"), required_text(data, "target")
+    if not content:
+        raise InvalidInput("Invalid request: empty file", field="file")
+    fmt = format_of(filename)
+    outcome = await state.service.translate_document(content, fmt, source, target)
+    name = await asyncio.to_thread(state.files.put, filename, outcome.data)
+    return {"translatedFileUrl": str(request.url_for("download_file", name=name))}
+
+
+@router.get("/download_file/{name}", summary="Download a translated file",
+            responses={200: {"content": {"application/octet-stream": {}}},
+                       404: {"model": ErrorBody, "description": "No such file, or expired"}})
+async def download_file(name: str, state: AppState = Depends(get_state)) -> Response:
+    files_enabled(state)
+    path = state.files.path(name)
+    return FileResponse(path, filename=state.files.download_name(name),
+                        media_type="application/octet-stream")

@@ -19,7 +19,6 @@ from docx.shared import Pt
 from lxml import etree
 from odf import opendocument, teletype
 from odf import text as odftext
-from odf.style import Style, TextProperties
 
 from app.documents import (
     DocumentTooLarge,
@@ -32,6 +31,7 @@ from app.documents import (
     translate_segments,
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from tests.app.samples import docx_bytes, docx_document, odt_file
 
 CALLS: list[list[str]] = []
 
@@ -169,13 +169,8 @@ def test_xliff_writes_targets_with_inline_elements():
 
 def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
 
-    document = docx.Document()
+    document = docx_document()
     document.sections[0].header.paragraphs[0].text = "Company report"
-    document.add_heading("Annual results", level=1)
-    p = document.add_paragraph("Sales grew ", style="List Bullet")
-    bold = p.add_run("very strongly")
-    bold.bold = True
-    p.add_run(" this year.")
     big = document.add_paragraph().add_run("Large red words")
     big.font.size = Pt(20)
     linked = document.add_paragraph("Read the ")
@@ -186,13 +181,7 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
     linked._p.append(link)
     linked._p.remove(linked.runs[-1]._r)
     linked.add_run(" first.")
-    table = document.add_table(rows=1, cols=2)
-    table.cell(0, 0).text = "Left cell"
-    table.cell(0, 1).text = "Right cell"
-    buf = io.BytesIO()
-    document.save(buf)
-
-    out = docx.Document(io.BytesIO(run(buf.getvalue(), "docx")))
+    out = docx.Document(io.BytesIO(run(docx_bytes(document), "docx")))
     assert [(q.style.name, q.text) for q in out.paragraphs] == [
         ("Heading 1", "launnA stluser"),
         ("List Bullet", "selaS werg yrev ylgnorts siht raey."),
@@ -211,20 +200,8 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
 
 
 def test_odt_keeps_headings_spans_styles_and_spaces():
-
-    document = opendocument.OpenDocumentText()
-    strong = Style(name="Strong", family="text")
-    strong.addElement(TextProperties(fontweight="bold"))
-    document.automaticstyles.addElement(strong)
-    document.text.addElement(odftext.H(outlinelevel=1, text="Quarterly plan"))
-    p = odftext.P(text="We ship ")
-    p.addElement(odftext.Span(stylename=strong, text="next week"))
-    teletype.addTextToElement(p, " and   relax.")  # the run of spaces becomes text:s
-    document.text.addElement(p)
-    buf = io.BytesIO()
-    document.write(buf)
-
-    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    data = odt_file(" and   relax.")  # the run of spaces becomes text:s
+    out = opendocument.load(io.BytesIO(run(data, "odt")))
     heading, para = out.getElementsByType(odftext.H) + out.getElementsByType(odftext.P)
     assert teletype.extractText(heading) == "ylretrauQ nalp"
     assert heading.getAttribute("outlinelevel") == "1"

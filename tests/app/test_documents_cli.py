@@ -48,3 +48,13 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert "no bundle translates *->fr" in capsys.readouterr().err
     assert main([str(tmp_path / "setup.exe"), "-t", "de", *ARGS]) == 2
     assert "unsupported file format .exe" in capsys.readouterr().err
+
+
+def test_nmt_has_the_translate_file_command(tmp_path):
+    from app.cli import main as nmt
+
+    src = tmp_path / "notes.txt"
+    src.write_text("Open the file.\n\nClose the window.\n")
+    assert nmt(["translate-file", str(src), "-t", "de", *ARGS]) == 0
+    out = output_path(src, "de").read_text()
+    assert out.count("\n\n") == 1 and out != src.read_text()

@@ -1,0 +1,218 @@
+"""LibreTranslate's /translate_file and /download_file on real uvicorn servers: documents
+round-trip through the tiny real model with their structure intact (structure compared, not
+wording), and every refusal has LibreTranslate's error shape."""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+import time
+
+import docx
+import httpx
+import polib
+import pytest
+import srt
+from odf import opendocument
+from odf import text as odftext
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
+from tests.app.samples import docx_bytes, docx_document, odt_file
+
+SRT = ("1\n00:00:01,000 --> 00:00:02,500\nOpen the file\nand save it.\n\n"
+       "7\n00:01:00,000 --> 00:01:03,000\nClose the window.\n\n")
+
+
+def po_file() -> bytes:
+    catalog = polib.POFile()
+    catalog.metadata = {"Project-Id-Version": "demo 1.0",
+                        "Content-Type": "text/plain; charset=UTF-8"}
+    catalog.append(polib.POEntry(msgid="Open file", msgctxt="menu", occurrences=[("a.c", "3")]))
+    catalog.append(polib.POEntry(msgid="Copy %s to %d places", flags=["c-format"]))
+    return str(catalog).encode()
+
+
+HTML = ('<html><body><h1>Settings</h1><p>Open the <b>file</b> menu.</p>'
+        '<ul><li>Save</li><li>Close the window</li></ul><code>x = 1</code></body></html>')
+
+
+def docx_shape(data: bytes):
+    d = docx.Document(io.BytesIO(data))
+    return ([(p.style.name, [bool(r.bold) for r in p.runs]) for p in d.paragraphs],
+            [len(r.cells) for r in d.tables[0].rows])
+
+
+def odt_shape(data: bytes):
+    d = opendocument.load(io.BytesIO(data))
+    heads = [h.getAttribute("outlinelevel") for h in d.getElementsByType(odftext.H)]
+    spans = [s.getAttribute("stylename") for s in d.getElementsByType(odftext.Span)]
+    return heads, spans, len(d.getElementsByType(odftext.P))
+
+
+def srt_shape(data: bytes):
+    return [(s.index, s.start, s.end) for s in srt.parse(data.decode())]
+
+
+def po_shape(data: bytes):
+    catalog = polib.pofile(data.decode())
+    return catalog.metadata, [(e.msgctxt, e.occurrences, e.flags, e.msgid) for e in catalog]
+
+
+def html_shape(data: bytes):
+    text = data.decode()
+    return re.findall(r"</?\w+", text), re.search(r"<code>.*?</code>", text).group()
+
+
+CASES = [
+    ("report.docx", lambda: docx_bytes(docx_document()), docx_shape),
+    ("plan.odt", odt_file, odt_shape),
+    ("film.srt", lambda: SRT.encode(), srt_shape),
+    ("app.po", po_file, po_shape),
+    ("page.html", lambda: HTML.encode(), html_shape),
+]
+
+
+def upload(url: str, name: str, data: bytes, **fields):
+    fields = {"source": "en", "target": "de", **fields}
+    return httpx.post(f"{url}/translate_file", data=fields, files={"file": (name, data)},
+                      timeout=120)
+
+
+@pytest.mark.parametrize(("name", "build", "shape"), CASES, ids=[c[0] for c in CASES])
+def test_documents_round_trip_through_the_real_model(real_server, name, build, shape):
+    original = build()
+    r = upload(real_server.url, name, original)
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    assert url.startswith(f"{real_server.url}/download_file/") and url.endswith(name)
+    got = httpx.get(url, timeout=10)
+    assert got.status_code == 200
+    assert f'filename="{name}"' in got.headers["content-disposition"]
+    assert shape(got.content) == shape(original)
+    assert got.content != original  # translated, not copied
+
+
+def test_po_entries_are_filled(real_server):
+    r = upload(real_server.url, "app.po", po_file())
+    catalog = polib.pofile(httpx.get(r.json()["translatedFileUrl"]).content.decode())
+    assert all(e.msgstr for e in catalog)
+    assert "%s" in catalog[1].msgstr and "%d" in catalog[1].msgstr  # protected
+
+
+@pytest.fixture(scope="module")
+def fake_server(tmp_path_factory):
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path_factory.mktemp("files"),
+                        max_file_segments=3, max_file_bytes=50_000, files_expiry=1.5)
+    app = create_app(settings, loader=lambda s: [fake_model(FakeTranslator())])
+    with running(app) as srv:
+        yield srv
+
+
+def test_the_fake_engine_translates_each_cue(fake_server):
+    r = upload(fake_server.url, "film.srt", SRT.encode())
+    out = list(srt.parse(httpx.get(r.json()["translatedFileUrl"]).content.decode()))
+    assert [s.content for s in out] == ["file the Open\nit. save and", "window. the Close"]
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "fields", "message"),
+    [
+        ("notes.exe", b"MZ", {}, "unsupported file format .exe"),
+        ("empty.txt", b"", {}, "Invalid request: empty file"),
+        ("long.txt", b"a\nb\nc\nd\ne\n", {}, "the limit is 3"),
+        ("a.txt", b"Hello", {"target": ""}, "Invalid request: missing target parameter"),
+        ("a.txt", b"Hello", {"target": "fr"}, "'fr' is not supported"),
+        ("broken.docx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .docx"),
+    ],
+)
+def test_refusals_have_libretranslate_shape(fake_server, name, data, fields, message):
+    r = upload(fake_server.url, name, data, **fields)
+    assert r.status_code == 400
+    assert message in r.json()["error"]
+
+
+def test_missing_file_oversized_upload_and_not_multipart(fake_server):
+    r = httpx.post(f"{fake_server.url}/translate_file", data={"source": "en", "target": "de"},
+                   files={"other": ("a.txt", b"x")})
+    assert r.status_code == 400 and r.json()["field"] == "file"
+    r = upload(fake_server.url, "big.txt", b"word " * 10_100)  # the file over its cap
+    assert r.status_code == 400 and r.json()["limit"] == 50_000
+    r = upload(fake_server.url, "big.txt", b"word " * 40_000)  # the body over its cap
+    assert r.status_code == 413 and r.json()["limit"] == 50_000 + 64 * 1024
+    r = httpx.post(f"{fake_server.url}/translate_file", json={"source": "en", "target": "de"})
+    assert r.status_code == 400 and r.json()["field"] == "Content-Type"
+
+
+def test_downloads_expire_and_names_are_checked(fake_server):
+    r = upload(fake_server.url, "a.txt", b"Hello world")
+    url = r.json()["translatedFileUrl"]
+    assert httpx.get(url).text == "world Hello"
+    for bad in ["../../etc/passwd", "..%2F..%2Fconfig.py", "deadbeef.txt"]:
+        assert httpx.get(f"{fake_server.url}/download_file/{bad}").status_code == 404
+    time.sleep(2)
+    r = httpx.get(url)
+    assert r.status_code == 404 and r.json()["error"]
+
+
+def test_files_off_and_keys(tmp_path):
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, files_translation=False)
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        r = upload(srv.url, "a.txt", b"Hello")
+        assert r.status_code == 403
+        assert r.json()["error"] == "Files translation are disabled on this server."
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, api_keys=["k1"])
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        assert upload(srv.url, "a.txt", b"Hello", api_key="nope").status_code == 403
+        r = upload(srv.url, "a.txt", b"Hello", api_key="k1")
+        assert r.status_code == 200 and "translatedFileUrl" in r.json()
+
+
+def test_document_sentences_share_batches_with_live_requests(tmp_path):
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()  # the engine holds its batches until released
+        results = {}
+
+        def call(name, fn):
+            results[name] = fn()
+
+        live = {"source": "en", "target": "de"}
+        threads = [threading.Thread(target=call, args=("first", lambda: httpx.post(
+            f"{srv.url}/translate", json={"q": "hold on", **live}, timeout=30)))]
+        threads[0].start()
+        wait_until(lambda: engine.entered == 1)
+        threads += [
+            threading.Thread(target=call, args=("doc", lambda: upload(srv.url, "film.srt",
+                                                                     SRT.encode()))),
+            threading.Thread(target=call, args=("live", lambda: httpx.post(
+                f"{srv.url}/translate", json={"q": "live words", **live}, timeout=30))),
+        ]
+        for t in threads[1:]:
+            t.start()
+        wait_until(lambda: queue_depth(srv.url) >= 4)  # 3 cue sentences + 1 live
+        engine.release.set()
+        for t in threads:
+            t.join(30)
+        assert results["live"].json()["translatedText"] == "words live"
+        assert results["doc"].status_code == 200
+        mixed = [batch for batch, _ in engine.batches if "live words" in batch]
+        assert mixed and any("Close the window." in batch for batch in mixed), engine.batches
+
+
+def queue_depth(url: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    return float(re.search(r"^nmt_queue_depth (\S+)$", text, re.M).group(1))
+
+
+def test_a_document_goes_through_a_pivot(tmp_path):
+    """en -> fr through de: each fake hop reverses the words, so two hops restore the order."""
+    models = [FakeTranslator("en-de", "en", "de"), FakeTranslator("de-fr", "de", "fr")]
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model(m) for m in models])) as srv:
+        r = upload(srv.url, "notes.txt", b"Open the %s file now", target="fr")
+        assert httpx.get(r.json()["translatedFileUrl"]).text == "Open the %s file now"
+        assert [len(m.batches) for m in models] == [1, 1]
