@@ -34,6 +34,7 @@ and how they are bridged:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from dataclasses import dataclass
@@ -210,11 +211,15 @@ def convert_ct2(hf, sp: spm.SentencePieceProcessor, out: Path, quantization: str
 
 
 def convert(checkpoint: Path, out: Path) -> dict[str, Path]:
-    """Write OUT/hf, OUT/ct2-fp32 and OUT/ct2-int8; return their paths."""
+    """Write OUT/hf, OUT/ct2-fp32 and OUT/ct2-int8; return their paths.
+
+    Without CTranslate2 installed only OUT/hf is written (bench.run skips the ct2 engines)."""
     model, tokenizer, _ = load_model(checkpoint)
     sp = spm.SentencePieceProcessor(model_proto=tokenizer.model_proto)
     hf = to_marian(model)
     paths = {"hf": save_hf(hf, out / HF_DIR, tokenizer.model_proto)}
+    if importlib.util.find_spec("ctranslate2") is None:
+        return paths
     for name, quant in ((CT2_FP32_DIR, "float32"), (CT2_INT8_DIR, "int8")):
         paths[name] = convert_ct2(hf, sp, out / name, quant)
         (out / name / TOKENIZER_FILE).write_bytes(tokenizer.model_proto)
