@@ -195,15 +195,21 @@ def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
     return rows
 
 
-def _score_rows(scores: dict[str, Any]) -> list[str]:
-    """The evaluation table: BLEU, chrF and speed per variant and decoding mode."""
-    rows = [
+def _measured(scores: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(variant, decoding mode, metrics) of a scores section; other entries (the test set's
+    description) are skipped."""
+    return [
         (variant, mode, m)
         for variant, modes in scores.items()
         if isinstance(modes, dict) and variant != "test_set"
         for mode, m in modes.items()
         if isinstance(m, dict) and "bleu" in m
     ]
+
+
+def _score_rows(scores: dict[str, Any]) -> list[str]:
+    """The evaluation table: BLEU, chrF and speed per variant and decoding mode."""
+    rows = _measured(scores)
     if not rows:
         return [
             "Not measured yet (`scores` in manifest.json is filled by `python -m export.evaluate`)."
@@ -240,15 +246,12 @@ def _domain_rows(domains: dict[str, Any] | None) -> list[str]:
         "| domain | test set | sentences | variant | decoding | BLEU | chrF |",
         "|---|---|---|---|---|---|---|",
     ]
-    for domain, row in domains.items():
-        for variant, modes in row.items():
-            if not isinstance(modes, dict):
-                continue
-            for mode, m in modes.items():
-                lines.append(
-                    f"| {domain} | `{row.get('data')}` | {row.get('sentences')} | {variant} | "
-                    f"{mode} | {m['bleu']:.2f} | {m['chrf']:.2f} |"
-                )
+    lines += [
+        f"| {domain} | `{row.get('data')}` | {row.get('sentences')} | {variant} | {mode} | "
+        f"{m['bleu']:.2f} | {m['chrf']:.2f} |"
+        for domain, row in domains.items()
+        for variant, mode, m in _measured(row)
+    ]
     return lines
 
 

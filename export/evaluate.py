@@ -145,7 +145,7 @@ def examples(args: argparse.Namespace, manifest: dict) -> int:
 
 def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> None:
     """Store one domain's scores (the per-domain table of the card)."""
-    key = f"beam{args.beam_size}" if args.beam_size > 1 else "greedy"
+    key = decoding_mode(args.beam_size)
     row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
     if row.get("data") != str(args.data):
         row.clear()
@@ -156,9 +156,14 @@ def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> 
     print(f"recorded domain {args.domain} in {bundle / MANIFEST}")
 
 
+def decoding_mode(beam_size: int) -> str:
+    """The key scores are stored under: "greedy", "beam4", ..."""
+    return f"beam{beam_size}" if beam_size > 1 else "greedy"
+
+
 def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace, n: int) -> None:
     """Store the scores under the decode settings used, and pick the serving default variant."""
-    key = f"beam{args.beam_size}" if args.beam_size > 1 else "greedy"
+    key = decoding_mode(args.beam_size)
     scores = manifest.setdefault("scores", {})
     scores["test_set"] = {"data": str(args.data), "sentences": n, "machine": machine()}
     for variant, s in results.items():

@@ -2,9 +2,8 @@
 
 The bundle is the one under --bundles (default ./bundles) whose pair matches -s/-t, or --bundle.
 OUT defaults to IN with the target language before the extension (report.docx ->
-report.de.docx). A progress bar on stderr counts sentences. To hook it into `nmt`
-(app/cli.py): `add_parser(commands)` in build_parser, and in main
-`if args.command == "translate-file": return translate_file_main(args)`.
+report.de.docx). A progress bar on stderr counts sentences. `nmt translate-file` (app/cli.py)
+is this command.
 Standalone: `python -m app.documents.cli IN -t de`.
 """
 

@@ -20,7 +20,7 @@ KNOWN_LICENCES = {
     **{pkg: sources.HELP_LICENCE for pkg in sources.HELP_PACKAGES},
     ding.DING_PACKAGE: ding.DING_LICENCE,
 }
-HELP_SOURCE = "libreoffice-help"
+HELP_SOURCE = sources.HELP_SOURCE
 
 
 @dataclass

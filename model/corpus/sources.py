@@ -13,10 +13,13 @@ and the builder refuses a package list that names one.
 
 from __future__ import annotations
 
+from .ding import DING_PACKAGE
+
 HELP_EN = "libreoffice-help-en-us"
 HELP_DE = "libreoffice-help-de"
 HELP_PACKAGES = [HELP_EN, HELP_DE]
 HELP_LICENCE = "MPL-2.0"
+HELP_SOURCE = "libreoffice-help"  # the one corpus source both help packages feed
 
 RESERVED = frozenset(
     {"gnome-user-docs", "mate-user-guide", "wesnoth-1.16-httt", "wesnoth-1.16-trow"}
@@ -169,9 +172,9 @@ CATALOG_MEMBERS = ("*/LC_MESSAGES/*.mo", "./usr/share/doc/*")
 
 def domain_of(source: str) -> str:
     """The domain of a corpus source (a package name or ``libreoffice-help``)."""
-    if source == "libreoffice-help":
+    if source == HELP_SOURCE:
         return "documentation"
-    if source in GENERAL_GETTEXT_PACKAGES or source == "trans-de-en":
+    if source in GENERAL_GETTEXT_PACKAGES or source == DING_PACKAGE:
         return "general"
     return "software"
 
