@@ -16,10 +16,10 @@ from typing import Any
 from app.engine.bundle import (
     DEFAULT_DECODING,
     FORMAT_VERSION,
-    GRAPH_NAMES,
     MANIFEST,
     decoding_section,
     file_entry,
+    graph_names,
     load_bundle,
     sha256_file,
 )
@@ -129,8 +129,7 @@ def write_bundle(
     if c.decoder_start_id is not None:
         special["decoder_start_id"] = c.decoder_start_id
     manifest = {
-        # format 1 unless the bundle needs a format-2 key, so older engines read our own bundles
-        "format_version": FORMAT_VERSION if split or "decoder_start_id" in special else 1,
+        "format_version": FORMAT_VERSION,
         "name": name,
         "source_lang": src_lang,
         "target_lang": tgt_lang,
@@ -144,7 +143,7 @@ def write_bundle(
         ),
         "graphs": {
             "opset": OPSET,
-            **GRAPH_NAMES,
+            **graph_names(c.n_decoder_layers),
         },
         "variants": _write_variants(model, out, list(variants), per_channel),
         "default_variant": "fp32" if "fp32" in variants else variants[0],

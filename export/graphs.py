@@ -1,15 +1,10 @@
-"""Thin export wrappers around model.transformer.Transformer and their ONNX export.
-
-The math stays in the model: the wrappers only stack the per-layer key/value tensors into one
-tensor per kind, so each graph has a short, fixed input list.
+"""A bundle's two graphs: the encoder traced from the model, the decoder step written from its
+weights (export/step_graph.py, which documents the decoder's inputs and outputs).
 
 Encoder graph:  src_ids (B, S) int64
              -> cross_k, cross_v (L, B, H, S, Dh) float, src_mask (B, S) bool (True at real tokens)
-Decoder graph:  tokens, positions (B, T) int64, past_k, past_v (L, B, H, Tpast, Dh),
-                cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S) bool
-             -> log_probs (B, V) of the last new position,
-                present_k, present_v (L, B, H, Tpast + T, Dh)
-Tpast may be 0 (the first step, or the whole prefix re-run with an empty cache).
+The math stays in the model: the wrapper only stacks the per-layer keys/values into one tensor per
+kind (the engine hands each layer's slice to the decoder step without copying).
 """
 
 from __future__ import annotations
@@ -20,13 +15,10 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from app.engine.bundle import GRAPH_NAMES
+from app.engine.bundle import ENCODER_NAMES  # the names live with the bundle schema
+from export.step_graph import export_step_graph
 from model.transformer import Transformer
 
-ENCODER_INPUTS = GRAPH_NAMES["encoder"]["inputs"]  # the names live with the bundle schema
-ENCODER_OUTPUTS = GRAPH_NAMES["encoder"]["outputs"]
-DECODER_INPUTS = GRAPH_NAMES["decoder"]["inputs"]
-DECODER_OUTPUTS = GRAPH_NAMES["decoder"]["outputs"]
 OPSET = 17
 
 
@@ -45,53 +37,9 @@ class EncoderExport(nn.Module):
         return cross_k, cross_v, src_mask[:, 0, 0, :]  # mask (B, S)
 
 
-class DecoderExport(nn.Module):
-    """One incremental decoder step over T new positions, with the cache in and out."""
-
-    def __init__(self, model: Transformer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(
-        self,
-        tokens: Tensor,
-        positions: Tensor,
-        past_k: Tensor,
-        past_v: Tensor,
-        cross_k: Tensor,
-        cross_v: Tensor,
-        src_mask: Tensor,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        n_layers = past_k.size(0)
-        past = [(past_k[i], past_v[i]) for i in range(n_layers)]  # L x (B, H, Tpast, Dh)
-        cross = [(cross_k[i], cross_v[i]) for i in range(n_layers)]  # L x (B, H, S, Dh)
-        mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
-        logits, present = self.model.decode_step(tokens, positions, cross, mask, past)
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (B, V)
-        present_k = torch.stack([k for k, _ in present])  # (L, B, H, Tpast + T, Dh)
-        present_v = torch.stack([v for _, v in present])  # (L, B, H, Tpast + T, Dh)
-        return log_probs, present_k, present_v
-
-
-def example_inputs(
-    model: Transformer, batch: int = 2, src_len: int = 5, new: int = 3, past: int = 2
-):
-    """Dummy inputs for tracing. Every dynamic axis gets a distinct size > 1, so the tracer
-    cannot confuse two axes or specialise one to a constant."""
-    c = model.config
-    src = torch.randint(4, c.vocab_size, (batch, src_len))  # (B, S)
-    kv_shape = (c.n_decoder_layers, batch, c.n_heads, past, c.head_dim)  # (L, B, H, Tpast, Dh)
-    cross_shape = (c.n_decoder_layers, batch, c.n_heads, src_len, c.head_dim)  # (L, B, H, S, Dh)
-    decoder = (
-        torch.randint(4, c.vocab_size, (batch, new)),
-        torch.arange(past, past + new).expand(batch, new),
-        torch.randn(kv_shape),
-        torch.randn(kv_shape),
-        torch.randn(cross_shape),
-        torch.randn(cross_shape),
-        torch.ones(batch, src_len, dtype=torch.bool),
-    )
-    return (src,), decoder
+def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5) -> tuple:
+    """Dummy encoder inputs for tracing, every dynamic axis a distinct size > 1."""
+    return (torch.randint(4, model.config.vocab_size, (batch, src_len)),)  # (B, S)
 
 
 ENCODER_AXES = {
@@ -99,18 +47,6 @@ ENCODER_AXES = {
     "cross_k": {1: "batch", 3: "src_len"},
     "cross_v": {1: "batch", 3: "src_len"},
     "src_mask": {0: "batch", 1: "src_len"},
-}
-DECODER_AXES = {
-    "tokens": {0: "batch", 1: "new_len"},
-    "positions": {0: "batch", 1: "new_len"},
-    "past_k": {1: "batch", 3: "past_len"},
-    "past_v": {1: "batch", 3: "past_len"},
-    "cross_k": {1: "batch", 3: "src_len"},
-    "cross_v": {1: "batch", 3: "src_len"},
-    "src_mask": {0: "batch", 1: "src_len"},
-    "log_probs": {0: "batch"},
-    "present_k": {1: "batch", 3: "total_len"},
-    "present_v": {1: "batch", 3: "total_len"},
 }
 
 
@@ -133,25 +69,17 @@ def _export(module: nn.Module, args: tuple, path: Path, inputs, outputs, axes) -
 
 @torch.no_grad()
 def export_graphs(model: Transformer, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write encoder.onnx and decoder.onnx (fp32) for model into out_dir."""
+    """Write encoder.onnx (traced from the model) and decoder.onnx (the step graph, written
+    from the weights) in fp32 into out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
-    enc_args, dec_args = example_inputs(model)
     encoder = _export(
         EncoderExport(model),
-        enc_args,
+        example_inputs(model),
         out / "encoder.onnx",
-        ENCODER_INPUTS,
-        ENCODER_OUTPUTS,
+        ENCODER_NAMES["inputs"],
+        ENCODER_NAMES["outputs"],
         ENCODER_AXES,
     )
-    decoder = _export(
-        DecoderExport(model),
-        dec_args,
-        out / "decoder.onnx",
-        DECODER_INPUTS,
-        DECODER_OUTPUTS,
-        DECODER_AXES,
-    )
-    return encoder, decoder
+    return encoder, export_step_graph(model, out / "decoder.onnx")

@@ -25,15 +25,16 @@ import torch
 from onnx import numpy_helper
 
 from app.engine.bundle import BundleError, read_manifest, sha256_file
+from export.step_graph import PARAM_PREFIX, QKV
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import SplitTokenizer, Tokenizer
 from model.transformer import Transformer
 
-PREFIX = "model."  # the export wrappers hold the Transformer as .model
+PREFIX = PARAM_PREFIX  # the export wrappers hold the Transformer as .model
 
 
-def graph_weights(path: Path) -> dict[str, np.ndarray]:
+def graph_weights(path: Path, n_heads: int, head_dim: int) -> dict[str, np.ndarray]:
     """Named parameters of one exported graph (without the PREFIX)."""
     graph = onnx.load(str(path)).graph
     inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
@@ -50,6 +51,24 @@ def graph_weights(path: Path) -> dict[str, np.ndarray]:
             bias = next((i for i in add.input if i.endswith(".bias") and i in inits), None)
             if add.op_type == "Add" and bias:
                 found[bias[len(PREFIX) : -len(".bias")] + ".weight"] = inits[weight].T
+    return _split_fused(found, n_heads, head_dim)
+
+
+def _split_fused(found: dict[str, np.ndarray], heads: int, head_dim: int) -> dict[str, np.ndarray]:
+    """The step graph's fused Q/K/V projections back into the model's w_q, w_k, w_v, and the
+    zero dimensions it may add to each self-attention head (cache_head_dim) removed."""
+
+    def unpad(w: np.ndarray, axis: int) -> np.ndarray:
+        split = w.shape[:axis] + (heads, w.shape[axis] // heads) + w.shape[axis + 1 :]
+        kept = np.take(w.reshape(split), np.arange(head_dim), axis=axis + 1)  # (.., H, Dh, ..)
+        return kept.reshape(w.shape[:axis] + (heads * head_dim,) + w.shape[axis + 1 :])
+
+    for name in [n for n in found if f".{QKV}." in n]:
+        head, kind = name.split(f".{QKV}.")  # kind: weight or bias
+        for part, value in zip(("w_q", "w_k", "w_v"), np.split(found.pop(name), 3), strict=True):
+            found[f"{head}.{part}.{kind}"] = unpad(value, 0)
+        out = f"{head}.w_o.weight"
+        found[out] = unpad(found[out], 1)
     return found
 
 
@@ -65,7 +84,7 @@ def bundle_tokenizer(bundle: Path, entry: dict[str, Any]) -> Tokenizer | SplitTo
 def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
     """Write a checkpoint holding the bundle's fp32 weights; raises if any parameter is missing."""
     bundle = Path(bundle_dir)
-    manifest = read_manifest(bundle)
+    manifest = read_manifest(bundle, legacy=True)  # older formats too, to re-export them
     fp32 = manifest["variants"].get("fp32")
     if fp32 is None:
         raise ValueError(f"{bundle} has no fp32 variant to rebuild the weights from")
@@ -78,7 +97,8 @@ def unbundle(bundle_dir: str | Path, out: str | Path) -> Path:
     model = Transformer(config)
     weights: dict[str, np.ndarray] = {}
     for graph in ("encoder", "decoder"):
-        weights.update(graph_weights(bundle / fp32[graph]["file"]))
+        weights.update(graph_weights(bundle / fp32[graph]["file"], config.n_heads,
+                                     config.head_dim))
     expected = model.state_dict()
     missing = sorted(set(expected) - set(weights))
     if missing:

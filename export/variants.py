@@ -2,8 +2,8 @@
 
 - int8: dynamic quantization (weights int8 per output channel, activations quantized on the fly);
   runs on the CPU provider.
-- fp16: weights and activations in half precision for the CUDA provider. The caches (past/present,
-  cross keys/values) are fp16 too; log_probs stay fp32 so beam scores add up the same way.
+- fp16: weights and activations in half precision for the CUDA provider. The caches (self and
+  cross keys/values) are fp16 too; top_log_probs stay fp32 so beam scores add up the same way.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
             weight_type=QuantType.QInt8,
             per_channel=per_channel,
             op_types_to_quantize=["MatMul", "Gemm"],
+            # the step graph's contrib ops have no type inference in the quantizer
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     return {
         "method": "dynamic",
@@ -47,10 +49,10 @@ def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
 
 
 def convert_fp16(src: Path, dst: Path) -> dict:
-    """fp32 graph -> fp16 graph; log_probs keep fp32 so scores accumulate in fp32."""
+    """fp32 graph -> fp16 graph; top_log_probs keep fp32 so scores accumulate in fp32."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     model = onnx.load(str(src))
-    model = convert_float_to_float16(model, keep_io_types=["log_probs"])
+    model = convert_float_to_float16(model, keep_io_types=["top_log_probs"])
     onnx.save(model, str(dst))
-    return {"method": "onnxruntime.transformers.float16", "io": "fp16 caches, fp32 log_probs"}
+    return {"method": "onnxruntime.transformers.float16", "io": "fp16 caches, fp32 top_log_probs"}

@@ -30,8 +30,8 @@ import onnxruntime as ort
 import torch
 
 from app.engine.bundle import load_bundle, read_manifest
-from app.engine.search import empty_cache
 from app.engine.sessions import PROVIDERS, SessionConfig
+from app.engine.step import DecodeState
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
 from export.bundle import save_manifest
@@ -96,23 +96,20 @@ def reference_log_probs(model: Transformer, source: list[int], target: list[int]
 
 
 def onnx_log_probs(translator: Translator, source: list[int], target: list[int]) -> np.ndarray:
-    """ONNX log-probs (T, V) at every step of [BOS] + target, one token at a time via the cache."""
+    """ONNX log-probs (T, V) at every step of [BOS] + target, one token at a time via the cache
+    (the step graph's top-k with k = V, put back in vocabulary order)."""
     s = translator.sessions
+    vocab = int(translator.bundle.architecture["vocab_size"])
     src = np.array([source + [translator.eos_id]], dtype=np.int64)  # (1, S)
-    cross_k, cross_v, src_mask = s.encode(src)
-    past_k, past_v = empty_cache(cross_k), empty_cache(cross_v)
+    state = DecodeState.start(*s.encode(src), rows_per_sentence=1, max_len=len(target) + 1,
+                              head_dim=s.cache_head_dim)
     rows = []
     for step, token in enumerate([translator.start_id] + target):
-        log_probs, past_k, past_v = s.decode(
-            np.array([[token]], dtype=np.int64),
-            np.array([[step]], dtype=np.int64),
-            past_k,
-            past_v,
-            cross_k,
-            cross_v,
-            src_mask,
-        )
-        rows.append(log_probs[0])
+        at = np.array([step])
+        top, ids = s.step(state, np.array([token]), at, at.astype(np.int32), vocab)  # (1, V)
+        row = np.empty(vocab, dtype=np.float32)
+        row[ids[0]] = top[0]
+        rows.append(row)
     return np.stack(rows)  # (T, V)
 
 

@@ -2,7 +2,7 @@
 SentencePiece model(s). Loading validates the manifest schema and the sha256 of every file it
 uses; any problem raises BundleError with a message naming the file.
 
-manifest.json (format_version 1):
+manifest.json (format_version 3):
     name, source_lang, target_lang         strings
     architecture                           vocab_size, d_model, n_heads, n_encoder_layers,
                                            n_decoder_layers, d_ff, max_positions, head_dim (ints)
@@ -13,7 +13,7 @@ manifest.json (format_version 1):
                                                       "providers": [...], ...}}
     default_variant                        one of variants
     graphs                                 opset; encoder/decoder {"inputs", "outputs"}: the
-                                           names in GRAPH_NAMES, in that order
+                                           names of graph_names(n_decoder_layers), in order
     decoding                               beam_size, length_penalty, max_len_offset,
                                            max_len_ratio: at most offset + ratio x source tokens
                                            are generated (older manifests: max_len_a = offset,
@@ -21,12 +21,14 @@ manifest.json (format_version 1):
     scores                                 {} until evaluation fills it
     training                               the training recipe, or null
 
-format_version 2 (imported Marian models) adds what a format-1 engine would get wrong:
-    special_tokens.decoder_start_id        the decoder's first input (else bos_id)
+    special_tokens.decoder_start_id        optional: the decoder's first input (else bos_id)
     tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)
-Bundles without those keys are written as format 1, so older engines keep reading them.
+
+Format 3's decoder is the step graph (export/step_graph.py: in-place cache, top-k in the graph).
+Formats 1 and 2 had a decoder that concatenated its cache; this engine refuses them with the
+commands that re-export them (their weights are read back by export.unbundle).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 2  # the newest this engine reads; bundles that need no format-2 key say 1
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # the only format this engine runs
+LEGACY_VERSIONS = (1, 2)  # still read by export.unbundle, to re-export them
 MANIFEST = "manifest.json"
 ARCHITECTURE_KEYS = (
     "vocab_size",
@@ -57,14 +59,22 @@ DEFAULT_DECODING = {"beam_size": 4, "length_penalty": 1.0, "max_len_offset": 10,
 # the names of manifests written before the length rule's names said what they are
 LEGACY_DECODING_NAMES = {"max_len_a": "max_len_offset", "max_len_b": "max_len_ratio"}
 GRAPHS = ("encoder", "decoder")
-# the graphs' input and output names, in order: the exporter writes them, the engine feeds them
-GRAPH_NAMES = {
-    "encoder": {"inputs": ["src_ids"], "outputs": ["cross_k", "cross_v", "src_mask"]},
-    "decoder": {
-        "inputs": ["tokens", "positions", "past_k", "past_v", "cross_k", "cross_v", "src_mask"],
-        "outputs": ["log_probs", "present_k", "present_v"],
-    },
-}
+ENCODER_NAMES = {"inputs": ["src_ids"], "outputs": ["cross_k", "cross_v", "src_mask"]}
+
+
+def graph_names(n_layers: int) -> dict[str, dict[str, list[str]]]:
+    """The graphs' input and output names, in order: the exporter writes them, the engine feeds
+    them. The step decoder has one cache buffer and one cross key/value input per layer."""
+    caches = [f"cache_{kind}_{i}" for i in range(n_layers) for kind in ("k", "v")]
+    cross = [f"cross_{kind}_{i}" for i in range(n_layers) for kind in ("k", "v")]
+    return {
+        "encoder": ENCODER_NAMES,
+        "decoder": {
+            "inputs": ["tokens", "positions", "past_lengths", "total_length", "top_k", *caches,
+                       *cross, "cross_mask"],
+            "outputs": ["top_log_probs", "top_ids", *(f"{name}_out" for name in caches)],
+        },
+    }
 SPLIT_TOKENIZER_FILES = ("source", "target", "vocab")
 
 
@@ -170,9 +180,9 @@ def _check_file_entry(entry: Any, where: Path, label: str) -> None:
     )
 
 
-def _check_graph_names(graphs: Any, where: Path) -> None:
+def _check_graph_names(graphs: Any, n_layers: int, where: Path) -> None:
     _require(isinstance(graphs, dict), where, "'graphs' must be an object")
-    for graph, names in GRAPH_NAMES.items():
+    for graph, names in graph_names(n_layers).items():
         entry = graphs.get(graph)
         _require(isinstance(entry, dict), where, f"'graphs.{graph}' must be an object")
         for kind, expected in names.items():
@@ -183,14 +193,22 @@ def _check_graph_names(graphs: Any, where: Path) -> None:
             )
 
 
-def validate_manifest(manifest: Any, where: Path) -> None:
-    """Check the schema of a parsed manifest; raise BundleError naming `where` on a problem."""
+def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
+    """Check the schema of a parsed manifest; raise BundleError naming `where` on a problem.
+    legacy: also accept formats 1 and 2 (for reading their weights back, not for running)."""
     _require(isinstance(manifest, dict), where, "the manifest must be a JSON object")
     version = manifest.get("format_version")
+    bundle_dir = where.parent
     _require(
-        version in READABLE_VERSIONS,
+        version == FORMAT_VERSION or (legacy and version in LEGACY_VERSIONS),
         where,
-        f"unsupported format_version {version!r} (this engine reads {list(READABLE_VERSIONS)})",
+        f"format_version {version!r}: this engine runs format {FORMAT_VERSION} bundles only"
+        + (
+            f". Re-export it (needs the train extra): python -m export.unbundle {bundle_dir} "
+            f"--out model.pt && python -m export --checkpoint model.pt --out {bundle_dir}"
+            if version in LEGACY_VERSIONS
+            else ""
+        ),
     )
     for key in ("name", "source_lang", "target_lang", "default_variant"):
         _require(isinstance(manifest.get(key), str), where, f"'{key}' must be a string")
@@ -198,7 +216,9 @@ def validate_manifest(manifest: Any, where: Path) -> None:
     _check_numbers(manifest.get("special_tokens"), SPECIAL_TOKEN_KEYS, where, "special_tokens")
     _require(isinstance(manifest.get("decoding"), dict), where, "'decoding' must be an object")
     _check_numbers(decoding_section(manifest), DECODING_KEYS, where, "decoding")
-    _check_graph_names(manifest.get("graphs"), where)
+    if version == FORMAT_VERSION:
+        _check_graph_names(manifest.get("graphs"), manifest["architecture"]["n_decoder_layers"],
+                           where)
     for label, entry in tokenizer_entries(manifest.get("tokenizer"), where).items():
         _check_file_entry(entry, where, label)
     start = (manifest.get("special_tokens") or {}).get("decoder_start_id")
@@ -238,8 +258,9 @@ def tokenizer_entries(tokenizer: Any, where: Path) -> dict[str, Any]:
     return {"tokenizer": tokenizer}
 
 
-def read_manifest(bundle_dir: str | Path) -> dict[str, Any]:
-    """Parse and validate manifest.json of a bundle directory (no checksums)."""
+def read_manifest(bundle_dir: str | Path, legacy: bool = False) -> dict[str, Any]:
+    """Parse and validate manifest.json of a bundle directory (no checksums); legacy: formats 1
+    and 2 pass too (see validate_manifest)."""
     path = Path(bundle_dir) / MANIFEST
     if not Path(bundle_dir).is_dir():
         raise BundleError(f"{bundle_dir}: not a bundle directory")
@@ -249,7 +270,7 @@ def read_manifest(bundle_dir: str | Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{path}: not valid JSON ({exc})") from exc
-    validate_manifest(manifest, path)
+    validate_manifest(manifest, path, legacy)
     return manifest
 
 

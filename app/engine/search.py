@@ -1,4 +1,4 @@
-"""Batched greedy and beam search over the decoder graph's key/value cache, in numpy.
+"""Batched greedy and beam search over the step decoder's in-place cache.
 
 The rules are those of the PyTorch reference decoders (model/search.py), so a sentence gets the
 same output alone or in a batch, and the same as PyTorch:
@@ -14,19 +14,45 @@ same output alone or in a batch, and the same as PyTorch:
   finished and the `beam_size`-th best of them ranks at least as high as its best live
   hypothesis would if it ended at the next step (score / (length + 1) ** length_penalty).
 
-Finished rows (greedy) and finished sentences (beam) leave the running batch: their rows are
-dropped from the cache, so the decoder only computes live rows.
+`Search` is a running batch: sentences join it (`admit`) between steps, each at its own step
+count, and leave it when they finish, so one sentence never waits for another's batch. The step
+returns each row's best k log-probs (k = 2 x beam: a step has at most beam_size EOS candidates,
+so 2k hold k others; a sentence's global best 2k are among its rows' best 2k). A sentence's beams
+live in fixed rows of the cache: a new hypothesis takes its parent's row if it is the parent's
+first child, else a row whose hypothesis had no child, and only then is a cache row copied. A
+sentence joins with beam_size rows, the first live and the others at -inf, so its first step
+expands it like an unexpanded first step would. Finished sentences stay in place (decoding
+nothing: length 0) until a quarter of the rows are finished or sentences join; then the cache is
+compacted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-# tokens, positions, past_k, past_v, cross_k, cross_v, src_mask -> log_probs, present_k, present_v
-DecodeFn = Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]
+COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
+
+
+class State(Protocol):
+    """What the search needs of a running batch's cache (app.engine.step.DecodeState)."""
+
+    rows: int
+    sentences: int
+
+    def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
+               rows_per_sentence: int, max_len: int) -> None: ...
+
+    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None: ...
+
+    def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None: ...
+
+
+# (state, tokens, positions, past_lengths, k) -> top log-probs (R, k), top ids (R, k)
+StepFn = Callable[[State, np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -43,186 +69,183 @@ def output_limit(
     return max(1, min(int(max_len_offset + max_len_ratio * src_len), max_positions - 1))
 
 
-def empty_cache(cross_k: np.ndarray) -> np.ndarray:
-    """A cache with no positions yet, shaped like cross_k: (L, B, H, 0, Dh)."""
-    n_layers, batch, heads, _, head_dim = cross_k.shape
-    return np.empty((n_layers, batch, heads, 0, head_dim), dtype=cross_k.dtype)
+class Search:
+    """Greedy (beam_size 1) or beam search over a running batch of sentences.
 
+    admit() adds sentences (with their encoder output) between steps; step() advances every
+    running sentence by one token and returns the sentences that finished, each with its n_best
+    hypotheses, best first; run() steps until none is left."""
 
-def greedy_search(
-    decode: DecodeFn,
-    cross_k: np.ndarray,
-    cross_v: np.ndarray,
-    src_mask: np.ndarray,
-    limits: np.ndarray,
-    bos_id: int,
-    eos_id: int,
-    length_penalty: float = 1.0,
-) -> list[Hypothesis]:
-    """Greedy decoding of a batch (cross_k/cross_v (L, B, H, S, Dh), src_mask (B, S))."""
-    batch = len(limits)
-    max_steps = int(limits.max())
-    out = np.zeros((batch, max_steps), dtype=np.int64)  # generated ids, EOS included
-    n_tokens = np.zeros(batch, dtype=np.int64)  # generated ids without EOS
-    lengths = np.zeros(batch, dtype=np.int64)  # generated ids with EOS
-    scores = np.zeros(batch, dtype=np.float32)
-    rows = np.arange(batch)  # the original index of each running row
-    tokens = np.full((batch, 1), bos_id, dtype=np.int64)  # (B, 1)
-    past_k, past_v = empty_cache(cross_k), empty_cache(cross_v)
-    for step in range(max_steps):
-        positions = np.full_like(tokens, step)  # (R, 1)
-        log_probs, past_k, past_v = decode(
-            tokens, positions, past_k, past_v, cross_k, cross_v, src_mask
-        )  # (R, V), (L, R, H, step + 1, Dh)
-        next_ids = log_probs.argmax(axis=1)  # (R,), the first maximum: lowest id on ties
-        scores[rows] += log_probs[np.arange(len(rows)), next_ids]
-        is_eos = next_ids == eos_id
-        out[rows, step] = next_ids
-        n_tokens[rows] = step + 1 - is_eos
-        lengths[rows] = step + 1
-        finished = is_eos | (step + 1 >= limits[rows])
-        if finished.all():
-            break
-        if finished.any():  # shrink the running batch to the live rows
-            live = ~finished
-            rows, next_ids = rows[live], next_ids[live]
-            past_k, past_v = past_k[:, live], past_v[:, live]  # (L, R', H, step + 1, Dh)
-            cross_k, cross_v = cross_k[:, live], cross_v[:, live]  # (L, R', H, S, Dh)
-            src_mask = src_mask[live]  # (R', S)
-        tokens = next_ids[:, None]  # (R, 1)
-    return [
-        Hypothesis(
-            out[i, : n_tokens[i]].tolist(),
-            float(scores[i]),
-            float(scores[i]) / float(lengths[i]) ** length_penalty,
-        )
-        for i in range(batch)
-    ]
+    def __init__(self, step_fn: StepFn, state: State, start_id: int, eos_id: int,
+                 vocab_size: int, beam_size: int = 1, length_penalty: float = 1.0,
+                 n_best: int = 1) -> None:
+        self.step_fn, self.state = step_fn, state
+        self.start_id, self.eos_id, self.vocab_size = start_id, eos_id, vocab_size
+        self.greedy = beam_size == 1
+        self.k = beam_size  # rows per sentence
+        self.m = 1 if self.greedy else min(2 * beam_size, vocab_size)  # candidates per row
+        self.length_penalty, self.n_best = length_penalty, n_best
+        # per sentence
+        self.keys: list[Hashable] = []
+        self.t = np.zeros(0, np.int64)  # steps done
+        self.limit = np.zeros(0, np.int64)
+        self.alive = np.zeros(0, bool)
+        self.finished: list[list[tuple[list[int], float, int]]] = []
+        # per row
+        self.rank = np.zeros(0, np.int64)  # beam index within the sentence
+        self.score = np.zeros(0, np.float32)
+        self.last = np.zeros(0, np.int64)
+        self.history = np.zeros((0, 1), np.int64)  # generated ids
 
+    @property
+    def running(self) -> int:
+        """Sentences still searching."""
+        return int(self.alive.sum())
 
-def top_candidates(flat: np.ndarray, m: int) -> np.ndarray:
-    """flat (N, C) scores -> (N, m) column indices of the m best per row, ordered by score
-    descending, ties by lower index: the first m of a stable descending sort, without sorting C."""
-    n, c = flat.shape
-    if m >= c:
-        return np.argsort(-flat, axis=1, kind="stable")
-    part = np.argpartition(-flat, m - 1, axis=1)[:, :m]  # (N, m), unordered
-    values = np.take_along_axis(flat, part, axis=1)  # (N, m)
-    order = np.lexsort((part, -values), axis=1)  # by score desc, then index
-    best = np.take_along_axis(part, order, axis=1)  # (N, m)
-    # argpartition picks arbitrarily among candidates tied with the m-th score: redo those rows.
-    kth = values.min(axis=1, keepdims=True)  # (N, 1)
-    tied = (flat == kth).sum(axis=1) > (values == kth).sum(axis=1)
-    for r in np.flatnonzero(tied):
-        idx = np.flatnonzero(flat[r] >= kth[r])  # ascending index
-        best[r] = idx[np.argsort(-flat[r, idx], kind="stable")[:m]]
-    return best
+    def admit(self, keys: list[Hashable], limits: np.ndarray, cross_k: np.ndarray,
+              cross_v: np.ndarray, src_mask: np.ndarray) -> None:
+        """Add sentences: keys name them in step()'s results, limits (N,) are their most tokens
+        (EOS included), cross_k/cross_v/src_mask their encoder output."""
+        if not keys:
+            return
+        self._compact()
+        n, k = len(keys), self.k
+        width = max(self.history.shape[1], int(limits.max()))
+        self.state.append(cross_k, cross_v, src_mask, k, width)
+        self.keys += list(keys)
+        self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
+        self.limit = np.concatenate([self.limit, np.asarray(limits, np.int64)])
+        self.alive = np.concatenate([self.alive, np.ones(n, bool)])
+        self.finished += [[] for _ in range(n)]
+        first = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], n).astype(np.float32)
+        self.rank = np.concatenate([self.rank, np.tile(np.arange(k), n)])
+        self.score = np.concatenate([self.score, first])
+        self.last = np.concatenate([self.last, np.full(n * k, self.start_id, np.int64)])
+        history = np.zeros((len(self.last), width), np.int64)
+        history[: len(self.history), : self.history.shape[1]] = self.history
+        self.history = history
 
+    def run(self) -> dict[Hashable, list[Hypothesis]]:
+        results: dict[Hashable, list[Hypothesis]] = {}
+        while self.running:
+            results.update(self.step())
+        return results
 
-def beam_search(
-    decode: DecodeFn,
-    cross_k: np.ndarray,
-    cross_v: np.ndarray,
-    src_mask: np.ndarray,
-    limits: np.ndarray,
-    bos_id: int,
-    eos_id: int,
-    beam_size: int = 4,
-    length_penalty: float = 1.0,
-    n_best: int = 1,
-) -> list[list[Hypothesis]]:
-    """Beam search for a batch of sentences; per sentence the n_best hypotheses, best first.
+    def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
+        """One decoder step for every running sentence; the sentences it finished."""
+        alive_rows = np.repeat(self.alive, self.k)
+        past = np.where(alive_rows, np.repeat(self.t, self.k), 0).astype(np.int32)
+        log_probs, ids = self.step_fn(self.state, self.last, past.astype(np.int64), past, self.m)
+        ended = self._greedy(log_probs, ids) if self.greedy else self._beam(log_probs, ids)
+        done = [(self.keys[s], self._ranked(s)) for s in ended]
+        if _should_compact(self.running * self.k, len(self.rank)):
+            self._compact()
+        return done
 
-    Every sentence keeps its live hypotheses as rows of one running batch, grouped by sentence
-    and, within a sentence, in the order the walk found them (that order is the beam index)."""
-    n_sent = len(limits)
-    finished: list[list[tuple[list[int], float, int]]] = [[] for _ in range(n_sent)]
-    n_finished = np.zeros(n_sent, dtype=np.int64)
-    active = np.arange(n_sent)  # sentences still searching
-    row_sent = np.arange(n_sent)  # per row: its sentence's index into `active`
-    row_beam = np.zeros(n_sent, dtype=np.int64)  # per row: its beam index in the sentence
-    row_score = np.zeros(n_sent, dtype=np.float32)
-    history = np.zeros((n_sent, 0), dtype=np.int64)  # (R, step) generated ids
-    last = np.full(n_sent, bos_id, dtype=np.int64)
-    row_origin = np.arange(n_sent)  # per row: its original sentence (for the cross cache)
-    rows_cross_k, rows_cross_v, rows_mask = cross_k, cross_v, src_mask
-    past_k, past_v = empty_cache(cross_k), empty_cache(cross_v)
-    m = 2 * beam_size  # a step has at most beam_size EOS candidates: 2k hold k others
+    def _greedy(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        live, t = self.alive, self.t
+        next_ids = ids[:, 0]
+        self.score[live] += log_probs[live, 0]
+        self.history[live, t[live]] = next_ids[live]
+        is_eos = next_ids == self.eos_id
+        ended = np.flatnonzero(live & (is_eos | (t + 1 >= self.limit)))
+        for s in ended:
+            n_tokens = int(t[s] + 1 - is_eos[s])
+            self.finished[s].append((self.history[s, :n_tokens].tolist(), float(self.score[s]),
+                                     int(t[s] + 1)))
+        self.alive[ended] = False
+        self.last = next_ids
+        self.t[self.alive] += 1
+        return ended
 
-    for step in range(int(limits.max())):
-        log_probs, past_k, past_v = decode(
-            last[:, None],
-            np.full((len(last), 1), step, dtype=np.int64),
-            past_k,
-            past_v,
-            rows_cross_k,
-            rows_cross_v,
-            rows_mask,
-        )  # (R, V), (L, R, H, step + 1, Dh)
-        vocab = log_probs.shape[1]
-        scores = row_score[:, None] + log_probs.astype(np.float32, copy=False)  # (R, V)
-        n_rows = np.bincount(row_sent, minlength=len(active))  # live rows per sentence
-        width = int(n_rows.max())
-        if (n_rows == width).all():  # the usual case: rows already form a (N, K) grid
-            flat = scores.reshape(len(active), width * vocab)  # (N, K*V)
-        else:
-            grid = np.full((len(active), width, vocab), -np.inf, dtype=np.float32)  # (N, K, V)
-            grid[row_sent, row_beam] = scores
-            flat = grid.reshape(len(active), width * vocab)  # (N, K*V)
-        # flat index = beam * V + token, as in the reference's (K, V) score matrix
-        best = top_candidates(flat, min(m, width * vocab))  # (N, M)
-        best_scores = np.take_along_axis(flat, best, axis=1)  # (N, M)
-        beams, tokens = np.divmod(best, vocab)  # (N, M) each
-        valid = beams < n_rows[:, None]
+    def _beam(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        n, k, m, t = len(self.keys), self.k, self.m, self.t
+        # each sentence's k x m candidates, ordered by score desc, then beam * V + token
+        scores = (self.score[:, None] + log_probs).reshape(n, k * m)  # (N, K*m)
+        order_key = (self.rank[:, None] * self.vocab_size + ids).reshape(n, k * m)  # (N, K*m)
+        best = np.lexsort((order_key, -scores), axis=1)[:, :m]  # (N, m)
+        best_scores = np.take_along_axis(scores, best, axis=1)  # (N, m)
+        tokens = np.take_along_axis(ids.reshape(n, k * m), best, axis=1)  # (N, m)
+        parents = np.arange(n)[:, None] * k + best // m  # (N, m) rows of the state
+
         # Walk up to the beam_size-th non-EOS candidate: EOS candidates finish, the others
         # extend a live hypothesis, or finish too at the last step.
-        is_eos = tokens == eos_id  # (N, M)
-        stop = np.cumsum(~is_eos & valid, axis=1) >= beam_size
-        walked = valid & (np.cumsum(stop, axis=1) - stop == 0)  # up to and including the stop
-        ends = is_eos | (step + 1 >= limits[active])[:, None]  # (N, M)
-        first_row = np.cumsum(n_rows) - n_rows  # (N,) where each sentence's rows start
-
+        is_eos = tokens == self.eos_id
+        stop = np.cumsum(~is_eos, axis=1) >= k
+        walked = (np.cumsum(stop, axis=1) - stop == 0) & self.alive[:, None]  # up to the stop
+        ends = is_eos | (t + 1 >= self.limit)[:, None]  # (N, m)
         for s, j in zip(*np.nonzero(walked & ends), strict=True):
-            sent = active[s]
-            ids = history[first_row[s] + beams[s, j]].tolist()
-            if tokens[s, j] != eos_id:
-                ids.append(int(tokens[s, j]))
-            finished[sent].append((ids, float(best_scores[s, j]), step + 1))
-            n_finished[sent] += 1
+            ids_j = self.history[parents[s, j], : t[s]].tolist()
+            if tokens[s, j] != self.eos_id:
+                ids_j.append(int(tokens[s, j]))
+            self.finished[s].append((ids_j, float(best_scores[s, j]), int(t[s] + 1)))
 
-        extend = walked & ~ends  # (N, M)
-        still = extend.any(axis=1)  # (N,)
-        for s in np.nonzero(still & (n_finished[active] >= beam_size))[0]:
-            hyps = finished[active[s]]
-            ranks = sorted((sc / n**length_penalty for _, sc, n in hyps), reverse=True)
+        extend = walked & ~ends  # (N, m): exactly k per sentence that goes on
+        still = extend.any(axis=1)
+        lp = self.length_penalty
+        for s in np.flatnonzero(still & (np.array([len(f) for f in self.finished]) >= k)):
+            ranks = sorted((sc / n_ ** lp for _, sc, n_ in self.finished[s]), reverse=True)
             best_live = float(best_scores[s][extend[s]].max())
-            still[s] = ranks[beam_size - 1] < best_live / (step + 2) ** length_penalty
-        extend &= still[:, None]
-        if not still.any():
-            break
-        s_idx, j_idx = np.nonzero(extend)  # grouped by sentence, in walk order
-        parents = first_row[s_idx] + beams[s_idx, j_idx]  # (R',) source row of each new row
-        new_local = np.cumsum(still) - 1  # old sentence index -> new one
-        row_sent = new_local[s_idx]
-        counts = np.bincount(row_sent)
-        row_beam = np.arange(len(s_idx)) - (np.cumsum(counts) - counts)[row_sent]
-        row_score = best_scores[s_idx, j_idx]
-        last = tokens[s_idx, j_idx]
-        history = np.concatenate([history[parents], last[:, None]], axis=1)  # (R', step + 1)
-        past_k, past_v = past_k[:, parents], past_v[:, parents]  # (L, R', H, step + 1, Dh)
-        active = active[still]
-        origin = active[row_sent]
-        if not np.array_equal(origin, row_origin):  # the sentence of some rows changed
-            row_origin = origin
-            rows_cross_k, rows_cross_v = cross_k[:, origin], cross_v[:, origin]  # (L, R', H, S, Dh)
-            rows_mask = src_mask[origin]  # (R', S)
+            still[s] = ranks[k - 1] < best_live / (t[s] + 2) ** lp
+        ended = np.flatnonzero(self.alive & ~still)
+        self.alive = still
+        s_idx, j_idx = np.nonzero(extend & still[:, None])  # by sentence, in walk order
+        src_rows = parents[s_idx, j_idx]
+        dst_rows = _place(src_rows, still, k)
+        moved = dst_rows != src_rows
+        self.state.copy_rows(src_rows[moved], dst_rows[moved], int(t.max()) + 1)
+        rows = n * k
+        history = np.zeros_like(self.history)
+        history[dst_rows] = self.history[src_rows]
+        history[dst_rows, t[s_idx]] = tokens[s_idx, j_idx]
+        self.history = history
+        self.rank = np.zeros(rows, np.int64)
+        self.rank[dst_rows] = np.arange(len(s_idx)) % k
+        self.score = np.zeros(rows, np.float32)
+        self.score[dst_rows] = best_scores[s_idx, j_idx]
+        self.last = np.full(rows, self.eos_id, np.int64)
+        self.last[dst_rows] = tokens[s_idx, j_idx]
+        self.t[still] += 1
+        return ended
 
-    results = []
-    for hyps in finished:
+    def _ranked(self, s: int) -> list[Hypothesis]:
+        lp = self.length_penalty
         ranked = sorted(
-            (Hypothesis(ids, score, score / length**length_penalty) for ids, score, length in hyps),
+            (Hypothesis(ids, score, score / length**lp) for ids, score, length in self.finished[s]),
             key=lambda h: h.normalized,
             reverse=True,
         )
-        results.append(ranked[:n_best])
-    return results
+        return ranked[: self.n_best]
+
+    def _compact(self) -> None:
+        """Drop finished sentences and their rows from the cache and the bookkeeping."""
+        if self.alive.all():
+            return
+        kept = np.flatnonzero(self.alive)
+        rows = (kept[:, None] * self.k + np.arange(self.k)).ravel()  # (N' * K,)
+        used = int(self.t[kept].max()) + 1 if len(kept) else 0
+        self.state.keep(rows, kept, used)
+        self.keys = [self.keys[s] for s in kept]
+        self.finished = [self.finished[s] for s in kept]
+        self.t, self.limit, self.alive = self.t[kept], self.limit[kept], self.alive[kept]
+        self.rank, self.score, self.last = self.rank[rows], self.score[rows], self.last[rows]
+        self.history = self.history[rows]
+
+
+def _should_compact(alive_rows: int, rows: int) -> bool:
+    return alive_rows < rows and rows - alive_rows >= COMPACT_SHARE * rows
+
+
+def _place(src_rows: np.ndarray, alive: np.ndarray, width: int) -> np.ndarray:
+    """Rows for new hypotheses, given their parents' rows grouped by sentence (`width` per live
+    sentence): a parent's first child keeps its row; the other children take, in order, the
+    rows of their sentence whose hypotheses had no child."""
+    dst = np.full(len(src_rows), -1, dtype=np.int64)
+    _, first = np.unique(src_rows, return_index=True)
+    dst[first] = src_rows[first]
+    taken = np.zeros(len(alive) * width, dtype=bool)
+    taken[src_rows[first]] = True
+    own = np.repeat(alive, width) & ~taken  # free rows of live sentences, by sentence
+    others = np.flatnonzero(dst < 0)  # grouped by sentence, as the free rows are
+    dst[others] = np.flatnonzero(own)
+    return dst

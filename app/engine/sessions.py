@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine.bundle import GRAPH_NAMES, BundleError
+from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
+from app.engine.step import StepDecoder
 
 if TYPE_CHECKING:  # onnxruntime loads when the first session is created, not at import
     import onnxruntime as ort
@@ -83,46 +84,32 @@ def create_session(path: str | Path, config: SessionConfig) -> ort.InferenceSess
 
 
 class Seq2SeqSessions:
-    """The encoder and decoder sessions, called with and returning numpy arrays.
+    """The encoder and step-decoder sessions of a format-3 bundle.
 
     encode(src_ids (B, S)) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)
-    decode(tokens, positions (B, T), past_k, past_v (L, B, H, Tpast, Dh), cross_k, cross_v,
-           src_mask) -> log_probs (B, V), present_k, present_v (L, B, H, Tpast + T, Dh)
+    step: the decoder step over a DecodeState (app.engine.step), cache written in place.
     """
 
-    def __init__(self, encoder_path: str | Path, decoder_path: str | Path, config: SessionConfig):
+    def __init__(self, encoder_path: str | Path, decoder_path: str | Path, config: SessionConfig,
+                 n_layers: int):
         self.config = config
         self.encoder = create_session(encoder_path, config)
         self.decoder = create_session(decoder_path, config)
+        names = graph_names(n_layers)
         for path, session, graph in ((encoder_path, self.encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
             found = {"inputs": [x.name for x in session.get_inputs()],
                      "outputs": [x.name for x in session.get_outputs()]}
-            if found != GRAPH_NAMES[graph]:
+            if found != names[graph]:
                 raise BundleError(f"{path}: graph inputs/outputs {found} are not the {graph}'s "
-                                  f"{GRAPH_NAMES[graph]}")
-        past_type = next(i.type for i in self.decoder.get_inputs() if i.name == "past_k")
-        self.kv_dtype = _NUMPY_TYPES[past_type]  # float32, or float16 for the fp16 variant
+                                  f"{names[graph]}")
+        cache = next(i for i in self.decoder.get_inputs() if i.name == "cache_k_0")
+        self.kv_dtype = _NUMPY_TYPES[cache.type]  # float32, or float16 for the fp16 variant
+        self.cache_head_dim = cache.shape[3]  # (R, H, M, Dp)
         self.providers = self.decoder.get_providers()
+        self.step = StepDecoder(self.decoder, n_layers).step
 
     def encode(self, src_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        names = GRAPH_NAMES["encoder"]
-        feeds = {names["inputs"][0]: src_ids}
-        cross_k, cross_v, src_mask = self.encoder.run(names["outputs"], feeds)
+        feeds = {ENCODER_NAMES["inputs"][0]: src_ids}
+        cross_k, cross_v, src_mask = self.encoder.run(ENCODER_NAMES["outputs"], feeds)
         return cross_k, cross_v, src_mask
-
-    def decode(
-        self,
-        tokens: np.ndarray,
-        positions: np.ndarray,
-        past_k: np.ndarray,
-        past_v: np.ndarray,
-        cross_k: np.ndarray,
-        cross_v: np.ndarray,
-        src_mask: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        names = GRAPH_NAMES["decoder"]
-        values = (tokens, positions, past_k, past_v, cross_k, cross_v, src_mask)
-        feeds = dict(zip(names["inputs"], values, strict=True))
-        log_probs, present_k, present_v = self.decoder.run(names["outputs"], feeds)
-        return log_probs, present_k, present_v

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
-from app.engine.search import Hypothesis, beam_search, greedy_search, output_limit
+from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig
+from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
 
@@ -36,17 +37,23 @@ def check_consistency(
     """The graphs and the tokenizer must be the ones the manifest describes; raise BundleError
     naming the file that disagrees."""
     a, special = bundle.architecture, bundle.special_tokens
-    expected = [a["n_decoder_layers"], a["n_heads"], a["head_dim"]]  # (L, B, H, T, Dh)
-    for path, what, name, args in (
-        (bundle.decoder_path, "cache", "past_k", sessions.decoder.get_inputs()),
-        (bundle.encoder_path, "cross_k", "cross_k", sessions.encoder.get_outputs()),
+    cache = next(x for x in sessions.decoder.get_inputs() if x.name == "cache_k_0").shape
+    cross = next(x for x in sessions.encoder.get_outputs() if x.name == "cross_k").shape
+    heads, head_dim = a["n_heads"], a["head_dim"]
+    for path, what, shape, found, expected in (
+        (bundle.decoder_path, "cache", cache, [cache[1], cache[3]],  # (R, H, M, Dp)
+         [heads, cache_head_dim(head_dim)]),
+        (bundle.encoder_path, "cross_k", cross, [cross[2], cross[4]],  # (L, B, H, S, Dh)
+         [heads, head_dim]),
     ):
-        shape = next(x for x in args if x.name == name).shape
-        if [shape[0], shape[2], shape[4]] != expected:
+        if found != expected:
             raise BundleError(
                 f"{path}: {what} shape {shape} does not match the manifest's "
-                f"architecture (layers, heads, head_dim = {expected})"
+                f"architecture (heads, head size = {expected})"
             )
+    if cross[0] != a["n_decoder_layers"]:
+        raise BundleError(f"{bundle.encoder_path}: cross_k has {cross[0]} layers, the manifest "
+                          f"{a['n_decoder_layers']}")
     # a split vocabulary may lack a BOS piece (Marian starts the decoder from pad)
     joint = "model" in bundle.tokenizer_files
     names = ("pad", "bos", "eos", "unk") if joint else ("pad", "eos", "unk")
@@ -74,7 +81,8 @@ class Translator:
         self.bundle = bundle
         self.max_batch_size = max_batch_size
         self.sessions = Seq2SeqSessions(
-            bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig()
+            bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig(),
+            int(bundle.architecture["n_decoder_layers"]),
         )
         self.tokenizer = load_tokenizer(bundle)
         check_consistency(bundle, self.sessions, self.tokenizer)
@@ -211,16 +219,25 @@ class Translator:
     def _search(
         self, sources: list[list[int]], options: TranslationOptions
     ) -> list[list[Hypothesis]]:
-        """One batch: encode once, then search."""
+        """One batch: encode once, then search until every sentence has finished."""
+        search = self.start_search(options)
+        self.admit(search, list(range(len(sources))), sources, options)
+        found = search.run()
+        return [found[i] for i in range(len(sources))]
+
+    def start_search(self, options: TranslationOptions) -> Search:
+        """An empty running batch for these options; sentences join it with `admit`."""
+        a = self.bundle.architecture
+        state = DecodeState(int(a["n_decoder_layers"]), int(a["n_heads"]),
+                            self.sessions.cache_head_dim, int(a["head_dim"]),
+                            np.dtype(self.sessions.kv_dtype))
+        return Search(self.sessions.step, state, self.start_id, self.eos_id,
+                      int(a["vocab_size"]), beam_size=options.beam_size,
+                      length_penalty=options.length_penalty,
+                      n_best=1 + options.num_alternatives)
+
+    def admit(self, search: Search, keys: list, sources: list[list[int]],
+              options: TranslationOptions) -> None:
+        """Encode sources (ids without EOS) and add them to a running search under keys."""
         cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
-        limits = self.output_limits(sources, options)
-        decode = self.sessions.decode
-        args = (decode, cross_k, cross_v, src_mask, limits, self.start_id, self.eos_id)
-        if options.beam_size == 1:
-            return [[h] for h in greedy_search(*args, options.length_penalty)]
-        return beam_search(
-            *args,
-            beam_size=options.beam_size,
-            length_penalty=options.length_penalty,
-            n_best=1 + options.num_alternatives,
-        )
+        search.admit(keys, self.output_limits(sources, options), cross_k, cross_v, src_mask)

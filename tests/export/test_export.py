@@ -66,43 +66,46 @@ def test_encoder_matches_pytorch_on_new_batch_and_length(model, tiny_bundle):
 
 
 @torch.no_grad()
-def test_decoder_cache_steps_match_pytorch_full_prefix(model, tiny_bundle):
-    """Decode 1 token, then 3 at once, then 1 more through the cache (Tpast 0, 1, 4): each
-    step's last log-probs equal PyTorch's teacher-forced ones at that position."""
-    encoder, decoder = sessions(tiny_bundle)
+def test_decoder_steps_match_pytorch_with_rows_at_different_positions(model, tiny_bundle):
+    """The step graph over 2 sentences x 2 rows each, every row with its own target prefix and
+    rows starting at different steps (so past lengths differ within a step): each row's full
+    log-probs equal PyTorch's teacher-forced ones at that position, and the cache is written in
+    place (nothing but the bound buffers changes)."""
+    from app.engine.sessions import Seq2SeqSessions, SessionConfig
+    from app.engine.step import DecodeState
+
+    b = load_bundle(tiny_bundle, "fp32")
     c = model.config
-    src = random_batch(model, batch=4, length=7, seed=1)
-    cross_k, cross_v, mask = encoder.run(None, {"src_ids": src.numpy()})
-    tgt = torch.cat(
-        [torch.full((4, 1), c.bos_id), torch.randint(4, c.vocab_size, (4, 4))], dim=1
-    )  # (B, 5)
-    memory, src_mask = model.encode(src)
-    logits, _ = model.decode_step(
-        tgt, torch.arange(5).expand(4, 5), model.cross_kv(memory), src_mask
-    )
-    ref = torch.log_softmax(logits, dim=-1).numpy()  # (B, 5, V)
-    shape = (c.n_decoder_layers, 4, c.n_heads, 0, c.head_dim)
-    past_k = past_v = np.zeros(shape, dtype=np.float32)
-    for start, stop in [(0, 1), (1, 4), (4, 5)]:
-        feeds = {
-            "tokens": tgt[:, start:stop].numpy(),
-            "positions": np.arange(start, stop)[None].repeat(4, 0),
-            "past_k": past_k,
-            "past_v": past_v,
-            "cross_k": cross_k,
-            "cross_v": cross_v,
-            "src_mask": mask,
-        }
-        log_probs, past_k, past_v = decoder.run(None, feeds)
-        assert past_k.shape[3] == stop
-        np.testing.assert_allclose(log_probs, ref[:, stop - 1], atol=1e-4)
+    s = Seq2SeqSessions(b.encoder_path, b.decoder_path, SessionConfig(intra_op_threads=1),
+                        c.n_decoder_layers)
+    src = random_batch(model, batch=2, length=7, seed=1)
+    state = DecodeState.start(*s.encode(src.numpy()), rows_per_sentence=2, max_len=8)
+    buffers = [buf.ctypes.data for buf in state.keys + state.values]
+    gen = torch.Generator().manual_seed(2)
+    targets = torch.cat([torch.full((4, 1), c.bos_id),
+                         torch.randint(4, c.vocab_size, (4, 5), generator=gen)], dim=1)  # (R, 6)
+    memory, src_mask = model.encode(src.repeat_interleave(2, dim=0))  # row r: sentence r // 2
+    logits, _ = model.decode_step(targets, torch.arange(6).expand(4, 6), model.cross_kv(memory),
+                                  src_mask)
+    ref = torch.log_softmax(logits, dim=-1).numpy()  # (R, 6, V)
+    start = np.array([0, 2, 1, 0])  # the step at which each row begins
+    for step in range(6):
+        past = np.clip(step - start, 0, None)  # rows not begun yet re-decode position 0
+        tokens = targets[np.arange(4), past].numpy()
+        top, ids = s.step(state, tokens, past, past.astype(np.int32), c.vocab_size)
+        full = np.empty_like(top)
+        np.put_along_axis(full, ids, top, axis=1)  # back to vocabulary order
+        for row in range(4):
+            np.testing.assert_allclose(full[row], ref[row, past[row]], atol=1e-4)
+        assert (np.diff(top, axis=1) <= 0).all()  # best first
+    assert [buf.ctypes.data for buf in state.keys + state.values] == buffers
 
 
 def test_bundle_contents(tiny_bundle, tiny_checkpoint):
     manifest = json.loads((tiny_bundle / "manifest.json").read_text())
     state = read_checkpoint(tiny_checkpoint)
     config = ModelConfig.from_dict(state["config"])
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 3
     assert (manifest["name"], manifest["source_lang"], manifest["target_lang"]) == (
         "en-de",
         "en",
@@ -140,8 +143,8 @@ def test_fp16_variant_converts_and_agrees(tiny_checkpoint, tiny_bundle, tiny_sen
     assert manifest["variants"]["fp16"]["providers"] == ["cuda"]
     decoder = onnx.load(str(out / "decoder.fp16.onnx"))
     types = {i.name: i.type.tensor_type.elem_type for i in decoder.graph.output}
-    assert types["log_probs"] == onnx.TensorProto.FLOAT
-    assert types["present_k"] == onnx.TensorProto.FLOAT16
+    assert types["top_log_probs"] == onnx.TensorProto.FLOAT
+    assert types["cache_k_0_out"] == onnx.TensorProto.FLOAT16
     # Meant for CUDA, but ONNX Runtime's CPU provider runs it too: outputs mostly agree with fp32
     # (half precision may flip a near tie).
     fp16 = Translator.from_dir(out, variant="fp16", intra_threads=1)

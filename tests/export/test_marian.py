@@ -111,7 +111,7 @@ def test_tokenizer_and_text_match_marian_tokenizer(imported, marian_bundles):
 def test_manifest_records_marian_options_and_parity(marian_bundles):
     for spec in SPECS:
         manifest = json.loads((marian_bundles[spec.name][1] / "manifest.json").read_text())
-        assert manifest["format_version"] == 2
+        assert manifest["format_version"] == 3
         assert (manifest["source_lang"], manifest["target_lang"]) == spec.langs
         arch = manifest["architecture"]
         assert (arch.get("activation", "relu"), arch["positional_layout"], arch["output_bias"]) == (

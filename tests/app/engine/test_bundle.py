@@ -64,7 +64,8 @@ def test_missing_or_unparsable_manifest(bundle, tmp_path):
     ("change", "message"),
     [
         (lambda m: m.pop("architecture"), r"'architecture' must be an object"),
-        (lambda m: m.update(format_version=99), r"unsupported format_version 99"),
+        (lambda m: m.update(format_version=99), r"format_version 99: this engine runs format 3"),
+        (lambda m: m.update(format_version=1), r"Re-export it .*python -m export\.unbundle"),
         (lambda m: m["architecture"].update(d_model="big"), r"'architecture\.d_model'"),
         (lambda m: m["variants"]["int8"].pop("decoder"), r"'variants\.int8\.decoder'"),
         (lambda m: m["tokenizer"].update(file="../../etc/passwd"), r"inside the bundle"),

@@ -5,56 +5,94 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.engine.search import beam_search, greedy_search, output_limit, top_candidates
+from app.engine.search import Search, output_limit
 
 BOS, EOS, V = 1, 2, 6
-L, H, DH = 1, 1, 2
+
+
+class ScriptedState:
+    """A cache stand-in: per row, its sentence (the id carried in cross_k) and the tokens
+    written at each position, moved by append/copy_rows/keep exactly as the search asks (so
+    misplaced rows show up)."""
+
+    def __init__(self, max_len: int = 32) -> None:
+        self.sentence = np.zeros(0, int)
+        self.cache = np.full((0, max_len), -1)
+
+    @property
+    def rows(self) -> int:
+        return len(self.sentence)
+
+    @property
+    def sentences(self) -> int:
+        return len(self.sentence)  # not needed by the scripted step
+
+    def append(self, cross_k, cross_v, src_mask, rows_per_sentence, max_len):
+        ids = np.repeat(cross_k.astype(int), rows_per_sentence)
+        self.sentence = np.concatenate([self.sentence, ids])
+        self.cache = np.concatenate([self.cache, np.full((len(ids), self.cache.shape[1]), -1)])
+
+    def copy_rows(self, src, dst, used):
+        self.cache[dst, :used] = self.cache[src, :used]
+
+    def keep(self, rows, sentences, used):
+        self.sentence, self.cache = self.sentence[rows], self.cache[rows]
+
+
+def search(step, ids, limits, beam_size=1, **kwargs):
+    """A Search over ScriptedState with the sentences `ids` admitted under their own ids."""
+    s = Search(step, ScriptedState(), BOS, EOS, V, beam_size=beam_size, **kwargs)
+    s.admit(list(ids), np.array(limits), np.array(ids), None, None)
+    return s
+
+
+def run(step, limits, beam_size=1, **kwargs):
+    found = search(step, range(len(limits)), limits, beam_size, **kwargs).run()
+    hyps = [found[i] for i in range(len(limits))]
+    return [h[0] for h in hyps] if beam_size == 1 else hyps
 
 
 def scripted(table):
-    """A decoder whose next-token log-probs depend only on (source row id, step): table maps
-    (row id, step) -> {token: prob}, the rest of the mass spread over the other tokens.
-    The source row id travels in cross_k[0, :, 0, 0, 0], so it follows rows through shrinking.
-    Records the batch size of every call."""
+    """A step whose next-token log-probs depend only on (sentence, step): table maps
+    (sentence, step) -> {token: prob}, the rest of the mass spread over the other tokens. Each
+    live row's cache must hold the tokens fed to it so far. Records the rows of every call."""
     calls = []
 
-    def decode(tokens, positions, past_k, past_v, cross_k, cross_v, src_mask):
-        rows = cross_k[0, :, 0, 0, 0].astype(int)
-        step = int(positions[0, 0])
-        calls.append(len(rows))
-        probs = np.full((len(rows), V), 1e-3, dtype=np.float64)
-        for r, row in enumerate(rows):
-            for token, p in table.get((row, step), {3: 0.9}).items():
+    def step(state, tokens, positions, past_lengths, k):
+        calls.append(state.rows)
+        state.cache[np.arange(state.rows), past_lengths] = tokens  # written in place
+        assert (positions == past_lengths).all()
+        probs = np.full((state.rows, V), 1e-3, dtype=np.float64)
+        for r, sent in enumerate(state.sentence):  # each row at its own step
+            for token, p in table.get((int(sent), int(past_lengths[r])), {3: 0.9}).items():
                 probs[r, token] = p
         probs /= probs.sum(axis=1, keepdims=True)
-        new = np.zeros((L, len(rows), H, 1, DH), dtype=np.float32)
-        present = np.concatenate([past_k, new], axis=3)  # (L, R, H, Tpast + 1, DH)
-        return np.log(probs).astype(np.float32), present, present.copy()
+        log_probs = np.log(probs).astype(np.float32)
+        ids = np.argsort(-log_probs, axis=1, kind="stable")[:, :k]  # lower id first on ties
+        return np.take_along_axis(log_probs, ids, axis=1), ids
 
-    return decode, calls
-
-
-def cross_for(n):
-    cross = np.zeros((L, n, H, 3, DH), dtype=np.float32)  # (L, B, H, S, Dh)
-    cross[0, :, 0, 0, 0] = np.arange(n)
-    return cross, cross.copy(), np.ones((n, 3), dtype=bool)
+    return step, calls
 
 
 def test_greedy_stops_rows_at_eos_and_limit_and_shrinks_the_batch():
     table = {(0, 1): {EOS: 0.9}, (1, 3): {EOS: 0.9}}  # row 2 never ends: its limit stops it
-    decode, calls = scripted(table)
-    limits = np.array([10, 10, 5])
-    hyps = greedy_search(decode, *cross_for(3), limits, BOS, EOS)
+    step, calls = scripted(table)
+    s = search(step, [0, 1, 2], [10, 10, 5])
+    found = s.run()
+    hyps = [found[i][0] for i in range(3)]
     assert [h.tokens for h in hyps] == [[3], [3, 3, 3], [3] * 5]
-    assert calls == [3, 3, 2, 2, 1]  # row 0 leaves after step 1, row 1 after step 3
+    # row 0 finishes after step 1 and is compacted away (1 of 3 rows >= a quarter); row 1 after
+    # step 3 (1 of 2)
+    assert calls == [3, 3, 2, 2, 1]
+    assert s.state.rows == 0 and s.running == 0  # the last finished row left the cache too
     # scores: log-probs summed, EOS included; normalized by the length including EOS
     assert hyps[0].normalized == pytest.approx(hyps[0].score / 2)
     assert hyps[2].normalized == pytest.approx(hyps[2].score / 5)
 
 
 def test_greedy_ties_take_the_lowest_id():
-    decode, _ = scripted({(0, 0): {4: 0.4, 5: 0.4}, (0, 1): {EOS: 0.9}})
-    assert greedy_search(decode, *cross_for(1), np.array([5]), BOS, EOS)[0].tokens == [4]
+    step, _ = scripted({(0, 0): {4: 0.4, 5: 0.4}, (0, 1): {EOS: 0.9}})
+    assert run(step, [5])[0].tokens == [4]
 
 
 def test_beam_finishes_eos_candidates_and_ranks_by_normalized_score():
@@ -62,36 +100,74 @@ def test_beam_finishes_eos_candidates_and_ranks_by_normalized_score():
     # step 1: both end with EOS. [3] scores log(.3 * .95) = -1.25 over 2 tokens: -0.63 per token,
     # better than [] with log(.5) = -0.69 over 1 token; without normalization [] wins.
     table = {(0, 0): {EOS: 0.5, 3: 0.3, 4: 0.15}, (0, 1): {EOS: 0.95}}
-    decode, calls = scripted(table)
-    args = (decode, *cross_for(1), np.array([10]), BOS, EOS)
-    hyps = beam_search(*args, beam_size=2, n_best=2)[0]
+    step, calls = scripted(table)
+    hyps = run(step, [10], beam_size=2, n_best=2)[0]
     assert [h.tokens for h in hyps] == [[3], []]
     assert [h.normalized for h in hyps] == pytest.approx(
         [h.score / 2 for h in hyps[:1]] + [hyps[1].score]
     )
-    assert calls == [1, 2]  # one row at step 0, two live hypotheses at step 1, then done
-    raw = beam_search(*args, beam_size=2, n_best=2, length_penalty=0.0)[0]
+    assert calls == [2, 2]  # two rows (one live at step 0, one at -inf), then two hypotheses
+    raw = run(step, [10], beam_size=2, n_best=2, length_penalty=0.0)[0]
     assert [h.tokens for h in raw] == [[], [3]]
     assert raw[0].normalized == pytest.approx(raw[0].score)
 
 
 def test_beam_last_step_finishes_without_eos():
-    decode, _ = scripted({})
-    hyps = beam_search(decode, *cross_for(2), np.array([1, 3]), BOS, EOS, beam_size=3, n_best=3)
+    step, calls = scripted({})
+    hyps = run(step, [1, 3], beam_size=3, n_best=3)
     assert all(len(h.tokens) == 1 for h in hyps[0]) and len(hyps[0]) == 3
     assert all(len(h.tokens) == 3 for h in hyps[1]) and len(hyps[1]) == 3
     assert hyps[0][0].normalized == pytest.approx(hyps[0][0].score / 1)
+    assert calls == [6, 3, 3]  # 3 rows per sentence, then the 3 of the one left (compacted)
 
 
-def test_top_candidates_is_a_stable_descending_sort():
-    rng = np.random.default_rng(0)
-    flat = rng.integers(0, 4, size=(50, 40)).astype(np.float32)  # many ties
-    for m in (1, 3, 8, 40):
-        expected = np.argsort(-flat, axis=1, kind="stable")[:, :m]
-        np.testing.assert_array_equal(top_candidates(flat, m), expected)
+def test_beam_rows_hold_their_hypotheses_prefix():
+    """Beams reorder without moving whole caches: each row's cache must still be its own
+    hypothesis' prefix (BOS + tokens) when the search feeds it."""
+    table = {(0, 0): {3: 0.4, 4: 0.35, 5: 0.2}, (0, 1): {4: 0.5, 3: 0.3},
+             (0, 2): {EOS: 0.6}, (1, 0): {EOS: 0.9}}
+    step, _ = scripted(table)
+    seen = []
+
+    def checking(state, tokens, positions, past_lengths, k):
+        top, ids = step(state, tokens, positions, past_lengths, k)
+        seen.extend((int(state.sentence[r]), *state.cache[r, : past_lengths[r] + 1].tolist())
+                    for r in range(state.rows))
+        return top, ids
+
+    hyps = run(checking, [6, 6], beam_size=3, n_best=3)
+    assert hyps[1][0].tokens == []
+    assert [h.tokens for h in hyps[0]] == [[3, 4], [4, 4], [3, 3]]
+    # the row that produced each hypothesis' EOS held BOS + that hypothesis in its cache
+    assert all((0, BOS, *h.tokens) in seen for h in hyps[0])
 
 
 def test_output_limit():
     assert output_limit(4, 10, 1.5, 512) == 16
     assert output_limit(4, 0, 0.0, 512) == 1
     assert output_limit(1000, 10, 1.5, 64) == 63
+
+
+def test_a_sentence_joins_a_running_batch_and_finishes_first():
+    """Continuous batching: sentence 1 joins after two steps of sentence 0, runs at its own step
+    count (its rows decode position 0 while the others are at 2) and leaves first; results equal
+    those of each sentence searched alone."""
+    table = {(0, 12): {EOS: 0.9}, (1, 0): {4: 0.6}, (1, 1): {EOS: 0.9}}
+    limits = {0: 20, 1: 4}
+    for beam in (1, 3):
+        step, calls = scripted(table)
+        alone = [search(step, [i], [limits[i]], beam).run()[i] for i in (0, 1)]
+        calls.clear()
+        s = search(step, [0], [limits[0]], beam)
+        assert s.step() == [] and s.step() == []
+        s.admit([1], np.array([limits[1]]), np.array([1]), None, None)
+        order, found = [], {}
+        while s.running:
+            for key, hyps in s.step():
+                order.append(key)
+                found[key] = hyps
+        assert order == [1, 0]
+        assert calls[2] == 2 * beam  # both sentences in one step
+        assert [h.tokens for h in found[0]] == [h.tokens for h in alone[0]]
+        assert [h.tokens for h in found[1]] == [h.tokens for h in alone[1]]
+        assert found[1][0].tokens == [4]

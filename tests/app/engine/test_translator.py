@@ -84,19 +84,6 @@ def test_small_batches_and_input_order(tiny_bundle, translator, tiny_sentences):
     ]
 
 
-def test_beam_size_one_equals_greedy(translator, sources):
-    from app.engine.search import beam_search as engine_beam
-    from app.engine.search import greedy_search as engine_greedy
-
-    cross_k, cross_v, mask = translator.sessions.encode(translator.source_array(sources))
-    limits = translator.output_limits(sources, TranslationOptions())
-    args = (translator.sessions.decode, cross_k, cross_v, mask, limits, 1, 2)
-    greedy = engine_greedy(*args, length_penalty=0.7)
-    beam = [hyps[0] for hyps in engine_beam(*args, beam_size=1, length_penalty=0.7)]
-    assert [h.tokens for h in beam] == [h.tokens for h in greedy]
-    assert [h.normalized for h in beam] == pytest.approx([h.normalized for h in greedy], abs=1e-5)
-
-
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_max_length(translator, reference, sources, beam_size):
     """max_len_offset + max_len_ratio * len(src) tokens at most, EOS included; capped by the

@@ -1,0 +1,175 @@
+"""The decoder step of bundle format 3 on ONNX Runtime, with its cache bound in place.
+
+`DecodeState` is the running batch's data: per layer one key and one value buffer
+(R, H, M, Dp) that the step graph reads and writes in place (I/O binding: the same memory is the
+past input and the present output), the cross-attention keys/values once per sentence
+(N, H, S, Dh) and the source mask (N, S). The buffers have room for more rows than are running, so
+sentences can join a running batch (`append`) without moving the others; the running rows are
+the first `rows` of each buffer. `StepDecoder.step` advances all running rows by one token and
+returns each row's best k log-probs and token ids. Reordering beams and dropping finished rows
+are the caller's (`copy_rows`, `keep`); nothing else moves the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+
+_NP_TO_ORT = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.float16,
+              np.dtype(np.int64): np.int64, np.dtype(np.int32): np.int32}
+
+
+def cache_head_dim(head_dim: int) -> int:
+    """GroupQueryAttention takes head sizes that are multiples of 8: the step graph pads other
+    sizes with zero dimensions (which change no dot product) in the self-attention and its cache."""
+    return -(-head_dim // 8) * 8
+
+
+def _grown(buf: np.ndarray, shape: tuple[int, ...], keep: tuple[slice, ...]) -> np.ndarray:
+    """A zeroed buffer of `shape` holding buf[keep] at the same place."""
+    new = np.zeros(shape, buf.dtype)
+    new[keep] = buf[keep]
+    return new
+
+
+@dataclass
+class DecodeState:
+    """The cache of a running batch: `rows` running rows, grouped by sentence (the same number
+    per sentence), and `sentences` running sentences. keys/values: per layer (capacity, H, M, Dp);
+    cross_k/cross_v: per layer (sentence capacity, H, S, Dh); cross_mask (sentence capacity, S)
+    int32, 0 at padding."""
+
+    n_layers: int
+    heads: int
+    head_dim: int  # Dp, the cache's head size
+    cross_head_dim: int  # Dh, the cross keys/values' head size
+    dtype: np.dtype
+    keys: list[np.ndarray] = field(default_factory=list)
+    values: list[np.ndarray] = field(default_factory=list)
+    cross_k: list[np.ndarray] = field(default_factory=list)
+    cross_v: list[np.ndarray] = field(default_factory=list)
+    cross_mask: np.ndarray | None = None
+    rows: int = 0
+    sentences: int = 0
+
+    @classmethod
+    def start(cls, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
+              rows_per_sentence: int, max_len: int, head_dim: int | None = None) -> DecodeState:
+        """A state holding the encoder's output for N sentences (cross_k/cross_v
+        (L, N, H, S, Dh), src_mask (N, S) bool), rows_per_sentence rows each, room for max_len
+        positions; head_dim: the cache's head size when the step graph pads heads (else Dh)."""
+        n_layers, _, heads, _, cross_dim = cross_k.shape
+        state = cls(n_layers, heads, head_dim or cross_dim, cross_dim, cross_k.dtype)
+        state.append(cross_k, cross_v, src_mask, rows_per_sentence, max_len)
+        return state
+
+    @property
+    def max_len(self) -> int:
+        return self.keys[0].shape[2] if self.keys else 0
+
+    def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
+               rows_per_sentence: int, max_len: int) -> None:
+        """Add N sentences (encoder output as in `start`) after the running ones, each with
+        rows_per_sentence fresh rows; buffers grow (doubling) only when they lack room."""
+        n_new, src_len = src_mask.shape
+        rows, sents = self.rows + n_new * rows_per_sentence, self.sentences + n_new
+        self._reserve(rows, sents, max_len, src_len)
+        for i in range(self.n_layers):
+            self.cross_k[i][self.sentences:sents] = 0
+            self.cross_v[i][self.sentences:sents] = 0
+            self.cross_k[i][self.sentences:sents, :, :src_len] = cross_k[i]
+            self.cross_v[i][self.sentences:sents, :, :src_len] = cross_v[i]
+        self.cross_mask[self.sentences:sents] = 0
+        self.cross_mask[self.sentences:sents, :src_len] = src_mask
+        self.rows, self.sentences = rows, sents
+
+    def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int) -> None:
+        if not self.keys:  # the first sentences: exactly their size
+            shape = (rows, self.heads, max_len, self.head_dim)  # (R, H, M, Dp)
+            cross = (sentences, self.heads, src_len, self.cross_head_dim)
+            self.keys = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
+            self.values = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
+            self.cross_k = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
+            self.cross_v = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
+            self.cross_mask = np.zeros((sentences, src_len), np.int32)
+            return
+        cap, _, length, _ = self.keys[0].shape
+        cap_n, _, s, dh = self.cross_k[0].shape
+        if rows > cap or max_len > length:
+            shape = (max(rows, 2 * cap if rows > cap else cap), self.heads,
+                     max(max_len, length), self.head_dim)
+            keep = (slice(0, self.rows), slice(None), slice(0, length))
+            self.keys = [_grown(b, shape, keep) for b in self.keys]
+            self.values = [_grown(b, shape, keep) for b in self.values]
+        if sentences > cap_n or src_len > s:
+            cross = (max(sentences, 2 * cap_n if sentences > cap_n else cap_n), self.heads,
+                     max(s, src_len), dh)
+            keep = (slice(0, self.sentences), slice(None), slice(0, s))
+            self.cross_k = [_grown(b, cross, keep) for b in self.cross_k]
+            self.cross_v = [_grown(b, cross, keep) for b in self.cross_v]
+            self.cross_mask = _grown(self.cross_mask, (cross[0], cross[2]), keep[::2])
+
+    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None:
+        """Row dst[j] takes row src[j]'s first `used` positions (src and dst disjoint)."""
+        if len(src):
+            for buf in (*self.keys, *self.values):
+                buf[dst, :, :used] = buf[src, :, :used]
+
+    def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None:
+        """Keep only the listed rows and sentences (ascending), moved to the front in order;
+        the first `used` positions of each kept row are kept."""
+        for buf in (*self.keys, *self.values):
+            buf[: len(rows), :, :used] = buf[rows, :, :used]
+        for buf in (*self.cross_k, *self.cross_v, self.cross_mask):
+            buf[: len(sentences)] = buf[sentences]
+        self.rows, self.sentences = len(rows), len(sentences)
+
+
+class StepDecoder:
+    """Runs the format-3 decoder step graph over a DecodeState with I/O binding."""
+
+    def __init__(self, session: ort.InferenceSession, n_layers: int) -> None:
+        self.session = session
+        self.n_layers = n_layers
+
+    def step(self, state: DecodeState, tokens: np.ndarray, positions: np.ndarray,
+             past_lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """tokens, positions, past_lengths (R,) for the running rows -> top log-probs (R, k)
+        float32 and their token ids (R, k) int64, best first; each row's new key/value lands at
+        its past_length."""
+        rows, sents = state.rows, state.sentences
+        binding = self.session.io_binding()
+        small = {
+            "tokens": np.ascontiguousarray(tokens, dtype=np.int64),
+            "positions": np.ascontiguousarray(positions, dtype=np.int64),
+            "past_lengths": np.ascontiguousarray(past_lengths, dtype=np.int32),
+            "total_length": np.array(int(past_lengths.max()) + 1, dtype=np.int32),
+            "top_k": np.array([k], dtype=np.int64),
+        }
+        for name, value in small.items():
+            _bind(binding.bind_input, name, value)
+        _bind(binding.bind_input, "cross_mask", state.cross_mask, sents)
+        for i in range(self.n_layers):
+            for kind, buf in (("k", state.keys[i]), ("v", state.values[i])):
+                _bind(binding.bind_input, f"cache_{kind}_{i}", buf, rows)
+                _bind(binding.bind_output, f"cache_{kind}_{i}_out", buf, rows)  # in place
+            _bind(binding.bind_input, f"cross_k_{i}", state.cross_k[i], sents)
+            _bind(binding.bind_input, f"cross_v_{i}", state.cross_v[i], sents)
+        top_log_probs = np.empty((rows, k), np.float32)
+        top_ids = np.empty((rows, k), np.int64)
+        _bind(binding.bind_output, "top_log_probs", top_log_probs)
+        _bind(binding.bind_output, "top_ids", top_ids)
+        self.session.run_with_iobinding(binding)
+        del small  # the binding held raw pointers into these until the run was over
+        return top_log_probs, top_ids
+
+
+def _bind(bind, name: str, array: np.ndarray, first: int | None = None) -> None:
+    """Bind array (or its first `first` entries along axis 0, a contiguous prefix) by pointer."""
+    shape = list(array.shape) if first is None else [first, *array.shape[1:]]
+    bind(name, "cpu", 0, _NP_TO_ORT[array.dtype], shape, array.ctypes.data)
