@@ -1,10 +1,16 @@
 """The dynamic batcher: sentence-level work items from all requests -> shared engine batches.
 
-Requests submit their sentences with `await batcher.translate(model, sentences, options)`. One
-worker thread takes the oldest waiting item, waits at most `max_wait_ms` for company, and packs
-the items of the same model and options whose lengths are closest to it into one batch under the
-token budget (longest source x batch size) and the size cap. `translate_batch` runs in that
-thread, never on the event loop; results go back to each request's future.
+Requests submit their sentences with `await batcher.translate(model, sentences, options,
+priority=...)`. One worker thread takes the oldest waiting item of the most urgent priority,
+waits at most `max_wait_ms` for company, and packs the items of the same priority, model and
+options whose lengths are closest to it into one batch under the token budget (longest source x
+batch size) and the size cap. `translate_batch` runs in that thread, never on the event loop;
+results go back to each request's future.
+
+Priority: INTERACTIVE work (live requests, the default) is always served before BACKGROUND work
+(document jobs). Background items form a batch only when no interactive item waits, and their
+batches hold at most `document_batch_size` sentences, so a live request that arrives during a
+document waits for one short batch at most.
 
 Overload never waits: a full queue raises `Overloaded` (503) at once. A request past its deadline
 raises `DeadlineExceeded` (504); a cancelled request (client gone, deadline) has its queued items
@@ -16,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import enum
 import itertools
 import logging
 import threading
@@ -30,12 +37,20 @@ from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 log = logging.getLogger("app.batcher")
 
 
+class Priority(enum.IntEnum):
+    """How urgent an item is; lower is served first."""
+
+    INTERACTIVE = 0  # a live request: someone waits for the answer
+    BACKGROUND = 1  # a document job: throughput matters, not latency
+
+
 @dataclass(frozen=True)
 class BatcherConfig:
     """The batcher's share of the Settings (app.config), which own the defaults and limits."""
 
     max_batch_tokens: int
     max_batch_size: int
+    document_batch_size: int  # the size cap of a BACKGROUND batch
     max_wait_ms: float
     queue_size: int
 
@@ -76,10 +91,11 @@ class _Item:
     tokens: int
     index: int
     request: _Request
+    priority: Priority
     enqueued: float = field(default_factory=time.monotonic)
 
 
-_GroupKey = tuple[int, TranslationOptions]  # (id of the engine, options)
+_GroupKey = tuple[Priority, int, TranslationOptions]  # (priority, id of the engine, options)
 
 
 class Batcher:
@@ -93,7 +109,7 @@ class Batcher:
         self._on_batch = on_batch or (lambda stats: None)
         self._on_queue = on_queue or (lambda depth: None)
         self._cond = threading.Condition()
-        self._groups: dict[_GroupKey, list[_Item]] = {}  # FIFO per engine and options
+        self._groups: dict[_GroupKey, list[_Item]] = {}  # FIFO per priority, engine, options
         self._engines: dict[int, Engine] = {}
         self._depth = 0
         self._busy = False
@@ -138,6 +154,7 @@ class Batcher:
         texts: list[str],
         options: TranslationOptions,
         timeout: float | None = None,
+        priority: Priority = Priority.INTERACTIVE,
     ) -> list[Result]:
         """Translate `texts` in shared batches; raises Overloaded, DeadlineExceeded,
         EngineFailure or Unavailable. Cancelling the awaiting task drops the queued items."""
@@ -146,7 +163,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         request = _Request(loop, loop.create_future(), [None] * len(texts), len(texts))
         counts = [engine.count_tokens(text) for text in texts]
-        self._enqueue(engine, texts, counts, options, request)
+        self._enqueue(engine, texts, counts, options, request, Priority(priority))
         try:
             return await asyncio.wait_for(asyncio.shield(request.future), timeout)
         except asyncio.TimeoutError:
@@ -167,6 +184,7 @@ class Batcher:
         counts: list[int],
         options: TranslationOptions,
         request: _Request,
+        priority: Priority,
     ) -> None:
         with self._cond:
             if self._closed:
@@ -178,9 +196,9 @@ class Batcher:
                     retry_after=1 + self._depth / max(1, self.config.max_batch_size) * 0.05,
                 )
             self._engines[id(engine)] = engine
-            group = self._groups.setdefault((id(engine), options), [])
+            group = self._groups.setdefault((priority, id(engine), options), [])
             for index, (text, count) in enumerate(zip(texts, counts, strict=True)):
-                group.append(_Item(next(self._seq), text, count, index, request))
+                group.append(_Item(next(self._seq), text, count, index, request, priority))
             self._depth += len(texts)
             self._cond.notify_all()
         self._on_queue(self._depth)
@@ -222,7 +240,8 @@ class Batcher:
                 if not self._groups:
                     self._cond.wait()
                     continue
-                key = min(self._groups, key=lambda k: self._groups[k][0].seq)
+                # the most urgent priority first, then the oldest item
+                key = min(self._groups, key=lambda k: (k[0], self._groups[k][0].seq))
                 group = self._groups[key]
                 oldest = group[0]
                 remaining = oldest.enqueued + wait_s - time.monotonic()
@@ -241,10 +260,15 @@ class Batcher:
                 depth = self._depth
                 break
         self._on_queue(depth)
-        return self._engines[key[0]], key[1], items
+        return self._engines[key[1]], key[2], items
+
+    def _cap(self, group: list[_Item]) -> int:
+        if group[0].priority is Priority.BACKGROUND:
+            return min(self.config.document_batch_size, self.config.max_batch_size)
+        return self.config.max_batch_size
 
     def _full(self, group: list[_Item]) -> bool:
-        if len(group) >= self.config.max_batch_size:
+        if len(group) >= self._cap(group):
             return True
         longest = max(item.tokens for item in group)
         return longest * len(group) >= self.config.max_batch_tokens
@@ -256,7 +280,7 @@ class Batcher:
         start = bisect.bisect_left(keys, (group[0].tokens, group[0].seq))
         lo, hi = start, start + 1
         shortest = longest = by_length[start].tokens
-        cap, budget = self.config.max_batch_size, self.config.max_batch_tokens
+        cap, budget = self._cap(group), self.config.max_batch_tokens
         while hi - lo < cap:
             below = by_length[lo - 1] if lo > 0 else None
             above = by_length[hi] if hi < len(by_length) else None

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
         4096, ge=1, description="Token budget of one engine batch (longest source x batch size)."
     )
     max_batch_size: int = Field(32, ge=1, description="Sentences in one engine batch at most.")
+    document_batch_size: int = Field(
+        8, ge=1, description="Sentences in one batch of document-job (background) work at most: "
+        "small, so a live request never waits behind a long one.",
+    )
     max_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits to fill up.")
     queue_size: int = Field(1024, ge=1, description="Queued sentences at most; beyond it 503.")
     request_timeout: float = Field(30.0, gt=0, description="Seconds per request before a 504.")

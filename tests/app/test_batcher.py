@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.batcher import Batcher, BatcherConfig
+from app.batcher import Batcher, BatcherConfig, Priority
 from app.config import Settings
 from app.engine.types import TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
@@ -182,3 +182,55 @@ def test_close_fails_queued_work_with_503():
             await batcher.translate(engine, ["after close"], GREEDY)
 
     run(main())
+
+
+def test_interactive_items_are_served_before_waiting_background_items():
+    engine = FakeTranslator()
+    engine.release.clear()  # hold the worker: everything below queues up behind the first batch
+    batcher, stats = make(max_wait_ms=0, max_batch_size=32, document_batch_size=4)
+    document = [f"document sentence {i}" for i in range(20)]
+
+    async def main():
+        first = asyncio.ensure_future(batcher.translate(engine, ["hold"], GREEDY))
+        await until(lambda: engine.entered == 1)
+        doc = asyncio.ensure_future(
+            batcher.translate(engine, document, GREEDY, priority=Priority.BACKGROUND))
+        await until(lambda: batcher.depth == 20)
+        live = [asyncio.ensure_future(batcher.translate(engine, [f"live {i}"], GREEDY))
+                for i in range(3)]
+        await until(lambda: batcher.depth == 23)
+        engine.release.set()
+        return await first, await doc, await asyncio.gather(*live)
+
+    _, doc, live = run(main())
+    batcher.close()
+    texts = [batch for batch, _ in engine.batches]
+    assert texts[0] == ["hold"]
+    # the live items, queued after the whole document, form the next batch together
+    assert sorted(texts[1]) == ["live 0", "live 1", "live 2"]
+    assert all(len(batch) <= 4 for batch in texts[2:])  # background batches stay small
+    assert sorted(s for batch in texts[2:] for s in batch) == sorted(document)
+    assert [r.text for r in doc] == [" ".join(reversed(s.split())) for s in document]
+    assert [r[0].text for r in live] == ["0 live", "1 live", "2 live"]
+
+
+def test_background_never_batches_with_interactive_and_yields_between_batches():
+    engine = FakeTranslator()
+    engine.release.clear()
+    batcher, _ = make(max_wait_ms=0, max_batch_size=32, document_batch_size=2)
+
+    async def main():
+        doc = asyncio.ensure_future(batcher.translate(
+            engine, [f"d{i}" for i in range(6)], GREEDY, priority=Priority.BACKGROUND))
+        await until(lambda: engine.entered == 1)  # a background batch is running
+        live = asyncio.ensure_future(batcher.translate(engine, ["live"], GREEDY))
+        await until(lambda: batcher.depth == 5)
+        engine.release.set()
+        return await doc, await live
+
+    run(main())
+    batcher.close()
+    texts = [batch for batch, _ in engine.batches]
+    assert texts[0] == ["d0", "d1"]
+    assert texts[1] == ["live"]  # next, ahead of the 4 background items queued before it
+    assert [len(b) for b in texts[2:]] == [2, 2]
