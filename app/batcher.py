@@ -225,7 +225,10 @@ class Batcher:
                 return
             engine, options, items = taken
             try:
-                self._execute(engine, options, items)
+                if hasattr(engine, "start_batch"):  # an engine that decodes step by step
+                    self._decode(engine, options, items)
+                else:
+                    self._execute(engine, options, items)
             finally:
                 with self._cond:
                     self._busy = False
@@ -333,6 +336,79 @@ class Batcher:
             return
         for item, result in zip(live, results, strict=True):
             _deliver(item, result)
+
+
+    def _decode(self, engine: Any, options: TranslationOptions, items: list[_Item]) -> None:
+        """Continuous batching: run a batch step by step; between steps, waiting items of the
+        same engine and options join it (interactive ones first, background ones up to
+        document_batch_size), and finished sentences go back to their requests at once."""
+        started = time.perf_counter()
+        batch = engine.start_batch(options)
+        running: dict[int, _Item] = {}
+        stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
+        ok = True
+        try:
+            while items or running:
+                live = [item for item in items if not item.request.cancelled]
+                if live:
+                    batch.admit([item.seq for item in live], [item.text for item in live])
+                    running.update((item.seq, item) for item in live)
+                    stats["size"] += len(live)
+                    stats["tokens"] += max(item.tokens for item in live) * len(live)
+                    stats["source_tokens"] += sum(item.tokens for item in live)
+                for seq, result in batch.step():
+                    stats["output_tokens"] += len(result.tokens)
+                    item = running.pop(seq)
+                    if not item.request.cancelled:
+                        _deliver(item, result)
+                items = self._join(engine, options, running)
+        except Exception:
+            log.exception("engine batch of %d sentences failed", len(running))
+            ok = False
+            for request in {id(i.request): i.request for i in running.values()}.values():
+                _fail(request, EngineFailure())
+        self.batches += 1
+        self._on_batch(BatchStats(model=getattr(engine, "name", "?"),
+                                  seconds=time.perf_counter() - started, ok=ok, **stats))
+
+    def _join(self, engine: Any, options: TranslationOptions,
+              running: dict[int, _Item]) -> list[_Item]:
+        """Waiting items that may join the running batch now: same engine and options, within
+        the size cap and the token budget. None while an item of another engine or options has
+        waited longer than max_wait_ms: the batch then drains, and that group goes next."""
+        now = time.monotonic()
+        wait_s = self.config.max_wait_ms / 1000
+        with self._cond:
+            mine = [k for k in self._groups if k[1] == id(engine) and k[2] == options]
+            others = [g[0] for k, g in self._groups.items() if k not in mine]
+            if self._closed or not mine or any(now - item.enqueued > wait_s for item in others):
+                return []
+            free = self.config.max_batch_size - len(running)
+            background = sum(i.priority is Priority.BACKGROUND for i in running.values())
+            longest = max((i.tokens for i in running.values()), default=0)
+            taken: list[_Item] = []
+            for key in sorted(mine):  # interactive first
+                group = self._groups[key]
+                room = free - len(taken)
+                if key[0] is Priority.BACKGROUND:
+                    room = min(room, self.config.document_batch_size - background)
+                chosen = []
+                for item in group[: max(room, 0)]:
+                    longest = max(longest, item.tokens)
+                    if longest * (len(running) + len(taken) + len(chosen) + 1) > \
+                            self.config.max_batch_tokens:
+                        break
+                    chosen.append(item)
+                taken += chosen
+                if len(chosen) == len(group):
+                    del self._groups[key]
+                else:
+                    self._groups[key] = group[len(chosen):]
+            self._depth -= len(taken)
+            depth = self._depth
+        if taken:
+            self._on_queue(depth)
+        return taken
 
 
 def _deliver(item: _Item, result: Result) -> None:

@@ -26,8 +26,12 @@ def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
+        # The symbolic shape inference knows no contrib ops (the step graph's attention): it
+        # fails there, leaving temporary files in the working directory, so it is skipped.
+        contrib = any(node.domain for node in onnx.load(str(src), load_external_data=False)
+                      .graph.node)
         try:  # shape inference + graph cleanup recommended before quantization
-            quant_pre_process(str(src), str(prepared), skip_symbolic_shape=False)
+            quant_pre_process(str(src), str(prepared), skip_symbolic_shape=contrib)
         except Exception as exc:  # noqa: BLE001 - the tool is optional; fall back to the raw graph
             log.warning("quantization pre-processing failed (%s); quantizing the raw graph", exc)
             shutil.copyfile(src, prepared)

@@ -187,10 +187,11 @@ class Translator:
         hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
         results = [Result(text="", score=0.0 if options.return_scores else None) for _ in texts]
         for i, found in zip(todo, hyps, strict=True):
-            results[i] = self._result(found, options)
+            results[i] = self.result(found, options)
         return results
 
-    def _result(self, hyps: list[Hypothesis], options: TranslationOptions) -> Result:
+    def result(self, hyps: list[Hypothesis], options: TranslationOptions) -> Result:
+        """The Result of a sentence's hypotheses (best first)."""
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
         return Result(
             text=self.decode(best.tokens),
@@ -241,3 +242,37 @@ class Translator:
         """Encode sources (ids without EOS) and add them to a running search under keys."""
         cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
         search.admit(keys, self.output_limits(sources, options), cross_k, cross_v, src_mask)
+
+    def start_batch(self, options: TranslationOptions) -> RunningBatch:
+        """A running batch of texts for the batcher: texts join between decoder steps."""
+        return RunningBatch(self, options)
+
+
+class RunningBatch:
+    """Texts in, Results out, over one running Search (continuous batching): `admit` adds texts
+    under the caller's keys at any step boundary, `step` advances every running sentence by one
+    token and returns the (key, Result) pairs that finished. Blank texts finish at once."""
+
+    def __init__(self, translator: Translator, options: TranslationOptions) -> None:
+        self.translator, self.options = translator, options
+        self.search = translator.start_search(options)
+        self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
+
+    @property
+    def running(self) -> int:
+        return self.search.running + len(self._ready)
+
+    def admit(self, keys: list, texts: list[str]) -> None:
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        blank = Result(text="", score=0.0 if self.options.return_scores else None)
+        self._ready += [(keys[i], blank) for i, text in enumerate(texts) if not text.strip()]
+        if todo:
+            sources = self.translator.encode([texts[i] for i in todo])
+            self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options)
+
+    def step(self) -> list[tuple[Any, Result]]:
+        done, self._ready = self._ready, []
+        if self.search.running:
+            done += [(key, self.translator.result(hyps, self.options))
+                     for key, hyps in self.search.step()]
+        return done

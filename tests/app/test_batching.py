@@ -54,3 +54,55 @@ def test_concurrent_requests_share_batches_and_keep_their_own_results(tiny_bundl
     assert together == alone
     assert 1 <= used < n, f"{n} concurrent requests took {used} engine batches"
     assert any(text for text in alone)
+
+
+def test_a_short_request_joins_a_running_batch_and_finishes_first(tiny_bundle):
+    """Continuous batching on the real engine: a one-sentence request that arrives while a long
+    batch decodes joins it at a step boundary and is answered before that batch ends (each step
+    is slowed down so the order does not depend on the machine's speed)."""
+    import asyncio
+    import time
+
+    from app.batcher import Batcher, BatcherConfig
+    from app.engine import TranslationOptions, Translator
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1)
+    step = translator.sessions.step
+    steps = []
+
+    def slow_step(state, *args):
+        steps.append(state.sentences)
+        time.sleep(0.02)
+        return step(state, *args)
+
+    translator.sessions.step = slow_step
+    options = TranslationOptions(beam_size=2, max_len_offset=40, max_len_ratio=2.0)
+    long_texts = [src for src, _ in toy_pairs(40, seed=3)][:8]
+    short = "the cat"
+    ref_long = [r.text for r in translator.translate_batch(long_texts, options)]
+    ref_short = translator.translate_batch([short], options)[0].text
+    steps.clear()
+
+    async def scenario():
+        batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=32,
+                                        document_batch_size=8, max_wait_ms=1, queue_size=100))
+        batcher.start()
+        finished = []
+
+        async def run(name, texts):
+            results = await batcher.translate(translator, texts, options)
+            finished.append(name)
+            return [r.text for r in results]
+
+        long_task = asyncio.create_task(run("long", long_texts))
+        while len(steps) < 3:  # the long batch is decoding
+            await asyncio.sleep(0.005)
+        short_result = await run("short", [short])
+        long_result = await long_task
+        batcher.close()
+        return finished, long_result, short_result
+
+    finished, long_result, short_result = asyncio.run(scenario())
+    assert finished == ["short", "long"]
+    assert long_result == ref_long and short_result == [ref_short]  # same as decoded alone
+    assert max(steps) == len(long_texts) + 1  # the short sentence ran inside the long batch
