@@ -1,13 +1,11 @@
-"""Engine throughput: tokens/s by variant, batch size and search, and what the KV cache buys.
+"""Engine throughput: tokens/s by variant, batch size and search, and by optimization level.
 
 python bench/engine.py --bundle bundles/en-de --sentences test.en [--threads 1]
 python bench/engine.py --checkpoint ckpt.pt --sentences test.en     # exports a temporary bundle
 
 Prints, for each precision variant, generated tokens per second (EOS included, best hypothesis
-only, tokenization and detokenization included) for batch 1 and 32, greedy and beam 4. Then the
-speed-up of the cached decoder over the naive baseline that re-runs the whole prefix every step
-(the same decoder graph, fed an empty cache and all tokens so far as new tokens), and the effect
-of ONNX Runtime's graph optimization level. Timings are the best of --repeat runs.
+only, tokenization and detokenization included) for batch 1 and 32, greedy and beam 4, then the
+effect of ONNX Runtime's graph optimization level. Timings are the best of --repeat runs.
 """
 
 from __future__ import annotations
@@ -19,13 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.engine import TranslationOptions, Translator, find_bundles  # noqa: E402
 from app.engine.bundle import read_manifest  # noqa: E402
-from app.engine.search import beam_search, greedy_search  # noqa: E402
 
 FALLBACK_SENTENCES = [
     "Open the file.",
@@ -50,41 +45,6 @@ def best_time(run: Callable[[], int], repeat: int) -> tuple[int, float]:
         tokens = run()
         runs.append((tokens, CLOCK() - started))
     return min(runs, key=lambda r: r[1])
-
-
-def naive_decoder(decode: Callable) -> Callable:
-    """The no-cache baseline with the search's own calling convention. Instead of keys/values,
-    the 'cache' it hands back carries the token prefix, (1, R, 1, T, 1) as floats, so the
-    search's row gathers (finished rows dropped, beams reordered) keep prefixes in step."""
-
-    def step(tokens, positions, past_k, past_v, cross_k, cross_v, src_mask):
-        prefix = np.concatenate([past_k[0, :, 0, :, 0].astype(np.int64), tokens], axis=1)  # (R, T)
-        rows, length = prefix.shape
-        n_layers, _, heads, _, head_dim = cross_k.shape
-        empty = np.zeros((n_layers, rows, heads, 0, head_dim), dtype=cross_k.dtype)
-        all_positions = np.broadcast_to(np.arange(length), (rows, length)).copy()  # (R, T)
-        log_probs, _, _ = decode(prefix, all_positions, empty, empty, cross_k, cross_v, src_mask)
-        carried = prefix.astype(np.float32)[None, :, None, :, None]  # (1, R, 1, T, 1)
-        return log_probs, carried, carried
-
-    return step
-
-
-def search_tokens(translator: Translator, decode, sources, batch: int, beam: int) -> int:
-    """Run the engine's search with a given decode function; returns generated tokens."""
-    total = 0
-    options = TranslationOptions(beam_size=beam)
-    for start in range(0, len(sources), batch):
-        chunk = sources[start : start + batch]
-        cross_k, cross_v, mask = translator.sessions.encode(translator.source_array(chunk))
-        limits = translator.output_limits(chunk, options)
-        args = (decode, cross_k, cross_v, mask, limits, translator.start_id, translator.eos_id)
-        if beam == 1:
-            hyps = greedy_search(*args)
-        else:
-            hyps = [h[0] for h in beam_search(*args, beam_size=beam)]
-        total += sum(len(h.tokens) + 1 for h in hyps)
-    return total
 
 
 def throughput_table(bundle: Path, texts: list[str], threads: int, repeat: int) -> None:
@@ -112,27 +72,6 @@ def throughput_table(bundle: Path, texts: list[str], threads: int, repeat: int) 
                     f"{variant:8} {batch:>5} {name:>8} {tokens / seconds:>10.0f} "
                     f"{len(texts) / seconds:>8.1f}"
                 )
-
-
-def cache_speedup(bundle: Path, texts: list[str], threads: int, repeat: int) -> None:
-    print("\n## KV cache vs re-running the whole prefix (fp32)")
-    print(f"{'batch':>5} {'search':>8} {'cached tok/s':>12} {'naive tok/s':>12} {'speed-up':>9}")
-    translator = Translator.from_dir(bundle, variant="fp32", intra_threads=threads)
-    sources = translator.encode(texts)
-    cached, naive = translator.sessions.decode, naive_decoder(translator.sessions.decode)
-    for batch in (1, 32):
-        for beam in (1, 4):
-            a_tok, a_s = best_time(
-                lambda b=batch, k=beam: search_tokens(translator, cached, sources, b, k), repeat
-            )
-            b_tok, b_s = best_time(
-                lambda b=batch, k=beam: search_tokens(translator, naive, sources, b, k), repeat
-            )
-            assert a_tok == b_tok, "the naive baseline must produce the same outputs"
-            name = "greedy" if beam == 1 else f"beam {beam}"
-            print(
-                f"{batch:>5} {name:>8} {a_tok / a_s:>12.0f} {b_tok / b_s:>12.0f} {b_s / a_s:>8.2f}x"
-            )
 
 
 def optimization_levels(bundle: Path, texts: list[str], threads: int, repeat: int) -> None:
@@ -192,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         clock = "process CPU time" if args.cpu_time else "wall clock"
         print(f"bundle {bundle}; timed by {clock}, best of {args.repeat}")
         throughput_table(bundle, texts, args.threads, args.repeat)
-        cache_speedup(bundle, texts, args.threads, args.repeat)
         optimization_levels(bundle, texts, args.threads, args.repeat)
     return 0
 

@@ -24,7 +24,7 @@ from app.engine.bundle import (
     sha256_file,
 )
 from export.graphs import OPSET, export_graphs
-from export.variants import VARIANTS, convert_fp16, quantize_int8
+from export.variants import VARIANTS, quantize_int8
 from model.checkpoint import load_model
 from model.config import ModelConfig
 from model.tokenizer import SplitTokenizer
@@ -79,9 +79,13 @@ def _write_variants(model: Transformer, out: Path, variants: list[str], per_chan
     """Write encoder.<variant>.onnx / decoder.<variant>.onnx; return manifest entries."""
     entries: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        fp32 = export_graphs(model, tmp)  # (encoder, decoder) paths
+        fp32 = export_graphs(model, Path(tmp) / "fp32")  # (encoder, decoder) paths
         for variant in variants:
             settings: dict[str, Any] = {}
+            if variant == "fp16":  # written in half precision, not converted
+                fp16 = export_graphs(model, Path(tmp) / "fp16", float16=True)
+                settings = {"precision": "fp16 weights, activations and caches; fp32 log-softmax "
+                                         "and top_log_probs"}
             for graph, src in zip(("encoder", "decoder"), fp32, strict=True):
                 dst = out / f"{graph}.{variant}.onnx"
                 if variant == "fp32":
@@ -89,7 +93,7 @@ def _write_variants(model: Transformer, out: Path, variants: list[str], per_chan
                 elif variant == "int8":
                     settings = {"quantization": quantize_int8(src, dst, per_channel)}
                 else:
-                    settings = {"conversion": convert_fp16(src, dst)}
+                    shutil.copyfile(fp16[0 if graph == "encoder" else 1], dst)
             entries[variant] = {
                 "encoder": file_entry(out, f"encoder.{variant}.onnx"),
                 "decoder": file_entry(out, f"decoder.{variant}.onnx"),

@@ -1,85 +1,284 @@
-"""A bundle's two graphs: the encoder traced from the model, the decoder step written from its
-weights (export/step_graph.py, which documents the decoder's inputs and outputs).
+"""A bundle's two graphs, written node by node from the model's weights with ONNX Runtime's
+fused attention ops (the math is the model's, model/layers.py: post-norm layers, scaled tied
+embeddings plus sinusoidal positions, the same activation and output bias options).
 
 Encoder graph:  src_ids (B, S) int64
-             -> cross_k, cross_v (L, B, H, S, Dh) float, src_mask (B, S) bool (True at real tokens)
-The math stays in the model: the wrapper only stacks the per-layer keys/values into one tensor per
-kind (the engine hands each layer's slice to the decoder step without copying).
+             -> cross_k, cross_v (L, B, H, S, Dh) float: every decoder layer's cross-attention
+                keys/values of the memory; src_mask (B, S) bool (True at real tokens)
+
+Decoder step graph (format 3): one call advances every row of a running batch by one token. The
+self-attention cache is one preallocated buffer per layer and kind, (R, H, M, Dp), that the engine
+binds as both the past input and the present output: GroupQueryAttention writes the new key/value
+of row r at position past_lengths[r] in place, so no step copies the cache, and rows may be at
+different positions (a row joins a running batch with past_length 0). Cross-attention
+keys/values are stored once per sentence, (N, H, S, Dh): the R = N x K rows of a step are the K
+beams of N sentences, so the beams of a sentence are its queries. The search tail runs in the
+graph: log-softmax over the vocabulary and the top-k per row, so V-wide arrays never reach Python.
+
+Inputs:   tokens, positions (R,) int64; past_lengths (R,) int32; total_length () int32 (the
+          longest past + 1); top_k (1,) int64; cache_k_<i>, cache_v_<i> (R, H, M, Dp), Dp the
+          head size rounded up to a multiple of 8 (cache_head_dim); cross_k_<i>, cross_v_<i>
+          (N, H, S, Dh); cross_mask (N, S) int32 (1 at real tokens)
+Outputs:  top_log_probs (R, k) float32, top_ids (R, k) int64 (best first, lower id on ties);
+          cache_k_<i>_out, cache_v_<i>_out (the same buffers as the inputs)
+
+Parameters keep the model's names (PARAM_PREFIX + name; a linear layer's weight, stored
+transposed for MatMul, is named by its bias), so export.unbundle reads them back.
 """
 
 from __future__ import annotations
 
-import warnings
+import math
 from pathlib import Path
 
+import numpy as np
+import onnx
 import torch
-from torch import Tensor, nn
+from onnx import TensorProto, helper, numpy_helper
 
-from app.engine.bundle import ENCODER_NAMES  # the names live with the bundle schema
-from export.step_graph import export_step_graph
+from app.engine.bundle import graph_names
+from app.engine.step import cache_head_dim
 from model.transformer import Transformer
 
 OPSET = 17
+MS_DOMAIN = "com.microsoft"
+PARAM_PREFIX = "model."  # parameter names: the model's, under this prefix
+QKV = "qkv"  # the fused Q, K, V projection of a self-attention, in place of w_q, w_k, w_v
 
 
-class EncoderExport(nn.Module):
-    """Source ids -> the stacked cross-attention keys/values of every decoder layer."""
+class _Builder:
+    """Collects nodes and initializers; each method adds a few nodes and returns the output name."""
 
-    def __init__(self, model: Transformer) -> None:
-        super().__init__()
-        self.model = model
+    def __init__(self, float16: bool = False) -> None:
+        self.float_type = np.float16 if float16 else np.float32  # of weights and activations
+        self.onnx_float = TensorProto.FLOAT16 if float16 else TensorProto.FLOAT
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
 
-    def forward(self, src_ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        memory, src_mask = self.model.encode(src_ids)  # (B, S, D), (B, 1, 1, S)
-        kv = self.model.cross_kv(memory)  # L x ((B, H, S, Dh), (B, H, S, Dh))
-        cross_k = torch.stack([k for k, _ in kv])  # (L, B, H, S, Dh)
-        cross_v = torch.stack([v for _, v in kv])  # (L, B, H, S, Dh)
-        return cross_k, cross_v, src_mask[:, 0, 0, :]  # mask (B, S)
+    def name(self, hint: str) -> str:
+        self._count += 1
+        return f"{hint}_{self._count}"
 
+    def const(self, hint: str, value: np.ndarray, exact_name: bool = False) -> str:
+        """An initializer; floating-point values in the graph's float type."""
+        name = hint if exact_name else self.name(hint)
+        if np.issubdtype(value.dtype, np.floating):
+            value = value.astype(self.float_type)
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
 
-def example_inputs(model: Transformer, batch: int = 2, src_len: int = 5) -> tuple:
-    """Dummy encoder inputs for tracing, every dynamic axis a distinct size > 1."""
-    return (torch.randint(4, model.config.vocab_size, (batch, src_len)),)  # (B, S)
+    def op(self, op_type: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs):
+        outputs = [self.name(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, domain=domain, **attrs))
+        return outputs[0] if n_out == 1 else outputs
 
+    def linear(self, x: str, layer: torch.nn.Linear, path: str) -> str:
+        """x (..., Din) @ W^T + b, the weight stored (Din, Dout) for MatMul. The bias keeps the
+        model's parameter name (PARAM_PREFIX + path), which names the weight for export.unbundle."""
+        w = self.const(f"{path}.weight_t", layer.weight.detach().float().numpy().T, True)
+        b = self.const(f"{PARAM_PREFIX}{path}.bias", layer.bias.detach().float().numpy(), True)
+        return self.op("Add", [self.op("MatMul", [x, w]), b])
 
-ENCODER_AXES = {
-    "src_ids": {0: "batch", 1: "src_len"},
-    "cross_k": {1: "batch", 3: "src_len"},
-    "cross_v": {1: "batch", 3: "src_len"},
-    "src_mask": {0: "batch", 1: "src_len"},
-}
+    def layer_norm(self, x: str, residual: str, norm: torch.nn.LayerNorm, path: str) -> str:
+        """LayerNorm(x + residual): the post-norm residual of every sub-layer."""
+        scale = self.const(f"{PARAM_PREFIX}{path}.weight", norm.weight.detach().float().numpy(),
+                           True)
+        bias = self.const(f"{PARAM_PREFIX}{path}.bias", norm.bias.detach().float().numpy(), True)
+        return self.op("SkipLayerNormalization", [x, residual, scale, bias], domain=MS_DOMAIN,
+                       epsilon=float(norm.eps))  # one node for the add and the norm
 
-
-def _export(module: nn.Module, args: tuple, path: Path, inputs, outputs, axes) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tracer warnings about python ints in the mask code
-        torch.onnx.export(
-            module,
-            args,
-            str(path),
-            input_names=inputs,
-            output_names=outputs,
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            do_constant_folding=True,
-            dynamo=False,
+    def model(self, name: str, names: dict[str, list[str]], shapes: dict) -> onnx.ModelProto:
+        """The checked model of the nodes so far; shapes: name -> (element type, dims)."""
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info(n, *shapes[n]) for n in names["inputs"]],
+            [helper.make_tensor_value_info(n, *shapes[n]) for n in names["outputs"]],
+            initializer=self.initializers,
         )
-    return path
+        proto = helper.make_model(
+            graph, producer_name="nmt-service export.graphs",
+            opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS_DOMAIN, 1)],
+        )
+        onnx.checker.check_model(proto)
+        return proto
+
+    def activation(self, x: str, kind: str) -> str:
+        if kind == "relu":
+            return self.op("Relu", [x])
+        if kind == "swish":
+            return self.op("Mul", [x, self.op("Sigmoid", [x])])
+        # exact (erf) GELU, as torch.nn.functional.gelu computes it
+        half = self.const("half", np.array(0.5, np.float32))
+        one = self.const("one", np.array(1.0, np.float32))
+        inv_sqrt2 = self.const("inv_sqrt2", np.array(1 / math.sqrt(2), np.float32))
+        erf = self.op("Erf", [self.op("Mul", [x, inv_sqrt2])])
+        return self.op("Mul", [self.op("Mul", [x, half]), self.op("Add", [erf, one])])
+
+
+def _pad_heads(w: torch.Tensor, heads: int, padded: int, dim: int) -> torch.Tensor:
+    """Pad each head's block of size Dh along `dim` (of size H * Dh) with zeros to `padded`."""
+    shape = list(w.shape)
+    split = shape[:dim] + [heads, shape[dim] // heads] + shape[dim + 1 :]
+    w = w.reshape(split)  # (..., H, Dh, ...)
+    pad = [0, 0] * (w.dim() - dim - 2) + [0, padded - split[dim + 1]]
+    w = torch.nn.functional.pad(w, pad)  # (..., H, Dp, ...)
+    return w.reshape(shape[:dim] + [heads * padded] + shape[dim + 1 :])
+
+
+def _self_attention(layer, heads: int, padded: int) -> tuple[torch.nn.Linear, torch.nn.Linear]:
+    """The self-attention's Q, K and V projections as one (D -> 3 H Dp) linear layer, and its
+    output projection taking (H Dp) inputs: both with heads padded to Dp dimensions (no padding
+    when Dp = Dh)."""
+    attn = layer.self_attn
+    d = attn.w_q.in_features
+    qkv = torch.nn.Linear(d, 3 * heads * padded)
+    out = torch.nn.Linear(heads * padded, d)
+    with torch.no_grad():
+        parts = (attn.w_q, attn.w_k, attn.w_v)
+        qkv.weight.copy_(torch.cat([_pad_heads(p.weight, heads, padded, 0) for p in parts]))
+        qkv.bias.copy_(torch.cat([_pad_heads(p.bias, heads, padded, 0) for p in parts]))
+        out.weight.copy_(_pad_heads(attn.w_o.weight, heads, padded, 1))
+        out.bias.copy_(attn.w_o.bias)
+    return qkv, out
 
 
 @torch.no_grad()
-def export_graphs(model: Transformer, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write encoder.onnx (traced from the model) and decoder.onnx (the step graph, written
-    from the weights) in fp32 into out_dir."""
+def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelProto:
+    """The decoder step graph; float16: weights, activations and caches in half precision
+    (for the CUDA provider), the log-softmax and top-k still in float32."""
+    c = model.config
+    names = graph_names(c.n_decoder_layers)["decoder"]
+    g = _Builder(float16)
+    d, heads, head_dim = c.d_model, c.n_heads, c.d_model // c.n_heads
+    padded = cache_head_dim(head_dim)
+    scale = {} if padded == head_dim else {"scale": 1 / math.sqrt(head_dim)}
+
+    # embeddings: the scaled token table and the position table, (R,) -> (R, 1, D)
+    table = model.embeddings.weight.float().numpy()  # (V, D)
+    scaled = (torch.from_numpy(table) * model.embeddings.scale).numpy()  # the model's product
+    emb = g.op("Gather", [g.const("embedding", scaled), "tokens"])  # (R, D)
+    pos = g.op("Gather", [g.const("positions_table", model.positional.table.numpy()), "positions"])
+    x = g.op("Unsqueeze", [g.op("Add", [emb, pos]), g.const("axis1", np.array([1]))])  # (R, 1, D)
+
+    # the row grid of cross-attention: (R, 1, D) <-> (N, K, D), N from the cross cache
+    n_sent = g.op("Slice", [g.op("Shape", ["cross_k_0"]), g.const("zero", np.array([0])),
+                            g.const("one", np.array([1]))])  # (1,) = N
+    grid_shape = g.op("Concat", [n_sent, g.const("grid_tail", np.array([-1, d]))], axis=0)
+    rows_shape = g.const("rows_shape", np.array([-1, 1, d]))
+
+    for i, layer in enumerate(model.decoder_layers):
+        p = f"decoder_layers.{i}"
+        qkv_proj, out_proj = _self_attention(layer, heads, padded)
+        qkv = g.linear(x, qkv_proj, f"{p}.self_attn.{QKV}")  # (R, 1, 3 H Dp)
+        attn, _, _ = g.op(
+            "GroupQueryAttention",
+            [qkv, "", "", f"cache_k_{i}", f"cache_v_{i}", "past_lengths", "total_length"],
+            n_out=3, domain=MS_DOMAIN, num_heads=heads, kv_num_heads=heads, **scale,
+        )  # (R, 1, H Dp), the caches written in place
+        g.nodes[-1].output[1:] = [f"cache_k_{i}_out", f"cache_v_{i}_out"]
+        attn = g.linear(attn, out_proj, f"{p}.self_attn.w_o")
+        x = g.layer_norm(x, attn, layer.self_norm.norm, f"{p}.self_norm.norm")
+
+        q = g.linear(x, layer.cross_attn.w_q, f"{p}.cross_attn.w_q")  # (R, 1, D)
+        q = g.op("Reshape", [q, grid_shape])  # (N, K, D)
+        ctx = g.op(
+            "MultiHeadAttention",
+            [q, f"cross_k_{i}", f"cross_v_{i}", "", "cross_mask"],
+            domain=MS_DOMAIN, num_heads=heads,
+        )  # (N, K, D)
+        ctx = g.op("Reshape", [ctx, rows_shape])  # (R, 1, D)
+        ctx = g.linear(ctx, layer.cross_attn.w_o, f"{p}.cross_attn.w_o")
+        x = g.layer_norm(x, ctx, layer.cross_norm.norm, f"{p}.cross_norm.norm")
+
+        ff = g.linear(x, layer.feed_forward.w_1, f"{p}.feed_forward.w_1")
+        ff = g.activation(ff, c.activation)
+        ff = g.linear(ff, layer.feed_forward.w_2, f"{p}.feed_forward.w_2")
+        x = g.layer_norm(x, ff, layer.ff_norm.norm, f"{p}.ff_norm.norm")
+
+    # tied output projection (the transposed table stored once more for MatMul), log-softmax, top-k
+    logits = g.op("MatMul", [x, g.const("output_w", table.T)])  # (R, 1, V)
+    if model.output_bias is not None:
+        bias = g.const(f"{PARAM_PREFIX}output_bias", model.output_bias.float().numpy(), True)
+        logits = g.op("Add", [logits, bias])
+    logits = g.op("Reshape", [logits, g.const("rows_v", np.array([0, -1]))])  # (R, V)
+    if float16:  # scores add up in float32
+        logits = g.op("Cast", [logits], to=TensorProto.FLOAT)
+    log_probs = g.op("LogSoftmax", [logits], axis=-1)
+    g.nodes.append(helper.make_node("TopK", [log_probs, "top_k"],
+                                    ["top_log_probs", "top_ids"], axis=-1, largest=1, sorted=1))
+
+    f32, i64, i32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
+    cache = ["rows", heads, "max_len", padded]
+    cross = ["sentences", heads, "src_len", head_dim]
+    shapes = {"tokens": (i64, ["rows"]), "positions": (i64, ["rows"]),
+              "past_lengths": (i32, ["rows"]), "total_length": (i32, []), "top_k": (i64, [1]),
+              "cross_mask": (i32, ["sentences", "src_len"]),
+              "top_log_probs": (f32, ["rows", "k"]), "top_ids": (i64, ["rows", "k"])}
+    for name in names["inputs"] + names["outputs"]:
+        shapes.setdefault(name, (g.onnx_float, cross if name.startswith("cross") else cache))
+    return g.model("decoder_step", names, shapes)
+
+
+@torch.no_grad()
+def build_encoder_graph(model: Transformer, float16: bool = False) -> onnx.ModelProto:
+    """The encoder graph; float16: in half precision, cross keys/values included."""
+    c = model.config
+    names = graph_names(c.n_decoder_layers)["encoder"]
+    g = _Builder(float16)
+    d, heads, head_dim = c.d_model, c.n_heads, c.d_model // c.n_heads
+
+    # padding mask, token embeddings scaled as the model scales them, positions 0..S-1
+    src_mask = g.op("Not", [g.op("Equal", ["src_ids", g.const("pad", np.array(c.pad_id))])])
+    g.nodes.append(helper.make_node("Identity", [src_mask], ["src_mask"]))  # (B, S) bool
+    key_mask = g.op("Cast", [src_mask], to=TensorProto.INT32)  # (B, S), 1 at real tokens
+    table = g.const(f"{PARAM_PREFIX}embeddings.lut.weight", model.embeddings.weight.numpy(), True)
+    emb = g.op("Mul", [g.op("Gather", [table, "src_ids"]),
+                       g.const("emb_scale", np.array(model.embeddings.scale, np.float32))])
+    length = g.op("Shape", ["src_ids"], start=1, end=2)  # (1,) = S
+    pos = g.op("Slice", [g.const("positions_table", model.positional.table.numpy()),
+                         g.const("zero", np.array([0])), length])  # (S, D): positions 0..S-1
+    x = g.op("Add", [emb, pos])  # (B, S, D) + (S, D)
+
+    for i, layer in enumerate(model.encoder_layers):
+        p = f"encoder_layers.{i}"
+        qkv_proj, out_proj = _self_attention(layer, heads, head_dim)  # no padding here
+        qkv = g.linear(x, qkv_proj, f"{p}.self_attn.{QKV}")  # (B, S, 3D)
+        q, k, v = g.op("Split", [qkv, g.const("thirds", np.array([d, d, d]))], n_out=3, axis=-1)
+        attn = g.op("MultiHeadAttention", [q, k, v, "", key_mask], domain=MS_DOMAIN,
+                    num_heads=heads)  # (B, S, D)
+        attn = g.linear(attn, out_proj, f"{p}.self_attn.w_o")
+        x = g.layer_norm(x, attn, layer.attn_norm.norm, f"{p}.attn_norm.norm")
+        ff = g.linear(x, layer.feed_forward.w_1, f"{p}.feed_forward.w_1")
+        ff = g.activation(ff, c.activation)
+        ff = g.linear(ff, layer.feed_forward.w_2, f"{p}.feed_forward.w_2")
+        x = g.layer_norm(x, ff, layer.ff_norm.norm, f"{p}.ff_norm.norm")
+
+    # every decoder layer's cross keys/values of the memory, stacked: (L, B, H, S, Dh)
+    split_heads = g.const("split_heads", np.array([0, 0, heads, head_dim]))
+    first = g.const("axis0", np.array([0]))
+    for kind in ("k", "v"):
+        per_layer = []
+        for i, layer in enumerate(model.decoder_layers):
+            proj = getattr(layer.cross_attn, f"w_{kind}")
+            y = g.linear(x, proj, f"decoder_layers.{i}.cross_attn.w_{kind}")  # (B, S, D)
+            y = g.op("Transpose", [g.op("Reshape", [y, split_heads])], perm=[0, 2, 1, 3])
+            per_layer.append(g.op("Unsqueeze", [y, first]))  # (1, B, H, S, Dh)
+        g.nodes.append(helper.make_node("Concat", per_layer, [f"cross_{kind}"], axis=0))
+
+    cross = (g.onnx_float, [c.n_decoder_layers, "batch", heads, "src_len", head_dim])
+    shapes = {"src_ids": (TensorProto.INT64, ["batch", "src_len"]), "cross_k": cross,
+              "cross_v": cross, "src_mask": (TensorProto.BOOL, ["batch", "src_len"])}
+    return g.model("encoder", names, shapes)
+
+
+def export_graphs(model: Transformer, out_dir: str | Path, float16: bool = False
+                  ) -> tuple[Path, Path]:
+    """Write encoder.onnx and decoder.onnx (fp32, or fp16) for model into out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
-    encoder = _export(
-        EncoderExport(model),
-        example_inputs(model),
-        out / "encoder.onnx",
-        ENCODER_NAMES["inputs"],
-        ENCODER_NAMES["outputs"],
-        ENCODER_AXES,
-    )
-    return encoder, export_step_graph(model, out / "decoder.onnx")
+    paths = out / "encoder.onnx", out / "decoder.onnx"
+    for build, path in zip((build_encoder_graph, build_step_graph), paths, strict=True):
+        onnx.save(build(model, float16), str(path))
+    return paths

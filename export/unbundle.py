@@ -25,7 +25,7 @@ import torch
 from onnx import numpy_helper
 
 from app.engine.bundle import BundleError, read_manifest, sha256_file
-from export.step_graph import PARAM_PREFIX, QKV
+from export.graphs import PARAM_PREFIX, QKV
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import SplitTokenizer, Tokenizer

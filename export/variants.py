@@ -1,9 +1,8 @@
-"""Precision variants of the fp32 graphs, made with ONNX Runtime's and ONNX's own tools.
+"""Precision variants of the fp32 graphs, made with ONNX Runtime's own tools.
 
 - int8: dynamic quantization (weights int8 per output channel, activations quantized on the fly);
   runs on the CPU provider.
-- fp16: weights and activations in half precision for the CUDA provider. The caches (self and
-  cross keys/values) are fp16 too; top_log_probs stay fp32 so beam scores add up the same way.
+- fp16: written in half precision by export.graphs (not converted here), for the CUDA provider.
 """
 
 from __future__ import annotations
@@ -50,13 +49,3 @@ def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
         "per_channel": per_channel,
         "op_types": ["MatMul", "Gemm"],
     }
-
-
-def convert_fp16(src: Path, dst: Path) -> dict:
-    """fp32 graph -> fp16 graph; top_log_probs keep fp32 so scores accumulate in fp32."""
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    model = onnx.load(str(src))
-    model = convert_float_to_float16(model, keep_io_types=["top_log_probs"])
-    onnx.save(model, str(dst))
-    return {"method": "onnxruntime.transformers.float16", "io": "fp16 caches, fp32 top_log_probs"}

@@ -26,7 +26,7 @@ manifest.json (format_version 3):
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)
 
-Format 3's decoder is the step graph (export/step_graph.py: in-place cache, top-k in the graph).
+Format 3's decoder is the step graph (export/graphs.py: in-place cache, top-k in the graph).
 Formats 1 and 2 had a decoder that concatenated its cache; this engine refuses them with the
 commands that re-export them (their weights are read back by export.unbundle).
 """

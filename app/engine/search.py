@@ -154,7 +154,7 @@ class Search:
             self.finished[s].append((self.history[s, :n_tokens].tolist(), float(self.score[s]),
                                      int(t[s] + 1)))
         self.alive[ended] = False
-        self.last = next_ids
+        self.last = next_ids.copy()  # the step overwrites its outputs next time
         self.t[self.alive] += 1
         return ended
 

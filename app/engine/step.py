@@ -13,7 +13,7 @@ are the caller's (`copy_rows`, `keep`); nothing else moves the cache.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,8 @@ class DecodeState:
     cross_mask: np.ndarray | None = None
     rows: int = 0
     sentences: int = 0
+    layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
+    bound: Any = None  # the StepDecoder's binding for the current layout
 
     @classmethod
     def start(cls, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
@@ -75,7 +77,7 @@ class DecodeState:
     def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
                rows_per_sentence: int, max_len: int) -> None:
         """Add N sentences (encoder output as in `start`) after the running ones, each with
-        rows_per_sentence fresh rows; buffers grow (doubling) only when they lack room."""
+        rows_per_sentence fresh rows; buffers grow (with headroom) only when they lack room."""
         n_new, src_len = src_mask.shape
         rows, sents = self.rows + n_new * rows_per_sentence, self.sentences + n_new
         self._reserve(rows, sents, max_len, src_len)
@@ -87,6 +89,7 @@ class DecodeState:
         self.cross_mask[self.sentences:sents] = 0
         self.cross_mask[self.sentences:sents, :src_len] = src_mask
         self.rows, self.sentences = rows, sents
+        self.layout += 1
 
     def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int) -> None:
         if not self.keys:  # the first sentences: exactly their size
@@ -100,15 +103,16 @@ class DecodeState:
             return
         cap, _, length, _ = self.keys[0].shape
         cap_n, _, s, dh = self.cross_k[0].shape
-        if rows > cap or max_len > length:
-            shape = (max(rows, 2 * cap if rows > cap else cap), self.heads,
-                     max(max_len, length), self.head_dim)
+        if rows > cap or max_len > length:  # grow by half again, so growth is rare
+            shape = (max(rows, cap + cap // 2 if rows > cap else cap), self.heads,
+                     max(max_len, length + length // 2 if max_len > length else length),
+                     self.head_dim)
             keep = (slice(0, self.rows), slice(None), slice(0, length))
             self.keys = [_grown(b, shape, keep) for b in self.keys]
             self.values = [_grown(b, shape, keep) for b in self.values]
         if sentences > cap_n or src_len > s:
-            cross = (max(sentences, 2 * cap_n if sentences > cap_n else cap_n), self.heads,
-                     max(s, src_len), dh)
+            cross = (max(sentences, cap_n + cap_n // 2 if sentences > cap_n else cap_n),
+                     self.heads, max(src_len, s + s // 4 if src_len > s else s), dh)
             keep = (slice(0, self.sentences), slice(None), slice(0, s))
             self.cross_k = [_grown(b, cross, keep) for b in self.cross_k]
             self.cross_v = [_grown(b, cross, keep) for b in self.cross_v]
@@ -128,6 +132,23 @@ class DecodeState:
         for buf in (*self.cross_k, *self.cross_v, self.cross_mask):
             buf[: len(sentences)] = buf[sentences]
         self.rows, self.sentences = len(rows), len(sentences)
+        self.layout += 1
+
+
+@dataclass
+class _Binding:
+    """An I/O binding of one DecodeState layout: the buffers by pointer, and the step's small
+    inputs and outputs as arrays that each step fills in place (so a step binds nothing)."""
+
+    key: tuple[int, int]  # (layout, k)
+    binding: Any
+    tokens: np.ndarray
+    positions: np.ndarray
+    past_lengths: np.ndarray
+    total_length: np.ndarray
+    top_k: np.ndarray
+    top_log_probs: np.ndarray
+    top_ids: np.ndarray
 
 
 class StepDecoder:
@@ -141,35 +162,44 @@ class StepDecoder:
              past_lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """tokens, positions, past_lengths (R,) for the running rows -> top log-probs (R, k)
         float32 and their token ids (R, k) int64, best first; each row's new key/value lands at
-        its past_length."""
+        its past_length. The returned arrays are overwritten by the next step."""
+        b = state.bound
+        if b is None or b.key != (state.layout, k):
+            b = state.bound = self._bind(state, k)
+        b.tokens[:] = tokens
+        b.positions[:] = positions
+        b.past_lengths[:] = past_lengths
+        b.total_length[...] = int(past_lengths.max()) + 1
+        self.session.run_with_iobinding(b.binding)
+        return b.top_log_probs, b.top_ids
+
+    def _bind(self, state: DecodeState, k: int) -> _Binding:
         rows, sents = state.rows, state.sentences
-        binding = self.session.io_binding()
-        small = {
-            "tokens": np.ascontiguousarray(tokens, dtype=np.int64),
-            "positions": np.ascontiguousarray(positions, dtype=np.int64),
-            "past_lengths": np.ascontiguousarray(past_lengths, dtype=np.int32),
-            "total_length": np.array(int(past_lengths.max()) + 1, dtype=np.int32),
-            "top_k": np.array([k], dtype=np.int64),
-        }
-        for name, value in small.items():
-            _bind(binding.bind_input, name, value)
-        _bind(binding.bind_input, "cross_mask", state.cross_mask, sents)
+        b = _Binding(
+            key=(state.layout, k), binding=self.session.io_binding(),
+            tokens=np.zeros(rows, np.int64), positions=np.zeros(rows, np.int64),
+            past_lengths=np.zeros(rows, np.int32), total_length=np.ones((), np.int32),
+            top_k=np.array([k], np.int64), top_log_probs=np.empty((rows, k), np.float32),
+            top_ids=np.empty((rows, k), np.int64),
+        )
+        bind_in, bind_out = b.binding.bind_input, b.binding.bind_output
+        for name in ("tokens", "positions", "past_lengths", "total_length", "top_k"):
+            _bind(bind_in, name, getattr(b, name))
+        _bind(bind_in, "cross_mask", state.cross_mask, sents)
         for i in range(self.n_layers):
             for kind, buf in (("k", state.keys[i]), ("v", state.values[i])):
-                _bind(binding.bind_input, f"cache_{kind}_{i}", buf, rows)
-                _bind(binding.bind_output, f"cache_{kind}_{i}_out", buf, rows)  # in place
-            _bind(binding.bind_input, f"cross_k_{i}", state.cross_k[i], sents)
-            _bind(binding.bind_input, f"cross_v_{i}", state.cross_v[i], sents)
-        top_log_probs = np.empty((rows, k), np.float32)
-        top_ids = np.empty((rows, k), np.int64)
-        _bind(binding.bind_output, "top_log_probs", top_log_probs)
-        _bind(binding.bind_output, "top_ids", top_ids)
-        self.session.run_with_iobinding(binding)
-        del small  # the binding held raw pointers into these until the run was over
-        return top_log_probs, top_ids
+                _bind(bind_in, f"cache_{kind}_{i}", buf, rows)
+                _bind(bind_out, f"cache_{kind}_{i}_out", buf, rows)  # in place
+            _bind(bind_in, f"cross_k_{i}", state.cross_k[i], sents)
+            _bind(bind_in, f"cross_v_{i}", state.cross_v[i], sents)
+        _bind(bind_out, "top_log_probs", b.top_log_probs)
+        _bind(bind_out, "top_ids", b.top_ids)
+        return b
 
 
 def _bind(bind, name: str, array: np.ndarray, first: int | None = None) -> None:
-    """Bind array (or its first `first` entries along axis 0, a contiguous prefix) by pointer."""
+    """Bind array (or its first `first` entries along axis 0, a contiguous prefix) by pointer:
+    ONNX Runtime reads and writes that memory at each run, so the array must outlive the
+    binding (the _Binding and DecodeState hold them)."""
     shape = list(array.shape) if first is None else [first, *array.shape[1:]]
     bind(name, "cpu", 0, _NP_TO_ORT[array.dtype], shape, array.ctypes.data)

@@ -166,14 +166,16 @@ class Translator:
     def translate_ids(
         self, sources: list[list[int]], options: TranslationOptions | None = None
     ) -> list[list[Hypothesis]]:
-        """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first."""
+        """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first.
+        Batches of max_batch_size sentences in order of length, each searched to its end."""
         options = options or self.default_options
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]
-            found = self._search([sources[i] for i in chunk], options)
-            for i, hyps in zip(chunk, found, strict=True):
+            search = self.start_search(options)
+            self.admit(search, chunk, [sources[i] for i in chunk], options)
+            for i, hyps in search.run().items():
                 results[i] = hyps
         return results
 
@@ -216,15 +218,6 @@ class Translator:
         return np.array(
             [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )
-
-    def _search(
-        self, sources: list[list[int]], options: TranslationOptions
-    ) -> list[list[Hypothesis]]:
-        """One batch: encode once, then search until every sentence has finished."""
-        search = self.start_search(options)
-        self.admit(search, list(range(len(sources))), sources, options)
-        found = search.run()
-        return [found[i] for i in range(len(sources))]
 
     def start_search(self, options: TranslationOptions) -> Search:
         """An empty running batch for these options; sentences join it with `admit`."""
