@@ -35,6 +35,7 @@ from typing import Protocol
 import numpy as np
 
 COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
+FIRST_POSITIONS = 32  # cache positions reserved at first; the cache grows as outputs do
 
 
 class State(Protocol):
@@ -47,6 +48,8 @@ class State(Protocol):
                rows_per_sentence: int, max_len: int) -> None: ...
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None: ...
+
+    def ensure_positions(self, max_len: int) -> None: ...
 
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None: ...
 
@@ -111,7 +114,7 @@ class Search:
         self._compact()
         n, k = len(keys), self.k
         width = max(self.history.shape[1], int(limits.max()))
-        self.state.append(cross_k, cross_v, src_mask, k, width)
+        self.state.append(cross_k, cross_v, src_mask, k, min(width, FIRST_POSITIONS))
         self.keys += list(keys)
         self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
         self.limit = np.concatenate([self.limit, np.asarray(limits, np.int64)])
@@ -135,6 +138,7 @@ class Search:
         """One decoder step for every running sentence; the sentences it finished."""
         alive_rows = np.repeat(self.alive, self.k)
         past = np.where(alive_rows, np.repeat(self.t, self.k), 0).astype(np.int32)
+        self.state.ensure_positions(int(past.max()) + 1)  # the cache grows with the outputs
         log_probs, ids = self.step_fn(self.state, self.last, past.astype(np.int64), past, self.m)
         ended = self._greedy(log_probs, ids) if self.greedy else self._beam(log_probs, ids)
         done = [(self.keys[s], self._ranked(s)) for s in ended]

@@ -91,6 +91,12 @@ class DecodeState:
         self.rows, self.sentences = rows, sents
         self.layout += 1
 
+    def ensure_positions(self, max_len: int) -> None:
+        """Room for max_len positions per row (the buffers grow by half again when short)."""
+        if max_len > self.max_len:
+            self._reserve(self.rows, self.sentences, max_len, self.cross_mask.shape[1])
+            self.layout += 1
+
     def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int) -> None:
         if not self.keys:  # the first sentences: exactly their size
             shape = (rows, self.heads, max_len, self.head_dim)  # (R, H, M, Dp)

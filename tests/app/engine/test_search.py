@@ -15,7 +15,7 @@ class ScriptedState:
     written at each position, moved by append/copy_rows/keep exactly as the search asks (so
     misplaced rows show up)."""
 
-    def __init__(self, max_len: int = 32) -> None:
+    def __init__(self, max_len: int = 4) -> None:
         self.sentence = np.zeros(0, int)
         self.cache = np.full((0, max_len), -1)
 
@@ -34,6 +34,11 @@ class ScriptedState:
 
     def copy_rows(self, src, dst, used):
         self.cache[dst, :used] = self.cache[src, :used]
+
+    def ensure_positions(self, max_len):
+        self.grown = getattr(self, "grown", 0) + (max_len > self.cache.shape[1])
+        extra = max(0, max_len - self.cache.shape[1])
+        self.cache = np.pad(self.cache, ((0, 0), (0, extra)), constant_values=-1)
 
     def keep(self, rows, sentences, used):
         self.sentence, self.cache = self.sentence[rows], self.cache[rows]
