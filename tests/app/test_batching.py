@@ -106,3 +106,40 @@ def test_a_short_request_joins_a_running_batch_and_finishes_first(tiny_bundle):
     assert finished == ["short", "long"]
     assert long_result == ref_long and short_result == [ref_short]  # same as decoded alone
     assert max(steps) == len(long_texts) + 1  # the short sentence ran inside the long batch
+
+
+def test_an_engine_error_in_a_running_batch_fails_its_requests_only(tiny_bundle):
+    """A step that raises fails the requests whose sentences were in that running batch with
+    EngineFailure; the next batch runs normally."""
+    import asyncio
+
+    import pytest
+
+    from app.batcher import Batcher, BatcherConfig
+    from app.engine import TranslationOptions, Translator
+    from app.errors import EngineFailure
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1)
+    step = translator.sessions.step
+    fail = {"next": True}
+
+    def failing_step(*args):
+        if fail.pop("next", False):
+            raise RuntimeError("step failed")
+        return step(*args)
+
+    translator.sessions.step = failing_step
+    options = TranslationOptions(beam_size=2)
+
+    async def scenario():
+        batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=32,
+                                        document_batch_size=8, max_wait_ms=1, queue_size=100))
+        batcher.start()
+        with pytest.raises(EngineFailure):
+            await batcher.translate(translator, ["the red car", "a small tree"], options)
+        after = await batcher.translate(translator, ["the cat"], options)
+        batcher.close()
+        return [r.text for r in after]
+
+    after = asyncio.run(scenario())
+    assert after == [r.text for r in translator.translate_batch(["the cat"], options)]

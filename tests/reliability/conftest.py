@@ -16,7 +16,9 @@ API_KEY = "reliability-test-key"
 
 class EngineDouble:
     """The real engine behind a seam. `gate` cleared holds batches; `delay` slows each one;
-    a batch with `fail_marker` in a text raises an error full of internals."""
+    a batch with `fail_marker` in a text raises an error full of internals. It decodes each batch
+    to its end (translate_batch): the engine's step-by-step batches (start_batch) are not
+    forwarded, so every batch passes the seam."""
 
     def __init__(self, inner: Any, delay: float = 0.0) -> None:
         self.inner = inner
@@ -32,6 +34,8 @@ class EngineDouble:
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:  # max_source_tokens, variant, warmup, ...
+        if name == "start_batch":
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def count_tokens(self, text: str) -> int:
