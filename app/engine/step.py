@@ -146,7 +146,7 @@ class _Binding:
     """An I/O binding of one DecodeState layout: the buffers by pointer, and the step's small
     inputs and outputs as arrays that each step fills in place (so a step binds nothing)."""
 
-    key: tuple[int, int]  # (layout, k)
+    key: tuple[int, int, int]  # (layout, k, id of the session)
     binding: Any
     tokens: np.ndarray
     positions: np.ndarray
@@ -158,10 +158,12 @@ class _Binding:
 
 
 class StepDecoder:
-    """Runs the format-3 decoder step graph over a DecodeState with I/O binding."""
+    """Runs the format-3 decoder step graph over a DecodeState with I/O binding; steps of at
+    most small_rows rows run on `small` (the same graph in a one-thread session) when given."""
 
-    def __init__(self, session: ort.InferenceSession, n_layers: int) -> None:
-        self.session = session
+    def __init__(self, session: ort.InferenceSession, n_layers: int,
+                 small: ort.InferenceSession | None = None, small_rows: int = 0) -> None:
+        self.session, self.small, self.small_rows = session, small, small_rows
         self.n_layers = n_layers
 
     def step(self, state: DecodeState, tokens: np.ndarray, positions: np.ndarray,
@@ -169,20 +171,23 @@ class StepDecoder:
         """tokens, positions, past_lengths (R,) for the running rows -> top log-probs (R, k)
         float32 and their token ids (R, k) int64, best first; each row's new key/value lands at
         its past_length. The returned arrays are overwritten by the next step."""
+        session = self.session
+        if self.small is not None and state.rows <= self.small_rows:
+            session = self.small
         b = state.bound
-        if b is None or b.key != (state.layout, k):
-            b = state.bound = self._bind(state, k)
+        if b is None or b.key != (state.layout, k, id(session)):
+            b = state.bound = self._bind(session, state, k)
         b.tokens[:] = tokens
         b.positions[:] = positions
         b.past_lengths[:] = past_lengths
         b.total_length[...] = int(past_lengths.max()) + 1
-        self.session.run_with_iobinding(b.binding)
+        session.run_with_iobinding(b.binding)
         return b.top_log_probs, b.top_ids
 
-    def _bind(self, state: DecodeState, k: int) -> _Binding:
+    def _bind(self, session: ort.InferenceSession, state: DecodeState, k: int) -> _Binding:
         rows, sents = state.rows, state.sentences
         b = _Binding(
-            key=(state.layout, k), binding=self.session.io_binding(),
+            key=(state.layout, k, id(session)), binding=session.io_binding(),
             tokens=np.zeros(rows, np.int64), positions=np.zeros(rows, np.int64),
             past_lengths=np.zeros(rows, np.int32), total_length=np.ones((), np.int32),
             top_k=np.array([k], np.int64), top_log_probs=np.empty((rows, k), np.float32),
