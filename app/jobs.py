@@ -235,7 +235,6 @@ class JobRunner:
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
-        self.current: str | None = None  # the job being translated
 
     def start(self, service: TranslationService) -> None:
         requeued = self.store.requeue()
@@ -275,8 +274,12 @@ class JobRunner:
     async def _loop(self) -> None:
         sweep_every = min(60.0, max(self.store.expiry / 2, 0.2))
         while not self._stopping:
-            await asyncio.to_thread(self.store.sweep)
-            pending = await asyncio.to_thread(self.store.pending)
+            try:
+                await asyncio.to_thread(self.store.sweep)
+                pending = await asyncio.to_thread(self.store.pending)
+            except (OSError, sqlite3.Error):  # a full disk, say: try again later
+                log.exception("the document jobs' store failed")
+                pending = []
             if not pending:
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -287,8 +290,6 @@ class JobRunner:
     async def _run(self, job: Job) -> None:
         store, service = self.store, self._service
         assert service is not None
-        store.start(job.id)
-        self.current = job.id
 
         def progress(done: int, total: int) -> None:  # in the worker thread, after each chunk
             current = store.get(job.id)
@@ -297,6 +298,7 @@ class JobRunner:
             store.progress(job.id, done, total)
 
         try:
+            store.start(job.id)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
             outcome = await service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
@@ -304,17 +306,14 @@ class JobRunner:
             await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
             store.finish(job.id, "done")
             log.info("document job %s done: %d segments", job.id, outcome.segments)
-        except (_Stopped, ServiceError) as exc:
+        except Exception as exc:
             if self._stopping:  # the batcher's refusals then are not the job's fault
                 store.requeue(job.id)
             elif isinstance(exc, ServiceError):
                 store.finish(job.id, "failed", exc.message)
-            # else cancelled: already recorded
-        except Exception:
-            log.exception("document job %s failed", job.id)
-            store.finish(job.id, "failed", "internal error")
-        finally:
-            self.current = None
+            elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
+                log.exception("document job %s failed", job.id)
+                store.finish(job.id, "failed", "internal error")
 
 
 def _write(path: Path, data: bytes) -> None:

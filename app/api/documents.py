@@ -47,6 +47,8 @@ ERRORS = {
                 {"error": "invalid API key", "code": "unauthorized"}),
     403: _error(403, "Files translation is off", {"error": "Files translation are disabled on "
                                                   "this server.", "code": "forbidden"}),
+    503: _error(503, "Document jobs are not available (no writable jobs directory)",
+                {"error": "document jobs are not available", "code": "unavailable"}),
 }
 
 
@@ -62,7 +64,7 @@ def _owner(request: Request, state: AppState) -> str:
 def _runner(state: AppState) -> JobRunner:
     files_enabled(state)
     if state.jobs is None:
-        raise Unavailable("document jobs are not available yet", retry_after=2)
+        raise Unavailable("document jobs are not available", retry_after=2)
     return state.jobs
 
 
@@ -103,6 +105,9 @@ def _view(request: Request, job: Job) -> DocumentJob:
         202: {"headers": {"Location": {"description": "The job's URL",
                                        "schema": {"type": "string"}}}},
         **ERRORS,
+        400: _error(400, "Unsupported language pair", {
+            "error": "target 'xx' is not supported from 'en'; available: ['de']",
+            "code": "unsupported_language", "field": "target"}),
         413: _error(413, "A limit on size, segments or characters", {
             "error": "the file has 25000 segments; the limit is 20000",
             "code": "document_too_large", "field": "file", "limit": 20000}),
@@ -112,6 +117,7 @@ def _view(request: Request, job: Job) -> DocumentJob:
         422: _error(422, "A missing field or an unreadable file", {
             "error": "Invalid request: missing target parameter", "code": "invalid_input",
             "field": "target"}),
+        429: _error(429, "Rate limited", {"error": "too many requests", "code": "rate_limited"}),
         503: _error(503, "Too many jobs waiting, loading or shutting down", {
             "error": "100 document jobs are waiting; the limit is 100; retry later",
             "code": "overloaded", "field": "max_pending_jobs", "limit": 100}),
