@@ -236,3 +236,9 @@ def test_a_killed_server_process_resumes_the_job(tiny_bundle, tiny_sentences, tm
             proc.wait(60)
         except Exception:
             proc.kill()
+
+
+def test_a_wrong_method_names_every_method_of_the_path(fake):
+    r = httpx.put(f"{fake[0].url}/v1/documents/{'0' * 32}")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) >= {"GET", "DELETE"}
