@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     )
     max_batch_size: int = Field(32, ge=1, description="Sentences in one engine batch at most.")
     document_batch_size: int = Field(
-        2, ge=1, description="Sentences in one batch of document-job (background) work at most: "
+        1, ge=1, description="Sentences in one batch of document-job (background) work at most: "
         "small, so a live request never waits behind a long one.",
     )
     max_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits to fill up.")

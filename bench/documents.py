@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models-dir", default="bundles")
     p.add_argument("--variant", default="int8")
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime threads of the server")
-    p.add_argument("--document-batch-size", type=int, default=2,
+    p.add_argument("--document-batch-size", type=int, default=1,
                    help="the server's cap on a batch of document sentences")
     p.add_argument("--segments", type=int, default=10_000, help="lines of the document")
     p.add_argument("--sentences", help="a text file whose lines make up the document "
