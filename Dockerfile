@@ -60,6 +60,9 @@ RUN groupadd --system --gid 10001 nmt \
 COPY --from=build /opt/venv /opt/venv
 # root-owned and read-only for the service user: the model cannot be changed at run time
 COPY bundles/ /opt/nmt/bundles/
+# translated files and document jobs (NMT_FILES_DIR, NMT_JOBS_DIR): the one writable place,
+# a volume in docker compose (a named volume takes this directory's owner)
+RUN mkdir -p /opt/nmt/data && chown 10001:10001 /opt/nmt/data
 
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \

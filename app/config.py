@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     )
     max_batch_size: int = Field(32, ge=1, description="Sentences in one engine batch at most.")
     document_batch_size: int = Field(
-        8, ge=1, description="Sentences in one batch of document-job (background) work at most: "
+        1, ge=1, description="Sentences in one batch of document-job (background) work at most: "
         "small, so a live request never waits behind a long one.",
     )
     max_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits to fill up.")
@@ -80,6 +80,17 @@ class Settings(BaseSettings):
     )
     max_file_chars: int = Field(
         1_000_000, ge=1, description="Characters to translate in a document at most."
+    )
+    # document jobs (/v1/documents)
+    jobs_dir: Path | None = Field(
+        None, description="Where document jobs keep their database and files (default: "
+        "<files_dir>/jobs).",
+    )
+    jobs_expiry: float = Field(
+        86_400.0, gt=0, description="Seconds a finished document job (and its result) is kept.",
+    )
+    max_pending_jobs: int = Field(
+        100, ge=1, description="Queued and running document jobs at most; beyond it 503.",
     )
     frontend_timeout: int = Field(
         500, ge=0, description="frontendTimeout of /frontend/settings (milliseconds)."
@@ -134,6 +145,10 @@ class Settings(BaseSettings):
         if self.max_alternatives >= self.max_beam_size:
             raise ValueError("max_alternatives must be smaller than max_beam_size")
         return self
+
+    @property
+    def jobs_path(self) -> Path:
+        return self.jobs_dir if self.jobs_dir is not None else self.files_dir / "jobs"
 
     @property
     def is_loopback(self) -> bool:

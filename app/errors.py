@@ -67,6 +67,12 @@ class NotFound(ServiceError):
     code = "not_found"
 
 
+class Conflict(ServiceError):
+    """The resource is not in the state the request needs (a result before it is done)."""
+
+    code = "conflict"
+
+
 class TooLarge(ServiceError):
     """A limit on characters, texts or body size."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,11 +17,12 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
-from app.api import health, libretranslate, metrics, models, translate, web
+from app.api import documents, health, libretranslate, metrics, models, translate, web
 from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
 from app.filestore import FileStore
+from app.jobs import JobRunner, JobStore
 from app.langid import LanguageDetector
 from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
@@ -35,7 +37,8 @@ Loader = Callable[[Settings], list[LoadedModel]]
 DESCRIPTION = """
 Self-hosted machine translation: a Transformer served by ONNX Runtime with dynamic batching.
 
-* **v1**: `POST /v1/translate` (texts, options, scores, alternatives), `GET /v1/models`.
+* **v1**: `POST /v1/translate` (texts, options, scores, alternatives), `GET /v1/models`,
+  document jobs: `POST /v1/documents`, `GET /v1/documents/{id}` (progress), `.../result`.
 * **LibreTranslate**: `POST /translate`, `POST /detect`, `GET /languages`,
   `GET /frontend/settings`, `POST /translate_file` (documents), for existing clients.
 * **Operations**: `/health/live`, `/health/ready`, `/metrics`.
@@ -71,6 +74,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         on_rejected=lambda exc: app_state.metrics.rejected.labels(exc.code).inc(),
         detector=detector,
     )
+    if app_state.jobs is not None and not app_state.draining:
+        app_state.jobs.start(app_state.service)  # resumes the unfinished document jobs
     app_state.ready = not app_state.draining
     app_state.metrics.ready.set(1 if app_state.ready else 0)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
@@ -89,11 +94,23 @@ def _detector(sources: list[str]) -> LanguageDetector | None:
         return None
 
 
+def _open_jobs(settings: Settings) -> JobStore | None:
+    """The document jobs' store; None, logged, where its directory cannot be written (the
+    service translates text all the same, /v1/documents answers 503)."""
+    try:
+        return JobStore(settings.jobs_path, settings.jobs_expiry)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("document jobs are off: cannot open %s: %s", settings.jobs_path, exc)
+        return None
+
+
 async def _drain(app_state: AppState) -> None:
     """Let queued work finish within the grace period, then stop the batcher."""
     app_state.begin_drain()
     if app_state.loader_task is not None and not app_state.loader_task.done():
         app_state.loader_task.cancel()
+    if app_state.jobs is not None:  # the running job stops after its chunk, kept for later
+        await app_state.jobs.stop(app_state.settings.grace_period)
     batcher = app_state.batcher
     if batcher is None:
         return
@@ -113,9 +130,14 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await asyncio.to_thread(_open_jobs, settings)
+        if store is not None:
+            app_state.jobs = JobRunner(store, settings.max_pending_jobs)
         app_state.loader_task = asyncio.create_task(_load(app_state, loader or load_models))
         yield
         await _drain(app_state)
+        if store is not None:
+            store.close()
 
     app = FastAPI(
         title="nmt-service",
@@ -127,13 +149,13 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
     )
     app.state.nmt = app_state
     install_handlers(app)
-    for module in (translate, models, libretranslate, health, metrics, web):
+    for module in (translate, documents, models, libretranslate, health, metrics, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
     # the last added is the outermost: metrics see every answer, the 413 included
     upload = settings.max_file_bytes + 64 * 1024  # the file and the form around it
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
-                       per_path={"/translate_file": upload})
+                       per_path={"/translate_file": upload, "/v1/documents": upload})
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

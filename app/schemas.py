@@ -136,6 +136,38 @@ class ErrorBody(BaseModel):
     limit: int | float | None = Field(None, description="The limit that was exceeded.")
 
 
+class JobProgress(BaseModel):
+    done: int = Field(description="Sentences translated so far.", examples=[320])
+    total: int = Field(description="Sentences to translate (0 until the job has started).",
+                       examples=[1250])
+
+
+class DocumentJob(BaseModel):
+    """A document job of /v1/documents."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "id": "5d41402abc4b2a76b9719d911017c592", "state": "running", "filename": "report.docx",
+        "source": "en", "target": "de", "segments": 412,
+        "progress": {"done": 320, "total": 1250}, "error": None,
+        "created": "2026-11-22T22:40:01Z", "started": "2026-11-22T22:40:02Z",
+        "finished": None, "expires": None, "result": None,
+    }]})
+
+    id: str
+    state: Literal["queued", "running", "done", "failed", "cancelled"]
+    filename: str
+    source: str = Field(description="As requested (`auto` stays `auto`).")
+    target: str
+    segments: int = Field(description="Paragraphs, cues or entries of the document.")
+    progress: JobProgress
+    error: str | None = Field(None, description="Why a failed job failed.")
+    created: str = Field(description="ISO 8601, UTC.")
+    started: str | None = None
+    finished: str | None = None
+    expires: str | None = Field(None, description="When a finished job and its result go.")
+    result: str | None = Field(None, description="The download path, once done.")
+
+
 class Health(BaseModel):
     status: str
     models: list[str] = Field(default_factory=list)

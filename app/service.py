@@ -13,10 +13,10 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from app import documents
-from app.batcher import Batcher
+from app.batcher import Batcher, Priority
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
 from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError, TooLarge
@@ -160,6 +160,24 @@ class TranslationService:
             self.on_rejected(exc)
             raise
 
+    async def read_document(
+        self, data: bytes, fmt: str, source: str, target: str
+    ) -> tuple[documents.Document, list[LoadedModel], Detection | None]:
+        """The document read and checked against the file limits, and the route of models
+        that translates it; raises the ServiceError that refuses it."""
+        settings = self.settings
+        limits = documents.Limits(max_bytes=settings.max_file_bytes,
+                                  max_segments=settings.max_file_segments,
+                                  max_chars=settings.max_file_chars)
+        with self._counting_rejections():
+            doc = await asyncio.to_thread(documents.extract, data, fmt, limits)
+            detected = None
+            if source == "auto" and self.detector is not None:
+                sample = "\n".join(doc.segments)[:20_000]
+                detected = self.detector.detect(sample, top=1)[0]
+                source = detected.language
+            return doc, self.registry.route(source, target), detected
+
     async def translate_document(
         self,
         data: bytes,
@@ -167,31 +185,33 @@ class TranslationService:
         source: str,
         target: str,
         progress: Callable[[int, int], None] | None = None,
+        priority: Priority = Priority.INTERACTIVE,
+        checkpoint: Checkpoint | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
         structure kept: read, checked against the limits and rebuilt in a worker thread, its
-        sentences through the shared batcher in chunks of max_batch_size, alongside live
-        requests."""
+        sentences through the shared batcher in chunks of max_batch_size at `priority`,
+        alongside live requests. A `checkpoint` keeps each translated chunk and gives back the
+        ones kept before (a resumed document job), so that work is not done twice."""
+        doc, route, detected = await self.read_document(data, fmt, source, target)
         with self._counting_rejections():  # the ServiceErrors, counted
             settings = self.settings
-            limits = documents.Limits(max_bytes=settings.max_file_bytes,
-                                      max_segments=settings.max_file_segments,
-                                      max_chars=settings.max_file_chars)
-            doc = await asyncio.to_thread(documents.extract, data, fmt, limits)
-            detected = None
-            if source == "auto" and self.detector is not None:
-                sample = "\n".join(doc.segments)[:20_000]
-                detected = self.detector.detect(sample, top=1)[0]
-                source = detected.language
-            route = self.registry.route(source, target)
             loop = asyncio.get_running_loop()
+            start = 0  # of the chunk in the document's sentences
 
             def translate(sentences: list[str]) -> list[str]:  # in the worker thread
+                nonlocal start
+                key, start = (start, len(sentences)), start + len(sentences)
+                if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
+                    return kept
                 for model in route:  # through a pivot: each hop on the previous one's output
                     work = self.batcher.translate(model.translator, sentences,
-                                                  model.default_options, settings.request_timeout)
+                                                  model.default_options, settings.request_timeout,
+                                                  priority)
                     results = asyncio.run_coroutine_threadsafe(work, loop).result()
                     sentences = [r.text for r in results]
+                if checkpoint is not None:
+                    checkpoint.save(*key, sentences)
                 return sentences
 
             def run() -> bytes:
@@ -249,6 +269,14 @@ class TranslationService:
             pos += len(seg.targets)
             out.append(_assemble(seg, mine, options, m))
         return out, len(sentences)
+
+
+class Checkpoint(Protocol):
+    """Where a document's translated chunks are kept, by (first sentence, sentence count)."""
+
+    def load(self, start: int, count: int) -> list[str] | None: ...
+
+    def save(self, start: int, count: int, translations: list[str]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from app.batcher import Batcher
 from app.config import Settings
 from app.errors import RateLimited, Unauthorized
 from app.filestore import FileStore
+from app.jobs import JobRunner
 from app.metrics import Metrics
 from app.registry import Registry
 from app.service import TranslationService
@@ -33,6 +34,7 @@ class AppState:
     on_fatal: Callable[[], None] | None = None  # set by the server: stop when loading fails
     limiter: RateLimiter | None = None
     files: FileStore | None = None  # translated files awaiting download
+    jobs: JobRunner | None = None  # document jobs (opened in the lifespan)
     loader_task: asyncio.Task | None = field(default=None, repr=False)
 
     def begin_drain(self) -> None:

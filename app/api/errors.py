@@ -19,12 +19,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from app.errors import (
     BadRequest,
     BodyTooLarge,
     ClientGone,
+    Conflict,
     DeadlineExceeded,
     Forbidden,
     InvalidInput,
@@ -50,6 +53,7 @@ STATUS: dict[type[ServiceError], int] = {
     Unauthorized: 401,
     Forbidden: 403,
     NotFound: 404,
+    Conflict: 409,
     TooLarge: 413,
     UnsupportedMediaType: 415,
     InvalidInput: 422,
@@ -148,6 +152,16 @@ def invalid_input(errors: Sequence[Any]) -> ServiceError:
     return InvalidInput("; ".join(messages), field=first_field)
 
 
+def allowed_methods(request: Request) -> set[str]:
+    """The methods of every route whose path matches the request's (Starlette's 405 names
+    only the first such route's)."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.path and route.methods and compile_path(route.path)[0].match(request.url.path):
+            methods |= route.methods
+    return methods
+
+
 def install_handlers(app: FastAPI) -> None:
     """The one place where exceptions become HTTP responses."""
 
@@ -166,8 +180,10 @@ def install_handlers(app: FastAPI) -> None:
             exc.status_code, "http_error")
         if exc.status_code == 400 and "body" in err.message:  # FastAPI: not UTF-8, too deep
             err.field = "body"
-        return JSONResponse(error_body(err), status_code=exc.status_code,
-                            headers=dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every route of the path, not only the first one's methods
+            headers["Allow"] = ", ".join(sorted(allowed_methods(request)))
+        return JSONResponse(error_body(err), status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

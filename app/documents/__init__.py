@@ -170,11 +170,13 @@ def translate_segments(
     """Each segment split into sentences (app.text), protected spans masked (app.protect),
     sentences sent to `translate` in batches of batch_size, everything put back together.
     With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
-    text, the result is escaped again. progress(done, total) counts sentences."""
+    text, the result is escaped again. progress(done, total) counts sentences (0 first)."""
     masked = [mask(seg) for seg in segments]
     split = [segment_text(html.unescape(m.text) if markup else m.text) for m in masked]
     sentences = [s for parts in split for s in parts.sentences]
     out: list[str] = []
+    if progress:
+        progress(0, len(sentences))
     for start in range(0, len(sentences), batch_size):
         out.extend(translate(sentences[start : start + batch_size]))
         if progress:

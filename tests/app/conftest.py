@@ -17,9 +17,10 @@ def real_settings(tiny_bundle, **overrides) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def real_server(tiny_bundle):
+def real_server(tiny_bundle, tmp_path_factory):
     """One uvicorn server (thread, loopback, free port) on the tiny bundle for the session."""
     app = create_app(real_settings(tiny_bundle, max_texts_per_request=8, max_chars_per_text=400,
-                                   max_total_chars=800, max_body_bytes=20_000))
+                                   max_total_chars=800, max_body_bytes=20_000,
+                                   files_dir=tmp_path_factory.mktemp("files")))
     with running(app) as server:
         yield server

@@ -1,5 +1,6 @@
 """A person's view: headless Chromium loads the page and /docs from a real server on the tiny
-bundle, translates a sentence through the page, and screenshots land in tests/artifacts/."""
+bundle, translates a sentence and an uploaded document (a /v1/documents job) through the page,
+and screenshots land in tests/artifacts/."""
 
 from __future__ import annotations
 
@@ -53,3 +54,31 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     outside = [u for u in browser.requests
                if not u.startswith((url, "data:", "about:"))]
     assert not outside, f"the pages reached outside the server: {outside}"
+
+
+def test_page_uploads_a_document_and_offers_the_result(browser, real_server):
+    from tests.app.test_translate_file import SRT, srt_shape
+
+    browser.navigate(f"{real_server.url}/")
+    browser.wait_for("!document.getElementById('doc-upload').disabled")
+    # a file chosen as a person would: the input's FileList, then the button
+    browser.evaluate(
+        "const dt = new DataTransfer();"
+        f"dt.items.add(new File([{json.dumps(SRT)}], 'film.srt', {{type: 'text/plain'}}));"
+        "document.getElementById('doc-file').files = dt.files;"
+        "document.getElementById('doc-upload').click(); true"
+    )
+    status = browser.wait_for(
+        "!document.getElementById('doc-download').hidden &&"
+        " document.getElementById('doc-status').textContent", timeout=60,
+    )
+    assert status == "film.srt: done, 3 sentences."
+    assert browser.evaluate("document.getElementById('doc-progress').value") == 3
+    link = browser.evaluate("document.getElementById('doc-download').download")
+    assert link == "film.srt"
+    downloaded = browser.evaluate(
+        "fetch(document.getElementById('doc-download').href).then(r => r.text())"
+    )
+    assert srt_shape(downloaded.encode()) == srt_shape(SRT.encode())
+    assert downloaded != SRT
+    browser.screenshot(ARTIFACTS / "web_documents.png")

@@ -59,7 +59,7 @@ def test_translate_segments_reports_progress_and_escapes_markup():
         fake, markup=True, batch_size=2, progress=lambda done, total: seen.append((done, total)),
     )
     assert out == ["hsiF &amp; spihc era <b>doog</b>.", "moT dias os. nnA deerga."]
-    assert seen == [(2, 3), (3, 3)]
+    assert seen == [(0, 3), (2, 3), (3, 3)]
 
 
 def test_html_keeps_inline_tags_inside_sentences_and_skips_code():

@@ -23,9 +23,10 @@ TIME_CAP_S = 270  # the whole run (under pytest-timeout's 300 s); about a minute
 
 
 @pytest.fixture(scope="module")
-def open_server(tiny_bundle):
+def open_server(tiny_bundle, tmp_path_factory):
     settings = real_settings(tiny_bundle, max_chars_per_text=200, max_total_chars=400,
-                             max_texts_per_request=4, max_body_bytes=4000)
+                             max_texts_per_request=4, max_body_bytes=4000,
+                             files_dir=tmp_path_factory.mktemp("files"))
     with running(create_app(settings)) as server:
         yield server
 

@@ -1,0 +1,244 @@
+"""Document jobs (/v1/documents) on real uvicorn servers: documents round-trip through the tiny
+real model with their structure intact; a server killed during a job resumes it from its kept
+chunks; finished jobs survive restarts and expire; cancel; each API key sees only its jobs."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.main import create_app
+from tests.app.fakes import (
+    FakeTranslator,
+    fake_model,
+    free_port,
+    running,
+    spawn_server,
+    wait_ready,
+    wait_until,
+)
+from tests.app.test_translate_file import CASES, SRT
+
+FINISHED = ("done", "failed", "cancelled")
+
+
+def submit(url: str, name: str, data: bytes, headers=None, **fields) -> httpx.Response:
+    fields = {"source": "en", "target": "de", **fields}
+    return httpx.post(f"{url}/v1/documents", data=fields, files={"file": (name, data)},
+                      headers=headers, timeout=60)
+
+
+def job(url: str, job_id: str, headers=None) -> dict:
+    r = httpx.get(f"{url}/v1/documents/{job_id}", headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_for(url: str, job_id: str, states=FINISHED, headers=None, timeout=120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while (current := job(url, job_id, headers))["state"] not in states:
+        assert time.monotonic() < deadline, f"job stuck in {current}"
+        time.sleep(0.02)
+    return current
+
+
+@pytest.mark.parametrize(("name", "build", "shape"), CASES, ids=[c[0] for c in CASES])
+def test_documents_round_trip_through_jobs(real_server, name, build, shape):
+    url, original = real_server.url, build()
+    r = submit(url, name, original)
+    assert r.status_code == 202, r.text
+    created = r.json()
+    assert r.headers["location"] == f"/v1/documents/{created['id']}"
+    assert created["state"] in ("queued", "running") and created["filename"] == name
+    done = wait_for(url, created["id"])
+    assert done["state"] == "done", done
+    assert done["progress"]["done"] == done["progress"]["total"] > 0
+    assert done["finished"] and done["expires"] and done["result"]
+    got = httpx.get(url + done["result"], timeout=10)
+    assert got.status_code == 200
+    assert f'filename="{name}"' in got.headers["content-disposition"]
+    assert shape(got.content) == shape(original)
+    assert got.content != original  # translated, not copied
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path_factory.mktemp("files"),
+                        max_file_segments=3, max_file_bytes=50_000, jobs_expiry=1.5)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        yield srv, engine, settings
+
+
+def test_a_job_translates_each_cue_and_the_result_waits_until_done(fake):
+    srv, engine, _ = fake
+    engine.release.clear()  # hold the engine: the job stays running
+    try:
+        job_id = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
+        wait_for(srv.url, job_id, states=("running",))
+        r = httpx.get(f"{srv.url}/v1/documents/{job_id}/result")
+        assert r.status_code == 409 and r.json()["field"] == "state"
+        assert "running, not done" in r.json()["error"]
+    finally:
+        engine.release.set()
+    assert wait_for(srv.url, job_id)["progress"] == {"done": 3, "total": 3}
+    out = httpx.get(f"{srv.url}/v1/documents/{job_id}/result").text
+    assert "file the Open\nit. save and" in out and "window. the Close" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "fields", "status", "field"),
+    [
+        ("notes.exe", b"MZ", {}, 415, "file"),
+        ("empty.txt", b"", {}, 422, "file"),
+        ("long.txt", b"a\nb\nc\nd\ne\n", {}, 413, "file"),
+        ("a.txt", b"Hello", {"target": ""}, 422, "target"),
+        ("a.txt", b"Hello", {"target": "fr"}, 400, "target"),
+        ("broken.docx", b"PK\x03\x04 not a zip", {}, 422, "file"),
+    ],
+)
+def test_refused_uploads_name_the_field(fake, name, data, fields, status, field):
+    r = submit(fake[0].url, name, data, **fields)
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == field
+
+
+def test_limits_unknown_jobs_and_not_multipart(fake):
+    url = fake[0].url
+    r = submit(url, "long.txt", b"a\nb\nc\nd\n")
+    assert r.json()["limit"] == 3 and "the limit is 3" in r.json()["error"]
+    r = submit(url, "big.txt", b"word " * 40_000)  # the body over its cap
+    assert r.status_code == 413 and r.json()["limit"] == 50_000 + 64 * 1024
+    r = httpx.post(f"{url}/v1/documents", json={"source": "en", "target": "de"})
+    assert r.status_code == 415 and r.json()["field"] == "Content-Type"
+    for path in ("0" * 32, "0" * 32 + "/result", "../../etc/passwd"):
+        assert httpx.get(f"{url}/v1/documents/{path}").status_code == 404
+    assert httpx.delete(f"{url}/v1/documents/{'0' * 32}").status_code == 404
+
+
+def test_cancel_a_running_job_then_remove_it(fake):
+    srv, engine, settings = fake
+    engine.release.clear()
+    try:
+        job_id = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
+        wait_for(srv.url, job_id, states=("running",))
+        r = httpx.delete(f"{srv.url}/v1/documents/{job_id}")
+        assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    finally:
+        engine.release.set()
+    time.sleep(0.2)  # the held chunk comes back: the job stays cancelled, with no result
+    assert job(srv.url, job_id)["state"] == "cancelled"
+    assert httpx.get(f"{srv.url}/v1/documents/{job_id}/result").status_code == 409
+    assert httpx.delete(f"{srv.url}/v1/documents/{job_id}").status_code == 204
+    assert httpx.get(f"{srv.url}/v1/documents/{job_id}").status_code == 404
+    assert not (settings.jobs_path / job_id).exists()
+
+
+def test_finished_jobs_expire(fake):
+    srv, _, settings = fake
+    job_id = submit(srv.url, "a.txt", b"Hello world").json()["id"]
+    assert wait_for(srv.url, job_id)["state"] == "done"
+    assert (settings.jobs_path / job_id / "result").read_text() == "world Hello"
+    time.sleep(1.6)  # jobs_expiry=1.5
+    assert httpx.get(f"{srv.url}/v1/documents/{job_id}").status_code == 404
+    wait_until(lambda: not (settings.jobs_path / job_id).exists(), 5)  # the runner sweeps
+
+
+def test_each_key_sees_only_its_own_jobs(tmp_path):
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, api_keys=["k1", "k2"])
+    one, two = {"X-API-Key": "k1"}, {"Authorization": "Bearer k2"}
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        assert submit(srv.url, "a.txt", b"Hello").status_code == 401
+        assert submit(srv.url, "a.txt", b"Hello", {"X-API-Key": "nope"}).status_code == 401
+        job_id = submit(srv.url, "a.txt", b"Hello world", one).json()["id"]
+        assert wait_for(srv.url, job_id, headers=one)["state"] == "done"
+        base = f"{srv.url}/v1/documents/{job_id}"
+        for path in (base, base + "/result"):
+            assert httpx.get(path, headers=two).status_code == 404
+            assert httpx.get(path).status_code == 401
+        assert httpx.delete(base, headers=two).status_code == 404
+        assert httpx.get(base + "/result", headers=one).text == "world Hello"
+
+
+def test_a_stopped_server_resumes_its_job_and_keeps_finished_ones(tmp_path):
+    """Graceful stops in the middle of a job: it resumes on the next start and finishes; a
+    finished job and its result are still there after another restart."""
+    lines = [f"line number {i} here" for i in range(60)]
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, max_batch_size=4,
+                        document_batch_size=2, grace_period=5)
+
+    def server(engine):
+        return running(create_app(settings, loader=lambda s: [fake_model(engine)]))
+
+    with server(FakeTranslator(delay=0.01)) as srv:
+        job_id = submit(srv.url, "lines.txt", "\n".join(lines).encode()).json()["id"]
+        wait_until(lambda: job(srv.url, job_id)["progress"]["done"] >= 8)
+    stopped = job_id, sqlite3.connect(settings.jobs_path / "jobs.db").execute(
+        "SELECT state, done FROM jobs").fetchone()
+    assert stopped[1][0] == "queued" and 8 <= stopped[1][1] < 60  # queued again, part done
+    engine = FakeTranslator()
+    with server(engine) as srv:
+        done = wait_for(srv.url, job_id)
+        result = httpx.get(url := f"{srv.url}/v1/documents/{job_id}/result").text
+    assert done["state"] == "done" and done["progress"] == {"done": 60, "total": 60}
+    assert result.splitlines() == [" ".join(reversed(s.split())) for s in lines]
+    translated = sum(len(batch) for batch, _ in engine.batches)
+    assert translated <= 60 - stopped[1][1] + 1  # the kept chunks were not done again
+    with server(FakeTranslator()) as srv:
+        assert job(srv.url, job_id)["state"] == "done"
+        assert httpx.get(url.replace(url.split("/v1")[0], srv.url)).text == result
+
+
+def test_a_killed_server_process_resumes_the_job(tiny_bundle, tiny_sentences, tmp_path):
+    """SIGKILL in the middle of a job on a real server process; a new process on the same data
+    directory finishes it from its kept chunks, and the result is complete."""
+    lines = [f"{tiny_sentences[i % len(tiny_sentences)]} {i}" for i in range(1500)]
+    flags = ("--jobs-dir", str(tmp_path), "--max-batch-size", "8", "--max-wait-ms", "0")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, *flags)
+    try:
+        wait_ready(url, 180)
+        r = submit(url, "big.txt", "\n".join(lines).encode())
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        wait_until(lambda: job(url, job_id)["progress"]["done"] >= 80, 120)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    state, kept = sqlite3.connect(tmp_path / "jobs.db").execute(
+        "SELECT state, done FROM jobs").fetchone()
+    assert state == "running" and 80 <= kept < len(lines), (state, kept)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, *flags)
+    try:
+        wait_ready(url, 180)
+        done = wait_for(url, job_id, timeout=300)
+        assert done["state"] == "done", done
+        assert done["progress"]["done"] == done["progress"]["total"] == len(lines)
+        out = httpx.get(f"{url}/v1/documents/{job_id}/result", timeout=10).text.split("\n")
+        assert len(out) == len(lines) and all(line.strip() for line in out)
+        # the engine translated only what was not kept (+ the warm-up sentence)
+        sentences = sum(float(line.split()[-1]) for line in httpx.get(f"{url}/metrics").text
+                        .splitlines() if line.startswith("nmt_sentences_total{"))
+        assert 0 < sentences <= len(lines) - kept + 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except Exception:
+            proc.kill()
+
+
+def test_a_wrong_method_names_every_method_of_the_path(fake):
+    r = httpx.put(f"{fake[0].url}/v1/documents/{'0' * 32}")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) >= {"GET", "DELETE"}
