@@ -190,3 +190,30 @@ def test_engine_runs_without_torch(tiny_bundle, tiny_sentences):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, reference, sources,
+                                                                monkeypatch):
+    """The cache starting at 2 positions (so it grows several times while decoding), and
+    sentences joining a running batch one at a time, longest last (so the rows, the sentences and
+    the cross keys/values grow under running sentences): every output still equals PyTorch's."""
+    import app.engine.search as search_module
+
+    model, _ = reference
+    monkeypatch.setattr(search_module, "FIRST_POSITIONS", 2)
+    by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    for beam_size in (1, 3):
+        options = TranslationOptions(beam_size=beam_size)
+        search = translator.start_search(options)
+        found: dict[int, list] = {}
+        for i in by_length:  # one more sentence before every step
+            translator.admit(search, [i], [sources[i]], options)
+            found.update(search.step())
+        found.update(search.run())
+        for i, source in enumerate(sources):
+            if beam_size == 1:
+                ref = greedy_search(model, [source])[0]
+            else:
+                ref = beam_search(model, source, beam_size=beam_size)[0].tokens
+            assert found[i][0].tokens == ref, i
+        assert search.state.max_len > 2 and search.state.cross_mask.shape[1] > 2
