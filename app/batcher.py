@@ -322,17 +322,14 @@ class Batcher:
         self._on_batch(
             BatchStats(
                 model=getattr(engine, "name", "?"),
-                size=len(live),
-                tokens=max(item.tokens for item in live) * len(live),
-                source_tokens=sum(item.tokens for item in live),
+                **_source_stats(live),
                 output_tokens=sum(len(r.tokens) for r in results),
                 seconds=seconds,
                 ok=ok,
             )
         )
         if not ok:
-            for request in {id(i.request): i.request for i in live}.values():
-                _fail(request, EngineFailure())
+            _fail_all(live)
             return
         for item, result in zip(live, results, strict=True):
             _deliver(item, result)
@@ -353,9 +350,8 @@ class Batcher:
                 if live:
                     batch.admit([item.seq for item in live], [item.text for item in live])
                     running.update((item.seq, item) for item in live)
-                    stats["size"] += len(live)
-                    stats["tokens"] += max(item.tokens for item in live) * len(live)
-                    stats["source_tokens"] += sum(item.tokens for item in live)
+                    for key, value in _source_stats(live).items():
+                        stats[key] += value
                 for seq, result in batch.step():
                     stats["output_tokens"] += len(result.tokens)
                     item = running.pop(seq)
@@ -365,8 +361,7 @@ class Batcher:
         except Exception:
             log.exception("engine batch of %d sentences failed", len(running))
             ok = False
-            for request in {id(i.request): i.request for i in running.values()}.values():
-                _fail(request, EngineFailure())
+            _fail_all(running.values())
         self.batches += 1
         self._on_batch(BatchStats(model=getattr(engine, "name", "?"),
                                   seconds=time.perf_counter() - started, ok=ok, **stats))
@@ -409,6 +404,18 @@ class Batcher:
         if taken:
             self._on_queue(depth)
         return taken
+
+
+def _source_stats(items: list[_Item]) -> dict[str, int]:
+    """BatchStats' source side of a group of items: size, padded and real source tokens."""
+    return {"size": len(items), "tokens": max(item.tokens for item in items) * len(items),
+            "source_tokens": sum(item.tokens for item in items)}
+
+
+def _fail_all(items) -> None:
+    """Fail, with EngineFailure, every request that has one of these items (each once)."""
+    for request in {id(i.request): i.request for i in items}.values():
+        _fail(request, EngineFailure())
 
 
 def _deliver(item: _Item, result: Result) -> None:

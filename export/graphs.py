@@ -88,6 +88,13 @@ class _Builder:
         return self.op("SkipLayerNormalization", [x, residual, scale, bias], domain=MS_DOMAIN,
                        epsilon=float(norm.eps))  # one node for the add and the norm
 
+    def feed_forward(self, x: str, layer, path: str, activation: str) -> str:
+        """LayerNorm(x + FFN(x)): a layer's feed-forward sub-layer with its residual and norm."""
+        ff = self.linear(x, layer.feed_forward.w_1, f"{path}.feed_forward.w_1")
+        ff = self.linear(self.activation(ff, activation), layer.feed_forward.w_2,
+                         f"{path}.feed_forward.w_2")
+        return self.layer_norm(x, ff, layer.ff_norm.norm, f"{path}.ff_norm.norm")
+
     def model(self, name: str, names: dict[str, list[str]], shapes: dict) -> onnx.ModelProto:
         """The checked model of the nodes so far; shapes: name -> (element type, dims)."""
         graph = helper.make_graph(
@@ -191,10 +198,7 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
         ctx = g.linear(ctx, layer.cross_attn.w_o, f"{p}.cross_attn.w_o")
         x = g.layer_norm(x, ctx, layer.cross_norm.norm, f"{p}.cross_norm.norm")
 
-        ff = g.linear(x, layer.feed_forward.w_1, f"{p}.feed_forward.w_1")
-        ff = g.activation(ff, c.activation)
-        ff = g.linear(ff, layer.feed_forward.w_2, f"{p}.feed_forward.w_2")
-        x = g.layer_norm(x, ff, layer.ff_norm.norm, f"{p}.ff_norm.norm")
+        x = g.feed_forward(x, layer, p, c.activation)
 
     # tied output projection (the transposed table stored once more for MatMul), log-softmax, top-k
     logits = g.op("MatMul", [x, g.const("output_w", table.T)])  # (R, 1, V)
@@ -249,10 +253,7 @@ def build_encoder_graph(model: Transformer, float16: bool = False) -> onnx.Model
                     num_heads=heads)  # (B, S, D)
         attn = g.linear(attn, out_proj, f"{p}.self_attn.w_o")
         x = g.layer_norm(x, attn, layer.attn_norm.norm, f"{p}.attn_norm.norm")
-        ff = g.linear(x, layer.feed_forward.w_1, f"{p}.feed_forward.w_1")
-        ff = g.activation(ff, c.activation)
-        ff = g.linear(ff, layer.feed_forward.w_2, f"{p}.feed_forward.w_2")
-        x = g.layer_norm(x, ff, layer.ff_norm.norm, f"{p}.ff_norm.norm")
+        x = g.feed_forward(x, layer, p, c.activation)
 
     # every decoder layer's cross keys/values of the memory, stacked: (L, B, H, S, Dh)
     split_heads = g.const("split_heads", np.array([0, 0, heads, head_dim]))

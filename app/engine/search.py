@@ -198,16 +198,12 @@ class Search:
         dst_rows = _place(src_rows, still, k)
         moved = dst_rows != src_rows
         self.state.copy_rows(src_rows[moved], dst_rows[moved], int(t.max()) + 1)
-        rows = n * k
-        history = np.zeros_like(self.history)
-        history[dst_rows] = self.history[src_rows]
-        history[dst_rows, t[s_idx]] = tokens[s_idx, j_idx]
-        self.history = history
-        self.rank = np.zeros(rows, np.int64)
+        # the bookkeeping moves like the cache: in place, copying only the moved rows (the rows
+        # of finished sentences keep stale values; nothing reads them)
+        self.history[dst_rows[moved]] = self.history[src_rows[moved]]
+        self.history[dst_rows, t[s_idx]] = tokens[s_idx, j_idx]
         self.rank[dst_rows] = np.arange(len(s_idx)) % k
-        self.score = np.zeros(rows, np.float32)
         self.score[dst_rows] = best_scores[s_idx, j_idx]
-        self.last = np.full(rows, self.eos_id, np.int64)
         self.last[dst_rows] = tokens[s_idx, j_idx]
         self.t[still] += 1
         return ended

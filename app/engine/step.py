@@ -30,6 +30,12 @@ def cache_head_dim(head_dim: int) -> int:
     return -(-head_dim // 8) * 8
 
 
+def _room(needed: int, have: int, fraction: int) -> int:
+    """A buffer dimension for `needed`: `have` when enough, else grown by have // fraction at
+    least (headroom, so growth is rare)."""
+    return have if needed <= have else max(needed, have + have // fraction)
+
+
 def _grown(buf: np.ndarray, shape: tuple[int, ...], keep: tuple[slice, ...]) -> np.ndarray:
     """A zeroed buffer of `shape` holding buf[keep] at the same place."""
     new = np.zeros(shape, buf.dtype)
@@ -109,16 +115,13 @@ class DecodeState:
             return
         cap, _, length, _ = self.keys[0].shape
         cap_n, _, s, dh = self.cross_k[0].shape
-        if rows > cap or max_len > length:  # grow by half again, so growth is rare
-            shape = (max(rows, cap + cap // 2 if rows > cap else cap), self.heads,
-                     max(max_len, length + length // 2 if max_len > length else length),
-                     self.head_dim)
+        if rows > cap or max_len > length:
+            shape = (_room(rows, cap, 2), self.heads, _room(max_len, length, 2), self.head_dim)
             keep = (slice(0, self.rows), slice(None), slice(0, length))
             self.keys = [_grown(b, shape, keep) for b in self.keys]
             self.values = [_grown(b, shape, keep) for b in self.values]
         if sentences > cap_n or src_len > s:
-            cross = (max(sentences, cap_n + cap_n // 2 if sentences > cap_n else cap_n),
-                     self.heads, max(src_len, s + s // 4 if src_len > s else s), dh)
+            cross = (_room(sentences, cap_n, 2), self.heads, _room(src_len, s, 4), dh)
             keep = (slice(0, self.sentences), slice(None), slice(0, s))
             self.cross_k = [_grown(b, cross, keep) for b in self.cross_k]
             self.cross_v = [_grown(b, cross, keep) for b in self.cross_v]

@@ -67,6 +67,11 @@ def check_consistency(
         )
 
 
+def blank_result(options: TranslationOptions) -> Result:
+    """The Result of a blank text: empty, without running the model."""
+    return Result(text="", score=0.0 if options.return_scores else None)
+
+
 class Translator:
     """A loaded bundle variant, ready to translate. Thread-safe: calls share no mutable state."""
 
@@ -187,7 +192,7 @@ class Translator:
         options = options or self.default_options
         todo = [i for i, text in enumerate(texts) if text.strip()]
         hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
-        results = [Result(text="", score=0.0 if options.return_scores else None) for _ in texts]
+        results = [blank_result(options) for _ in texts]
         for i, found in zip(todo, hyps, strict=True):
             results[i] = self.result(found, options)
         return results
@@ -257,8 +262,8 @@ class RunningBatch:
 
     def admit(self, keys: list, texts: list[str]) -> None:
         todo = [i for i, text in enumerate(texts) if text.strip()]
-        blank = Result(text="", score=0.0 if self.options.return_scores else None)
-        self._ready += [(keys[i], blank) for i, text in enumerate(texts) if not text.strip()]
+        self._ready += [(keys[i], blank_result(self.options))
+                        for i, text in enumerate(texts) if not text.strip()]
         if todo:
             sources = self.translator.encode([texts[i] for i in todo])
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options)
