@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,11 +155,41 @@ def collate(batch: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def iterate_epochs(
-    examples: list[Example], max_tokens: int, seed: int, start_epoch: int = 0
+    examples: list[Example] | Callable[[int], list[Example]],
+    max_tokens: int,
+    seed: int,
+    start_epoch: int = 0,
 ) -> Iterator[tuple[int, int, list[Example]]]:
-    """Endless (epoch, batch index, batch) stream; each epoch has its own deterministic order."""
+    """Endless (epoch, batch index, batch) stream; each epoch has its own deterministic order.
+    `examples` may be a function of the epoch (a per-epoch sample of the corpus)."""
     epoch = start_epoch
     while True:
-        for i, batch in enumerate(token_batches(examples, max_tokens, seed=seed + epoch)):
+        chosen = examples(epoch) if callable(examples) else examples
+        for i, batch in enumerate(token_batches(chosen, max_tokens, seed=seed + epoch)):
             yield epoch, i, batch
         epoch += 1
+
+
+def read_domains(path: str | Path, count: int) -> list[str]:
+    """One domain label per line, aligned with a corpus of `count` pairs."""
+    labels = Path(path).read_text(encoding="utf-8").splitlines()
+    if len(labels) != count:
+        raise ValueError(f"{path} has {len(labels)} labels for {count} pairs")
+    return labels
+
+
+def sample_domains(
+    by_domain: dict[str, list[Example]], fractions: dict[str, float], seed: int
+) -> list[Example]:
+    """Every domain's examples, those of a domain in `fractions` cut to that share of them (a
+    seeded random sample, so an epoch's sample is the same when a run resumes)."""
+    rng = random.Random(seed)
+    chosen: list[Example] = []
+    for domain in sorted(by_domain):
+        examples = by_domain[domain]
+        share = fractions.get(domain, 1.0)
+        if share >= 1.0:
+            chosen.extend(examples)
+        else:
+            chosen.extend(rng.sample(examples, round(share * len(examples))))
+    return chosen

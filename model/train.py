@@ -28,7 +28,16 @@ from tqdm import tqdm
 
 from model.checkpoint import average_checkpoints, read_checkpoint, save_checkpoint
 from model.config import ModelConfig
-from model.data import Example, collate, iterate_epochs, make_examples, read_corpus, token_batches
+from model.data import (
+    Example,
+    collate,
+    iterate_epochs,
+    make_examples,
+    read_corpus,
+    read_domains,
+    sample_domains,
+    token_batches,
+)
 from model.evaluate import corpus_scores, translate_greedy
 from model.hardware import machine
 from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, train_tokenizer
@@ -41,6 +50,12 @@ class TrainConfig:
 
     train: str = "data/en-de/train"  # Moses prefix (train.en + train.de), .tsv or .tmx
     dev: str = "data/en-de/dev"
+    # more dev sets scored at each evaluation (greedy BLEU/chrF on bleu_sentences of each),
+    # e.g. {"general": "data/en-de/dev.general"}; logged as dev_<name>_bleu / _chrf
+    dev_extra: dict[str, str] = dataclasses.field(default_factory=dict)
+    # per-domain share of the training pairs used in each epoch (a fresh seeded sample per
+    # epoch), e.g. {"general": 0.3}; domains not named are used whole. Labels: <train>.domain
+    domain_sample: dict[str, float] = dataclasses.field(default_factory=dict)
     src_lang: str = "en"
     tgt_lang: str = "de"
     out_dir: str = "runs/en-de"
@@ -181,8 +196,10 @@ def validate(
     cfg: TrainConfig,
     device: torch.device,
     bf16: bool,
+    extra: dict[str, list[tuple[str, str]]] | None = None,
 ) -> dict:
-    """Dev loss (no label smoothing) on the whole dev set, greedy BLEU/chrF on a prefix of it."""
+    """Dev loss (no label smoothing) on the whole dev set, greedy BLEU/chrF on a prefix of it
+    and of each extra dev set."""
     model.eval()
     total, count = 0.0, 0
     for batch in token_batches(dev_examples, cfg.batch_tokens):
@@ -196,15 +213,15 @@ def validate(
             reduction="sum",
         ).item()
         count += int((tgt_out != PAD_ID).sum())
-    sample = dev_pairs[: cfg.bleu_sentences]
-    hyps = translate_greedy(model, tok, [s for s, _ in sample])
-    scores = corpus_scores(hyps, [t for _, t in sample])
+    result = {"dev_loss": total / max(count, 1)}
+    for name, pairs in {"": dev_pairs, **(extra or {})}.items():
+        sample = pairs[: cfg.bleu_sentences]
+        hyps = translate_greedy(model, tok, [s for s, _ in sample])
+        scores = corpus_scores(hyps, [t for _, t in sample])
+        prefix = f"dev_{name}_" if name else "dev_"
+        result[prefix + "bleu"], result[prefix + "chrf"] = scores["bleu"], scores["chrf"]
     model.train()
-    return {
-        "dev_loss": total / max(count, 1),
-        "dev_bleu": scores["bleu"],
-        "dev_chrf": scores["chrf"],
-    }
+    return result
 
 
 class StopFlag:
@@ -282,8 +299,13 @@ class Trainer:
         train_pairs = read_corpus(cfg.train, cfg.src_lang, cfg.tgt_lang)
         self.dev_pairs = read_corpus(cfg.dev, cfg.src_lang, cfg.tgt_lang)
         self.tok = prepare_tokenizer(cfg, train_pairs)
-        self.examples = encode_pairs(self.tok, train_pairs, cfg.max_len)
+        self.by_domain = self._encode_by_domain(train_pairs)
+        self.examples = [e for examples in self.by_domain.values() for e in examples]
         self.dev_examples = encode_pairs(self.tok, self.dev_pairs, cfg.max_len)
+        self.dev_extra = {
+            name: read_corpus(path, cfg.src_lang, cfg.tgt_lang)
+            for name, path in cfg.dev_extra.items()
+        }
         self.model = Transformer(cfg.model_config(self.tok.vocab_size)).to(self.device)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=0.0, betas=cfg.adam_betas, eps=cfg.adam_eps
@@ -306,6 +328,27 @@ class Trainer:
             f"{self.tok.vocab_size}, {self.model.num_parameters() / 1e6:.1f}M parameters, "
             f"device {self.device}, bf16 {self.bf16}"
         )
+
+    def _encode_by_domain(self, pairs: list[tuple[str, str]]) -> dict[str, list[Example]]:
+        """The training examples grouped by domain (one group "" without domain_sample)."""
+        cfg = self.cfg
+        if not cfg.domain_sample:
+            return {"": encode_pairs(self.tok, pairs, cfg.max_len)}
+        labels = read_domains(f"{cfg.train}.domain", len(pairs))
+        unknown = set(cfg.domain_sample) - set(labels)
+        if unknown:
+            raise SystemExit(f"domain_sample names {sorted(unknown)}, not in {cfg.train}.domain")
+        grouped: dict[str, list[tuple[str, str]]] = {}
+        for pair, label in zip(pairs, labels, strict=True):
+            grouped.setdefault(label, []).append(pair)
+        return {label: encode_pairs(self.tok, group, cfg.max_len)
+                for label, group in sorted(grouped.items())}
+
+    def epoch_examples(self, epoch: int) -> list[Example]:
+        """The examples of one epoch: all of them, or a per-domain sample (domain_sample)."""
+        if not self.cfg.domain_sample:
+            return self.examples
+        return sample_domains(self.by_domain, self.cfg.domain_sample, self.cfg.seed + epoch)
 
     def _init_from(self, state: dict, path: str | Path | None) -> None:
         self.model.load_state_dict(state["model"])
@@ -355,7 +398,7 @@ class Trainer:
     def batches(self) -> Iterator[list[Example]]:
         """The training batches in order, from where the run stands, until a limit is reached."""
         cfg, progress = self.cfg, self.progress
-        stream = iterate_epochs(self.examples, cfg.batch_tokens, cfg.seed,
+        stream = iterate_epochs(self.epoch_examples, cfg.batch_tokens, cfg.seed,
                                 start_epoch=progress.epoch)
         skip = progress.batch_index  # resume inside an epoch: skip the batches already seen
         for epoch, batch_index, batch in stream:
@@ -401,7 +444,7 @@ class Trainer:
     def evaluate(self) -> dict:
         """Dev scores, appended to the history and the log."""
         scores = validate(self.model, self.tok, self.dev_examples, self.dev_pairs, self.cfg,
-                          self.device, self.bf16)
+                          self.device, self.bf16, self.dev_extra)
         entry = {
             "step": self.progress.step,
             "epoch": self.progress.epoch,

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import random
+from collections import Counter
 
 import pytest
 
@@ -11,7 +12,13 @@ from model.checkpoint import load_model
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
-from model.train import inverse_sqrt_lr, load_train_config, train, train_config_from_dict
+from model.train import (
+    Trainer,
+    inverse_sqrt_lr,
+    load_train_config,
+    train,
+    train_config_from_dict,
+)
 
 LEXICON = {
     "red": "rot",
@@ -169,3 +176,33 @@ def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
     assert flat.model_config(37).vocab_size == 37 and flat.model_config(37).d_ff == 1024
     with pytest.raises(SystemExit, match="d_mdoel"):
         load_train_config(None, ["d_mdoel=64"])
+
+
+def test_domain_sample_takes_a_seeded_share_of_a_domain_each_epoch(toy_run, tmp_path):
+    cfg, final, _ = toy_run
+    pairs = toy_corpus(3000, seed=1)
+    # Label the toy corpus: sentences starting with "red" are a small "colour" domain.
+    labels = ["colour" if s.startswith("red") else "rest" for s, _ in pairs]
+    write_split(tmp_path / "train", pairs)
+    (tmp_path / "train.domain").write_text("\n".join(labels) + "\n", encoding="utf-8")
+    sampled = dataclasses.replace(
+        cfg, train=str(tmp_path / "train"), out_dir=str(tmp_path / "run"),
+        domain_sample={"rest": 0.25}, dev_extra={"again": cfg.dev}, max_steps=610,
+        eval_every=610, average_last=1, rewarm_steps=10,
+    )
+    trainer = Trainer(sampled, init_from=final)
+    colour, rest = len(trainer.by_domain["colour"]), len(trainer.by_domain["rest"])
+    assert colour + rest == len(trainer.examples) and colour > 0
+    first, second = trainer.epoch_examples(3), trainer.epoch_examples(4)
+    for epoch in (first, second):
+        kinds = Counter("colour" if e in trainer.by_domain["colour"] else "rest" for e in epoch)
+        assert kinds == {"colour": colour, "rest": round(0.25 * rest)}
+    assert first == trainer.epoch_examples(3)  # the same sample when a run resumes
+    assert first != second  # a fresh sample per epoch
+    last = trainer.run()
+    history = load_model(last)[2]["history"]
+    # The extra dev set is the same as the dev set here: the same greedy scores.
+    assert history[-1]["dev_again_bleu"] == history[-1]["dev_bleu"] > 50
+    with pytest.raises(SystemExit, match="domain_sample names"):
+        Trainer(dataclasses.replace(sampled, out_dir=str(tmp_path / "x"),
+                                    domain_sample={"nope": 0.5}), init_from=final)
