@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
     # batching and queueing
     max_batch_tokens: int = Field(
-        4096, ge=1, description="Token budget of one engine batch (longest source x batch size)."
+        8192, ge=1, description="Token budget of one engine batch (longest source x batch size)."
     )
     max_batch_size: int = Field(32, ge=1, description="Sentences in one engine batch at most.")
     document_batch_size: int = Field(

@@ -21,9 +21,10 @@ so 2k hold k others; a sentence's global best 2k are among its rows' best 2k). A
 live in fixed rows of the cache: a new hypothesis takes its parent's row if it is the parent's
 first child, else a row whose hypothesis had no child, and only then is a cache row copied. A
 sentence joins with beam_size rows, the first live and the others at -inf, so its first step
-expands it like an unexpanded first step would. Finished sentences stay in place (decoding
-nothing: length 0) until a quarter of the rows are finished or sentences join; then the cache is
-compacted.
+expands it like an unexpanded first step would, in the slot (rows and cross keys/values) of a
+finished sentence when there is one, in place, so joins rarely move the cache. Finished
+sentences stay in place (decoding nothing: length 0) until a quarter of the rows are finished;
+then the cache is compacted.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class State(Protocol):
 
     def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
                rows_per_sentence: int, max_len: int) -> None: ...
+
+    def put(self, slots: np.ndarray, cross_k: np.ndarray, cross_v: np.ndarray,
+            src_mask: np.ndarray, rows_per_sentence: int) -> None: ...
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None: ...
 
@@ -108,24 +112,44 @@ class Search:
     def admit(self, keys: list[Hashable], limits: np.ndarray, cross_k: np.ndarray,
               cross_v: np.ndarray, src_mask: np.ndarray) -> None:
         """Add sentences: keys name them in step()'s results, limits (N,) are their most tokens
-        (EOS included), cross_k/cross_v/src_mask their encoder output."""
+        (EOS included), cross_k/cross_v (L, N, ...) and src_mask (N, S) their encoder output.
+        They take the slots of finished sentences first (in place: nothing else moves), then
+        new rows after the running ones."""
         if not keys:
             return
-        self._compact()
-        n, k = len(keys), self.k
+        limits = np.asarray(limits, np.int64)
         width = max(self.history.shape[1], int(limits.max()))
+        if width > self.history.shape[1]:
+            history = np.zeros((len(self.history), width), np.int64)
+            history[:, : self.history.shape[1]] = self.history
+            self.history = history
+        k, first = self.k, np.r_[0.0, np.full(self.k - 1, -np.inf)].astype(np.float32)
+        slots = np.flatnonzero(~self.alive)[: len(keys)]
+        if len(slots):
+            r = len(slots)
+            self.state.put(slots, cross_k[:, :r], cross_v[:, :r], src_mask[:r], k)
+            rows = (slots[:, None] * k + np.arange(k)).ravel()
+            for slot, key in zip(slots, keys[:r], strict=True):
+                self.keys[slot], self.finished[slot] = key, []
+            self.t[slots], self.limit[slots], self.alive[slots] = 0, limits[:r], True
+            self.rank[rows], self.score[rows] = np.tile(np.arange(k), r), np.tile(first, r)
+            self.last[rows] = self.start_id
+            keys, limits = keys[r:], limits[r:]
+            cross_k, cross_v, src_mask = cross_k[:, r:], cross_v[:, r:], src_mask[r:]
+        if not keys:
+            return
+        n = len(keys)  # every slot is taken: the rest go after the running sentences
         self.state.append(cross_k, cross_v, src_mask, k, min(width, FIRST_POSITIONS))
         self.keys += list(keys)
         self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
-        self.limit = np.concatenate([self.limit, np.asarray(limits, np.int64)])
+        self.limit = np.concatenate([self.limit, limits])
         self.alive = np.concatenate([self.alive, np.ones(n, bool)])
         self.finished += [[] for _ in range(n)]
-        first = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], n).astype(np.float32)
         self.rank = np.concatenate([self.rank, np.tile(np.arange(k), n)])
-        self.score = np.concatenate([self.score, first])
+        self.score = np.concatenate([self.score, np.tile(first, n)])
         self.last = np.concatenate([self.last, np.full(n * k, self.start_id, np.int64)])
         history = np.zeros((len(self.last), width), np.int64)
-        history[: len(self.history), : self.history.shape[1]] = self.history
+        history[: len(self.history)] = self.history
         self.history = history
 
     def run(self) -> dict[Hashable, list[Hypothesis]]:

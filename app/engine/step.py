@@ -83,19 +83,43 @@ class DecodeState:
     def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
                rows_per_sentence: int, max_len: int) -> None:
         """Add N sentences (encoder output as in `start`) after the running ones, each with
-        rows_per_sentence fresh rows; buffers grow (with headroom) only when they lack room."""
+        rows_per_sentence fresh rows; buffers grow (with headroom) only when they lack room.
+        The first sentences' cross keys/values are taken as they are (no copy)."""
         n_new, src_len = src_mask.shape
         rows, sents = self.rows + n_new * rows_per_sentence, self.sentences + n_new
-        self._reserve(rows, sents, max_len, src_len)
-        for i in range(self.n_layers):
-            self.cross_k[i][self.sentences:sents] = 0
-            self.cross_v[i][self.sentences:sents] = 0
-            self.cross_k[i][self.sentences:sents, :, :src_len] = cross_k[i]
-            self.cross_v[i][self.sentences:sents, :, :src_len] = cross_v[i]
-        self.cross_mask[self.sentences:sents] = 0
-        self.cross_mask[self.sentences:sents, :src_len] = src_mask
+        if not self.keys:
+            shape = (rows, self.heads, max_len, self.head_dim)  # (R, H, M, Dp)
+            self.keys = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
+            self.values = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
+            self.cross_k, self.cross_v = list(cross_k), list(cross_v)  # views, per layer
+            self.cross_mask = src_mask.astype(np.int32)
+        else:
+            self._reserve(rows, sents, max_len, src_len)
+            for i in range(self.n_layers):
+                self.cross_k[i][self.sentences:sents] = 0
+                self.cross_v[i][self.sentences:sents] = 0
+                self.cross_k[i][self.sentences:sents, :, :src_len] = cross_k[i]
+                self.cross_v[i][self.sentences:sents, :, :src_len] = cross_v[i]
+            self.cross_mask[self.sentences:sents] = 0
+            self.cross_mask[self.sentences:sents, :src_len] = src_mask
         self.rows, self.sentences = rows, sents
         self.layout += 1
+
+    def put(self, slots: np.ndarray, cross_k: np.ndarray, cross_v: np.ndarray,
+            src_mask: np.ndarray, rows_per_sentence: int) -> None:
+        """New sentences (encoder output as in `start`) in the slots of finished ones, in place:
+        their rows keep stale keys/values, which a row never reads past its own length. Only a
+        source longer than the cross buffers grows them."""
+        src_len = src_mask.shape[1]
+        if src_len > self.cross_mask.shape[1]:
+            self._reserve(self.rows, self.sentences, self.max_len, src_len)
+            self.layout += 1
+        for i in range(self.n_layers):
+            for buf, new in ((self.cross_k[i], cross_k[i]), (self.cross_v[i], cross_v[i])):
+                buf[slots, :, :src_len] = new
+                buf[slots, :, src_len:] = 0
+        self.cross_mask[slots] = 0
+        self.cross_mask[slots, :src_len] = src_mask
 
     def ensure_positions(self, max_len: int) -> None:
         """Room for max_len positions per row (the buffers grow by half again when short)."""
@@ -104,15 +128,6 @@ class DecodeState:
             self.layout += 1
 
     def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int) -> None:
-        if not self.keys:  # the first sentences: exactly their size
-            shape = (rows, self.heads, max_len, self.head_dim)  # (R, H, M, Dp)
-            cross = (sentences, self.heads, src_len, self.cross_head_dim)
-            self.keys = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
-            self.values = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
-            self.cross_k = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
-            self.cross_v = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
-            self.cross_mask = np.zeros((sentences, src_len), np.int32)
-            return
         cap, _, length, _ = self.keys[0].shape
         cap_n, _, s, dh = self.cross_k[0].shape
         if rows > cap or max_len > length:
@@ -135,13 +150,28 @@ class DecodeState:
 
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None:
         """Keep only the listed rows and sentences (ascending), moved to the front in order;
-        the first `used` positions of each kept row are kept."""
-        for buf in (*self.keys, *self.values):
-            buf[: len(rows), :, :used] = buf[rows, :, :used]
-        for buf in (*self.cross_k, *self.cross_v, self.cross_mask):
-            buf[: len(sentences)] = buf[sentences]
+        the first `used` positions of each kept row are kept. Buffers that would be less than
+        half used shrink to what is kept (memory goes back as a batch thins out)."""
+        self.keys = [_kept(buf, rows, used) for buf in self.keys]
+        self.values = [_kept(buf, rows, used) for buf in self.values]
+        self.cross_k = [_kept(buf, sentences) for buf in self.cross_k]
+        self.cross_v = [_kept(buf, sentences) for buf in self.cross_v]
+        self.cross_mask = _kept(self.cross_mask, sentences)
         self.rows, self.sentences = len(rows), len(sentences)
         self.layout += 1
+
+
+def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None) -> np.ndarray:
+    """buf with buf[index] (its first `used` positions along axis 2) moved to the front: in
+    place, or into a buffer of len(index) entries when that is at most half of buf's."""
+    part = (index,) if used is None else (index, slice(None), slice(0, used))
+    front = (slice(0, len(index)),) + part[1:]
+    if 2 * len(index) > len(buf):
+        buf[front] = buf[part]
+        return buf
+    new = np.zeros((len(index), *buf.shape[1:]), buf.dtype)
+    new[front] = buf[part]
+    return new
 
 
 @dataclass

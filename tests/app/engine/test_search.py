@@ -28,9 +28,15 @@ class ScriptedState:
         return len(self.sentence)  # not needed by the scripted step
 
     def append(self, cross_k, cross_v, src_mask, rows_per_sentence, max_len):
-        ids = np.repeat(cross_k.astype(int), rows_per_sentence)
+        ids = np.repeat(cross_k[0].astype(int), rows_per_sentence)
         self.sentence = np.concatenate([self.sentence, ids])
         self.cache = np.concatenate([self.cache, np.full((len(ids), self.cache.shape[1]), -1)])
+
+    def put(self, slots, cross_k, cross_v, src_mask, rows_per_sentence):
+        rows = (slots[:, None] * rows_per_sentence + np.arange(rows_per_sentence)).ravel()
+        self.sentence[rows] = np.repeat(cross_k[0].astype(int), rows_per_sentence)
+        self.cache[rows] = -2  # stale: a row must write a position before it reads it
+        self.put_rows = getattr(self, "put_rows", 0) + len(rows)
 
     def copy_rows(self, src, dst, used):
         self.cache[dst, :used] = self.cache[src, :used]
@@ -47,7 +53,7 @@ class ScriptedState:
 def search(step, ids, limits, beam_size=1, **kwargs):
     """A Search over ScriptedState with the sentences `ids` admitted under their own ids."""
     s = Search(step, ScriptedState(), BOS, EOS, V, beam_size=beam_size, **kwargs)
-    s.admit(list(ids), np.array(limits), np.array(ids), None, None)
+    s.admit(list(ids), np.array(limits), np.array([ids]), np.array([ids]), np.zeros((len(ids), 1)))
     return s
 
 
@@ -165,7 +171,7 @@ def test_a_sentence_joins_a_running_batch_and_finishes_first():
         calls.clear()
         s = search(step, [0], [limits[0]], beam)
         assert s.step() == [] and s.step() == []
-        s.admit([1], np.array([limits[1]]), np.array([1]), None, None)
+        s.admit([1], np.array([limits[1]]), np.array([[1]]), np.array([[1]]), np.zeros((1, 1)))
         order, found = [], {}
         while s.running:
             for key, hyps in s.step():
@@ -176,3 +182,32 @@ def test_a_sentence_joins_a_running_batch_and_finishes_first():
         assert [h.tokens for h in found[0]] == [h.tokens for h in alone[0]]
         assert [h.tokens for h in found[1]] == [h.tokens for h in alone[1]]
         assert found[1][0].tokens == [4]
+
+
+def test_a_joining_sentence_takes_a_finished_sentences_slot_in_place():
+    """Sentence 0 finishes at once; sentence 2 joins later and takes its slot (its rows, stale
+    cache and all) instead of new rows: every row still reads only what it wrote itself, and
+    both running sentences get the results they get alone."""
+    table = {(0, 0): {EOS: 0.9}, (1, 6): {EOS: 0.9}, (2, 0): {5: 0.7}, (2, 2): {EOS: 0.9}}
+    limits = {i: 10 for i in range(6)} | {0: 1}  # 0 ends after a step; 1, 3, 4, 5 at 10
+    for beam in (1, 3):
+        step, _ = scripted(table)
+        alone = {i: search(step, [i], [limits[i]], beam).run()[i] for i in limits}
+
+        def checking(state, tokens, positions, past_lengths, k, step=step):
+            top, ids = step(state, tokens, positions, past_lengths, k)
+            for r in range(state.rows):  # a row's cache up to its position is its own
+                assert (state.cache[r, : past_lengths[r] + 1] >= 0).all(), (r, state.cache[r])
+            return top, ids
+
+        first = [0, 1, 3, 4, 5]  # one of five finishing is below the share that compacts
+        s = search(checking, first, [limits[i] for i in first], beam)
+        found = dict(s.step())
+        assert list(found) == [0] and s.state.rows == 5 * beam  # sentence 0's rows stay
+        s.admit([2], np.array([limits[2]]), np.array([[2]]), np.array([[2]]), np.zeros((1, 1)))
+        assert s.state.rows == 5 * beam and s.state.put_rows == beam  # no new rows
+        while s.running:
+            found.update(s.step())
+        for i in limits:
+            assert [h.tokens for h in found[i]] == [h.tokens for h in alone[i]], (beam, i)
+        assert found[2][0].tokens == [5, 3]

@@ -196,11 +196,20 @@ def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, refer
                                                                 monkeypatch):
     """The cache starting at 2 positions (so it grows several times while decoding), and
     sentences joining a running batch one at a time, longest last (so the rows, the sentences and
-    the cross keys/values grow under running sentences): every output still equals PyTorch's."""
+    the cross keys/values grow under running sentences, and joiners take finished sentences'
+    slots): every output still equals PyTorch's."""
     import app.engine.search as search_module
+    from app.engine.step import DecodeState
 
     model, _ = reference
     monkeypatch.setattr(search_module, "FIRST_POSITIONS", 2)
+    put, slots_taken = DecodeState.put, []
+
+    def counting_put(self, slots, *args):
+        slots_taken.append(len(slots))
+        put(self, slots, *args)
+
+    monkeypatch.setattr(DecodeState, "put", counting_put)
     by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     for beam_size in (1, 3):
         options = TranslationOptions(beam_size=beam_size)
@@ -217,3 +226,5 @@ def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, refer
                 ref = beam_search(model, source, beam_size=beam_size)[0].tokens
             assert found[i][0].tokens == ref, i
         assert search.state.max_len > 2 and search.state.cross_mask.shape[1] > 2
+        assert slots_taken, "no sentence took a finished sentence's slot"
+        slots_taken.clear()
