@@ -245,7 +245,7 @@ class Search:
         """Drop finished sentences and their rows from the cache and the bookkeeping."""
         if self.alive.all():
             return
-        kept = np.flatnonzero(self.alive)
+        kept = _fill_holes(self.alive)
         rows = (kept[:, None] * self.k + np.arange(self.k)).ravel()  # (N' * K,)
         used = int(self.t[kept].max()) + 1 if len(kept) else 0
         self.state.keep(rows, kept, used)
@@ -254,6 +254,17 @@ class Search:
         self.t, self.limit, self.alive = self.t[kept], self.limit[kept], self.alive[kept]
         self.rank, self.score, self.last = self.rank[rows], self.score[rows], self.last[rows]
         self.history = self.history[rows]
+
+
+def _fill_holes(alive: np.ndarray) -> np.ndarray:
+    """The order of the running sentences after compaction: those among the first n (n = the
+    running count) stay in place and the ones beyond take the finished slots among the first n,
+    so only those move (a shift to the front would move every sentence after the first gap)."""
+    kept = np.flatnonzero(alive)
+    n = len(kept)
+    order = np.arange(n)
+    order[~alive[:n]] = kept[kept >= n]
+    return order
 
 
 def _should_compact(alive_rows: int, rows: int) -> bool:

@@ -144,14 +144,16 @@ class DecodeState:
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None:
         """Row dst[j] takes row src[j]'s first `used` positions (src and dst disjoint)."""
-        if len(src):
-            for buf in (*self.keys, *self.values):
-                buf[dst, :, :used] = buf[src, :, :used]
+        pairs = list(zip(src.tolist(), dst.tolist(), strict=True))
+        for buf in (*self.keys, *self.values):  # row by row: no temporary of all moved rows
+            for s, d in pairs:
+                buf[d, :, :used] = buf[s, :, :used]
 
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None:
-        """Keep only the listed rows and sentences (ascending), moved to the front in order;
-        the first `used` positions of each kept row are kept. Buffers that would be less than
-        half used shrink to what is kept (memory goes back as a batch thins out)."""
+        """Keep only the listed rows and sentences, entry i moving to place i; each either is
+        at place i already or comes from beyond the kept count (so no move overwrites a kept
+        entry). The first `used` positions of each kept row are kept. Buffers that would be
+        less than half used shrink to what is kept (memory goes back as a batch thins out)."""
         self.keys = [_kept(buf, rows, used) for buf in self.keys]
         self.values = [_kept(buf, rows, used) for buf in self.values]
         self.cross_k = [_kept(buf, sentences) for buf in self.cross_k]
@@ -162,16 +164,27 @@ class DecodeState:
 
 
 def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None) -> np.ndarray:
-    """buf with buf[index] (its first `used` positions along axis 2) moved to the front: in
-    place, or into a buffer of len(index) entries when that is at most half of buf's."""
-    part = (index,) if used is None else (index, slice(None), slice(0, used))
-    front = (slice(0, len(index)),) + part[1:]
-    if 2 * len(index) > len(buf):
-        buf[front] = buf[part]
-        return buf
-    new = np.zeros((len(index), *buf.shape[1:]), buf.dtype)
-    new[front] = buf[part]
-    return new
+    """buf with buf[index[i]] (its first `used` positions along axis 2) at i: in place (as
+    DecodeState.keep orders them), or in a buffer of len(index) entries when that is at most
+    half of buf's. Copied by runs of consecutive entries; entries already in place stay."""
+    n = len(index)
+    out = buf if 2 * n > len(buf) else np.zeros((n, *buf.shape[1:]), buf.dtype)
+    tail = () if used is None else (slice(None), slice(0, used))
+    for start, stop in _runs(index.tolist()):
+        first = int(index[start])
+        if out is not buf or first != start:
+            out[(slice(start, stop), *tail)] = buf[(slice(first, first + stop - start), *tail)]
+    return out
+
+
+def _runs(index: list[int]) -> list[tuple[int, int]]:
+    """[start, stop) ranges of positions in index whose values are consecutive."""
+    runs, start = [], 0
+    for i in range(1, len(index) + 1):
+        if i == len(index) or index[i] != index[i - 1] + 1:
+            runs.append((start, i))
+            start = i
+    return runs
 
 
 @dataclass

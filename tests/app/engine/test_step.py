@@ -1,0 +1,64 @@
+"""DecodeState's buffer moves against a plain numpy model of what they must hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.engine.search import _fill_holes
+from app.engine.step import DecodeState
+
+L, H, S, D, K = 2, 3, 5, 4, 2  # layers, heads, source length, head size, rows per sentence
+
+
+def state_of(sentences: int, positions: int) -> DecodeState:
+    """A state of `sentences` sentences whose every entry tells where it came from."""
+    rng = np.random.default_rng(0)
+    cross = rng.standard_normal((L, sentences, H, S, D)).astype(np.float32)
+    mask = np.ones((sentences, S), bool)
+    state = DecodeState.start(cross, cross + 1, mask, K, positions)
+    for buf in (*state.keys, *state.values):
+        buf[...] = rng.standard_normal(buf.shape)
+    return state
+
+
+@pytest.mark.parametrize("alive", [
+    [1, 0, 1, 0, 1, 1, 1, 1],  # 6 of 8 run: moved in place
+    [0, 0, 0, 1, 0, 1, 0, 0],  # 2 of 8: the buffers shrink
+    [1, 1, 1, 1, 1, 1, 1, 0],  # only the last finished: nothing moves
+])
+def test_keep_moves_the_running_sentences_into_the_finished_slots(alive):
+    alive = np.array(alive, bool)
+    state = state_of(len(alive), positions=6)
+    before = [b.copy() for b in (*state.keys, *state.values)]
+    cross_before = [b.copy() for b in (*state.cross_k, *state.cross_v)]
+    order = _fill_holes(alive)
+    assert sorted(order) == list(np.flatnonzero(alive))
+    assert all(s == i or s >= len(order) for i, s in enumerate(order))  # keep's contract
+    rows = (order[:, None] * K + np.arange(K)).ravel()
+    used = 4
+    state.keep(rows, order, used)
+    assert state.rows == len(rows) and state.sentences == len(order)
+    for new, old in zip((*state.keys, *state.values), before, strict=True):
+        np.testing.assert_array_equal(new[: len(rows), :, :used], old[rows, :, :used])
+        if alive.sum() * 2 <= len(alive):
+            assert len(new) == len(rows)  # shrunk to what is kept
+    for new, old in zip((*state.cross_k, *state.cross_v), cross_before, strict=True):
+        np.testing.assert_array_equal(new[: len(order)], old[order])
+
+
+def test_put_writes_a_slot_in_place_and_grows_the_cross_buffers_for_a_longer_source():
+    state = state_of(3, positions=4)
+    layout, keys = state.layout, [b.copy() for b in state.keys]
+    new = np.full((L, 1, H, S, D), 7.0, np.float32)
+    state.put(np.array([1]), new, new, np.ones((1, S), bool), K)
+    assert state.layout == layout  # same buffers: the step's binding stays valid
+    assert (state.cross_k[0][1] == 7).all() and (state.cross_k[0][0] != 7).all()
+    for buf, old in zip(state.keys, keys, strict=True):
+        np.testing.assert_array_equal(buf, old)  # rows are not touched
+    longer = np.full((L, 1, H, S + 3, D), 5.0, np.float32)
+    state.put(np.array([2]), longer, longer, np.ones((1, S + 3), bool), K)
+    assert state.layout > layout and state.cross_mask.shape[1] >= S + 3
+    assert (state.cross_v[1][2, :, : S + 3] == 5).all() and state.cross_mask[2].sum() == S + 3
+    assert state.cross_mask[0, S:].sum() == 0  # the others' padding stays masked
+    assert (state.cross_k[0][1, :, :S] == 7).all()
