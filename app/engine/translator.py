@@ -19,6 +19,8 @@ from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
 
+REFILL_SHARE = 8  # offline batches take new sentences once 1/8 of their slots are free
+
 
 def load_tokenizer(bundle: Bundle) -> JointTokenizer | SplitTokenizer:
     """The bundle's tokenizer: one joint SentencePiece model, or split source/target models."""
@@ -172,15 +174,23 @@ class Translator:
         self, sources: list[list[int]], options: TranslationOptions | None = None
     ) -> list[list[Hypothesis]]:
         """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first.
-        Batches of max_batch_size sentences in order of length, each searched to its end."""
+        One running batch of at most max_batch_size sentences, fed in order of length: as
+        sentences finish, the next ones take their slots (a few at a time, so the encoder
+        still runs in batches), and no sentence waits for the longest of its batch."""
         options = options or self.default_options
         results: list[list[Hypothesis]] = [[] for _ in sources]
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        for start in range(0, len(order), self.max_batch_size):
-            chunk = order[start : start + self.max_batch_size]
-            search = self.start_search(options)
-            self.admit(search, chunk, [sources[i] for i in chunk], options)
-            for i, hyps in search.run().items():
+        size = self.max_batch_size
+        refill = max(1, size // REFILL_SHARE)
+        search = self.start_search(options)
+        taken = 0
+        while taken < len(order) or search.running:
+            free = size - search.running
+            if taken < len(order) and (free >= refill or not search.running):
+                chunk = order[taken : taken + free]
+                taken += len(chunk)
+                self.admit(search, chunk, [sources[i] for i in chunk], options)
+            for i, hyps in search.step():
                 results[i] = hyps
         return results
 
