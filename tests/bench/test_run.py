@@ -267,3 +267,22 @@ def test_results_are_typed_records_with_one_json_shape():
     assert engines["hf-fp32"] == {"engine": "hf-fp32", "error": "exit 1: boom"}
     assert "error" not in engines["ort-fp32"]
     assert engines["ort-fp32"]["searches"]["1"]["greedy_identical"] == 1
+
+
+def test_rounds_keep_each_engines_fastest_throughput_and_lowest_p50():
+    refs = ["ein hund", "eine katze"]
+
+    def result(greedy_tok_s: float, greedy_latency: float, rss: float) -> bench_run.EngineResult:
+        return bench_run.EngineResult("ort-int8", peak_rss_mb=rss, searches={
+            "1": bench_run.SearchResult.from_worker(
+                _raw_search(greedy_tok_s, [greedy_latency] * 3), refs, None),
+            "4": bench_run.SearchResult.from_worker(_raw_search(50.0, [0.04]), refs, None),
+        })
+
+    slow_but_quick = result(100.0, 0.01, 80.0)
+    fast_but_slow = result(300.0, 0.05, 90.0)
+    best = bench_run.best_of([slow_but_quick, fast_but_slow,
+                              bench_run.EngineResult("ort-int8", error="exit 1")])
+    assert best.greedy.tokens_per_s == 300.0 and best.greedy.latency_ms["p50"] == 10.0
+    assert best.peak_rss_mb == 90.0 and best.greedy.passes_s == [1.0, 1.0]
+    assert bench_run.best_of([slow_but_quick]) is slow_but_quick
