@@ -37,6 +37,7 @@ import numpy as np
 
 COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
 FIRST_POSITIONS = 32  # cache positions reserved at first; the cache grows as outputs do
+FEW_SENTENCES = 2  # beam steps of at most this many running sentences walk in Python
 
 
 class State(Protocol):
@@ -187,6 +188,8 @@ class Search:
         return ended
 
     def _beam(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        if self.alive.sum() <= FEW_SENTENCES:
+            return self._beam_few(log_probs, ids)
         n, k, m, t = len(self.keys), self.k, self.m, self.t
         # each sentence's k x m candidates, ordered by score desc, then beam * V + token
         scores = (self.score[:, None] + log_probs).reshape(n, k * m)  # (N, K*m)
@@ -231,6 +234,62 @@ class Search:
         self.last[dst_rows] = tokens[s_idx, j_idx]
         self.t[still] += 1
         return ended
+
+    def _beam_few(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """_beam's walk sentence by sentence on Python lists: the same candidates, order, scores
+        (float32, summed in numpy as there) and row placement, without the vectorized walk's
+        fixed cost of some forty numpy calls per step, which dominates when one or two
+        sentences run (batch-1 beam search). The tests run both on the same inputs."""
+        k, m, lp, eos, vocab = self.k, self.m, self.length_penalty, self.eos_id, self.vocab_size
+        all_scores = self.score[:, None] + log_probs  # (R, m) float32, as in _beam
+        used = int(self.t.max()) + 1
+        ended, moved_src, moved_dst = [], [], []
+        for s in np.flatnonzero(self.alive).tolist():
+            first, t = s * k, int(self.t[s])
+            scores = all_scores[first : first + k].tolist()
+            tokens = ids[first : first + k].tolist()
+            ranks = self.rank[first : first + k].tolist()
+            candidates = sorted(
+                (-scores[b][j], ranks[b] * vocab + tokens[b][j], tokens[b][j], first + b)
+                for b in range(k) for j in range(m)
+            )[:m]
+            last_step = t + 1 >= int(self.limit[s])
+            finished, extend, others = self.finished[s], [], 0
+            for neg_score, _, token, parent in candidates:
+                if token == eos or last_step:
+                    ids_j = self.history[parent, :t].tolist()
+                    if token != eos:
+                        ids_j.append(token)
+                    finished.append((ids_j, -neg_score, t + 1))
+                else:
+                    extend.append((-neg_score, token, parent))
+                if token != eos:
+                    others += 1
+                    if others >= k:
+                        break
+            still = bool(extend)
+            if still and len(finished) >= k:
+                normalized = sorted((sc / n_**lp for _, sc, n_ in finished), reverse=True)
+                still = normalized[k - 1] < max(e[0] for e in extend) / (t + 2) ** lp
+            if not still:
+                ended.append(s)
+                self.alive[s] = False
+                continue
+            parents = {p for _, _, p in extend}
+            free = iter(r for r in range(first, first + k) if r not in parents)
+            placed: set[int] = set()
+            for i, (score, token, parent) in enumerate(extend):
+                row = parent if parent not in placed else next(free)
+                placed.add(parent)
+                if row != parent:
+                    moved_src.append(parent)
+                    moved_dst.append(row)
+                    self.history[row] = self.history[parent]
+                self.history[row, t] = token
+                self.rank[row], self.score[row], self.last[row] = i, score, token
+            self.t[s] += 1
+        self.state.copy_rows(np.array(moved_src, np.int64), np.array(moved_dst, np.int64), used)
+        return np.array(ended, np.int64)
 
     def _ranked(self, s: int) -> list[Hypothesis]:
         lp = self.length_penalty

@@ -5,9 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import app.engine.search as search_module
 from app.engine.search import Search, output_limit
 
 BOS, EOS, V = 1, 2, 6
+
+
+@pytest.fixture(autouse=True, params=["vectorized", "sentence by sentence"])
+def walk(request, monkeypatch):
+    """Every test runs with both beam walks (numpy over all sentences; Python for a few)."""
+    few = 0 if request.param == "vectorized" else 10**6
+    monkeypatch.setattr(search_module, "FEW_SENTENCES", few)
+    return request.param
 
 
 class ScriptedState:

@@ -44,8 +44,15 @@ def test_greedy_equals_pytorch(translator, reference, sources):
     assert [h[0].tokens for h in got] == greedy_search(model, sources)
 
 
+@pytest.mark.parametrize("walk", ["vectorized", "sentence by sentence"])
 @pytest.mark.parametrize(("beam_size", "length_penalty"), [(2, 1.0), (4, 0.6), (5, 1.0)])
-def test_beam_equals_pytorch_with_n_best(translator, reference, sources, beam_size, length_penalty):
+def test_beam_equals_pytorch_with_n_best(translator, reference, sources, beam_size, length_penalty,
+                                         walk, monkeypatch):
+    """Both beam walks (numpy over all sentences; Python lists for a few) give PyTorch's
+    n-best lists."""
+    import app.engine.search as search_module
+
+    monkeypatch.setattr(search_module, "FEW_SENTENCES", 0 if walk == "vectorized" else 10**6)
     model, _ = reference
     options = TranslationOptions(
         beam_size=beam_size, length_penalty=length_penalty, num_alternatives=beam_size - 1
