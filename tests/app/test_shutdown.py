@@ -26,7 +26,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
                         "--grace-period", "300", "--max-texts-per-request", "64")
     try:
         wait_ready(url, 180)  # generous: the test machine's cores are shared
-        n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 3  # 24 batches each
+        n_clients, texts = 6, [f"{s}." for s in tiny_sentences] * 7  # 56 batches each
         results: list[httpx.Response | Exception] = []
 
         def client() -> None:
