@@ -121,37 +121,37 @@ class Search:
         limits = np.asarray(limits, np.int64)
         width = max(self.history.shape[1], int(limits.max()))
         if width > self.history.shape[1]:
-            history = np.zeros((len(self.history), width), np.int64)
-            history[:, : self.history.shape[1]] = self.history
-            self.history = history
-        k, first = self.k, np.r_[0.0, np.full(self.k - 1, -np.inf)].astype(np.float32)
-        slots = np.flatnonzero(~self.alive)[: len(keys)]
-        if len(slots):
-            r = len(slots)
+            self.history = np.pad(self.history, ((0, 0), (0, width - self.history.shape[1])))
+        k, n = self.k, len(keys)
+        slots = np.flatnonzero(~self.alive)[:n]  # finished sentences' slots, taken in place
+        r = len(slots)
+        if r:
             self.state.put(slots, cross_k[:, :r], cross_v[:, :r], src_mask[:r], k)
-            rows = (slots[:, None] * k + np.arange(k)).ravel()
-            for slot, key in zip(slots, keys[:r], strict=True):
-                self.keys[slot], self.finished[slot] = key, []
-            self.t[slots], self.limit[slots], self.alive[slots] = 0, limits[:r], True
-            self.rank[rows], self.score[rows] = np.tile(np.arange(k), r), np.tile(first, r)
-            self.last[rows] = self.start_id
-            keys, limits = keys[r:], limits[r:]
-            cross_k, cross_v, src_mask = cross_k[:, r:], cross_v[:, r:], src_mask[r:]
-        if not keys:
-            return
-        n = len(keys)  # every slot is taken: the rest go after the running sentences
-        self.state.append(cross_k, cross_v, src_mask, k, min(width, FIRST_POSITIONS))
-        self.keys += list(keys)
-        self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
-        self.limit = np.concatenate([self.limit, limits])
-        self.alive = np.concatenate([self.alive, np.ones(n, bool)])
+        if n > r:  # the rest go after the running sentences
+            self.state.append(cross_k[:, r:], cross_v[:, r:], src_mask[r:], k,
+                              min(width, FIRST_POSITIONS))
+            slots = np.concatenate([slots, len(self.keys) + np.arange(n - r)])
+            self._add_slots(n - r)
+        rows = (slots[:, None] * k + np.arange(k)).ravel()
+        for slot, key in zip(slots.tolist(), keys, strict=True):
+            self.keys[slot], self.finished[slot] = key, []
+        self.t[slots], self.limit[slots], self.alive[slots] = 0, limits, True
+        self.rank[rows] = np.tile(np.arange(k), n)
+        self.score[rows] = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], n)
+        self.last[rows] = self.start_id
+
+    def _add_slots(self, n: int) -> None:
+        """n more (blank) sentence slots in the bookkeeping, k rows each."""
+        rows = n * self.k
+        self.keys += [None] * n
         self.finished += [[] for _ in range(n)]
-        self.rank = np.concatenate([self.rank, np.tile(np.arange(k), n)])
-        self.score = np.concatenate([self.score, np.tile(first, n)])
-        self.last = np.concatenate([self.last, np.full(n * k, self.start_id, np.int64)])
-        history = np.zeros((len(self.last), width), np.int64)
-        history[: len(self.history)] = self.history
-        self.history = history
+        self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
+        self.limit = np.concatenate([self.limit, np.zeros(n, np.int64)])
+        self.alive = np.concatenate([self.alive, np.zeros(n, bool)])
+        self.rank = np.concatenate([self.rank, np.zeros(rows, np.int64)])
+        self.score = np.concatenate([self.score, np.zeros(rows, np.float32)])
+        self.last = np.concatenate([self.last, np.zeros(rows, np.int64)])
+        self.history = np.pad(self.history, ((0, rows), (0, 0)))
 
     def run(self) -> dict[Hashable, list[Hypothesis]]:
         results: dict[Hashable, list[Hypothesis]] = {}
