@@ -1,11 +1,13 @@
 """The dynamic batcher: sentence-level work items from all requests -> shared engine batches.
 
 Requests submit their sentences with `await batcher.translate(model, sentences, options,
-priority=...)`. One worker thread takes the oldest waiting item of the most urgent priority,
+priority=...)`. A worker thread takes the oldest waiting item of the most urgent priority,
 waits at most `max_wait_ms` for company, and packs the items of the same priority, model and
 options whose lengths are closest to it into one batch under the token budget (longest source x
 batch size) and the size cap. `translate_batch` runs in that thread, never on the event loop;
-results go back to each request's future.
+results go back to each request's future. With `workers` > 1, that many worker threads decode
+batches side by side (the engine's decode lanes, one per core), and the size cap and the token
+budget are shared out among them.
 
 Priority: INTERACTIVE work (live requests, the default) is always served before BACKGROUND work
 (document jobs). Background items form a batch only when no interactive item waits, and their
@@ -73,6 +75,9 @@ class BatchStats:
     ok: bool
 
 
+_DELIVERY = threading.Lock()  # the workers' deliveries to one request
+
+
 @dataclass
 class _Request:
     """One request's shared state: its future and the results of its items."""
@@ -104,25 +109,34 @@ class Batcher:
         config: BatcherConfig,
         on_batch: Callable[[BatchStats], None] | None = None,
         on_queue: Callable[[int], None] | None = None,
+        workers: int = 1,
     ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
         self.config = config
+        self.workers = workers
+        # one worker's share of the caps
+        self._size_cap = -(-config.max_batch_size // workers)
+        self._budget = -(-config.max_batch_tokens // workers)
         self._on_batch = on_batch or (lambda stats: None)
         self._on_queue = on_queue or (lambda depth: None)
         self._cond = threading.Condition()
         self._groups: dict[_GroupKey, list[_Item]] = {}  # FIFO per priority, engine, options
         self._engines: dict[int, Engine] = {}
         self._depth = 0
-        self._busy = False
+        self._busy = 0  # workers running a batch
         self._closed = False
         self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.batches = 0  # engine calls so far
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="nmt-batcher", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"nmt-batcher-{i}", daemon=True)
+                         for i in range(self.workers)]
+        for thread in self._threads:
+            thread.start()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop taking work; fail what is still queued; join the worker."""
@@ -134,8 +148,9 @@ class Batcher:
             self._cond.notify_all()
         for request in {id(i.request): i.request for i in dropped}.values():
             _fail(request, Unavailable("the server is shutting down"))
-        if self._thread is not None:
-            self._thread.join(timeout)
+        until = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, until - time.monotonic()))
 
     @property
     def depth(self) -> int:
@@ -231,7 +246,7 @@ class Batcher:
                     self._execute(engine, options, items)
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._busy -= 1
                     self._cond.notify_all()
 
     def _next_batch(self) -> tuple[Engine, TranslationOptions, list[_Item]] | None:
@@ -259,7 +274,7 @@ class Batcher:
                 else:
                     del self._groups[key]
                 self._depth -= len(items)
-                self._busy = True
+                self._busy += 1
                 depth = self._depth
                 break
         self._on_queue(depth)
@@ -267,14 +282,14 @@ class Batcher:
 
     def _cap(self, group: list[_Item]) -> int:
         if group[0].priority is Priority.BACKGROUND:
-            return min(self.config.document_batch_size, self.config.max_batch_size)
-        return self.config.max_batch_size
+            return min(self.config.document_batch_size, self._size_cap)
+        return self._size_cap
 
     def _full(self, group: list[_Item]) -> bool:
         if len(group) >= self._cap(group):
             return True
         longest = max(item.tokens for item in group)
-        return longest * len(group) >= self.config.max_batch_tokens
+        return longest * len(group) >= self._budget
 
     def _pick(self, group: list[_Item]) -> list[_Item]:
         """The oldest item plus the items closest to it in length, within the budget."""
@@ -283,7 +298,7 @@ class Batcher:
         start = bisect.bisect_left(keys, (group[0].tokens, group[0].seq))
         lo, hi = start, start + 1
         shortest = longest = by_length[start].tokens
-        cap, budget = self._cap(group), self.config.max_batch_tokens
+        cap, budget = self._cap(group), self._budget
         while hi - lo < cap:
             below = by_length[lo - 1] if lo > 0 else None
             above = by_length[hi] if hi < len(by_length) else None
@@ -318,7 +333,8 @@ class Batcher:
             log.exception("engine batch of %d sentences failed", len(live))
             results, ok = [], False
         seconds = time.perf_counter() - started
-        self.batches += 1
+        with self._cond:
+            self.batches += 1
         self._on_batch(
             BatchStats(
                 model=getattr(engine, "name", "?"),
@@ -340,7 +356,7 @@ class Batcher:
         same engine and options join it (interactive ones first, background ones up to
         document_batch_size), and finished sentences go back to their requests at once."""
         started = time.perf_counter()
-        batch = engine.start_batch(options)
+        batch = engine.start_batch(options, lane=self.workers > 1)
         running: dict[int, _Item] = {}
         stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
         ok = True
@@ -362,7 +378,8 @@ class Batcher:
             log.exception("engine batch of %d sentences failed", len(running))
             ok = False
             _fail_all(running.values())
-        self.batches += 1
+        with self._cond:
+            self.batches += 1
         self._on_batch(BatchStats(model=getattr(engine, "name", "?"),
                                   seconds=time.perf_counter() - started, ok=ok, **stats))
 
@@ -378,7 +395,7 @@ class Batcher:
             others = [g[0] for k, g in self._groups.items() if k not in mine]
             if self._closed or not mine or any(now - item.enqueued > wait_s for item in others):
                 return []
-            free = self.config.max_batch_size - len(running)
+            free = self._size_cap - len(running)
             background = sum(i.priority is Priority.BACKGROUND for i in running.values())
             longest = max((i.tokens for i in running.values()), default=0)
             taken: list[_Item] = []
@@ -390,8 +407,7 @@ class Batcher:
                 chosen = []
                 for item in group[: max(room, 0)]:
                     longest = max(longest, item.tokens)
-                    if longest * (len(running) + len(taken) + len(chosen) + 1) > \
-                            self.config.max_batch_tokens:
+                    if longest * (len(running) + len(taken) + len(chosen) + 1) > self._budget:
                         break
                     chosen.append(item)
                 taken += chosen
@@ -420,14 +436,17 @@ def _fail_all(items) -> None:
 
 def _deliver(item: _Item, result: Result) -> None:
     request = item.request
-    request.results[item.index] = result
-    request.remaining -= 1  # only the worker thread touches `remaining`
-    if request.remaining == 0:
+    with _DELIVERY:  # a request's items may be in several workers' batches
+        request.results[item.index] = result
+        request.remaining -= 1
+        done = request.remaining == 0
+    if done:
         _resolve(request, request.results)
 
 
 def _fail(request: _Request, error: Exception) -> None:
-    request.remaining = -1  # never resolves with results afterwards
+    with _DELIVERY:
+        request.remaining = -1  # never resolves with results afterwards
     request.cancelled = True  # its other queued items are skipped
     _resolve(request, error)
 

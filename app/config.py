@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     )
     provider: Literal["cpu", "cuda"] = Field("cpu", description="ONNX Runtime execution provider.")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = its default).")
+    workers: int = Field(
+        0, ge=0, description="Decode lanes: running batches decoded side by side, each on its own "
+        "thread with one-thread sessions (0 = one per core, at most max_batch_size / 16; 1 on "
+        "CUDA). The batch size cap and token budget are shared out among them.",
+    )
     variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
     # batching and queueing

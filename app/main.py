@@ -66,6 +66,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
+        workers=app_state.registry.workers,  # one batcher worker per decode lane
     )
     batcher.start()
     app_state.batcher = batcher

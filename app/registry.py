@@ -68,6 +68,11 @@ class Registry:
         return len(self.models)
 
     @property
+    def workers(self) -> int:
+        """The most decode lanes of any engine (engines without lanes count as one)."""
+        return max((getattr(m.translator, "workers", 1) for m in self), default=1)
+
+    @property
     def sources(self) -> list[str]:
         return sorted({source for source, _ in self.models})
 
@@ -146,6 +151,7 @@ def load_models(settings: Settings) -> list[LoadedModel]:
         translator = Translator.from_dir(
             path, variant=settings.variant, provider=settings.provider,
             intra_threads=settings.threads, max_batch_size=settings.max_batch_size,
+            workers=settings.workers,
         )
         model = LoadedModel(translator, path)
         if settings.warmup:

@@ -1,12 +1,14 @@
 """The engine: texts in, translations out, on ONNX Runtime (no torch).
 
-translate_batch: tokenize -> sort by length -> batches of at most max_batch_size sentences ->
-encoder once per batch -> greedy or beam search over the decoder's KV cache -> detokenize ->
-results in input order.
+translate_batch: tokenize -> sort by length -> running batches (one per decode lane) of at most
+max_batch_size sentences in all, refilled in length order -> encoder for the newcomers -> greedy
+or beam search over the decoder's KV cache -> detokenize -> results in input order.
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.search import Hypothesis, Search, output_limit
-from app.engine.sessions import Seq2SeqSessions, SessionConfig
+from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
@@ -74,8 +76,24 @@ def blank_result(options: TranslationOptions) -> Result:
     return Result(text="", score=0.0 if options.return_scores else None)
 
 
+class _Queue:
+    """Sentence indices handed out in order to the lanes of one call, a few at a time."""
+
+    def __init__(self, order: list[int]) -> None:
+        self.order, self.next, self.lock = order, 0, threading.Lock()
+
+    def take(self, n: int) -> list[int]:
+        with self.lock:
+            chunk = self.order[self.next : self.next + n]
+            self.next += len(chunk)
+            return chunk
+
+
 class Translator:
-    """A loaded bundle variant, ready to translate. Thread-safe: calls share no mutable state."""
+    """A loaded bundle variant, ready to translate. Thread-safe: calls share no mutable state.
+
+    A call of several sentences decodes them in `workers` lanes side by side (on the CPU, one
+    per core: app.engine.sessions.decode_workers), each a running batch on its own thread."""
 
     def __init__(
         self,
@@ -87,10 +105,14 @@ class Translator:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.bundle = bundle
         self.max_batch_size = max_batch_size
+        config = session_config or SessionConfig()
+        self.workers = decode_workers(config, max_batch_size)
         self.sessions = Seq2SeqSessions(
-            bundle.encoder_path, bundle.decoder_path, session_config or SessionConfig(),
-            int(bundle.architecture["n_decoder_layers"]),
+            bundle.encoder_path, bundle.decoder_path, config,
+            int(bundle.architecture["n_decoder_layers"]), self.workers,
         )
+        self._lanes = (ThreadPoolExecutor(self.workers - 1, "nmt-lane")
+                       if self.workers > 1 else None)
         self.tokenizer = load_tokenizer(bundle)
         check_consistency(bundle, self.sessions, self.tokenizer)
         special = bundle.special_tokens
@@ -121,10 +143,13 @@ class Translator:
         optimization: str = "all",
         max_batch_size: int = 32,
         verify_checksums: bool = True,
+        workers: int = 0,
     ) -> Translator:
-        """Load and validate the bundle at path (its default variant if variant is None)."""
+        """Load and validate the bundle at path (its default variant if variant is None);
+        workers: decode lanes (0 = one per core, see SessionConfig)."""
         bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
-        config = SessionConfig(provider, intra_threads, inter_threads, optimization)
+        config = SessionConfig(provider, intra_threads, inter_threads, optimization,
+                               workers=workers)
         return cls(bundle, config, max_batch_size)
 
     @property
@@ -174,25 +199,40 @@ class Translator:
         self, sources: list[list[int]], options: TranslationOptions | None = None
     ) -> list[list[Hypothesis]]:
         """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first.
-        One running batch of at most max_batch_size sentences, fed in order of length: as
-        sentences finish, the next ones take their slots (a few at a time, so the encoder
-        still runs in batches), and no sentence waits for the longest of its batch."""
+        Sentences are fed in order of length to running batches, one per lane (at most
+        max_batch_size sentences in all): as sentences finish, the next ones take their slots
+        (a few at a time, so the encoder still runs in batches), and no sentence waits for the
+        longest of its batch."""
         options = options or self.default_options
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-        size = self.max_batch_size
+        queue = _Queue(sorted(range(len(sources)), key=lambda i: len(sources[i])))
+        lanes = max(1, min(self.workers, len(sources)))
+        size = -(-min(self.max_batch_size, len(sources)) // lanes)  # a fair share per lane
+        if lanes == 1:
+            self._decode(queue, sources, options, size, results, lane=False)
+            return results
+        others = [self._lanes.submit(self._decode, queue, sources, options, size, results, True)
+                  for _ in range(lanes - 1)]
+        self._decode(queue, sources, options, size, results, lane=True)
+        for other in others:
+            other.result()
+        return results
+
+    def _decode(self, queue: _Queue, sources: list[list[int]], options: TranslationOptions,
+                size: int, results: list, lane: bool) -> None:
+        """One running batch of at most `size` sentences, fed from queue until it is empty."""
         refill = max(1, size // REFILL_SHARE)
-        search = self.start_search(options)
-        taken = 0
-        while taken < len(order) or search.running:
+        search = self.start_search(options, lane)
+        while True:
             free = size - search.running
-            if taken < len(order) and (free >= refill or not search.running):
-                chunk = order[taken : taken + free]
-                taken += len(chunk)
-                self.admit(search, chunk, [sources[i] for i in chunk], options)
+            if free >= refill or not search.running:
+                chunk = queue.take(free)
+                if chunk:
+                    self.admit(search, chunk, [sources[i] for i in chunk], options, lane)
+            if not search.running:
+                return
             for i, hyps in search.step():
                 results[i] = hyps
-        return results
 
     def translate_batch(
         self, texts: list[str], options: TranslationOptions | None = None
@@ -234,26 +274,29 @@ class Translator:
             [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )
 
-    def start_search(self, options: TranslationOptions) -> Search:
-        """An empty running batch for these options; sentences join it with `admit`."""
+    def start_search(self, options: TranslationOptions, lane: bool = False) -> Search:
+        """An empty running batch for these options; sentences join it with `admit`. lane: it
+        runs beside other lanes (on one-thread sessions on the CPU)."""
         a = self.bundle.architecture
         state = DecodeState(int(a["n_decoder_layers"]), int(a["n_heads"]),
                             self.sessions.cache_head_dim, int(a["head_dim"]),
                             np.dtype(self.sessions.kv_dtype))
-        return Search(self.sessions.step, state, self.start_id, self.eos_id,
+        step = self.sessions.lane_step if lane else self.sessions.step
+        return Search(step, state, self.start_id, self.eos_id,
                       int(a["vocab_size"]), beam_size=options.beam_size,
                       length_penalty=options.length_penalty,
                       n_best=1 + options.num_alternatives)
 
     def admit(self, search: Search, keys: list, sources: list[list[int]],
-              options: TranslationOptions) -> None:
+              options: TranslationOptions, lane: bool = False) -> None:
         """Encode sources (ids without EOS) and add them to a running search under keys."""
-        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
+        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), lane)
         search.admit(keys, self.output_limits(sources, options), cross_k, cross_v, src_mask)
 
-    def start_batch(self, options: TranslationOptions) -> RunningBatch:
-        """A running batch of texts for the batcher: texts join between decoder steps."""
-        return RunningBatch(self, options)
+    def start_batch(self, options: TranslationOptions, lane: bool = False) -> RunningBatch:
+        """A running batch of texts for the batcher: texts join between decoder steps. lane:
+        it runs beside other running batches (one per batcher worker)."""
+        return RunningBatch(self, options, lane)
 
 
 class RunningBatch:
@@ -261,9 +304,10 @@ class RunningBatch:
     under the caller's keys at any step boundary, `step` advances every running sentence by one
     token and returns the (key, Result) pairs that finished. Blank texts finish at once."""
 
-    def __init__(self, translator: Translator, options: TranslationOptions) -> None:
-        self.translator, self.options = translator, options
-        self.search = translator.start_search(options)
+    def __init__(self, translator: Translator, options: TranslationOptions,
+                 lane: bool = False) -> None:
+        self.translator, self.options, self.lane = translator, options, lane
+        self.search = translator.start_search(options, lane)
         self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
 
     @property
@@ -276,7 +320,8 @@ class RunningBatch:
                         for i, text in enumerate(texts) if not text.strip()]
         if todo:
             sources = self.translator.encode([texts[i] for i in todo])
-            self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options)
+            self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
+                                  self.lane)
 
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []

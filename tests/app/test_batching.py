@@ -143,3 +143,52 @@ def test_an_engine_error_in_a_running_batch_fails_its_requests_only(tiny_bundle)
 
     after = asyncio.run(scenario())
     assert after == [r.text for r in translator.translate_batch(["the cat"], options)]
+
+
+def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
+    """With two batcher workers (the engine's two decode lanes), two running batches decode at
+    the same time on the lanes' sessions, each holding at most half of max_batch_size
+    sentences, and every request gets the translation it gets alone."""
+    import asyncio
+    import time
+
+    from app.batcher import Batcher, BatcherConfig
+    from app.engine import TranslationOptions, Translator
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2)
+    lane_step = translator.sessions.lane_step
+    lock = threading.Lock()
+    seen = {"now": 0, "most": 0, "sentences": 0, "threads": set()}
+
+    def spy(state, *args):
+        with lock:
+            seen["now"] += 1
+            seen["most"] = max(seen["most"], seen["now"])
+            seen["sentences"] = max(seen["sentences"], state.sentences)
+            seen["threads"].add(threading.current_thread().name)
+        time.sleep(0.005)  # long enough for the other lane's step to overlap
+        try:
+            return lane_step(state, *args)
+        finally:
+            with lock:
+                seen["now"] -= 1
+
+    translator.sessions.lane_step = spy
+    options = TranslationOptions(beam_size=2)
+    texts = [src for src, _ in toy_pairs(24, seed=5)][:12]
+    alone = [translator.translate_batch([t], options)[0].text for t in texts]
+
+    async def scenario():
+        batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=6,
+                                        document_batch_size=8, max_wait_ms=1, queue_size=100),
+                          workers=2)
+        batcher.start()
+        results = await asyncio.gather(*(batcher.translate(translator, [t], options)
+                                         for t in texts))
+        batcher.close()
+        return [r[0].text for r in results]
+
+    assert asyncio.run(scenario()) == alone
+    assert seen["most"] == 2  # two running batches stepped at once
+    assert seen["sentences"] <= 3  # half of max_batch_size each
+    assert len(seen["threads"]) == 2

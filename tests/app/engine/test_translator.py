@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 import torch
@@ -24,9 +25,12 @@ def reference(tiny_checkpoint):
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="module")
-def translator(tiny_bundle):
-    return Translator.from_dir(tiny_bundle, intra_threads=1)
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-lane", "two-lanes"])
+def translator(tiny_bundle, request):
+    """One running batch, or two decode lanes side by side (each on its own thread)."""
+    t = Translator.from_dir(tiny_bundle, intra_threads=1, workers=request.param)
+    assert t.workers == request.param
+    return t
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +239,50 @@ def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, refer
         assert search.state.max_len > 2 and search.state.cross_mask.shape[1] > 2
         assert slots_taken, "no sentence took a finished sentence's slot"
         slots_taken.clear()
+
+
+def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
+                                                                monkeypatch):
+    """With two threads and two lanes, each lane runs its own running batch on the one-thread
+    sessions, the call's sentences are split between them, and the results are those of one
+    running batch on the two-thread sessions (fp32: exact)."""
+    one = Translator.from_dir(tiny_bundle, intra_threads=2, workers=1)
+    two = Translator.from_dir(tiny_bundle, intra_threads=2, workers=2)
+    s = two.sessions
+    assert s.lane_encoder is not s.encoder
+    assert s.lane_encoder.get_session_options().intra_op_num_threads == 1
+    encoded: list[tuple[str, int]] = []
+    encode = s.encode
+
+    def spy(src_ids, lane=False):
+        encoded.append((threading.current_thread().name, len(src_ids), lane))
+        return encode(src_ids, lane)
+
+    monkeypatch.setattr(s, "encode", spy)
+    texts = tiny_sentences * 3
+    for beam in (1, 3):
+        options = TranslationOptions(beam_size=beam)
+        assert [r.text for r in two.translate_batch(texts, options)] == \
+            [r.text for r in one.translate_batch(texts, options)]
+    assert all(lane for _, _, lane in encoded)
+    threads = {name for name, _, _ in encoded}
+    assert len(threads) == 2  # both lanes admitted sentences
+    assert sum(n for _, n, _ in encoded) == 2 * len(texts)
+    encoded.clear()
+    two.translate_batch(texts[:1])  # one sentence: one lane, the two-thread sessions
+    assert [lane for _, _, lane in encoded] == [False]
+
+
+def test_decode_workers(monkeypatch):
+    from app.engine.sessions import SessionConfig, decode_workers
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    assert decode_workers(SessionConfig(), 32) == 2  # at least 16 sentences per lane
+    assert decode_workers(SessionConfig(), 128) == 8  # one per core
+    assert decode_workers(SessionConfig(intra_op_threads=1), 128) == 1
+    assert decode_workers(SessionConfig(intra_op_threads=4), 128) == 4
+    assert decode_workers(SessionConfig(), 8) == 1
+    assert decode_workers(SessionConfig(workers=3), 8) == 3  # as asked
+    assert decode_workers(SessionConfig(provider="cuda", workers=3), 32) == 1
+    with pytest.raises(ValueError, match="workers"):
+        SessionConfig(workers=-1)
