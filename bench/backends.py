@@ -65,11 +65,16 @@ class Backend:
         sources = self.encode(texts)
         order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
         tokens: list[list[int]] = [[] for _ in sources]
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            for i, ids in zip(chunk, self._search([sources[i] for i in chunk], beam), strict=True):
+        chunks = [order[start : start + self.batch_size]
+                  for start in range(0, len(order), self.batch_size)]
+        found = self._search_chunks([[sources[i] for i in chunk] for chunk in chunks], beam)
+        for chunk, chunk_ids in zip(chunks, found, strict=True):
+            for i, ids in zip(chunk, chunk_ids, strict=True):
                 tokens[i] = ids[: self.limit(sources[i])]  # the sentence's own limit (see top)
         return [Output(self.sp.decode(ids), ids) for ids in tokens]
+
+    def _search_chunks(self, chunks: list[list[list[int]]], beam: int) -> list[list[list[int]]]:
+        return [self._search(chunk, beam) for chunk in chunks]
 
     def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
         raise NotImplementedError
@@ -105,33 +110,51 @@ class OrtBackend(Backend):
 
 
 class Ct2Backend(Backend):
-    """CTranslate2's Translator on a model written by bench.convert."""
+    """CTranslate2's Translator on a model written by bench.convert, in the layout of our
+    engine's decode lanes: with `workers` > 1, that many CTranslate2 workers (inter_threads, the
+    weights shared) with the threads shared out among them, and batches of batch_size / workers
+    sentences submitted together, so both engines have the same sentences in flight on the
+    same threads."""
 
-    def __init__(self, model_dir: Path, compute_type: str, threads: int, max_positions: int):
+    def __init__(self, model_dir: Path, compute_type: str, threads: int, max_positions: int,
+                 workers: int = 1):
         import ctranslate2
 
         super().__init__(model_dir / "sentencepiece.model", max_positions)
+        self.workers = workers
+        self.batch_size = -(-self.batch_size // workers)
         self.translator = ctranslate2.Translator(
             str(model_dir),
             device="cpu",
             compute_type=compute_type,
-            intra_threads=threads,
-            inter_threads=1,
+            intra_threads=max(1, threads // workers),
+            inter_threads=workers,
         )
         self.pieces = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
         self.index = {p: i for i, p in enumerate(self.pieces)}
         self.name = "ct2-" + {"float32": "fp32"}.get(compute_type, compute_type)
 
-    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
-        results = self.translator.translate_batch(
+    def _submit(self, sources: list[list[int]], beam: int, asynchronous: bool):
+        return self.translator.translate_batch(
             [[self.pieces[t] for t in ids] for ids in sources],  # EOS added by the model config
             beam_size=beam,
             length_penalty=LENGTH_PENALTY,
             max_decoding_length=max(self.limit(ids) for ids in sources),
             min_decoding_length=0,
             max_input_length=0,
+            asynchronous=asynchronous,
         )
-        return [[self.index[p] for p in r.hypotheses[0]] for r in results]
+
+    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
+        return [[self.index[p] for p in r.hypotheses[0]]
+                for r in self._submit(sources, beam, False)]
+
+    def _search_chunks(self, chunks: list[list[list[int]]], beam: int) -> list[list[list[int]]]:
+        if self.workers == 1:
+            return super()._search_chunks(chunks, beam)
+        pending = [self._submit(chunk, beam, True) for chunk in chunks]  # the workers share them
+        return [[[self.index[p] for p in r.result().hypotheses[0]] for r in results]
+                for results in pending]
 
 
 class HfBackend(Backend):
@@ -176,8 +199,11 @@ def make_backend(spec: dict) -> Backend:
     if engine.startswith("ort-"):
         return OrtBackend(Path(spec["bundle"]), engine.split("-", 1)[1], threads)
     if engine.startswith("ct2-"):
+        from app.engine.sessions import SessionConfig, decode_workers
+
         compute = {"ct2-fp32": "float32", "ct2-int8": "int8"}[engine]
-        return Ct2Backend(Path(spec["model_dir"]), compute, threads, max_positions)
+        lanes = decode_workers(SessionConfig(intra_op_threads=threads), 32)  # as ours
+        return Ct2Backend(Path(spec["model_dir"]), compute, threads, max_positions, lanes)
     if engine == "hf-fp32":
         return HfBackend(Path(spec["model_dir"]), threads, max_positions)
     raise ValueError(f"unknown engine {engine!r}; known: {ENGINES}")

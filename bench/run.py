@@ -24,8 +24,11 @@ Then the service: `python -m app.server` on 127.0.0.1 (bench.service's start/sto
 Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
 bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
 
-All thread pools are pinned to --threads (ONNX Runtime intra-op, CTranslate2 intra_threads,
-torch.set_num_threads; inter-op 1). Ratios are against ct2-int8. A missing peer (package,
+All engines get --threads cores. Our engine splits them into decode lanes (one running batch
+per core on one-thread sessions, app/engine/sessions.py: decode_workers), and CTranslate2 gets
+the same layout: as many workers (inter_threads) with the threads shared out among them, and
+batches of 32 / workers sentences submitted together; Transformers runs batches of 32 on
+torch.set_num_threads(--threads). Ratios are against ct2-int8. A missing peer (package,
 checkpoint) is skipped with a message.
 """
 

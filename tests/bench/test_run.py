@@ -58,8 +58,8 @@ def peer_dirs(tiny_checkpoint, tmp_path_factory):
     return convert(tiny_checkpoint, tmp_path_factory.mktemp("peers"))
 
 
-def make(engine, tiny_bundle, peer_dirs=None):
-    spec = {"engine": engine, "threads": 1, "max_positions": 64, "bundle": str(tiny_bundle)}
+def make(engine, tiny_bundle, peer_dirs=None, threads=1):
+    spec = {"engine": engine, "threads": threads, "max_positions": 64, "bundle": str(tiny_bundle)}
     if engine.startswith("ct2-"):
         spec["model_dir"] = str(peer_dirs[engine])
     elif engine.startswith("hf-"):
@@ -92,6 +92,18 @@ def test_peer_backends_greedy_is_pytorch_greedy(
     backend = make(engine, tiny_bundle, peer_dirs)
     backend.batch_size = 8
     assert [o.tokens for o in backend.translate(texts, beam=1)] == reference(texts, a, b)
+
+
+@needs_peers
+def test_ct2_backend_in_our_lane_layout(tiny_bundle, peer_dirs, sentences, reference):
+    """With 2 threads CTranslate2 gets our engine's layout: 2 workers of one thread each,
+    batches of 16 submitted together; the outputs stay PyTorch's greedy ones, in order."""
+    texts = texts_of(sentences[0])
+    backend = make("ct2-fp32", tiny_bundle, peer_dirs, threads=2)
+    assert (backend.workers, backend.batch_size) == (2, 16)
+    assert backend.translator.num_translators == 2
+    backend.batch_size = 4  # several batches in flight at once
+    assert [o.tokens for o in backend.translate(texts, beam=1)] == reference(texts)
 
 
 @needs_peers
