@@ -416,12 +416,21 @@ def report(run: BenchRun) -> str:
             f"| {name} | {fmt(g.bleu, 2)} | {fmt(b.bleu, 2)} "
             f"| {fmt(g.chrf, 2)} | {fmt(b.chrf, 2)} | {parity} |"
         )
-    out += service_text(run.service, s.service_seconds)
+    offline = None  # the served variant's offline rate at the service's beam, this run
+    if run.service is not None and run.service.variant:
+        engine = ok.get(f"ort-{run.service.variant}")
+        beam = str(run.service.decoding.get("beam_size"))
+        if engine is not None and beam in engine.searches:
+            offline = engine.searches[beam].sentences_per_s
+    out += service_text(run.service, s.service_seconds, offline)
     out += ["", roofline_text(run.roofline, ok)]
     return "\n".join(out)
 
 
-def service_text(svc: ServiceResult | None, seconds: float) -> list[str]:
+def service_text(svc: ServiceResult | None, seconds: float,
+                 offline: float | None = None) -> list[str]:
+    """The service table; offline: the engine's offline sentences/s at the same variant and
+    beam in this run, for the service's share of it."""
     if svc is None:
         return []
     if svc.skipped or svc.error:
@@ -433,12 +442,15 @@ def service_text(svc: ServiceResult | None, seconds: float) -> list[str]:
         f"sentence per request, {seconds:g} s per level; server peak RSS "
         f"{fmt(svc.peak_rss_mb)} MiB)",
         "",
-        "| clients | requests/s | p50 ms | p99 ms | errors | requests |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| clients | requests/s | share of the offline rate | p50 ms | p99 ms | errors "
+        "| requests |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in svc.levels:
+        share = (f"{100 * row.requests_per_s / offline:.0f} % of {offline:.1f}"
+                 if offline and row.requests_per_s else "n/a")
         out.append(
-            f"| {row.clients} | {fmt(row.requests_per_s, 1)} | {fmt(row.p50_ms, 1)} "
+            f"| {row.clients} | {fmt(row.requests_per_s, 1)} | {share} | {fmt(row.p50_ms, 1)} "
             f"| {fmt(row.p99_ms, 1)} | {row.errors} | {row.requests} |"
         )
     return out

@@ -237,6 +237,10 @@ def test_run_prints_the_table_and_writes_json(
     assert all(row["errors"] == 0 and row["requests"] > 0 for row in levels)
     assert data["roofline"]["step_bytes"]["fp32"] > data["roofline"]["step_bytes"]["int8"]
     assert "| ort-fp32 |" in printed and "Roofline" in printed and "| 64 |" in printed
+    served = data["service"]["variant"]  # its share of that variant's offline beam rate
+    offline = ran[f"ort-{served}"]["searches"]["4"]["sentences_per_s"]
+    row = next(r for r in levels if r["clients"] == 32)
+    assert f"{100 * row['requests_per_s'] / offline:.0f} % of {offline:.1f}" in printed
     if HAVE_PEERS:
         assert "vs ct2-int8" in printed and "| ct2-int8 |" in printed
     else:
