@@ -37,7 +37,7 @@ import numpy as np
 
 COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
 FIRST_POSITIONS = 32  # cache positions reserved at first; the cache grows as outputs do
-FEW_SENTENCES = 2  # beam steps of at most this many running sentences walk in Python
+FEW_SENTENCES = 2  # steps of at most this many running sentences walk on Python scalars
 
 
 class State(Protocol):
@@ -108,7 +108,7 @@ class Search:
     @property
     def running(self) -> int:
         """Sentences still searching."""
-        return int(self.alive.sum())
+        return int(np.count_nonzero(self.alive))
 
     def admit(self, keys: list[Hashable], limits: np.ndarray, cross_k: np.ndarray,
               cross_v: np.ndarray, src_mask: np.ndarray) -> None:
@@ -161,11 +161,16 @@ class Search:
 
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One decoder step for every running sentence; the sentences it finished."""
-        alive_rows = np.repeat(self.alive, self.k)
-        past = np.where(alive_rows, np.repeat(self.t, self.k), 0).astype(np.int32)
+        past = np.where(self.alive, self.t, 0)  # per sentence; finished ones decode nothing
+        if not self.greedy:
+            past = np.repeat(past, self.k)
         self.state.ensure_positions(int(past.max()) + 1)  # the cache grows with the outputs
-        log_probs, ids = self.step_fn(self.state, self.last, past.astype(np.int64), past, self.m)
-        ended = self._greedy(log_probs, ids) if self.greedy else self._beam(log_probs, ids)
+        log_probs, ids = self.step_fn(self.state, self.last, past, past, self.m)
+        if self.greedy:
+            few = self.running <= FEW_SENTENCES
+            ended = self._greedy_few(log_probs, ids) if few else self._greedy(log_probs, ids)
+        else:
+            ended = self._beam(log_probs, ids)
         done = [(self.keys[s], self._ranked(s)) for s in ended]
         if _should_compact(self.running * self.k, len(self.rank)):
             self._compact()
@@ -187,8 +192,26 @@ class Search:
         self.t[self.alive] += 1
         return ended
 
+    def _greedy_few(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """_greedy sentence by sentence on Python scalars (the score added in float32 as
+        there), without the dozen numpy calls per step that dominate batch-1 greedy search."""
+        ended = []
+        for s in np.flatnonzero(self.alive).tolist():
+            t, token = int(self.t[s]), int(ids[s, 0])
+            self.score[s] += log_probs[s, 0]
+            self.history[s, t] = self.last[s] = token
+            if token == self.eos_id or t + 1 >= self.limit[s]:
+                n_tokens = t + (token != self.eos_id)
+                self.finished[s].append((self.history[s, :n_tokens].tolist(),
+                                         float(self.score[s]), t + 1))
+                self.alive[s] = False
+                ended.append(s)
+            else:
+                self.t[s] = t + 1
+        return np.array(ended, np.int64)
+
     def _beam(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        if self.alive.sum() <= FEW_SENTENCES:
+        if self.running <= FEW_SENTENCES:
             return self._beam_few(log_probs, ids)
         n, k, m, t = len(self.keys), self.k, self.m, self.t
         # each sentence's k x m candidates, ordered by score desc, then beam * V + token
