@@ -231,7 +231,7 @@ class Batcher:
                     del self._groups[key]
         self._on_queue(self._depth)
 
-    # ------------------------------------------------------------ the worker thread
+    # ------------------------------------------------------------ the worker threads
 
     def _run(self) -> None:
         while True:
