@@ -139,7 +139,7 @@ class Batcher:
             thread.start()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop taking work; fail what is still queued; join the worker."""
+        """Stop taking work; fail what is still queued; join the workers."""
         with self._cond:
             self._closed = True
             dropped = [item for items in self._groups.values() for item in items]
