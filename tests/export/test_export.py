@@ -244,3 +244,16 @@ def test_evaluate_records_domain_scores_and_examples_in_the_card(
     card = (bundle / "MODEL_CARD.md").read_text()
     assert "| general |" in card and "## Everyday examples" in card
     assert f"| {rows[0]['source']} | {rows[0]['translation']} |" in card
+
+
+def test_residual_norms_are_standard_add_and_layer_normalization(model, tiny_bundle):
+    """Every post-norm residual is an Add and a LayerNormalization of opset 17 (no contrib
+    SkipLayerNormalization: its CPU kernel is slower, see export/graphs.py), in every variant."""
+    c = model.config
+    norms = {"encoder": 2 * c.n_encoder_layers, "decoder": 3 * c.n_decoder_layers}
+    for variant in ("fp32", "int8"):
+        vb = load_bundle(tiny_bundle, variant)
+        for graph, path in (("encoder", vb.encoder_path), ("decoder", vb.decoder_path)):
+            ops = [n.op_type for n in onnx.load(str(path)).graph.node]
+            assert "SkipLayerNormalization" not in ops, (variant, graph)
+            assert ops.count("LayerNormalization") == norms[graph], (variant, graph)
