@@ -198,6 +198,9 @@ class TranslationService:
             settings = self.settings
             loop = asyncio.get_running_loop()
             start = 0  # of the chunk in the document's sentences
+            # a live request's chunks keep its timeout; a background job's wait for the engine
+            # as long as live work keeps it busy (the job is cancelled or stopped otherwise)
+            timeout = settings.request_timeout if priority is Priority.INTERACTIVE else None
 
             def translate(sentences: list[str]) -> list[str]:  # in the worker thread
                 nonlocal start
@@ -206,8 +209,7 @@ class TranslationService:
                     return kept
                 for model in route:  # through a pivot: each hop on the previous one's output
                     work = self.batcher.translate(model.translator, sentences,
-                                                  model.default_options, settings.request_timeout,
-                                                  priority)
+                                                  model.default_options, timeout, priority)
                     results = asyncio.run_coroutine_threadsafe(work, loop).result()
                     sentences = [r.text for r in results]
                 if checkpoint is not None:

@@ -242,3 +242,23 @@ def test_a_wrong_method_names_every_method_of_the_path(fake):
     r = httpx.put(f"{fake[0].url}/v1/documents/{'0' * 32}")
     assert r.status_code == 405
     assert set(r.headers["allow"].split(", ")) >= {"GET", "DELETE"}
+
+
+def test_a_job_outlasts_the_request_timeout_behind_a_held_engine(tmp_path):
+    """A document job's chunks wait for the engine as long as it takes: the request timeout
+    bounds live requests, not background work (a busy server must not fail long jobs)."""
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, request_timeout=0.2)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()  # every batch waits longer than the request timeout
+        try:
+            job_id = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
+            wait_for(srv.url, job_id, states=("running",))
+            time.sleep(0.6)
+        finally:
+            engine.release.set()
+        done = wait_for(srv.url, job_id)
+        assert done["state"] == "done", done
+        r = httpx.post(f"{srv.url}/v1/translate", json={"text": "open the file", "source": "en",
+                                                       "target": "de"}, timeout=10)
+        assert r.status_code == 200  # live requests still run under their timeout
