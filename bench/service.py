@@ -123,20 +123,16 @@ class _Connection:
     async def post(self, request: bytes) -> int:
         """Send a complete request, read the whole response; its status. A connection that the
         server closed while idle is opened again and the request sent once more."""
-        for attempt in (0, 1):
-            fresh = self.writer is None
-            if fresh:
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        if self.writer is not None:  # kept alive since the last request
             try:
-                self.writer.write(request)
-                return await self._response()
+                return await self._exchange(request)
             except (asyncio.IncompleteReadError, ConnectionError):
                 self.close()
-                if fresh or attempt:
-                    raise
-        raise AssertionError("unreachable")
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        return await self._exchange(request)
 
-    async def _response(self) -> int:
+    async def _exchange(self, request: bytes) -> int:
+        self.writer.write(request)
         head = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
         status = int(head[0].split(" ", 2)[1])
         headers = {k.strip().lower(): v.strip()
