@@ -134,25 +134,19 @@ class Ct2Backend(Backend):
         self.index = {p: i for i, p in enumerate(self.pieces)}
         self.name = "ct2-" + {"float32": "fp32"}.get(compute_type, compute_type)
 
-    def _submit(self, sources: list[list[int]], beam: int, asynchronous: bool):
-        return self.translator.translate_batch(
-            [[self.pieces[t] for t in ids] for ids in sources],  # EOS added by the model config
-            beam_size=beam,
-            length_penalty=LENGTH_PENALTY,
-            max_decoding_length=max(self.limit(ids) for ids in sources),
-            min_decoding_length=0,
-            max_input_length=0,
-            asynchronous=asynchronous,
-        )
-
-    def _search(self, sources: list[list[int]], beam: int) -> list[list[int]]:
-        return [[self.index[p] for p in r.hypotheses[0]]
-                for r in self._submit(sources, beam, False)]
-
     def _search_chunks(self, chunks: list[list[list[int]]], beam: int) -> list[list[list[int]]]:
-        if self.workers == 1:
-            return super()._search_chunks(chunks, beam)
-        pending = [self._submit(chunk, beam, True) for chunk in chunks]  # the workers share them
+        pending = [  # all queued at once: the workers take them in turn
+            self.translator.translate_batch(
+                [[self.pieces[t] for t in ids] for ids in chunk],  # EOS added by the model config
+                beam_size=beam,
+                length_penalty=LENGTH_PENALTY,
+                max_decoding_length=max(self.limit(ids) for ids in chunk),
+                min_decoding_length=0,
+                max_input_length=0,
+                asynchronous=True,
+            )
+            for chunk in chunks
+        ]
         return [[[self.index[p] for p in r.result().hypotheses[0]] for r in results]
                 for results in pending]
 
