@@ -4,6 +4,7 @@ import dataclasses
 import json
 import random
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -176,6 +177,14 @@ def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
     assert flat.model_config(37).vocab_size == 37 and flat.model_config(37).d_ff == 1024
     with pytest.raises(SystemExit, match="d_mdoel"):
         load_train_config(None, ["d_mdoel=64"])
+
+
+@pytest.mark.parametrize("recipe", sorted(Path(__file__).parents[2].glob("recipes/*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_recipe_reads_and_builds_its_architecture(recipe):
+    cfg = load_train_config(str(recipe), [])
+    model = cfg.model_config(8000)  # validates the architecture numbers
+    assert model.d_model % model.n_heads == 0 and cfg.batch_tokens > 0
 
 
 def test_domain_sample_takes_a_seeded_share_of_a_domain_each_epoch(toy_run, tmp_path):
