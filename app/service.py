@@ -23,7 +23,7 @@ from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError,
 from app.langid import Detection, LanguageDetector
 from app.protect import Masked, mask, unmask
 from app.registry import LoadedModel, Registry
-from app.text import Segments, segment
+from app.text import Segments, fits_engine, segment
 
 T = TypeVar("T")
 
@@ -216,10 +216,12 @@ class TranslationService:
                     checkpoint.save(*key, sentences)
                 return sentences
 
+            fits = fits_engine(route[0].translator)  # sentences it can't take whole are cut
+
             def run() -> bytes:
                 out = documents.translate_segments(doc.segments, translate, doc.markup,
                                                    batch_size=settings.max_batch_size,
-                                                   progress=progress)
+                                                   progress=progress, fits=fits)
                 return documents.rebuild(doc, out)
 
             result = await asyncio.to_thread(run)
@@ -259,10 +261,10 @@ class TranslationService:
         segmented = [segment(m.text if m else text, fmt)
                      for m, text in zip(masked, texts, strict=True)]
         engine = model.translator
-        limit = engine.max_source_tokens
-        if limit:  # sentences longer than the encoder takes are cut, not truncated
+        fits = fits_engine(engine)
+        if fits:  # sentences longer than the encoder takes are cut, not truncated
             for seg in segmented:
-                seg.refine(lambda s: engine.count_tokens(s) <= limit)
+                seg.refine(fits)
         sentences = [s for seg in segmented for s in seg.sentences]
         results = await self.batcher.translate(engine, sentences, options, max(timeout, 0.0))
         out, pos = [], 0

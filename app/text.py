@@ -220,3 +220,12 @@ def segment_html(source: str) -> Segments:
 
 def segment(text: str, fmt: str = "text") -> Segments:
     return segment_html(text) if fmt == "html" else segment_text(text)
+
+
+def fits_engine(engine) -> Callable[[str], bool] | None:
+    """Whether `engine` (its max_source_tokens and count_tokens) takes a sentence whole, for
+    Segments.refine; None where it has no limit."""
+    limit = engine.max_source_tokens
+    if not limit:
+        return None
+    return lambda sentence: engine.count_tokens(sentence) <= limit

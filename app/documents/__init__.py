@@ -166,13 +166,19 @@ def translate_segments(
     markup: bool = False,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    fits: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Each segment split into sentences (app.text), protected spans masked (app.protect),
     sentences sent to `translate` in batches of batch_size, everything put back together.
     With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
-    text, the result is escaped again. progress(done, total) counts sentences (0 first)."""
+    text, the result is escaped again. progress(done, total) counts sentences (0 first).
+    `fits` (a sentence -> whether the model takes it whole): longer sentences are cut into runs
+    of words that fit, so the engine never truncates one."""
     masked = [mask(seg) for seg in segments]
     split = [segment_text(html.unescape(m.text) if markup else m.text) for m in masked]
+    if fits is not None:
+        for parts in split:
+            parts.refine(fits)
     sentences = [s for parts in split for s in parts.sentences]
     out: list[str] = []
     if progress:
@@ -198,7 +204,9 @@ def translate_document(
     translate: Callable[[list[str]], list[str]],
     limits: Limits = Limits(),
     progress: Callable[[int, int], None] | None = None,
+    fits: Callable[[str], bool] | None = None,
 ) -> bytes:
     doc = extract(data, fmt, limits)
-    translations = translate_segments(doc.segments, translate, doc.markup, progress=progress)
+    translations = translate_segments(doc.segments, translate, doc.markup, progress=progress,
+                                      fits=fits)
     return rebuild(doc, translations)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from app.documents import DocumentError, format_of, translate_document
+from app.text import fits_engine
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -86,7 +87,8 @@ def translate_file_main(args: argparse.Namespace) -> int:
         return [r.text for r in translator.translate_batch(texts)]
 
     try:
-        out = translate_document(data, fmt, translate, progress=progress)
+        out = translate_document(data, fmt, translate, progress=progress,
+                                 fits=fits_engine(translator))
     except DocumentError as exc:
         print(f"nmt translate-file: {exc}", file=sys.stderr)
         return 2

@@ -62,6 +62,14 @@ def test_translate_segments_reports_progress_and_escapes_markup():
     assert seen == [(0, 3), (2, 3), (3, 3)]
 
 
+def test_sentences_the_model_cannot_take_whole_are_cut_into_runs_that_fit():
+    words = "one two three four five six seven eight"
+    out = translate_segments([f"{words}.  Short one.", "tiny"], fake,
+                             fits=lambda s: len(s.split()) <= 3)
+    assert CALLS[-1] == ["one two three", "four five six", "seven eight.", "Short one.", "tiny"]
+    assert out == ["eno owt eerht ruof evif xis neves thgie.  trohS eno.", "ynit"]
+
+
 def test_html_keeps_inline_tags_inside_sentences_and_skips_code():
     src = (
         '<!DOCTYPE html><html><head><title>My page</title><style>p {color: red}</style></head>'

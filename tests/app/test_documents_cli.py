@@ -7,6 +7,8 @@ import docx
 import polib
 
 from app.documents.cli import main, output_path
+from app.engine import Translator
+from app.text import segment
 
 BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
 ARGS = ["--bundles", str(BUNDLES), "--threads", "1", "--no-progress"]
@@ -58,3 +60,17 @@ def test_nmt_has_the_translate_file_command(tmp_path):
     assert nmt(["translate-file", str(src), "-t", "de", *ARGS]) == 0
     out = output_path(src, "de").read_text()
     assert out.count("\n\n") == 1 and out != src.read_text()
+
+
+def test_a_sentence_longer_than_the_encoder_is_cut_not_truncated(tmp_path, tiny_bundle):
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1)
+    words = " ".join(["the red car sees a dog and"] * 12)  # no sentence end, > 63 tokens
+    assert translator.count_tokens(words) > translator.max_source_tokens
+    src = tmp_path / "long.txt"
+    src.write_text(words)
+    assert main([str(src), "-t", "de", "--bundle", str(tiny_bundle), *ARGS]) == 0
+    seg = segment(words)
+    seg.refine(lambda s: translator.count_tokens(s) <= translator.max_source_tokens)
+    assert len(seg.sentences) >= 2
+    pieces = [r.text for r in translator.translate_batch(seg.sentences)]
+    assert output_path(src, "de").read_text() == seg.rejoin(pieces)

@@ -18,7 +18,9 @@ from odf import opendocument
 from odf import text as odftext
 
 from app.config import Settings
+from app.engine import Translator
 from app.main import create_app
+from app.text import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 from tests.app.samples import docx_bytes, docx_document, odt_file
 
@@ -93,6 +95,20 @@ def test_documents_round_trip_through_the_real_model(real_server, name, build, s
     assert f'filename="{name}"' in got.headers["content-disposition"]
     assert shape(got.content) == shape(original)
     assert got.content != original  # translated, not copied
+
+
+def test_a_sentence_longer_than_the_encoder_is_cut_not_truncated(real_server, tiny_bundle):
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1)
+    words = " ".join(["the red car sees a dog and"] * 12)  # no sentence end, > 63 tokens
+    assert translator.count_tokens(words) > translator.max_source_tokens
+    r = upload(real_server.url, "long.txt", f"{words}\n".encode())
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"], timeout=10).content.decode()
+    seg = segment(words)
+    seg.refine(lambda s: translator.count_tokens(s) <= translator.max_source_tokens)
+    assert len(seg.sentences) >= 2 and " ".join(seg.sentences) == words
+    pieces = [r.text for r in translator.translate_batch(seg.sentences)]
+    assert got == seg.rejoin(pieces) + "\n"  # every piece translated, none cut short
 
 
 def test_po_entries_are_filled(real_server):
