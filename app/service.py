@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -187,13 +188,17 @@ class TranslationService:
         progress: Callable[[int, int], None] | None = None,
         priority: Priority = Priority.INTERACTIVE,
         checkpoint: Checkpoint | None = None,
+        until_gone: Callable[[], Awaitable[None]] | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
         structure kept: read, checked against the limits and rebuilt in a worker thread, its
         sentences through the shared batcher in chunks of max_batch_size at `priority`,
         alongside live requests. A `checkpoint` keeps each translated chunk and gives back the
-        ones kept before (a resumed document job), so that work is not done twice."""
+        ones kept before (a resumed document job), so that work is not done twice. Once
+        `until_gone()` returns (the client has left), ClientGone is raised at once and the
+        worker thread stops before its next chunk."""
         doc, route, detected = await self.read_document(data, fmt, source, target)
+        stopped = threading.Event()  # set when nobody waits for the document any more
         with self._counting_rejections():  # the ServiceErrors, counted
             settings = self.settings
             loop = asyncio.get_running_loop()
@@ -208,6 +213,8 @@ class TranslationService:
                 if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
                     return kept
                 for model in route:  # through a pivot: each hop on the previous one's output
+                    if stopped.is_set():
+                        raise ClientGone("the client closed the connection")
                     work = self.batcher.translate(model.translator, sentences,
                                                   model.default_options, timeout, priority)
                     results = asyncio.run_coroutine_threadsafe(work, loop).result()
@@ -224,7 +231,11 @@ class TranslationService:
                                                    progress=progress, fits=fits)
                 return documents.rebuild(doc, out)
 
-            result = await asyncio.to_thread(run)
+            work = asyncio.to_thread(run)
+            try:
+                result = await (unless_gone(work, until_gone) if until_gone else work)
+            finally:
+                stopped.set()  # a thread left running (client gone, request cancelled) stops
             return DocumentOutcome(result, route, len(doc.segments), detected)
 
     async def _run_route(

@@ -294,7 +294,8 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
     if not content:
         raise InvalidInput("Invalid request: empty file", field="file")
     fmt = format_of(filename)
-    outcome = await state.service.translate_document(content, fmt, source, target)
+    outcome = await state.service.translate_document(content, fmt, source, target,
+                                                     until_gone=disconnect_watch(request))
     name = await asyncio.to_thread(state.files.put, filename, outcome.data)
     return {"translatedFileUrl": str(request.url_for("download_file", name=name))}
 

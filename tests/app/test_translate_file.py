@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+import socket
 import threading
 import time
 
@@ -217,6 +218,31 @@ def test_document_sentences_share_batches_with_live_requests(tmp_path):
         assert results["doc"].status_code == 200
         mixed = [batch for batch, _ in engine.batches if "live words" in batch]
         assert mixed and any("Close the window." in batch for batch in mixed), engine.batches
+
+
+def test_a_document_stops_when_its_client_leaves(tmp_path):
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, max_batch_size=1, files_dir=tmp_path)
+    lines = [f"Sentence number {n} here." for n in range(6)]
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()  # the engine holds its batches until released
+        request = httpx.Request("POST", f"{srv.url}/translate_file",
+                                data={"source": "en", "target": "de"},
+                                files={"file": ("six.txt", "\n".join(lines).encode())})
+        head = f"POST /translate_file HTTP/1.1\r\nHost: 127.0.0.1:{srv.port}\r\n" + "".join(
+            f"{k}: {v}\r\n" for k, v in request.headers.items() if k.lower() != "host")
+        with socket.create_connection(("127.0.0.1", srv.port)) as client:
+            client.sendall(head.encode() + b"\r\n" + request.read())
+            wait_until(lambda: engine.entered == 1)  # the first chunk is in the engine
+        # the client has gone: the request ends (499) while the engine still holds the chunk
+        wait_until(lambda: 'route="/translate_file",status="499"' in httpx.get(
+            f"{srv.url}/metrics").text)
+        engine.release.set()
+        live = httpx.post(f"{srv.url}/translate", json={"q": "live words", "source": "en",
+                                                         "target": "de"}, timeout=30)
+        assert live.json()["translatedText"] == "words live"
+        sent = [text for batch, _ in engine.batches for text in batch]
+        assert sent == [lines[0], "live words"], sent  # no chunk after the one in flight
 
 
 def queue_depth(url: str) -> float:
