@@ -76,6 +76,11 @@ class Registry:
     def sources(self) -> list[str]:
         return sorted({source for source, _ in self.models})
 
+    @property
+    def languages(self) -> list[str]:
+        """Every language a model reads or writes."""
+        return sorted({language for pair in self.models for language in pair})
+
     def direct_targets(self, source: str) -> list[str]:
         return sorted(t for s, t in self.models if s == source)
 
@@ -115,8 +120,14 @@ class Registry:
         self, source: str, target: str, fields: tuple[str, str] = ("source", "target")
     ) -> list[LoadedModel]:
         """The models that translate source to target: the direct one, else two through a pivot
-        language (the alphabetically first one when several would do)."""
+        language (the alphabetically first one when several would do). None when source and
+        target are the same served language: the text stays as it is (LibreTranslate's clients
+        rely on that, e.g. when the language they detected is already the target)."""
+        if source == target and source in self.languages:
+            return []
         source = self.resolve_source(source, fields[0])
+        if source == target:  # "auto" was the target language
+            return []
         direct = self.models.get((source, target))
         if direct is not None:
             return [direct]

@@ -91,7 +91,8 @@ class TranslateResponse(BaseModel):
     translations: list[Translation] = Field(description="One per input text, in order.")
     model: str = Field(
         description="Name of the model that translated; through a pivot, the names of both "
-        "models joined by '+', e.g. 'fr-en+en-de'."
+        "models joined by '+', e.g. 'fr-en+en-de'; 'identity' when source and target are the "
+        "same language (the text is returned as it is)."
     )
     source: str
     target: str

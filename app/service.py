@@ -70,25 +70,22 @@ class TextResult:
     alternatives: list[str] = dataclasses.field(default_factory=list)
 
 
+IDENTITY = "identity"  # the model name of a request whose source is its target
+
+
 @dataclass(frozen=True)
 class TranslationOutcome:
     results: list[TextResult]  # one per text, in order
-    route: list[LoadedModel]  # the model, or two through a pivot language
+    route: list[LoadedModel]  # the model, two through a pivot language, none: source == target
+    source: str
+    target: str
     sentences: int  # sent to the engine, over every hop
     elapsed_ms: float
     detected: Detection | None = None  # the source language found for source "auto"
 
     @property
     def model_name(self) -> str:
-        return "+".join(m.name for m in self.route)
-
-    @property
-    def source(self) -> str:
-        return self.route[0].source
-
-    @property
-    def target(self) -> str:
-        return self.route[-1].target
+        return "+".join(m.name for m in self.route) or IDENTITY
 
     @property
     def pivot(self) -> str | None:
@@ -151,7 +148,9 @@ class TranslationService:
             results, sentences = await (work if until_gone is None
                                         else unless_gone(work, until_gone))
         elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return TranslationOutcome(results, route, sentences, elapsed, detected)
+        source = route[0].source if route else request.target  # "auto" resolved
+        return TranslationOutcome(results, route, source, request.target, sentences, elapsed,
+                                  detected)
 
     @contextlib.contextmanager
     def _counting_rejections(self) -> Iterator[None]:
@@ -223,7 +222,8 @@ class TranslationService:
                     checkpoint.save(*key, sentences)
                 return sentences
 
-            fits = fits_engine(route[0].translator)  # sentences it can't take whole are cut
+            # sentences the first model can't take whole are cut (no model: kept as they are)
+            fits = fits_engine(route[0].translator) if route else None
 
             def run() -> bytes:
                 out = documents.translate_segments(doc.segments, translate, doc.markup,
@@ -246,6 +246,7 @@ class TranslationService:
         timeout = self.settings.request_timeout
         deadline = time.monotonic() + timeout
         texts, total = request.texts, 0
+        results = [TextResult(text) for text in texts]  # no hop: source == target
         for model, options in hops:
             remaining = deadline - time.monotonic()
             try:
@@ -297,7 +298,7 @@ class Checkpoint(Protocol):
 @dataclass(frozen=True)
 class DocumentOutcome:
     data: bytes
-    route: list[LoadedModel]  # the model, or two through a pivot language
+    route: list[LoadedModel]  # the model, two through a pivot language, none: source == target
     segments: int
     detected: Detection | None = None
 

@@ -164,10 +164,11 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
 @router.get("/languages", response_model=list[LibreLanguage], summary="Supported languages")
 async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguage]:
     registry = state.registry
-    codes = sorted(set(registry.sources) | {m.target for m in registry})
+    # a language is its own target too: the text comes back as it is (LibreTranslate's way)
     return [
-        LibreLanguage(code=c, name=LANGUAGE_NAMES.get(c, c), targets=registry.targets(c))
-        for c in codes
+        LibreLanguage(code=c, name=LANGUAGE_NAMES.get(c, c),
+                      targets=sorted({c, *registry.targets(c)}))
+        for c in registry.languages
     ]
 
 

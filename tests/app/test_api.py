@@ -157,10 +157,28 @@ def test_libretranslate_errors_use_its_shape_and_codes(client):
     assert r.status_code == 400
 
 
+def test_a_language_to_itself_comes_back_as_it_is():
+    engine = FakeTranslator()
+    with serve(engine) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
+        for source in ("en", "auto"):
+            r = client.post("/translate", json={"q": ["Hello world", "Bye"], "source": source,
+                                                "target": "en"})
+            assert r.status_code == 200, r.text
+            assert r.json()["translatedText"] == ["Hello world", "Bye"]
+        body = client.post("/v1/translate", json={"text": "Guten Tag", "source": "de",
+                                                  "target": "de"}).json()
+        assert body["translations"][0]["text"] == "Guten Tag"
+        assert (body["model"], body["source"], body["target"], body.get("pivot")) == (
+            "identity", "de", "de", None)
+        assert engine.batches == []  # nothing went to the engine
+        r = client.post("/translate", json={"q": "Hello", "source": "fr", "target": "fr"})
+        assert r.status_code == 400 and "fr" in r.json()["error"]  # not a served language
+
+
 def test_languages_and_models(client):
     assert client.get("/languages").json() == [
-        {"code": "de", "name": "German", "targets": []},
-        {"code": "en", "name": "English", "targets": ["de"]},
+        {"code": "de", "name": "German", "targets": ["de"]},
+        {"code": "en", "name": "English", "targets": ["de", "en"]},
     ]
     (model,) = client.get("/v1/models").json()["models"]
     assert model["source"] == "en" and model["target"] == "de"

@@ -31,8 +31,8 @@ def test_libretranslatepy_translate_detect_languages(real_server):
     assert client.translate(TEXT, "en", "de", timeout=60) == v1_text(real_server.url, TEXT)
     assert client.translate(TEXT, "auto", "de", timeout=60) == v1_text(real_server.url, TEXT)
     assert client.detect("Where is the station?") == [{"language": "en", "confidence": 100.0}]
-    assert client.languages() == [{"code": "de", "name": "German", "targets": []},
-                                  {"code": "en", "name": "English", "targets": ["de"]}]
+    assert client.languages() == [{"code": "de", "name": "German", "targets": ["de"]},
+                                  {"code": "en", "name": "English", "targets": ["de", "en"]}]
     with pytest.raises(urllib.error.HTTPError) as caught:
         client.translate(TEXT, "en", "fr")
     assert caught.value.code == 400

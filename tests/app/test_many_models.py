@@ -63,7 +63,11 @@ def test_all_pairs_and_pivots_are_listed(client):
         ("fr", "de", "en"), ("en", "es", "de")
     }
     languages = {x["code"]: x["targets"] for x in client.get("/languages").json()}
-    assert languages == {"de": ["es"], "en": ["de", "es"], "es": [], "fr": ["de", "en"]}
+    # each language is its own target as well: the text comes back as it is
+    assert languages == {"de": ["de", "es"], "en": ["de", "en", "es"], "es": ["es"],
+                         "fr": ["de", "en", "fr"]}
+    body = translate(client, TEXTS["fr"], "fr", "fr")
+    assert body["model"] == "identity" and body["translations"][0]["text"] == TEXTS["fr"]
 
 
 @pytest.mark.parametrize("pair", ["en-de", "fr-en", "de-es"])

@@ -128,6 +128,12 @@ def fake_server(tmp_path_factory):
         yield srv
 
 
+def test_a_document_to_its_own_language_comes_back_as_it_is(fake_server):
+    r = upload(fake_server.url, "film.srt", SRT.encode(), target="en")
+    assert r.status_code == 200, r.text
+    assert httpx.get(r.json()["translatedFileUrl"], timeout=10).content.decode() == SRT
+
+
 def test_the_fake_engine_translates_each_cue(fake_server):
     r = upload(fake_server.url, "film.srt", SRT.encode())
     out = list(srt.parse(httpx.get(r.json()["translatedFileUrl"]).content.decode()))
