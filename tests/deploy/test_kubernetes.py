@@ -109,7 +109,16 @@ def test_base_matches_the_image_and_the_service(rendered):
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert pod["securityContext"]["runAsNonRoot"] is True
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}
+    # the root filesystem is read-only: the directory of translated files and document jobs
+    # (the image's WORKDIR + the default files_dir) is a volume of its own
+    workdir = re.findall(r"^WORKDIR (\S+)$", image, re.M)[-1]  # the runtime stage's
+    files_dir = (Path(workdir) / settings.files_dir).parent
+    assert re.search(rf"^RUN mkdir -p {files_dir} && chown {uid}:{gid} {files_dir}$", image,
+                     re.M)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert set(mounts) == {"/tmp", str(files_dir)}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert all("emptyDir" in volumes[name] for name in mounts.values())
 
     # probes on the service's real health routes
     from app.api.health import router
