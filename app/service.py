@@ -144,6 +144,9 @@ class TranslationService:
                                       request.fields.options))
                 for model in route
             ]
+            if not route:  # source == target: no model, but the options are checked all the same
+                build_options(request.options, TranslationOptions(), self.settings,
+                              request.fields.options)
             work = self._run_route(request, hops)
             results, sentences = await (work if until_gone is None
                                         else unless_gone(work, until_gone))
