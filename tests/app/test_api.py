@@ -171,8 +171,9 @@ def test_a_language_to_itself_comes_back_as_it_is():
         assert (body["model"], body["source"], body["target"], body.get("pivot")) == (
             "identity", "de", "de", None)
         assert engine.batches == []  # nothing went to the engine
+        options = {"alternatives": 2, "beam_size": 2}
         r = client.post("/v1/translate", json={"text": "Guten Tag", "source": "de",
-                                               "target": "de", "options": {"alternatives": 2, "beam_size": 2}})
+                                               "target": "de", "options": options})
         assert r.status_code == 422 and r.json()["field"] == "options.beam_size"
         r = client.post("/translate", json={"q": "Hello", "source": "fr", "target": "fr"})
         assert r.status_code == 400 and "fr" in r.json()["error"]  # not a served language
