@@ -39,6 +39,13 @@ class FileStore:
         partial.replace(self.root / name)  # whole or absent, never half-written
         return name
 
+    def check(self) -> None:
+        """Raises OSError unless files can be written here (run once, at start)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        probe = self.root / f".probe-{secrets.token_hex(8)}"
+        probe.write_bytes(b"")
+        probe.unlink()
+
     def path(self, name: str) -> Path:
         """The stored file of that name; NotFound when there is none or it has expired."""
         path = self.root / name

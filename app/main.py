@@ -95,6 +95,17 @@ def _detector(sources: list[str]) -> LanguageDetector | None:
         return None
 
 
+def _check_files(files: FileStore) -> bool:
+    """Whether translated files can be kept; logged when not (/translate_file is then off, as
+    with NMT_FILES_TRANSLATION=false, rather than failing after the translation)."""
+    try:
+        files.check()
+        return True
+    except OSError as exc:
+        log.warning("/translate_file is off: cannot write to %s: %s", files.root, exc)
+        return False
+
+
 def _open_jobs(settings: Settings) -> JobStore | None:
     """The document jobs' store; None, logged, where its directory cannot be written (the
     service translates text all the same, /v1/documents answers 503)."""
@@ -131,6 +142,10 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        files = app_state.files
+        if settings.files_translation and files and not await asyncio.to_thread(_check_files,
+                                                                                files):
+            app_state.files = None
         store = await asyncio.to_thread(_open_jobs, settings)
         if store is not None:
             app_state.jobs = JobRunner(store, settings.max_pending_jobs)

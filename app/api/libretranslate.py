@@ -227,7 +227,7 @@ async def frontend_settings(state: AppState = Depends(ready_state)) -> dict[str,
     sources = registry.sources
     source = "auto" if len(sources) > 1 else sources[0]
     targets = registry.targets(sources[0])
-    files = settings.files_translation
+    files = files_on(state)
     return {
         "charLimit": settings.max_chars_per_text,
         "frontendTimeout": settings.frontend_timeout,
@@ -266,8 +266,13 @@ async def parse_upload(request: Request) -> tuple[dict[str, Any], dict[str, tupl
     return _pairs_to_dict(fields), files
 
 
+def files_on(state: AppState) -> bool:
+    """Off by NMT_FILES_TRANSLATION=false, or where the files directory cannot be written."""
+    return state.settings.files_translation and state.files is not None
+
+
 def files_enabled(state: AppState) -> None:
-    if not state.settings.files_translation:
+    if not files_on(state):
         raise Forbidden("Files translation are disabled on this server.")
 
 

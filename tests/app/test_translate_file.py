@@ -193,6 +193,21 @@ def test_files_off_and_keys(tmp_path):
         assert r.status_code == 200 and "translatedFileUrl" in r.json()
 
 
+def test_files_are_off_where_they_cannot_be_kept(tmp_path, caplog):
+    (tmp_path / "taken").write_text("a file where the directory should be")
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path / "taken" / "files")
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        r = upload(srv.url, "a.txt", b"Hello")
+        assert r.status_code == 403, r.text  # refused before any translation, not a 500 after
+        assert engine.batches == []
+        assert httpx.get(f"{srv.url}/frontend/settings").json()["filesTranslation"] is False
+        r = httpx.post(f"{srv.url}/translate", json={"q": "still here", "source": "en",
+                                                     "target": "de"})
+        assert r.json()["translatedText"] == "here still"
+    assert "/translate_file is off: cannot write to" in caplog.text
+
+
 def test_document_sentences_share_batches_with_live_requests(tmp_path):
     engine = FakeTranslator()
     settings = Settings(max_wait_ms=1, files_dir=tmp_path)
