@@ -120,9 +120,10 @@ class Registry:
         self, source: str, target: str, fields: tuple[str, str] = ("source", "target")
     ) -> list[LoadedModel]:
         """The models that translate source to target: the direct one, else two through a pivot
-        language (the alphabetically first one when several would do). None when source and
-        target are the same served language: the text stays as it is (LibreTranslate's clients
-        rely on that, e.g. when the language they detected is already the target)."""
+        language (the alphabetically first one when several would do). No model (an empty
+        route) when source and target are the same served language: the text stays as it is
+        (LibreTranslate's clients rely on that, e.g. when the language they detected is already
+        the target)."""
         if source == target and source in self.languages:
             return []
         source = self.resolve_source(source, fields[0])
