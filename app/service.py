@@ -24,7 +24,7 @@ from app.errors import ClientGone, DeadlineExceeded, InvalidInput, ServiceError,
 from app.langid import Detection, LanguageDetector
 from app.protect import Masked, mask, unmask
 from app.registry import LoadedModel, Registry
-from app.text import Segments, fits_engine, segment
+from app.text import Segments, fits_engine, segment, translate_fitting
 
 T = TypeVar("T")
 
@@ -217,10 +217,16 @@ class TranslationService:
                 for model in route:  # through a pivot: each hop on the previous one's output
                     if stopped.is_set():
                         raise ClientGone("the client closed the connection")
-                    work = self.batcher.translate(model.translator, sentences,
-                                                  model.default_options, timeout, priority)
-                    results = asyncio.run_coroutine_threadsafe(work, loop).result()
-                    sentences = [r.text for r in results]
+
+                    def hop(texts: list[str], model: LoadedModel = model) -> list[str]:
+                        work = self.batcher.translate(model.translator, texts,
+                                                      model.default_options, timeout, priority)
+                        results = asyncio.run_coroutine_threadsafe(work, loop).result()
+                        return [r.text for r in results]
+
+                    # the first hop's sentences fit (cut below); a later hop's input is the
+                    # output of the one before, cut here where that model can't take it whole
+                    sentences = translate_fitting(sentences, fits_engine(model.translator), hop)
                 if checkpoint is not None:
                     checkpoint.save(*key, sentences)
                 return sentences

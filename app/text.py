@@ -222,6 +222,22 @@ def segment(text: str, fmt: str = "text") -> Segments:
     return segment_html(text) if fmt == "html" else segment_text(text)
 
 
+def translate_fitting(
+    texts: list[str], fits: Callable[[str], bool] | None,
+    translate: Callable[[list[str]], list[str]],
+) -> list[str]:
+    """translate(texts), with every text that the model cannot take whole (`fits` is False)
+    cut into runs of words that fit and put back together afterwards."""
+    if fits is None or all(fits(text) for text in texts):
+        return translate(texts)
+    cut = [Segments([text], [0]) for text in texts]
+    for seg, text in zip(cut, texts, strict=True):
+        if not fits(text):
+            seg.refine(fits)
+    out = iter(translate([s for seg in cut for s in seg.sentences]))
+    return [seg.rejoin([next(out) for _ in seg.targets]) for seg in cut]
+
+
 def fits_engine(engine) -> Callable[[str], bool] | None:
     """Whether `engine` (its max_source_tokens and count_tokens) takes a sentence whole, for
     Segments.refine; None where it has no limit."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.text import MAX_SENTENCE_CHARS, segment
+from app.text import MAX_SENTENCE_CHARS, segment, translate_fitting
 
 TEXTS = [
     "Hello world.",
@@ -91,3 +91,20 @@ def test_refine_in_html_counts_decoded_text():
     seg.refine(lambda s: len(s) <= 5)
     assert seg.sentences == ["a & b", "c"]
     assert "".join(seg.parts) == "<p>a &amp; b c</p>"
+
+
+def test_translate_fitting_cuts_only_what_does_not_fit_and_puts_it_back():
+    sent: list[list[str]] = []
+
+    def upper(texts: list[str]) -> list[str]:
+        sent.append(list(texts))
+        return [text.upper() for text in texts]
+
+    def fits(text: str) -> bool:
+        return len(text.split()) <= 2
+
+    assert translate_fitting(["a b", "c"], fits, upper) == ["A B", "C"]
+    assert sent[-1] == ["a b", "c"]
+    assert translate_fitting(["a b c  d e", "f"], fits, upper) == ["A B C  D E", "F"]
+    assert sent[-1] == ["a b", "c  d", "e", "f"]  # greedy runs, the gap kept as it was
+    assert translate_fitting(["a b c"], None, upper) == ["A B C"]

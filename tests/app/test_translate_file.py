@@ -279,3 +279,9 @@ def test_a_document_goes_through_a_pivot(tmp_path):
         r = upload(srv.url, "notes.txt", b"Open the %s file now", target="fr")
         assert httpx.get(r.json()["translatedFileUrl"]).text == "Open the %s file now"
         assert [len(m.batches) for m in models] == [1, 1]
+        # the second model takes 3 words at most (count_tokens: words + 1): the first hop's
+        # output is cut for it into runs that fit, and put back together
+        models[1].max_source_tokens = 4
+        r = upload(srv.url, "notes.txt", b"one two three four five six seven", target="fr")
+        assert httpx.get(r.json()["translatedFileUrl"]).text == "five six seven two three four one"
+        assert sorted(models[1].batches[-1][0]) == ["four three two", "one", "seven six five"]
