@@ -8,6 +8,7 @@ Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); er
 from __future__ import annotations
 
 import asyncio
+import logging
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -28,12 +29,20 @@ from app.api.deps import (
     ready_state,
 )
 from app.api.errors import invalid_input
-from app.errors import BadRequest, Forbidden, InvalidInput, UnsupportedMediaType, excerpt
+from app.errors import (
+    BadRequest,
+    Forbidden,
+    InvalidInput,
+    Unavailable,
+    UnsupportedMediaType,
+    excerpt,
+)
 from app.langid import Detection, libretranslate_detections
 from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.service import FieldNames, RequestedOptions, TranslationRequest
 from app.state import AppState
 
+log = logging.getLogger("app.api.libretranslate")
 router = APIRouter(tags=["LibreTranslate"])
 
 LANGUAGE_NAMES = {
@@ -302,7 +311,12 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
     fmt = format_of(filename)
     outcome = await state.service.translate_document(content, fmt, source, target,
                                                      until_gone=disconnect_watch(request))
-    name = await asyncio.to_thread(state.files.put, filename, outcome.data)
+    try:
+        name = await asyncio.to_thread(state.files.put, filename, outcome.data)
+    except OSError as exc:  # a full disk, say: the server's trouble, and it may pass
+        log.warning("cannot keep a translated file: %s", exc)
+        raise Unavailable("the server cannot keep the translated file now; try again later",
+                          retry_after=60) from None
     return {"translatedFileUrl": str(request.url_for("download_file", name=name))}
 
 

@@ -208,6 +208,20 @@ def test_files_are_off_where_they_cannot_be_kept(tmp_path, caplog):
     assert "/translate_file is off: cannot write to" in caplog.text
 
 
+def test_a_file_that_cannot_be_kept_is_a_503_and_the_service_goes_on(tmp_path):
+    files = tmp_path / "files"
+    settings = Settings(max_wait_ms=1, files_dir=files, jobs_dir=tmp_path / "jobs")
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        files.rmdir()  # written at start; now a file stands where the directory was
+        files.write_text("in the way")
+        r = upload(srv.url, "a.txt", b"Hello there")
+        assert r.status_code == 503 and r.headers["retry-after"] == "60"
+        assert "cannot keep the translated file" in r.json()["error"]
+        files.unlink()
+        r = upload(srv.url, "a.txt", b"Hello there")
+        assert r.status_code == 200, r.text
+
+
 def test_document_sentences_share_batches_with_live_requests(tmp_path):
     engine = FakeTranslator()
     settings = Settings(max_wait_ms=1, files_dir=tmp_path)
