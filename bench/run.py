@@ -28,8 +28,10 @@ All engines get --threads cores. Our engine splits them into decode lanes (one r
 per core on one-thread sessions, app/engine/sessions.py: decode_workers), and CTranslate2 gets
 the same layout: as many workers (inter_threads) with the threads shared out among them, and
 batches of 32 / workers sentences submitted together; Transformers runs batches of 32 on
-torch.set_num_threads(--threads). Ratios are against ct2-int8. A missing peer (package,
-checkpoint) is skipped with a message.
+torch.set_num_threads(--threads). A single sentence runs on our engine's main sessions (all
+the threads), but on one CTranslate2 worker (its share of them): CTranslate2's batch-1 latency
+is therefore also timed on one worker with all the threads, and the quicker layout counts.
+Ratios are against ct2-int8. A missing peer (package, checkpoint) is skipped with a message.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class SearchResult:
     bleu: float | None = None
     chrf: float | None = None
     greedy_identical: int | None = None  # greedy only: outputs with PyTorch's token ids
+    latency_layout: str = ""  # a peer's workers x threads for its batch-1 calls, if it has two
 
     @classmethod
     def from_worker(
@@ -108,6 +111,7 @@ class SearchResult:
             passes_s=raw["passes_s"],
             latency_ms=latency_ms,
             batch1_steps_per_s=raw["latency_tokens"] / sum(raw["latency_s"]) if lat else None,
+            latency_layout=raw.get("latency_layout", ""),
         )
         if refs is not None:
             result.bleu = sacrebleu.corpus_bleu(raw["hypotheses"], [refs]).score
@@ -399,6 +403,11 @@ def report(run: BenchRun) -> str:
             out.append(f"| {r.engine} | failed: {r.error[:120]} | | | | | |")
     for engine, why in run.skipped.items():
         out.append(f"| {engine} | skipped: {why} | | | | | |")
+    layouts = [f"{name} greedy on {r.greedy.latency_layout}, beam 4 on {r.beam4.latency_layout}"
+               for name, r in ok.items() if r.greedy.latency_layout]
+    if layouts:
+        out += ["", "Batch-1 latency in the quicker of the peer's two layouts (lanes, or one "
+                "worker with all the threads): " + "; ".join(layouts) + "."]
 
     out += [
         "",
@@ -580,6 +589,7 @@ def best_of(runs: list[EngineResult]) -> EngineResult:
         searches[beam] = dataclasses.replace(
             fastest, latency_ms=quickest.latency_ms,
             batch1_steps_per_s=quickest.batch1_steps_per_s,
+            latency_layout=quickest.latency_layout,
             passes_s=[p for r in ok for p in r.searches[beam].passes_s],
         )
     rss = [r.peak_rss_mb for r in ok if r.peak_rss_mb is not None]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,11 @@ def test_ct2_backend_in_our_lane_layout(tiny_bundle, peer_dirs, sentences, refer
     assert backend.translator.num_translators == 2
     backend.batch_size = 4  # several batches in flight at once
     assert [o.tokens for o in backend.translate(texts, beam=1)] == reference(texts)
+    # its batch-1 latency is also timed on one worker with both threads
+    assert backend.layout == "2 worker(s) x 1 thread(s)"
+    single = backend.batch1_alternative()()
+    assert (single.layout, single.translator.num_translators) == ("1 worker(s) x 2 thread(s)", 1)
+    assert [single.translate([t], beam=1)[0].tokens for t in texts[:3]] == reference(texts[:3])
 
 
 @needs_peers
@@ -135,6 +141,41 @@ def test_measure_reports_throughput_latency_and_rss(tiny_bundle, sentences):
         assert s["tokens_per_s"] > 0 and len(s["latency_s"]) == 3
         assert len(s["hypotheses"]) == len(texts)
     assert len(result["searches"]["1"]["tokens_out"]) == len(texts)
+
+
+class _Sleepy(backends.Backend):
+    """A backend whose single-sentence calls take `pause` seconds; its alternative layout
+    (if any) takes `quicker` seconds."""
+
+    def __init__(self, pause: float, quicker: float | None) -> None:
+        self.pause, self.quicker, self.batch_size = pause, quicker, 32
+        self.built: list[str] = []
+
+    @property
+    def layout(self) -> str:
+        return f"{self.pause}s"
+
+    def translate(self, texts, beam):
+        if len(texts) == 1:
+            time.sleep(self.pause)
+        return [backends.Output(text, [1, 2]) for text in texts]
+
+    def batch1_alternative(self):
+        if self.quicker is None:
+            return None
+        return lambda: _Sleepy(self.quicker, None)
+
+
+@pytest.mark.parametrize(("quicker", "kept"), [(0.001, "0.001s"), (0.02, "0.01s"), (None, "0.01s")])
+def test_measure_keeps_the_quicker_batch1_layout(monkeypatch, quicker, kept):
+    monkeypatch.setattr(backends, "make_backend", lambda spec: _Sleepy(0.01, quicker))
+    spec = {"engine": "x", "texts": ["a b", "c"], "latency_texts": ["a b", "c", "d"],
+            "beams": [1, 4]}
+    result = backends.measure(spec)
+    for beam in ("1", "4"):
+        search = result["searches"][beam]
+        assert search["latency_layout"] == kept and len(search["latency_s"]) == 3
+        assert search["tokens"] == 2 * 3  # throughput: the first layout's outputs
 
 
 def test_decoder_step_bytes_by_hand():
@@ -257,8 +298,12 @@ def _raw_search(tokens_per_s: float, latency_s: list[float]) -> dict:
 def test_results_are_typed_records_with_one_json_shape():
     refs = ["ein hund", "eine katze"]
     base = bench_run.EngineResult("ct2-int8", searches={
-        "1": bench_run.SearchResult.from_worker(_raw_search(200.0, [0.01, 0.01]), refs, None),
-        "4": bench_run.SearchResult.from_worker(_raw_search(100.0, [0.02]), refs, None),
+        "1": bench_run.SearchResult.from_worker(
+            {**_raw_search(200.0, [0.01, 0.01]), "latency_layout": "1 worker(s) x 2 thread(s)"},
+            refs, None),
+        "4": bench_run.SearchResult.from_worker(
+            {**_raw_search(100.0, [0.02]), "latency_layout": "2 worker(s) x 1 thread(s)"},
+            refs, None),
     }, peak_rss_mb=50.0)
     ours = bench_run.EngineResult("ort-fp32", searches={
         "1": bench_run.SearchResult.from_worker(_raw_search(100.0, [0.02, 0.03]), refs,
@@ -278,6 +323,8 @@ def test_results_are_typed_records_with_one_json_shape():
     text = bench_run.report(run)
     assert "| ort-fp32 | 100 | 50 |" in text and "0.50x, 0.50x" in text  # against ct2-int8
     assert "| hf-fp32 | failed: exit 1: boom |" in text and "| ort-fp32 | 200 | 20.0% |" in text
+    assert ("ct2-int8 greedy on 1 worker(s) x 2 thread(s), beam 4 on 2 worker(s) x 1 thread(s)"
+            in text)
     data = json.loads(json.dumps(run.to_json()))
     engines = {r["engine"]: r for r in data["engines"]}
     assert engines["hf-fp32"] == {"engine": "hf-fp32", "error": "exit 1: boom"}
