@@ -349,3 +349,13 @@ def test_rounds_keep_each_engines_fastest_throughput_and_lowest_p50():
     assert best.greedy.tokens_per_s == 300.0 and best.greedy.latency_ms["p50"] == 10.0
     assert best.peak_rss_mb == 90.0 and best.greedy.passes_s == [1.0, 1.0]
     assert bench_run.best_of([slow_but_quick]) is slow_but_quick
+
+
+def test_fp32_translations_do_not_depend_on_their_batch_mates(tiny_bundle, sentences):
+    from app.engine import Translator
+    from bench.batch_invariance import differences
+
+    texts = texts_of(sentences[0])
+    translator = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1,
+                                     max_batch_size=len(texts), workers=1)
+    assert len(texts) >= 8 and differences(translator, texts) == 0
