@@ -303,7 +303,13 @@ class JobRunner:
             outcome = await service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
                 priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id))
-            await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
+            try:
+                await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
+            except OSError as exc:  # a full disk, say: the server's trouble, said so
+                log.warning("document job %s: cannot keep its result: %s", job.id, exc)
+                store.finish(job.id, "failed", "the server could not keep the result (is its "
+                             "disk full?); submit the document again later")
+                return
             store.finish(job.id, "done")
             log.info("document job %s done: %d segments", job.id, outcome.segments)
         except Exception as exc:

@@ -262,3 +262,21 @@ def test_a_job_outlasts_the_request_timeout_behind_a_held_engine(tmp_path):
         r = httpx.post(f"{srv.url}/v1/translate", json={"text": "open the file", "source": "en",
                                                        "target": "de"}, timeout=10)
         assert r.status_code == 200  # live requests still run under their timeout
+
+
+def test_a_result_that_cannot_be_kept_fails_the_job_with_a_reason(tmp_path):
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()
+        try:
+            job_id = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
+            wait_for(srv.url, job_id, states=("running",))
+            (settings.jobs_path / job_id / "result").mkdir()  # where the file must go
+        finally:
+            engine.release.set()
+        failed = wait_for(srv.url, job_id)
+        assert failed["state"] == "failed", failed
+        assert "could not keep the result" in failed["error"] and str(tmp_path) not in str(failed)
+        again = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
+        assert wait_for(srv.url, again)["state"] == "done"
