@@ -142,9 +142,8 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        files = app_state.files
-        if settings.files_translation and files and not await asyncio.to_thread(_check_files,
-                                                                                files):
+        if settings.files_translation and not await asyncio.to_thread(_check_files,
+                                                                      app_state.files):
             app_state.files = None
         store = await asyncio.to_thread(_open_jobs, settings)
         if store is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import re
 import threading
 import time
@@ -214,30 +215,31 @@ class TranslationService:
                 key, start = (start, len(sentences)), start + len(sentences)
                 if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
                     return kept
-                for model in route:  # through a pivot: each hop on the previous one's output
+                # through a pivot: each hop on the previous one's output
+                for hop, model in enumerate(route):
                     if stopped.is_set():
                         raise ClientGone("the client closed the connection")
-
-                    def hop(texts: list[str], model: LoadedModel = model) -> list[str]:
-                        work = self.batcher.translate(model.translator, texts,
-                                                      model.default_options, timeout, priority)
-                        results = asyncio.run_coroutine_threadsafe(work, loop).result()
-                        return [r.text for r in results]
-
-                    # the first hop's sentences fit (cut below); a later hop's input is the
-                    # output of the one before, cut here where that model can't take it whole
-                    sentences = translate_fitting(sentences, fits_engine(model.translator), hop)
+                    sentences = translate_fitting(sentences, fits[hop] if hop else None,
+                                                  functools.partial(run_hop, model))
                 if checkpoint is not None:
                     checkpoint.save(*key, sentences)
                 return sentences
 
-            # sentences the first model can't take whole are cut (no model: kept as they are)
-            fits = fits_engine(route[0].translator) if route else None
+            def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
+                work = self.batcher.translate(model.translator, texts, model.default_options,
+                                              timeout, priority)
+                return [r.text for r in asyncio.run_coroutine_threadsafe(work, loop).result()]
+
+            # sentences the first model can't take whole are cut with the document's segments
+            # (no model: kept as they are); a later hop's input, the output of the hop before,
+            # is cut where that hop's model can't take it whole
+            fits = [fits_engine(model.translator) for model in route]
 
             def run() -> bytes:
                 out = documents.translate_segments(doc.segments, translate, doc.markup,
                                                    batch_size=settings.max_batch_size,
-                                                   progress=progress, fits=fits)
+                                                   progress=progress,
+                                                   fits=fits[0] if fits else None)
                 return documents.rebuild(doc, out)
 
             work = asyncio.to_thread(run)
@@ -255,7 +257,8 @@ class TranslationService:
         timeout = self.settings.request_timeout
         deadline = time.monotonic() + timeout
         texts, total = request.texts, 0
-        results = [TextResult(text) for text in texts]  # no hop: source == target
+        if not hops:  # source == target: the texts as they are
+            return [TextResult(text) for text in texts], 0
         for model, options in hops:
             remaining = deadline - time.monotonic()
             try:

@@ -228,11 +228,12 @@ def translate_fitting(
 ) -> list[str]:
     """translate(texts), with every text that the model cannot take whole (`fits` is False)
     cut into runs of words that fit and put back together afterwards."""
-    if fits is None or all(fits(text) for text in texts):
+    whole = [True] * len(texts) if fits is None else [fits(text) for text in texts]
+    if all(whole):
         return translate(texts)
     cut = [Segments([text], [0]) for text in texts]
-    for seg, text in zip(cut, texts, strict=True):
-        if not fits(text):
+    for seg, fit in zip(cut, whole, strict=True):
+        if not fit:
             seg.refine(fits)
     out = iter(translate([s for seg in cut for s in seg.sentences]))
     return [seg.rejoin([next(out) for _ in seg.targets]) for seg in cut]

@@ -268,12 +268,13 @@ def measure(spec: dict) -> dict:
             gc.collect()
             runs.append(timed(lambda b=beam: backend.translate(texts, b)))
         outputs, seconds = min(runs, key=lambda run: run[1])
+        tokens = generated_tokens(outputs)
         result["searches"][str(beam)] = {
             "sentences": len(texts),
             "passes_s": [run[1] for run in runs],
-            "tokens": generated_tokens(outputs),
+            "tokens": tokens,
             "seconds": seconds,
-            "tokens_per_s": generated_tokens(outputs) / seconds,
+            "tokens_per_s": tokens / seconds,
             "sentences_per_s": len(texts) / seconds,
             **batch1(backend, latency_texts, beam),
             "hypotheses": [o.text for o in outputs],
