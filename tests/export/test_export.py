@@ -136,6 +136,19 @@ def test_int8_graphs_are_quantized(tiny_bundle):
         assert "MatMulInteger" not in fp32_ops
 
 
+def test_int8_weights_use_seven_bits(tiny_bundle):
+    """Full-range int8 weights saturate ONNX Runtime's 16-bit pair sums on CPUs without VNNI."""
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text())
+    assert manifest["variants"]["int8"]["quantization"]["weight_bits"] == 7
+    for graph in ("decoder", "encoder"):
+        model = onnx.load(str(tiny_bundle / f"{graph}.int8.onnx"))
+        weights = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer
+                   if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
+        assert weights, graph
+        # 2 x 255 x 64 fits the kernels' 16-bit pair sums; 2 x 255 x 127 does not
+        assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 64
+
+
 def test_fp16_variant_converts_and_agrees(tiny_checkpoint, tiny_bundle, tiny_sentences, tmp_path):
     out = write_bundle(tiny_checkpoint, tmp_path / "b16", variants=("fp16",), name="en-de")
     manifest = json.loads((out / "manifest.json").read_text())
