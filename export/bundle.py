@@ -343,6 +343,17 @@ def _options_line(a: dict[str, Any]) -> str:
     )
 
 
+def _tuning_rows(tuning: dict[str, Any] | None) -> list[str]:
+    """How the default length penalty was chosen (python -m export.evaluate
+    --tune-length-penalty), when it was."""
+    if not tuning:
+        return []
+    tried = ", ".join(f"{v}: {b:.2f}" for v, b in tuning.get("bleu", {}).items())
+    return ["", f"The length penalty was chosen on `{tuning.get('data')}` "
+                f"({tuning.get('sentences')} sentences, {tuning.get('variant')}, beam "
+                f"{tuning.get('beam_size')}), BLEU per value tried: {tried}."]
+
+
 def model_card(manifest: dict[str, Any], out: Path) -> str:
     """MODEL_CARD.md filled from the manifest: what is known, and 'not measured' where not."""
     a = manifest["architecture"]
@@ -378,6 +389,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         "",
         f"beam size {d['beam_size']}, length penalty {d['length_penalty']}, at most "
         f"{d['max_len_offset']} + {d['max_len_ratio']} x source tokens generated.",
+        *_tuning_rows(manifest.get("decoding_tuning")),
         "",
         "## Evaluation",
         "",

@@ -3,6 +3,8 @@
     python -m export.evaluate bundles/en-de --data data/en-de/test [--beam-size 4] [--record]
     python -m export.evaluate bundles/en-de --data data/en-de/test.general --domain general --record
     python -m export.evaluate bundles/en-de --examples recipes/everyday-en.txt --record
+    python -m export.evaluate bundles/en-de --data data/en-de/dev --tune-length-penalty \
+        0.6,1.0,1.4,1.8 --record
 
 For each variant: sacreBLEU BLEU and chrF (with signatures) and target tokens/s, translating the
 test set in length-sorted batches of 32. --record writes the numbers into manifest.json (and so
@@ -10,6 +12,9 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 --max-int8-loss BLEU against fp32. With --domain, the numbers go to the per-domain table
 (``domain_scores``) instead, and the default variant is left alone. --examples translates each
 line of a file with the default variant and records the real outputs for the model card.
+Decoding uses the bundle's defaults (its manifest's `decoding`) unless given.
+--tune-length-penalty scores the default variant with each length penalty on --data (a dev split,
+not the test split) and, with --record, makes the best one the bundle's default.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.engine.bundle import MANIFEST, load_bundle
+from app.engine.bundle import MANIFEST, decoding_section, load_bundle
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
 from export.bundle import save_manifest
@@ -74,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="data/en-de/test", help="Moses prefix, .tsv or .tmx")
     p.add_argument("--variants", help="comma list (default: every variant of the bundle)")
     p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--length-penalty", type=float,
+                   help="default: the bundle's (manifest decoding.length_penalty)")
+    p.add_argument("--tune-length-penalty", metavar="VALUES",
+                   help="comma list: score each on --data; --record keeps the best as default")
     p.add_argument("--limit", type=int, default=0, help="only the first N pairs")
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
     p.add_argument("--record", action="store_true", help="write scores into manifest.json")
@@ -87,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     manifest = load_bundle(args.bundle).manifest
+    if args.length_penalty is None:
+        args.length_penalty = float(decoding_section(manifest)["length_penalty"])
     if args.examples:
         return examples(args, manifest)
     variants = args.variants.split(",") if args.variants else list(manifest["variants"])
@@ -94,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         pairs = pairs[: args.limit]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    if args.tune_length_penalty:
+        return tune_length_penalty(args, manifest, sources, refs)
     options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
     results = {}
     for variant in variants:
@@ -119,6 +131,32 @@ def main(argv: list[str] | None = None) -> int:
         record_domain(args.bundle, manifest, results, args, len(pairs))
     elif args.record:
         record(args.bundle, manifest, results, args, len(pairs))
+    return 0
+
+
+def tune_length_penalty(args: argparse.Namespace, manifest: dict, sources: list[str],
+                        refs: list[str]) -> int:
+    """BLEU of the default variant per length penalty; --record keeps the best as the default."""
+    values = [float(x) for x in args.tune_length_penalty.split(",")]
+    if "test" in Path(str(args.data)).name:
+        print(f"warning: {args.data} looks like a test split; tune on a dev split")
+    variant = args.variants.split(",")[0] if args.variants else manifest["default_variant"]
+    bleu = {}
+    for value in values:
+        options = TranslationOptions(beam_size=args.beam_size, length_penalty=value)
+        scores, _ = score_variant(args.bundle, variant, sources, refs, options, args.threads)
+        bleu[value] = scores["bleu"]
+        print(f"length penalty {value}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}")
+    best = max(values, key=lambda v: (bleu[v], -abs(v - 1.0)))
+    print(f"best: {best}")
+    if args.record:
+        manifest.setdefault("decoding", {})["length_penalty"] = best
+        manifest["decoding_tuning"] = {
+            "data": str(args.data), "sentences": len(sources), "variant": variant,
+            "beam_size": args.beam_size, "bleu": {str(v): bleu[v] for v in values},
+        }
+        save_manifest(args.bundle, manifest)
+        print(f"recorded length penalty {best} as the default in {args.bundle / MANIFEST}")
     return 0
 
 
@@ -149,7 +187,7 @@ def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> 
     row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
     if row.get("data") != str(args.data):
         row.clear()
-    row.update(data=str(args.data), sentences=n)
+    row.update(data=str(args.data), sentences=n, length_penalty=args.length_penalty)
     for variant, s in results.items():
         row.setdefault(variant, {})[key] = {k: s[k] for k in ("bleu", "chrf")}
     save_manifest(bundle, manifest)
@@ -165,7 +203,8 @@ def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace
     """Store the scores under the decode settings used, and pick the serving default variant."""
     key = decoding_mode(args.beam_size)
     scores = manifest.setdefault("scores", {})
-    scores["test_set"] = {"data": str(args.data), "sentences": n, "machine": machine()}
+    scores["test_set"] = {"data": str(args.data), "sentences": n, "machine": machine(),
+                          "length_penalty": args.length_penalty}
     for variant, s in results.items():
         scores.setdefault(variant, {})[key] = {
             k: s[k] for k in ("bleu", "chrf", "tokens_per_s", "bleu_signature", "chrf_signature")

@@ -259,6 +259,40 @@ def test_evaluate_records_domain_scores_and_examples_in_the_card(
     assert f"| {rows[0]['source']} | {rows[0]['translation']} |" in card
 
 
+def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sentences, tmp_path,
+                                                          capsys):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    data = tmp_path / "dev"
+    data.with_suffix(".en").write_text("\n".join(tiny_sentences[:6]) + "\n", encoding="utf-8")
+    data.with_suffix(".de").write_text("\n".join(tiny_sentences[:6]) + "\n", encoding="utf-8")
+    common = [str(bundle), "--data", str(data), "--beam-size", "2", "--threads", "1", "--record"]
+    assert evaluate.main([*common, "--tune-length-penalty", "0.5,1.7"]) == 0
+
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    tuning = manifest["decoding_tuning"]
+    assert tuning["data"] == str(data) and tuning["sentences"] == 6
+    assert tuning["variant"] == manifest["default_variant"] and tuning["beam_size"] == 2
+    bleu = {float(v): b for v, b in tuning["bleu"].items()}
+    assert set(bleu) == {0.5, 1.7}
+    chosen = manifest["decoding"]["length_penalty"]
+    assert bleu[chosen] == max(bleu.values())
+    assert "The length penalty was chosen on" in (bundle / "MODEL_CARD.md").read_text()
+    assert Translator.from_dir(bundle).default_options.length_penalty == chosen
+
+    # without --length-penalty, scores are taken (and labelled) with the bundle's default
+    assert evaluate.main([*common, "--variants", "fp32"]) == 0
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["scores"]["test_set"]["length_penalty"] == chosen
+    capsys.readouterr()
+    test = tmp_path / "test"
+    for suffix in (".en", ".de"):
+        test.with_suffix(suffix).write_text(data.with_suffix(suffix).read_text())
+    assert evaluate.main([str(bundle), "--data", str(test), "--beam-size", "2",
+                          "--tune-length-penalty", "1.0"]) == 0
+    assert "looks like a test split" in capsys.readouterr().out
+
+
 def test_residual_norms_are_standard_add_and_layer_normalization(model, tiny_bundle):
     """Every post-norm residual is an Add and a LayerNormalization of opset 17 (no contrib
     SkipLayerNormalization: its CPU kernel is slower, see export/graphs.py), in every variant."""
