@@ -351,7 +351,9 @@ def _tuning_rows(tuning: dict[str, Any] | None) -> list[str]:
     tried = ", ".join(f"{v}: {b:.2f}" for v, b in tuning.get("bleu", {}).items())
     return ["", f"The length penalty was chosen on `{tuning.get('data')}` "
                 f"({tuning.get('sentences')} sentences, {tuning.get('variant')}, beam "
-                f"{tuning.get('beam_size')}), BLEU per value tried: {tried}."]
+                f"{tuning.get('beam_size')}), BLEU per value tried: {tried}; a value replaces "
+                f"the previous default only when it gains at least {tuning.get('min_gain', 0)} "
+                "BLEU."]
 
 
 def model_card(manifest: dict[str, Any], out: Path) -> str:

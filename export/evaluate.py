@@ -14,7 +14,8 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 line of a file with the default variant and records the real outputs for the model card.
 Decoding uses the bundle's defaults (its manifest's `decoding`) unless given.
 --tune-length-penalty scores the default variant with each length penalty on --data (a dev split,
-not the test split) and, with --record, makes the best one the bundle's default.
+not the test split) and, with --record, makes the best one the bundle's default when it gains
+at least --min-gain BLEU over the current default (noise on a dev split is a few tenths).
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="default: the bundle's (manifest decoding.length_penalty)")
     p.add_argument("--tune-length-penalty", metavar="VALUES",
                    help="comma list: score each on --data; --record keeps the best as default")
+    p.add_argument("--min-gain", type=float, default=0.3,
+                   help="tuning: BLEU a value must gain over the current default to replace it")
     p.add_argument("--limit", type=int, default=0, help="only the first N pairs")
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime intra-op threads")
     p.add_argument("--record", action="store_true", help="write scores into manifest.json")
@@ -148,12 +151,18 @@ def tune_length_penalty(args: argparse.Namespace, manifest: dict, sources: list[
         bleu[value] = scores["bleu"]
         print(f"length penalty {value}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}")
     best = max(values, key=lambda v: (bleu[v], -abs(v - 1.0)))
+    current = args.length_penalty
+    if current in bleu and bleu[best] - bleu[current] < args.min_gain:
+        print(f"best: {best}, but it gains less than --min-gain {args.min_gain} BLEU over the "
+              f"current default {current}, which stays")
+        best = current
     print(f"best: {best}")
     if args.record:
         manifest.setdefault("decoding", {})["length_penalty"] = best
         manifest["decoding_tuning"] = {
             "data": str(args.data), "sentences": len(sources), "variant": variant,
             "beam_size": args.beam_size, "bleu": {str(v): bleu[v] for v in values},
+            "chosen": best, "min_gain": args.min_gain,
         }
         save_manifest(args.bundle, manifest)
         print(f"recorded length penalty {best} as the default in {args.bundle / MANIFEST}")

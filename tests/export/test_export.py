@@ -267,7 +267,7 @@ def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sent
     data.with_suffix(".en").write_text("\n".join(tiny_sentences[:6]) + "\n", encoding="utf-8")
     data.with_suffix(".de").write_text("\n".join(tiny_sentences[:6]) + "\n", encoding="utf-8")
     common = [str(bundle), "--data", str(data), "--beam-size", "2", "--threads", "1", "--record"]
-    assert evaluate.main([*common, "--tune-length-penalty", "0.5,1.7"]) == 0
+    assert evaluate.main([*common, "--tune-length-penalty", "0.5,1.7", "--min-gain", "0"]) == 0
 
     manifest = json.loads((bundle / "manifest.json").read_text())
     tuning = manifest["decoding_tuning"]
@@ -279,6 +279,15 @@ def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sent
     assert bleu[chosen] == max(bleu.values())
     assert "The length penalty was chosen on" in (bundle / "MODEL_CARD.md").read_text()
     assert Translator.from_dir(bundle).default_options.length_penalty == chosen
+    # a value that gains less than --min-gain over the current default does not replace it,
+    # even where it would win the tie-break (closest to 1.0)
+    manifest["decoding"]["length_penalty"] = 1.7
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    assert evaluate.main([*common, "--tune-length-penalty", "0.5,1.7", "--min-gain", "101"]) == 0
+    assert json.loads((bundle / "manifest.json").read_text())["decoding"]["length_penalty"] == 1.7
+    assert "which stays" in capsys.readouterr().out or bleu[1.7] > bleu[0.5]
+    assert evaluate.main([*common, "--tune-length-penalty", "0.5,1.7", "--min-gain", "0"]) == 0
+    chosen = json.loads((bundle / "manifest.json").read_text())["decoding"]["length_penalty"]
 
     # without --length-penalty, scores are taken (and labelled) with the bundle's default
     assert evaluate.main([*common, "--variants", "fp32"]) == 0
@@ -291,6 +300,36 @@ def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sent
     assert evaluate.main([str(bundle), "--data", str(test), "--beam-size", "2",
                           "--tune-length-penalty", "1.0"]) == 0
     assert "looks like a test split" in capsys.readouterr().out
+
+
+def test_requantize_rebuilds_int8_from_the_fp32_graphs(tiny_bundle, tiny_sentences, tmp_path,
+                                                        monkeypatch):
+    from export import requantize, variants
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    # the int8 graphs of an older export: 8-bit weights
+    monkeypatch.setattr(variants, "WEIGHT_BITS", 8)
+    assert requantize.main([str(bundle)]) == 0
+    old = json.loads((bundle / "manifest.json").read_text())["variants"]["int8"]
+    assert old["quantization"]["weight_bits"] == 8
+    monkeypatch.setattr(variants, "WEIGHT_BITS", 7)
+
+    assert requantize.main([str(bundle)]) == 0
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    entry = manifest["variants"]["int8"]
+    assert entry["quantization"]["weight_bits"] == 7
+    assert entry["decoder"]["sha256"] != old["decoder"]["sha256"]
+    assert "int8" not in manifest["scores"] and "verification" not in entry  # measured again later
+    assert manifest["variants"]["fp32"] == json.loads(
+        (tiny_bundle / "manifest.json").read_text())["variants"]["fp32"]
+    weights = [onnx.numpy_helper.to_array(t) for t in
+               onnx.load(str(bundle / "decoder.int8.onnx")).graph.initializer
+               if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
+    assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 64
+    translator = Translator.from_dir(bundle, variant="int8")  # checksums hold
+    assert all(r.text for r in translator.translate_batch(tiny_sentences[:3]))
+    assert requantize.main([str(tmp_path / "missing")]) == 1
 
 
 def test_residual_norms_are_standard_add_and_layer_normalization(model, tiny_bundle):
