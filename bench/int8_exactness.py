@@ -14,23 +14,18 @@ largest output.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from model.hardware import cpu_info
+
 
 def cpu_flags() -> list[str]:
-    """The vector extensions that matter for int8 (Linux /proc/cpuinfo; empty elsewhere)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
-                  if line.startswith("flags")), [])
-    return sorted(f for f in set(flags) if f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni",
-                                                 "amx_int8"))
+    """The vector extensions that matter for int8 (from /proc/cpuinfo; empty elsewhere)."""
+    flags = set(cpu_info()[1].split())
+    return sorted(flags & {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def session(weights: np.ndarray, scales: np.ndarray) -> ort.InferenceSession:

@@ -17,7 +17,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from app.engine.bundle import load_bundle, sha256_file
+from app.engine.bundle import file_entry, load_bundle
 from export.bundle import PROVIDERS, save_manifest
 from export.variants import quantize_int8
 
@@ -30,7 +30,7 @@ def requantize(bundle_dir: Path, per_channel: bool = True) -> dict:
     for graph in ("encoder", "decoder"):
         name = f"{graph}.int8.onnx"
         settings = quantize_int8(bundle_dir / fp32[graph]["file"], bundle_dir / name, per_channel)
-        entry[graph] = {"file": name, "sha256": sha256_file(bundle_dir / name)}
+        entry[graph] = file_entry(bundle_dir, name)
     entry.update(providers=PROVIDERS["int8"], quantization=settings,
                  requantized=datetime.now(timezone.utc).strftime("%Y-%m-%d"))
     manifest["variants"]["int8"] = entry

@@ -136,14 +136,18 @@ def test_int8_graphs_are_quantized(tiny_bundle):
         assert "MatMulInteger" not in fp32_ops
 
 
+def int8_weights(path) -> list[np.ndarray]:
+    """The int8 weight matrices of a quantized graph."""
+    return [onnx.numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer
+            if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
+
+
 def test_int8_weights_use_seven_bits(tiny_bundle):
     """Full-range int8 weights saturate ONNX Runtime's 16-bit pair sums on CPUs without VNNI."""
     manifest = json.loads((tiny_bundle / "manifest.json").read_text())
     assert manifest["variants"]["int8"]["quantization"]["weight_bits"] == 7
     for graph in ("decoder", "encoder"):
-        model = onnx.load(str(tiny_bundle / f"{graph}.int8.onnx"))
-        weights = [onnx.numpy_helper.to_array(t) for t in model.graph.initializer
-                   if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
+        weights = int8_weights(tiny_bundle / f"{graph}.int8.onnx")
         assert weights, graph
         # 2 x 255 x 64 fits the kernels' 16-bit pair sums; 2 x 255 x 127 does not
         assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 64
@@ -323,9 +327,7 @@ def test_requantize_rebuilds_int8_from_the_fp32_graphs(tiny_bundle, tiny_sentenc
     assert "int8" not in manifest["scores"] and "verification" not in entry  # measured again later
     assert manifest["variants"]["fp32"] == json.loads(
         (tiny_bundle / "manifest.json").read_text())["variants"]["fp32"]
-    weights = [onnx.numpy_helper.to_array(t) for t in
-               onnx.load(str(bundle / "decoder.int8.onnx")).graph.initializer
-               if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2]
+    weights = int8_weights(bundle / "decoder.int8.onnx")
     assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 64
     translator = Translator.from_dir(bundle, variant="int8")  # checksums hold
     assert all(r.text for r in translator.translate_batch(tiny_sentences[:3]))
