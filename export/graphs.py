@@ -126,6 +126,45 @@ class _Builder:
         return self.op("Mul", [self.op("Mul", [x, half]), self.op("Add", [erf, one])])
 
 
+TOP_K_BLOCK = 32  # vocabulary entries per block of block_top_k
+
+
+def block_top_k(g: _Builder, scores: str, vocab: int, k: str, outputs: tuple[str, str]) -> None:
+    """outputs = (values, ids) of the k best entries of each row of scores (R, V), best first and
+    the lower id first among equal values: the same as one TopK node, found in two stages.
+
+    ONNX Runtime's TopK scans a row one entry at a time (136 us for 16 rows of 8,000 on one
+    thread, even for k = 1), while ReduceMax is vectorized (20 us). So: the row is cut into
+    blocks of TOP_K_BLOCK entries (padded with -inf), the k blocks with the highest maxima are
+    found (a TopK over V / TOP_K_BLOCK values), and a TopK over their k x TOP_K_BLOCK entries
+    gives the result. Each of the k best entries lies in one of those blocks: a block ranked
+    below k others has k entries (their maxima) ranked above its own best. Taking the chosen
+    blocks in ascending order keeps ties resolved by the lower id. Measured alone on one thread,
+    log-softmax included: 16 rows, k = 1: 229 -> 112 us; 64 rows, k = 8: 734 -> 510 us; 1 row:
+    25 -> 27 us."""
+    blocks = -(-vocab // TOP_K_BLOCK)
+    if blocks * TOP_K_BLOCK > vocab:  # pad the row to whole blocks with -inf
+        pads = g.const("top_k_pads", np.array([0, 0, 0, blocks * TOP_K_BLOCK - vocab]))
+        minus_inf = g.name("minus_inf")  # float32 as the scores, also in a float16 graph
+        g.initializers.append(numpy_helper.from_array(np.array(-np.inf, np.float32), minus_inf))
+        scores = g.op("Pad", [scores, pads, minus_inf])
+    grid = g.op("Reshape", [scores, g.const("blocks", np.array([0, blocks, TOP_K_BLOCK]))])
+    best = g.op("ReduceMax", [grid], axes=[-1], keepdims=0)  # (R, blocks)
+    kb = g.op("Min", [k, g.const("block_count", np.array([blocks]))])  # (1,): k <= blocks
+    _, chosen = g.op("TopK", [best, kb], n_out=2, axis=-1)  # (R, kb) block indices
+    chosen, _ = g.op("TopK", [chosen, kb], n_out=2, axis=-1, largest=0)  # ascending
+    index = g.op("Expand", [g.op("Unsqueeze", [chosen, g.const("axis2", np.array([2]))]),
+                            g.const("block_shape", np.array([1, 1, TOP_K_BLOCK]))])
+    picked = g.op("GatherElements", [grid, index], axis=1)  # (R, kb, block)
+    picked = g.op("Reshape", [picked, g.const("rows_flat", np.array([0, -1]))])  # (R, kb*block)
+    at = g.name("top_k_at")
+    g.nodes.append(helper.make_node("TopK", [picked, k], [outputs[0], at], axis=-1))  # (R, k)
+    size = g.const("block_size", np.array(TOP_K_BLOCK))
+    block = g.op("GatherElements", [chosen, g.op("Div", [at, size])], axis=1)  # (R, k)
+    offset = g.op("Mod", [at, size])
+    g.nodes.append(helper.make_node("Add", [g.op("Mul", [block, size]), offset], [outputs[1]]))
+
+
 def _pad_heads(w: torch.Tensor, heads: int, padded: int, dim: int) -> torch.Tensor:
     """Pad each head's block of size Dh along `dim` (of size H * Dh) with zeros to `padded`."""
     shape = list(w.shape)
@@ -211,9 +250,8 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
     logits = g.op("Reshape", [logits, g.const("rows_v", np.array([0, -1]))])  # (R, V)
     if float16:  # scores add up in float32
         logits = g.op("Cast", [logits], to=TensorProto.FLOAT)
-    log_probs = g.op("LogSoftmax", [logits], axis=-1)
-    g.nodes.append(helper.make_node("TopK", [log_probs, "top_k"],
-                                    ["top_log_probs", "top_ids"], axis=-1, largest=1, sorted=1))
+    log_probs = g.op("LogSoftmax", [logits], axis=-1)  # (R, V)
+    block_top_k(g, log_probs, table.shape[0], "top_k", ("top_log_probs", "top_ids"))
 
     f32, i64, i32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
     cache = ["rows", heads, "max_len", padded]

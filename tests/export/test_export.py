@@ -345,3 +345,38 @@ def test_residual_norms_are_standard_add_and_layer_normalization(model, tiny_bun
             ops = [n.op_type for n in onnx.load(str(path)).graph.node]
             assert "SkipLayerNormalization" not in ops, (variant, graph)
             assert ops.count("LayerNormalization") == norms[graph], (variant, graph)
+
+
+@pytest.mark.parametrize("vocab", [8000, 80, 100])  # whole blocks; padded to whole blocks
+def test_block_top_k_equals_one_top_k_node(vocab):
+    """export.graphs.block_top_k gives TopK's values and ids exactly, ties to the lower id, also
+    where k exceeds the number of blocks, rows are all equal or the vocabulary is padded."""
+    from onnx import TensorProto, helper
+
+    from export.graphs import OPSET, _Builder, block_top_k
+
+    g = _Builder()
+    block_top_k(g, "scores", vocab, "k", ("values", "ids"))
+    graph = helper.make_graph(
+        g.nodes, "top_k",
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["R", vocab]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("values", TensorProto.FLOAT, ["R", "k"]),
+         helper.make_tensor_value_info("ids", TensorProto.INT64, ["R", "k"])],
+        initializer=g.initializers,
+    )
+    blocks = ort.InferenceSession(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        .SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(vocab)
+    scores = rng.standard_normal((6, vocab)).astype(np.float32)
+    scores[0, [3, vocab - 1]] = 9.0  # a tie for the best, in blocks far apart
+    scores[1, :] = -1.5  # every entry equal: the k lowest ids
+    scores[2] = np.round(scores[2])  # many ties among the best
+    scores[3, 40:60] = -np.inf
+    for k in (1, 2, 8, 16, vocab):
+        values, ids = blocks.run(None, {"scores": scores, "k": np.array([k], np.int64)})
+        # the reference: by value descending, then id ascending
+        want = np.stack([np.lexsort((np.arange(vocab), -row))[:k] for row in scores])
+        np.testing.assert_array_equal(ids, want, err_msg=f"k={k}")
+        np.testing.assert_array_equal(values, np.take_along_axis(scores, want, 1))
