@@ -56,6 +56,8 @@ class State(Protocol):
 
     def ensure_positions(self, max_len: int) -> None: ...
 
+    def fit_sources(self, width: int) -> None: ...
+
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None: ...
 
 
@@ -98,6 +100,7 @@ class Search:
         self.t = np.zeros(0, np.int64)  # steps done
         self.limit = np.zeros(0, np.int64)
         self.alive = np.zeros(0, bool)
+        self.src_len = np.zeros(0, np.int64)  # source positions, EOS included
         self.finished: list[list[tuple[list[int], float, int]]] = []
         # per row
         self.rank = np.zeros(0, np.int64)  # beam index within the sentence
@@ -136,6 +139,8 @@ class Search:
         for slot, key in zip(slots.tolist(), keys, strict=True):
             self.keys[slot], self.finished[slot] = key, []
         self.t[slots], self.limit[slots], self.alive[slots] = 0, limits, True
+        self.src_len[slots] = np.count_nonzero(src_mask, axis=1)
+        self.state.fit_sources(int(self.src_len[self.alive].max()))
         self.rank[rows] = np.tile(np.arange(k), n)
         self.score[rows] = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], n)
         self.last[rows] = self.start_id
@@ -148,6 +153,7 @@ class Search:
         self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
         self.limit = np.concatenate([self.limit, np.zeros(n, np.int64)])
         self.alive = np.concatenate([self.alive, np.zeros(n, bool)])
+        self.src_len = np.concatenate([self.src_len, np.zeros(n, np.int64)])
         self.rank = np.concatenate([self.rank, np.zeros(rows, np.int64)])
         self.score = np.concatenate([self.score, np.zeros(rows, np.float32)])
         self.last = np.concatenate([self.last, np.zeros(rows, np.int64)])
@@ -334,6 +340,9 @@ class Search:
         self.keys = [self.keys[s] for s in kept]
         self.finished = [self.finished[s] for s in kept]
         self.t, self.limit, self.alive = self.t[kept], self.limit[kept], self.alive[kept]
+        self.src_len = self.src_len[kept]
+        if len(kept):
+            self.state.fit_sources(int(self.src_len.max()))
         self.rank, self.score, self.last = self.rank[rows], self.score[rows], self.last[rows]
         self.history = self.history[rows]
 

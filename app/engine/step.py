@@ -127,6 +127,18 @@ class DecodeState:
             self._reserve(self.rows, self.sentences, max_len, self.cross_mask.shape[1])
             self.layout += 1
 
+    def fit_sources(self, width: int) -> None:
+        """Narrow the cross keys/values and mask to `width` source positions (the longest
+        running source) once they are a third wider or more: cross-attention runs over the
+        whole width for every sentence, so a long source that has finished would otherwise
+        slow every later step of the batch."""
+        if 4 * width > 3 * self.cross_mask.shape[1]:
+            return
+        self.cross_k = [np.ascontiguousarray(b[:, :, :width]) for b in self.cross_k]
+        self.cross_v = [np.ascontiguousarray(b[:, :, :width]) for b in self.cross_v]
+        self.cross_mask = np.ascontiguousarray(self.cross_mask[:, :width])
+        self.layout += 1
+
     def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int) -> None:
         cap, _, length, _ = self.keys[0].shape
         cap_n, _, s, dh = self.cross_k[0].shape

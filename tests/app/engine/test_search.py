@@ -58,6 +58,9 @@ class ScriptedState:
     def keep(self, rows, sentences, used):
         self.sentence, self.cache = self.sentence[rows], self.cache[rows]
 
+    def fit_sources(self, width):
+        pass  # no cross keys/values here
+
 
 def search(step, ids, limits, beam_size=1, **kwargs):
     """A Search over ScriptedState with the sentences `ids` admitted under their own ids."""

@@ -62,3 +62,21 @@ def test_put_writes_a_slot_in_place_and_grows_the_cross_buffers_for_a_longer_sou
     assert (state.cross_v[1][2, :, : S + 3] == 5).all() and state.cross_mask[2].sum() == S + 3
     assert state.cross_mask[0, S:].sum() == 0  # the others' padding stays masked
     assert (state.cross_k[0][1, :, :S] == 7).all()
+
+
+def test_fit_sources_keeps_each_sentences_first_positions():
+    """Narrowing the cross buffers keeps every sentence's first `width` source positions (keys,
+    values and mask) and changes the layout (bindings go stale); a width over three quarters of
+    the buffer's leaves it as it is."""
+    state = state_of(3, positions=4)
+    state.cross_mask[:, 3:] = False  # every source is 3 positions long
+    before = [b.copy() for b in (*state.cross_k, *state.cross_v)]
+    mask, layout = state.cross_mask.copy(), state.layout
+    state.fit_sources(4)  # 4 of 5: kept as it is
+    assert state.cross_mask.shape[1] == S and state.layout == layout
+    state.fit_sources(3)
+    assert state.layout == layout + 1
+    for buf, old in zip((*state.cross_k, *state.cross_v), before, strict=True):
+        assert buf.shape == (3, H, 3, D) and buf.flags.c_contiguous
+        np.testing.assert_array_equal(buf, old[:, :, :3])
+    np.testing.assert_array_equal(state.cross_mask, mask[:, :3])

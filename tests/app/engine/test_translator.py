@@ -203,6 +203,24 @@ def test_engine_runs_without_torch(tiny_bundle, tiny_sentences):
     assert done.stdout.strip() == "ok"
 
 
+def joiners_match_pytorch(translator, model, sources, order, beam_size):
+    """Sources join one running search one at a time in `order`, one step apart; each output
+    must equal PyTorch's. Returns the search (its state as the last step left it)."""
+    options = TranslationOptions(beam_size=beam_size)
+    search = translator.start_search(options)
+    found: dict[int, list] = {}
+    for i in order:  # one more sentence before every step
+        translator.admit(search, [i], [sources[i]], options)
+        found.update(search.step())
+    found.update(search.run())
+    for i, source in enumerate(sources):
+        if beam_size == 1:
+            ref = greedy_search(model, [source])[0]
+        else:
+            ref = beam_search(model, source, beam_size=beam_size)[0].tokens
+        assert found[i][0].tokens == ref, i
+    return search
+
 def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, reference, sources,
                                                                 monkeypatch):
     """The cache starting at 2 positions (so it grows several times while decoding), and
@@ -223,23 +241,36 @@ def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, refer
     monkeypatch.setattr(DecodeState, "put", counting_put)
     by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     for beam_size in (1, 3):
-        options = TranslationOptions(beam_size=beam_size)
-        search = translator.start_search(options)
-        found: dict[int, list] = {}
-        for i in by_length:  # one more sentence before every step
-            translator.admit(search, [i], [sources[i]], options)
-            found.update(search.step())
-        found.update(search.run())
-        for i, source in enumerate(sources):
-            if beam_size == 1:
-                ref = greedy_search(model, [source])[0]
-            else:
-                ref = beam_search(model, source, beam_size=beam_size)[0].tokens
-            assert found[i][0].tokens == ref, i
+        search = joiners_match_pytorch(translator, model, sources, by_length, beam_size)
         assert search.state.max_len > 2 and search.state.cross_mask.shape[1] > 2
         assert slots_taken, "no sentence took a finished sentence's slot"
         slots_taken.clear()
 
+
+def test_cross_buffers_narrow_after_long_sources_finish(translator, reference, sources,
+                                                         monkeypatch):
+    """Sentences joining a running batch one at a time, longest first: as the long ones finish,
+    the cross keys/values narrow to the longest running source (so later steps do not attend
+    over a finished sentence's width), and every output still equals PyTorch's."""
+    from app.engine.step import DecodeState
+
+    model, _ = reference
+    fit, widths = DecodeState.fit_sources, []
+
+    def recording_fit(self, width):
+        before = self.cross_mask.shape[1]
+        fit(self, width)
+        if self.cross_mask.shape[1] < before:
+            widths.append((before, self.cross_mask.shape[1]))
+
+    monkeypatch.setattr(DecodeState, "fit_sources", recording_fit)
+    sources = [sources[0] + sources[1] + sources[2], *sources]  # one far longer than the rest
+    longest_first = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    for beam_size in (1, 3):
+        joiners_match_pytorch(translator, model, sources, longest_first, beam_size)
+        assert widths, "the cross buffers never narrowed"
+        assert all(4 * after <= 3 * before for before, after in widths)
+        widths.clear()
 
 def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
                                                                 monkeypatch):
