@@ -2,7 +2,8 @@
 
 Requests submit their sentences with `await batcher.translate(model, sentences, options,
 priority=...)`. A worker thread takes the oldest waiting item of the most urgent priority,
-waits at most `max_wait_ms` for company, and packs the items of the same priority, model and
+waits at most `max_wait_ms` for company (0 by default: a step-wise engine takes newcomers into
+its running batch between steps), and packs the items of the same priority, model and
 options whose lengths are closest to it into one batch under the token budget (longest source x
 batch size) and the size cap. `translate_batch` runs in that thread, never on the event loop;
 results go back to each request's future. With `workers` > 1, that many worker threads decode

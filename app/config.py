@@ -55,7 +55,12 @@ class Settings(BaseSettings):
         1, ge=1, description="Sentences in one batch of document-job (background) work at most: "
         "small, so a live request never waits behind a long one.",
     )
-    max_wait_ms: float = Field(5.0, ge=0, description="How long a batch waits to fill up.")
+    max_wait_ms: float = Field(
+        0.0, ge=0, description="How long an idle worker waits for company before it starts a "
+        "batch. Our engine batches continuously (sentences join a running batch between decoder "
+        "steps), so a wait only delays the first request; it pays for engines that decode whole "
+        "batches.",
+    )
     queue_size: int = Field(1024, ge=1, description="Queued sentences at most; beyond it 503.")
     request_timeout: float = Field(30.0, gt=0, description="Seconds per request before a 504.")
     # input limits
