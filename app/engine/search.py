@@ -52,7 +52,7 @@ class State(Protocol):
     def put(self, slots: np.ndarray, cross_k: np.ndarray, cross_v: np.ndarray,
             src_mask: np.ndarray, rows_per_sentence: int) -> None: ...
 
-    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None: ...
+    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None: ...
 
     def ensure_positions(self, max_len: int) -> None: ...
 
@@ -253,7 +253,7 @@ class Search:
         src_rows = parents[s_idx, j_idx]
         dst_rows = _place(src_rows, still, k)
         moved = dst_rows != src_rows
-        self.state.copy_rows(src_rows[moved], dst_rows[moved], int(t.max()) + 1)
+        self.state.copy_rows(src_rows[moved], dst_rows[moved], t[s_idx[moved]] + 1)
         # the bookkeeping moves like the cache: in place, copying only the moved rows (the rows
         # of finished sentences keep stale values; nothing reads them)
         self.history[dst_rows[moved]] = self.history[src_rows[moved]]
@@ -271,8 +271,7 @@ class Search:
         sentences run (batch-1 beam search). The tests run both on the same inputs."""
         k, m, lp, eos, vocab = self.k, self.m, self.length_penalty, self.eos_id, self.vocab_size
         all_scores = self.score[:, None] + log_probs  # (R, m) float32, as in _beam
-        used = int(self.t.max()) + 1
-        ended, moved_src, moved_dst = [], [], []
+        ended, moved_src, moved_dst, moved_used = [], [], [], []
         for s in np.flatnonzero(self.alive).tolist():
             first, t = s * k, int(self.t[s])
             scores = all_scores[first : first + k].tolist()
@@ -313,11 +312,13 @@ class Search:
                 if row != parent:
                     moved_src.append(parent)
                     moved_dst.append(row)
+                    moved_used.append(t + 1)
                     self.history[row] = self.history[parent]
                 self.history[row, t] = token
                 self.rank[row], self.score[row], self.last[row] = i, score, token
             self.t[s] += 1
-        self.state.copy_rows(np.array(moved_src, np.int64), np.array(moved_dst, np.int64), used)
+        self.state.copy_rows(np.array(moved_src, np.int64), np.array(moved_dst, np.int64),
+                             np.array(moved_used, np.int64))
         return np.array(ended, np.int64)
 
     def _ranked(self, s: int) -> list[Hypothesis]:

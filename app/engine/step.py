@@ -154,12 +154,14 @@ class DecodeState:
             self.cross_v = [_grown(b, cross, keep) for b in self.cross_v]
             self.cross_mask = _grown(self.cross_mask, (cross[0], cross[2]), keep[::2])
 
-    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: int) -> None:
-        """Row dst[j] takes row src[j]'s first `used` positions (src and dst disjoint)."""
-        pairs = list(zip(src.tolist(), dst.tolist(), strict=True))
+    def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None:
+        """Row dst[j] takes row src[j]'s first used[j] positions (src and dst disjoint): each
+        row's own length, not the batch's longest, so a beam of a short sentence beside a long
+        one copies little."""
+        moves = list(zip(src.tolist(), dst.tolist(), used.tolist(), strict=True))
         for buf in (*self.keys, *self.values):  # row by row: no temporary of all moved rows
-            for s, d in pairs:
-                buf[d, :, :used] = buf[s, :, :used]
+            for s, d, n in moves:
+                buf[d, :, :n] = buf[s, :, :n]
 
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None:
         """Keep only the listed rows and sentences, entry i moving to place i; each either is

@@ -48,7 +48,8 @@ class ScriptedState:
         self.put_rows = getattr(self, "put_rows", 0) + len(rows)
 
     def copy_rows(self, src, dst, used):
-        self.cache[dst, :used] = self.cache[src, :used]
+        for s, d, n in zip(src, dst, used, strict=True):
+            self.cache[d, :n] = self.cache[s, :n]
 
     def ensure_positions(self, max_len):
         self.grown = getattr(self, "grown", 0) + (max_len > self.cache.shape[1])
