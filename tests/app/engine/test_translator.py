@@ -221,6 +221,7 @@ def joiners_match_pytorch(translator, model, sources, order, beam_size):
         assert found[i][0].tokens == ref, i
     return search
 
+
 def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, reference, sources,
                                                                 monkeypatch):
     """The cache starting at 2 positions (so it grows several times while decoding), and
@@ -271,6 +272,7 @@ def test_cross_buffers_narrow_after_long_sources_finish(translator, reference, s
         assert widths, "the cross buffers never narrowed"
         assert all(4 * after <= 3 * before for before, after in widths)
         widths.clear()
+
 
 def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
                                                                 monkeypatch):
