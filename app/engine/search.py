@@ -24,7 +24,8 @@ sentence joins with beam_size rows, the first live and the others at -inf, so it
 expands it like an unexpanded first step would, in the slot (rows and cross keys/values) of a
 finished sentence when there is one, in place, so joins rarely move the cache. Finished
 sentences stay in place (decoding nothing: length 0) until a quarter of the rows are finished;
-then the cache is compacted.
+then the cache is compacted, unless no sentence runs any more: the next sentences to join take
+those slots in place.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ class Search:
         self.score = np.zeros(0, np.float32)
         self.last = np.zeros(0, np.int64)
         self.history = np.zeros((0, 1), np.int64)  # generated ids
+        # a joining sentence's rows: beam b gets rank b, the first scores 0 and the others -inf
+        self._beams = np.arange(self.k)
+        self._start_scores = np.r_[0.0, np.full(self.k - 1, -np.inf)].astype(np.float32)
 
     @property
     def running(self) -> int:
@@ -124,7 +128,7 @@ class Search:
         limits = np.asarray(limits, np.int64)
         width = max(self.history.shape[1], int(limits.max()))
         if width > self.history.shape[1]:
-            self.history = np.pad(self.history, ((0, 0), (0, width - self.history.shape[1])))
+            self.history = _widened(self.history, width)
         k, n = self.k, len(keys)
         slots = np.flatnonzero(~self.alive)[:n]  # finished sentences' slots, taken in place
         r = len(slots)
@@ -135,14 +139,14 @@ class Search:
                               min(width, FIRST_POSITIONS))
             slots = np.concatenate([slots, len(self.keys) + np.arange(n - r)])
             self._add_slots(n - r)
-        rows = (slots[:, None] * k + np.arange(k)).ravel()
         for slot, key in zip(slots.tolist(), keys, strict=True):
             self.keys[slot], self.finished[slot] = key, []
         self.t[slots], self.limit[slots], self.alive[slots] = 0, limits, True
         self.src_len[slots] = np.count_nonzero(src_mask, axis=1)
         self.state.fit_sources(int(self.src_len[self.alive].max()))
-        self.rank[rows] = np.tile(np.arange(k), n)
-        self.score[rows] = np.tile(np.r_[0.0, np.full(k - 1, -np.inf)], n)
+        rows = slots[:, None] * k + self._beams  # (n, K): each row gets its beam's start
+        self.rank[rows] = self._beams
+        self.score[rows] = self._start_scores
         self.last[rows] = self.start_id
 
     def _add_slots(self, n: int) -> None:
@@ -157,7 +161,8 @@ class Search:
         self.rank = np.concatenate([self.rank, np.zeros(rows, np.int64)])
         self.score = np.concatenate([self.score, np.zeros(rows, np.float32)])
         self.last = np.concatenate([self.last, np.zeros(rows, np.int64)])
-        self.history = np.pad(self.history, ((0, rows), (0, 0)))
+        self.history = np.concatenate([self.history,
+                                       np.zeros((rows, self.history.shape[1]), np.int64)])
 
     def run(self) -> dict[Hashable, list[Hypothesis]]:
         results: dict[Hashable, list[Hypothesis]] = {}
@@ -360,7 +365,17 @@ def _fill_holes(alive: np.ndarray) -> np.ndarray:
 
 
 def _should_compact(alive_rows: int, rows: int) -> bool:
-    return alive_rows < rows and rows - alive_rows >= COMPACT_SHARE * rows
+    """Whether to drop finished rows: once they are a share of the batch, and only while some
+    row still runs (a batch with none left keeps its slots for the next sentences to take in
+    place, or is dropped by its owner)."""
+    return 0 < alive_rows < rows and rows - alive_rows >= COMPACT_SHARE * rows
+
+
+def _widened(history: np.ndarray, width: int) -> np.ndarray:
+    """history with zero columns added up to `width` (np.pad costs ~100 us for this)."""
+    new = np.zeros((len(history), width), history.dtype)
+    new[:, : history.shape[1]] = history
+    return new
 
 
 def _place(src_rows: np.ndarray, alive: np.ndarray, width: int) -> np.ndarray:

@@ -108,7 +108,12 @@ def test_greedy_stops_rows_at_eos_and_limit_and_shrinks_the_batch():
     # row 0 finishes after step 1 and is compacted away (1 of 3 rows >= a quarter); row 1 after
     # step 3 (1 of 2)
     assert calls == [3, 3, 2, 2, 1]
-    assert s.state.rows == 0 and s.running == 0  # the last finished row left the cache too
+    # the last finished row stays (nothing is compacted once none runs), and a sentence that
+    # joins then takes its slot in place
+    assert s.state.rows == 1 and s.running == 0
+    s.admit([7], np.array([2]), np.array([[5]]), np.array([[5]]), np.zeros((1, 1)))
+    assert s.state.rows == 1 and s.state.put_rows == 1
+    assert [h.tokens for h in s.run()[7]] == [[3, 3]]
     # scores: log-probs summed, EOS included; normalized by the length including EOS
     assert hyps[0].normalized == pytest.approx(hyps[0].score / 2)
     assert hyps[2].normalized == pytest.approx(hyps[2].score / 5)
