@@ -275,20 +275,21 @@ class Search:
         fixed cost of some forty numpy calls per step, which dominates when one or two
         sentences run (batch-1 beam search). The tests run both on the same inputs."""
         k, m, lp, eos, vocab = self.k, self.m, self.length_penalty, self.eos_id, self.vocab_size
-        all_scores = self.score[:, None] + log_probs  # (R, m) float32, as in _beam
+        # every row's m candidates, flattened: -(score), the tie-break key beam * V + token and
+        # the token (the scores float32, summed in numpy as in _beam)
+        neg_scores = (-(self.score[:, None] + log_probs)).ravel().tolist()
+        order_keys = (self.rank[:, None] * vocab + ids).ravel().tolist()  # unique per sentence
+        all_tokens = ids.ravel().tolist()
         ended, moved_src, moved_dst, moved_used = [], [], [], []
         for s in np.flatnonzero(self.alive).tolist():
             first, t = s * k, int(self.t[s])
-            scores = all_scores[first : first + k].tolist()
-            tokens = ids[first : first + k].tolist()
-            ranks = self.rank[first : first + k].tolist()
-            candidates = sorted(
-                (-scores[b][j], ranks[b] * vocab + tokens[b][j], tokens[b][j], first + b)
-                for b in range(k) for j in range(m)
-            )[:m]
+            a, b = first * m, (first + k) * m  # the sentence's candidates in the flat lists
+            found = zip(neg_scores[a:b], order_keys[a:b], range(a, b), strict=True)
+            candidates = sorted(found)[:m]
             last_step = t + 1 >= int(self.limit[s])
             finished, extend, others = self.finished[s], [], 0
-            for neg_score, _, token, parent in candidates:
+            for neg_score, _, i in candidates:
+                token, parent = all_tokens[i], i // m
                 if token == eos or last_step:
                     ids_j = self.history[parent, :t].tolist()
                     if token != eos:
@@ -322,8 +323,9 @@ class Search:
                 self.history[row, t] = token
                 self.rank[row], self.score[row], self.last[row] = i, score, token
             self.t[s] += 1
-        self.state.copy_rows(np.array(moved_src, np.int64), np.array(moved_dst, np.int64),
-                             np.array(moved_used, np.int64))
+        if moved_src:
+            self.state.copy_rows(np.array(moved_src, np.int64), np.array(moved_dst, np.int64),
+                                 np.array(moved_used, np.int64))
         return np.array(ended, np.int64)
 
     def _ranked(self, s: int) -> list[Hypothesis]:
