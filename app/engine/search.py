@@ -36,6 +36,8 @@ from typing import Protocol
 
 import numpy as np
 
+from app.engine.step import grown
+
 COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
 FIRST_POSITIONS = 32  # cache positions reserved at first; the cache grows as outputs do
 FEW_SENTENCES = 2  # steps of at most this many running sentences walk on Python scalars
@@ -126,9 +128,11 @@ class Search:
         if not keys:
             return
         limits = np.asarray(limits, np.int64)
-        width = max(self.history.shape[1], int(limits.max()))
-        if width > self.history.shape[1]:
-            self.history = _widened(self.history, width)
+        have = self.history.shape[1]
+        width = max(have, int(limits.max()))
+        if width > have:
+            self.history = grown(self.history, (len(self.history), width),
+                                 (slice(None), slice(0, have)))
         k, n = self.k, len(keys)
         slots = np.flatnonzero(~self.alive)[:n]  # finished sentences' slots, taken in place
         r = len(slots)
@@ -288,8 +292,8 @@ class Search:
             candidates = sorted(found)[:m]
             last_step = t + 1 >= int(self.limit[s])
             finished, extend, others = self.finished[s], [], 0
-            for neg_score, _, i in candidates:
-                token, parent = all_tokens[i], i // m
+            for neg_score, _, at in candidates:
+                token, parent = all_tokens[at], at // m
                 if token == eos or last_step:
                     ids_j = self.history[parent, :t].tolist()
                     if token != eos:
@@ -371,13 +375,6 @@ def _should_compact(alive_rows: int, rows: int) -> bool:
     row still runs (a batch with none left keeps its slots for the next sentences to take in
     place, or is dropped by its owner)."""
     return 0 < alive_rows < rows and rows - alive_rows >= COMPACT_SHARE * rows
-
-
-def _widened(history: np.ndarray, width: int) -> np.ndarray:
-    """history with zero columns added up to `width` (np.pad costs ~100 us for this)."""
-    new = np.zeros((len(history), width), history.dtype)
-    new[:, : history.shape[1]] = history
-    return new
 
 
 def _place(src_rows: np.ndarray, alive: np.ndarray, width: int) -> np.ndarray:

@@ -36,7 +36,7 @@ def _room(needed: int, have: int, fraction: int) -> int:
     return have if needed <= have else max(needed, have + have // fraction)
 
 
-def _grown(buf: np.ndarray, shape: tuple[int, ...], keep: tuple[slice, ...]) -> np.ndarray:
+def grown(buf: np.ndarray, shape: tuple[int, ...], keep: tuple[slice, ...]) -> np.ndarray:
     """A zeroed buffer of `shape` holding buf[keep] at the same place."""
     new = np.zeros(shape, buf.dtype)
     new[keep] = buf[keep]
@@ -145,14 +145,14 @@ class DecodeState:
         if rows > cap or max_len > length:
             shape = (_room(rows, cap, 2), self.heads, _room(max_len, length, 2), self.head_dim)
             keep = (slice(0, self.rows), slice(None), slice(0, length))
-            self.keys = [_grown(b, shape, keep) for b in self.keys]
-            self.values = [_grown(b, shape, keep) for b in self.values]
+            self.keys = [grown(b, shape, keep) for b in self.keys]
+            self.values = [grown(b, shape, keep) for b in self.values]
         if sentences > cap_n or src_len > s:
             cross = (_room(sentences, cap_n, 2), self.heads, _room(src_len, s, 4), dh)
             keep = (slice(0, self.sentences), slice(None), slice(0, s))
-            self.cross_k = [_grown(b, cross, keep) for b in self.cross_k]
-            self.cross_v = [_grown(b, cross, keep) for b in self.cross_v]
-            self.cross_mask = _grown(self.cross_mask, (cross[0], cross[2]), keep[::2])
+            self.cross_k = [grown(b, cross, keep) for b in self.cross_k]
+            self.cross_v = [grown(b, cross, keep) for b in self.cross_v]
+            self.cross_mask = grown(self.cross_mask, (cross[0], cross[2]), keep[::2])
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None:
         """Row dst[j] takes row src[j]'s first used[j] positions (src and dst disjoint): each
