@@ -144,12 +144,13 @@ class Translator:
         max_batch_size: int = 32,
         verify_checksums: bool = True,
         workers: int = 0,
+        cross_by_length: bool = True,
     ) -> Translator:
         """Load and validate the bundle at path (its default variant if variant is None);
-        workers: decode lanes (0 = one per core, see SessionConfig)."""
+        workers: decode lanes (0 = one per core), cross_by_length: see SessionConfig."""
         bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
-                               workers=workers)
+                               workers=workers, cross_by_length=cross_by_length)
         return cls(bundle, config, max_batch_size)
 
     @property
@@ -192,8 +193,11 @@ class Translator:
         return self.tokenizer.decode([i for i in ids if i not in special])
 
     def warmup(self) -> None:
-        """Run both graphs once so the first request does not pay for lazy initialisation."""
-        self.translate_batch(["warm up"], TranslationOptions(max_len_offset=2, max_len_ratio=0.0))
+        """Run both graphs once, greedy and with the default beam size, so the first request
+        does not pay for lazy initialisation (sessions are made per beam width)."""
+        for beams in sorted({1, self.default_options.beam_size}):
+            self.translate_batch(["warm up"], TranslationOptions(
+                beam_size=beams, max_len_offset=2, max_len_ratio=0.0))
 
     def translate_ids(
         self, sources: list[list[int]], options: TranslationOptions | None = None
