@@ -82,6 +82,19 @@ def output_limit(
     return max(1, min(int(max_len_offset + max_len_ratio * src_len), max_positions - 1))
 
 
+def ranked(finished: list[tuple[list[int], float, int]], length_penalty: float,
+           n_best: int) -> list[Hypothesis]:
+    """A sentence's n_best finished hypotheses (ids, score, length), best first: by
+    score / length ** length_penalty, ties in the order they finished."""
+    hyps = sorted(
+        (Hypothesis(ids, score, score / length**length_penalty)
+         for ids, score, length in finished),
+        key=lambda h: h.normalized,
+        reverse=True,
+    )
+    return hyps[:n_best]
+
+
 class Search:
     """Greedy (beam_size 1) or beam search over a running batch of sentences.
 
@@ -333,13 +346,7 @@ class Search:
         return np.array(ended, np.int64)
 
     def _ranked(self, s: int) -> list[Hypothesis]:
-        lp = self.length_penalty
-        ranked = sorted(
-            (Hypothesis(ids, score, score / length**lp) for ids, score, length in self.finished[s]),
-            key=lambda h: h.normalized,
-            reverse=True,
-        )
-        return ranked[: self.n_best]
+        return ranked(self.finished[s], self.length_penalty, self.n_best)
 
     def _compact(self) -> None:
         """Drop finished sentences and their rows from the cache and the bookkeeping."""

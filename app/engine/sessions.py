@@ -8,6 +8,7 @@ bundle ships portable, un-fused graphs, and each machine fuses them for its own 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
 import os
 import threading
@@ -51,7 +52,9 @@ class SessionConfig:
     cross_by_length: on the CPU, decoder steps attend over each sentence's own source length
     (app.engine.specialize) instead of the batch's longest; measured on 2 cores (shipped int8
     model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
-    wall time, greedy -11 to -28 %; length-sorted batches within noise."""
+    wall time, greedy -11 to -28 %; length-sorted batches within noise.
+    fused: on the CPU, a sentence translated alone runs its whole search in one ONNX Runtime
+    call (app.engine.fused) instead of one call per step."""
 
     provider: str = "cpu"
     intra_op_threads: int = 0
@@ -61,6 +64,7 @@ class SessionConfig:
     spinning: bool = False
     workers: int = 0
     cross_by_length: bool = True
+    fused: bool = True
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -122,11 +126,16 @@ def return_large_frees_to_the_os() -> None:
         pass
 
 
-def create_session(path: str | Path | bytes, config: SessionConfig) -> ort.InferenceSession:
-    """A session of the graph at path (or of a serialized graph) with config's settings."""
+def create_session(path: str | Path | bytes, config: SessionConfig,
+                   shared: list[tuple[str, ort.OrtValue]] = ()) -> ort.InferenceSession:
+    """A session of the graph at path (or of a serialized graph) with config's settings;
+    shared: initializers it takes from memory held elsewhere (SharedWeights) instead of its own
+    copy."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    for name, value in shared:
+        options.add_initializer(name, value)
     options.graph_optimization_level = getattr(
         ort.GraphOptimizationLevel, OPTIMIZATION_LEVELS[config.optimization]
     )
@@ -146,6 +155,62 @@ def create_session(path: str | Path | bytes, config: SessionConfig) -> ort.Infer
     )
 
 
+SHARED_MIN_BYTES = 64 * 1024  # smaller initializers are not worth a look-up
+# ops that pack their constant weights into a layout of their own at load: a shared original
+# would stay in memory beside each session's packed copy, so their weights are not shared
+PACKING_OPS = {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits",
+               "MatMulIntegerToFloat", "QLinearMatMul", "Conv"}
+
+
+class SharedWeights:
+    """Large float initializers of a bundle's graphs, held once for all its sessions.
+
+    ONNX Runtime gives every session its own copy of its graph's initializers, and a bundle has
+    several sessions of the same graphs (one-thread copies, specialized and fused step graphs),
+    whose embedding table (8000 x 256 float32 in the shipped model) is also in both the encoder
+    and the decoder. Each initializer here is read once, kept by content (the encoder's and the
+    decoder's tables are one array), and handed to every session by
+    `SessionOptions.add_initializer`. Measured on the shipped int8 decoder: four sessions took
+    76 MiB apart and 54 MiB sharing."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple, tuple[np.ndarray, ort.OrtValue]] = {}
+        self._graphs: dict[str, list[tuple[str, ort.OrtValue]]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, path: str | Path) -> list[tuple[str, ort.OrtValue]]:
+        """(name, value) of the graph at path's shared initializers: float, at least
+        SHARED_MIN_BYTES, and read by no weight-packing op."""
+        key = str(path)
+        with self._lock:
+            if key not in self._graphs:
+                self._graphs[key] = self._read(path)
+            return self._graphs[key]
+
+    def _read(self, path: str | Path) -> list[tuple[str, ort.OrtValue]]:
+        import onnx
+        import onnxruntime as ort
+        from onnx import numpy_helper
+
+        graph = onnx.load(str(path)).graph
+        packed = {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
+        kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
+        found = []
+        for init in graph.initializer:
+            if init.data_type not in kinds or init.name in packed:
+                continue
+            array = numpy_helper.to_array(init)
+            if array.nbytes < SHARED_MIN_BYTES:
+                continue
+            digest = hashlib.blake2b(array.tobytes(), digest_size=16).digest()
+            held = self._arrays.get((array.dtype.str, array.shape, digest))
+            if held is None:  # the OrtValue reads the array's memory: both are kept
+                held = (array, ort.OrtValue.ortvalue_from_numpy(array))
+                self._arrays[(array.dtype.str, array.shape, digest)] = held
+            found.append((init.name, held[1]))
+        return found
+
+
 class Seq2SeqSessions:
     """The encoder and step-decoder sessions of a format-3 bundle.
 
@@ -162,10 +227,22 @@ class Seq2SeqSessions:
     def __init__(self, encoder_path: str | Path, decoder_path: str | Path, config: SessionConfig,
                  n_layers: int, workers: int = 1):
         self.config = config
-        if config.provider == "cpu":
+        cpu = config.provider == "cpu"
+        if cpu:
             return_large_frees_to_the_os()
-        self.encoder = create_session(encoder_path, config)
-        self.decoder = create_session(decoder_path, config)
+        # on the CPU, weights the sessions would each copy are held once
+        self.shared = SharedWeights() if cpu else None
+        self.encoder = self._session(encoder_path, config)
+        # one-thread copies of the graphs: for small steps and for lanes
+        self._one_thread = cpu and config.intra_op_threads != 1
+        self._decoders: dict[tuple[int, bool], ort.InferenceSession] = {}
+        self._fused: dict[bool, ort.InferenceSession] = {}
+        self._lock = threading.Lock()
+        # the decoder session made now: the one the lanes use where there are lanes (the
+        # multi-thread one is then made only if a step of many rows runs outside a lane)
+        self._decoder_key = (0, self._one_thread and workers > 1)
+        self.decoder = self._session(
+            decoder_path, replace(config, intra_op_threads=1) if self._decoder_key[1] else config)
         names = graph_names(n_layers)
         for path, session, graph in ((encoder_path, self.encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
@@ -179,18 +256,21 @@ class Seq2SeqSessions:
         self.cache_head_dim = cache.shape[3]  # (R, H, M, Dp)
         self.providers = self.decoder.get_providers()
         self.decoder_path = decoder_path
-        self.by_length = (config.provider == "cpu" and config.cross_by_length
-                          and specializable(decoder_path))
-        # one-thread copies of the graphs: for small steps and for lanes
-        self._one_thread = config.provider == "cpu" and config.intra_op_threads != 1
-        self._decoders: dict[tuple[int, bool], ort.InferenceSession] = {}
-        self._lock = threading.Lock()
+        self.by_length = (cpu and config.cross_by_length and specializable(decoder_path))
+        self.fused = cpu and config.fused
         small_rows = config.small_rows if self._one_thread else 0
         self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
         self.lane_step = StepDecoder(self.lane_decoder_for, n_layers).step
         self.lane_encoder = self.encoder
         if self._one_thread and workers > 1:
-            self.lane_encoder = create_session(encoder_path, replace(config, intra_op_threads=1))
+            self.lane_encoder = self._session(encoder_path, replace(config, intra_op_threads=1))
+
+    def _session(self, graph: str | Path | bytes, config: SessionConfig,
+                 weights_of: str | Path | None = None) -> ort.InferenceSession:
+        """A session of graph (a path, or serialized: then weights_of names the file whose
+        initializers it has), with the shared weights where there are."""
+        shared = () if self.shared is None else self.shared.of(weights_of or graph)
+        return create_session(graph, config, shared)
 
     def decoder_for(self, beams: int, one_thread: bool = False) -> ort.InferenceSession:
         """The decoder session for steps of `beams` rows per sentence: the graph specialized for
@@ -199,7 +279,7 @@ class Seq2SeqSessions:
         one_thread = one_thread and self._one_thread
         beams = beams if self.by_length else 0
         key = (beams, one_thread)
-        if key == (0, False):
+        if key == self._decoder_key:
             return self.decoder
         session = self._decoders.get(key)
         if session is None:
@@ -209,7 +289,30 @@ class Seq2SeqSessions:
                     graph = (by_source_length(self.decoder_path, beams) if beams
                              else self.decoder_path)
                     config = replace(self.config, intra_op_threads=1) if one_thread else self.config
-                    session = self._decoders[key] = create_session(graph, config)
+                    session = self._decoders[key] = self._session(graph, config,
+                                                                  self.decoder_path)
+        return session
+
+    def fused_for(self, beam: bool) -> ort.InferenceSession:
+        """The session of the fused search (app.engine.fused) for one sentence: greedy on one
+        thread; beam search on two spinning threads where there are two (its steps have K rows,
+        enough work to split: on 2 cores, batch-1 beam 4 p50 10.0-10.6 ms against 11.4-11.9 ms
+        on one thread, 14-16 ms on two without spinning; greedy was quickest on one). Made at
+        first use."""
+        session = self._fused.get(beam)
+        if session is None:
+            with self._lock:
+                session = self._fused.get(beam)
+                if session is None:
+                    from app.engine.fused import beam_loop, greedy_loop
+
+                    threads = min(2, self.config.intra_op_threads
+                                  or len(os.sched_getaffinity(0)))
+                    config = replace(self.config, intra_op_threads=1)
+                    if beam and threads > 1:
+                        config = replace(self.config, intra_op_threads=threads, spinning=True)
+                    graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
+                    session = self._fused[beam] = self._session(graph, config, self.decoder_path)
         return session
 
     def lane_decoder_for(self, beams: int, one_thread: bool = True) -> ort.InferenceSession:

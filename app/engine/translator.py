@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
+from app.engine.fused import FusedDecoder
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
@@ -124,6 +125,10 @@ class Translator:
         start = special.get("decoder_start_id")
         self.start_id = self.bos_id if start is None else start  # the decoder's first input
         self.max_positions = int(bundle.architecture["max_positions"])
+        a = bundle.architecture
+        self.fused = (FusedDecoder(self.sessions.fused_for, int(a["n_decoder_layers"]),
+                                   self.start_id, self.eos_id, int(a["vocab_size"]))
+                      if self.sessions.fused else None)
         d = bundle.decoding
         self.default_options = TranslationOptions(
             beam_size=int(d["beam_size"]),
@@ -145,12 +150,14 @@ class Translator:
         verify_checksums: bool = True,
         workers: int = 0,
         cross_by_length: bool = True,
+        fused: bool = True,
     ) -> Translator:
         """Load and validate the bundle at path (its default variant if variant is None);
-        workers: decode lanes (0 = one per core), cross_by_length: see SessionConfig."""
+        workers: decode lanes (0 = one per core), cross_by_length and fused: see
+        SessionConfig."""
         bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
-                               workers=workers, cross_by_length=cross_by_length)
+                               workers=workers, cross_by_length=cross_by_length, fused=fused)
         return cls(bundle, config, max_batch_size)
 
     @property
@@ -193,11 +200,13 @@ class Translator:
         return self.tokenizer.decode([i for i in ids if i not in special])
 
     def warmup(self) -> None:
-        """Run both graphs once, greedy and with the default beam size, so the first request
+        """Run the graphs once, greedy and with the default beam size, one sentence alone (the
+        fused search) and two (decoder steps, as the service runs them), so the first request
         does not pay for lazy initialisation (sessions are made per beam width)."""
         for beams in sorted({1, self.default_options.beam_size}):
-            self.translate_batch(["warm up"], TranslationOptions(
-                beam_size=beams, max_len_offset=2, max_len_ratio=0.0))
+            options = TranslationOptions(beam_size=beams, max_len_offset=2, max_len_ratio=0.0)
+            self.translate_batch(["warm up"], options)
+            self.translate_batch(["warm up", "warm up"], options)
 
     def translate_ids(
         self, sources: list[list[int]], options: TranslationOptions | None = None
@@ -208,6 +217,8 @@ class Translator:
         (a few at a time, so the encoder still runs in batches), and no sentence waits for the
         longest of its batch."""
         options = options or self.default_options
+        if len(sources) == 1 and self.fused is not None:
+            return [self._fused(sources, options)]
         results: list[list[Hypothesis]] = [[] for _ in sources]
         queue = _Queue(sorted(range(len(sources)), key=lambda i: len(sources[i])))
         lanes = max(1, min(self.workers, len(sources)))
@@ -221,6 +232,15 @@ class Translator:
         for other in others:
             other.result()
         return results
+
+    def _fused(self, sources: list[list[int]], options: TranslationOptions) -> list[Hypothesis]:
+        """One sentence, its whole search in one ONNX Runtime call (app.engine.fused): batch-1
+        greedy p50 on the shipped int8 model 5.95-7.13 ms against 7.73-9.40 ms by steps."""
+        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources))
+        return self.fused.search(cross_k, cross_v, src_mask,
+                                 int(self.output_limits(sources, options)[0]),
+                                 options.beam_size, options.length_penalty,
+                                 1 + options.num_alternatives)
 
     def _decode(self, queue: _Queue, sources: list[list[int]], options: TranslationOptions,
                 size: int, results: list, lane: bool) -> None:

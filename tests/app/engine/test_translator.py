@@ -8,21 +8,9 @@ import textwrap
 import threading
 
 import pytest
-import torch
 
 from app.engine import TranslationOptions, Translator
-from model.checkpoint import load_model
 from model.search import beam_search, greedy_search
-from tests.conftest import toy_pairs
-
-
-@pytest.fixture(scope="module")
-def reference(tiny_checkpoint):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model on a shared machine: one thread is fastest
-    model, tokenizer, _ = load_model(tiny_checkpoint)
-    yield model, tokenizer
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["one-lane", "two-lanes"])
@@ -31,15 +19,6 @@ def translator(tiny_bundle, request):
     t = Translator.from_dir(tiny_bundle, intra_threads=1, workers=request.param)
     assert t.workers == request.param
     return t
-
-
-@pytest.fixture(scope="module")
-def sources(reference, tiny_sentences):
-    """Token ids of the tiny sentences, some unseen toy sentences, and untrained gibberish."""
-    _, tokenizer = reference
-    texts = tiny_sentences + [en for en, _ in toy_pairs(12, seed=7)]
-    texts += ["zzz qqq the", "x", "house house house house house house"]
-    return [tokenizer.encode(t) for t in texts]
 
 
 def test_greedy_equals_pytorch(translator, reference, sources):
