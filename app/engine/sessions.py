@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
+from app.engine.fused import beam_loop, fusable, greedy_loop
 from app.engine.specialize import by_source_length, specializable
 from app.engine.step import StepDecoder
 
@@ -54,7 +55,9 @@ class SessionConfig:
     model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
     wall time, greedy -11 to -28 %; length-sorted batches within noise.
     fused: on the CPU, a sentence translated alone runs its whole search in one ONNX Runtime
-    call (app.engine.fused) instead of one call per step."""
+    call (app.engine.fused) instead of one call per step: None = where the graphs' matrix
+    products take int8 weights (app.engine.fused.fusable: there it is quicker and lighter),
+    True = for every graph, False = never."""
 
     provider: str = "cpu"
     intra_op_threads: int = 0
@@ -64,7 +67,7 @@ class SessionConfig:
     spinning: bool = False
     workers: int = 0
     cross_by_length: bool = True
-    fused: bool = True
+    fused: bool | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in PROVIDERS:
@@ -257,7 +260,7 @@ class Seq2SeqSessions:
         self.providers = self.decoder.get_providers()
         self.decoder_path = decoder_path
         self.by_length = (cpu and config.cross_by_length and specializable(decoder_path))
-        self.fused = cpu and config.fused
+        self.fused = cpu and (fusable(decoder_path) if config.fused is None else config.fused)
         small_rows = config.small_rows if self._one_thread else 0
         self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
         self.lane_step = StepDecoder(self.lane_decoder_for, n_layers).step
@@ -304,8 +307,6 @@ class Seq2SeqSessions:
             with self._lock:
                 session = self._fused.get(beam)
                 if session is None:
-                    from app.engine.fused import beam_loop, greedy_loop
-
                     threads = min(2, self.config.intra_op_threads
                                   or len(os.sched_getaffinity(0)))
                     config = replace(self.config, intra_op_threads=1)

@@ -150,7 +150,7 @@ class Translator:
         verify_checksums: bool = True,
         workers: int = 0,
         cross_by_length: bool = True,
-        fused: bool = True,
+        fused: bool | None = None,
     ) -> Translator:
         """Load and validate the bundle at path (its default variant if variant is None);
         workers: decode lanes (0 = one per core), cross_by_length and fused: see

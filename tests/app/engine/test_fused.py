@@ -13,8 +13,11 @@ from model.search import beam_search, greedy_search
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["one-thread", "two-threads"])
 def translator(tiny_bundle, request):
-    """On two threads the beam search's fused session splits its ops (and spins)."""
-    return Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=request.param)
+    """fp32, fused although its weights are float (which by default step), to compare with
+    PyTorch exactly; on two threads the beam search's fused session splits its ops (and
+    spins)."""
+    return Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=request.param,
+                               fused=True)
 
 
 @pytest.fixture
@@ -73,7 +76,7 @@ def test_fused_and_step_by_step_give_the_same_results(tiny_bundle, tiny_sentence
     """The same n-best lists, scores and texts with the fused search on and off, for fp32 and
     for int8 (whose graphs are the same but for the quantized matrix products)."""
     for variant in ("fp32", "int8"):
-        on = Translator.from_dir(tiny_bundle, variant=variant, intra_threads=1)
+        on = Translator.from_dir(tiny_bundle, variant=variant, intra_threads=1, fused=True)
         off = Translator.from_dir(tiny_bundle, variant=variant, intra_threads=1, fused=False)
         assert on.fused is not None and off.fused is None
         for options in (TranslationOptions(beam_size=1, return_scores=True),
@@ -129,3 +132,10 @@ def test_the_many_thread_decoder_is_made_only_when_needed(tiny_bundle, tiny_sent
     while batch.running:
         batch.step()
     assert (1, False) in t.sessions._decoders or (0, False) in t.sessions._decoders
+
+
+def test_by_default_only_int8_graphs_are_fused(tiny_bundle):
+    """Float weights inside a Loop body are packed again at every call (fusable's numbers), so
+    by default only graphs with int8 matrix products take the fused search."""
+    assert Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1).fused is not None
+    assert Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1).fused is None
