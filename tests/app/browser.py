@@ -7,7 +7,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,7 @@ class Browser:
         self.proc = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={self.profile.name}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes share a group that close() ends
         )
         port_file = Path(self.profile.name) / "DevToolsActivePort"
         deadline = time.monotonic() + 30
@@ -108,4 +111,18 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
-        self.profile.cleanup()
+        # Chromium's helper processes can outlive it for a moment and still write into the
+        # profile (a CI run failed removing its 'Default' directory): end the whole group, then
+        # remove the profile, trying again while something still writes there
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for _ in range(20):
+            try:
+                shutil.rmtree(self.profile.name)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+        shutil.rmtree(self.profile.name, ignore_errors=True)
+        self.profile.cleanup()  # the TemporaryDirectory's own bookkeeping (nothing left)
