@@ -7,6 +7,7 @@ or beam search over the decoder's KV cache -> detokenize -> results in input ord
 
 from __future__ import annotations
 
+import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +24,9 @@ from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
 
 REFILL_SHARE = 8  # offline batches take new sentences once 1/8 of their slots are free
+# texts whose source ids a translator keeps: the service tokenizes a request's text for its
+# length check, the batcher's token count and the engine's admission, within milliseconds
+IDS_CACHE = 1024
 
 
 def load_tokenizer(bundle: Bundle) -> JointTokenizer | SplitTokenizer:
@@ -125,6 +129,7 @@ class Translator:
         start = special.get("decoder_start_id")
         self.start_id = self.bos_id if start is None else start  # the decoder's first input
         self.max_positions = int(bundle.architecture["max_positions"])
+        self._ids = functools.lru_cache(maxsize=IDS_CACHE)(self._source_ids)
         a = bundle.architecture
         self.fused = (FusedDecoder(self.sessions.fused_for, int(a["n_decoder_layers"]),
                                    self.start_id, self.eos_id, int(a["vocab_size"]))
@@ -186,8 +191,12 @@ class Translator:
         return self.max_positions - 1
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        """Texts -> source ids (no EOS), truncated to max_source_tokens."""
-        return [ids[: self.max_source_tokens] for ids in self.tokenizer.encode(texts)]
+        """Texts -> source ids (no EOS), truncated to max_source_tokens; the ids of the last
+        IDS_CACHE texts are kept, so a text measured and then translated is tokenized once."""
+        return [list(self._ids(text)) for text in texts]
+
+    def _source_ids(self, text: str) -> tuple[int, ...]:
+        return tuple(self.tokenizer.encode([text])[0][: self.max_source_tokens])
 
     def count_tokens(self, text: str) -> int:
         """The encoder positions text takes (its SentencePiece tokens plus EOS; 0 if blank)."""

@@ -134,6 +134,23 @@ def test_metadata_and_count_tokens(translator, reference):
     assert translator.default_options.beam_size == 4
 
 
+def test_a_text_is_tokenized_once_for_its_count_and_its_translation(tiny_bundle, monkeypatch):
+    """The service counts a text's tokens (length check, batcher) before the engine encodes it:
+    the tokenizer runs once, and callers get lists of their own."""
+    t = Translator.from_dir(tiny_bundle, intra_threads=1)
+    calls = []
+    encode = t.tokenizer.encode
+    monkeypatch.setattr(t.tokenizer, "encode", lambda texts: calls.append(texts) or encode(texts))
+    first = t.count_tokens("open the file")
+    ids = t.encode(["open the file"])[0]
+    ids.append(-1)  # the caller's own list
+    assert t.encode(["open the file"])[0] == ids[:-1] and len(ids) == first
+    assert t.translate_batch(["open the file"])[0].text
+    assert calls == [["open the file"]]
+    t.encode(["the car"])
+    assert len(calls) == 2
+
+
 def test_long_input_is_truncated_to_the_positions(translator):
     text = " ".join(["the red house"] * 100)
     assert translator.count_tokens(text) == translator.max_source_tokens + 1
