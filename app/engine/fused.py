@@ -37,25 +37,25 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.engine.search import Hypothesis, ranked
+from app.engine.specialize import read_graph
 
 if TYPE_CHECKING:
+    import onnx
     import onnxruntime as ort
 
 PREFIX = "fused/"  # names of the values added here
 
 
-def fusable(path: str | Path) -> bool:
-    """Whether the fused search pays for the step graph at path: where its matrix products take
+def fusable(path: str | Path | onnx.GraphProto) -> bool:
+    """Whether the fused search pays for the step graph at path (or this parsed graph): where its
+    matrix products take
     int8 weights (MatMulInteger). Inside a Loop body ONNX Runtime does not pre-pack the weights
     that the body reads from the outer graph, so each call packs them. Measured on the shipped
     decoder (one thread, 30 steps, one session): int8 8.95 ms and 12 MiB for the session
     (against 8.67 ms and 36 MiB with the weights moved into the body, where they are packed
     once, and 27 MiB for a step-graph session); fp32 22.3 ms and 63 MiB, or 17.3 ms and 95 MiB
     in the body, so float weights stay with the step path."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    return any(n.op_type == "MatMulInteger" for n in graph.node)
+    return any(n.op_type == "MatMulInteger" for n in read_graph(path).node)
 
 
 def greedy_loop(path: str | Path) -> bytes:
@@ -321,6 +321,7 @@ class FusedDecoder:
     def _feeds(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
                limit: int) -> dict[str, np.ndarray]:
         feeds = {"max_steps": np.array(limit, np.int64), "eos": np.array(self.eos_id, np.int64),
+                 "start": np.array([self.start_id], np.int64),
                  "cross_mask": src_mask.astype(np.int32)}
         for i in range(self.n_layers):
             feeds[f"cross_k_{i}"] = cross_k[i]
@@ -333,14 +334,12 @@ class FusedDecoder:
         and its length limit (EOS included) -> its n_best hypotheses, best first."""
         feeds = self._feeds(cross_k, cross_v, src_mask, limit)
         if beam_size == 1:
-            feeds["start"] = np.array([self.start_id], np.int64)
             tokens, log_probs = self.session_for(False).run(["tokens", "log_probs"], feeds)
             tokens = tokens[:, 0].tolist()
             score = float(np.cumsum(log_probs[:, 0], dtype=np.float32)[-1])  # in order, float32
             n_tokens = len(tokens) - (tokens[-1] == self.eos_id)
             return ranked([(tokens[:n_tokens], score, len(tokens))], length_penalty, n_best)
         k = beam_size
-        feeds["start"] = np.array([self.start_id], np.int64)
         feeds["start_scores"] = np.zeros(1, np.float32)
         feeds["beam_size"] = np.array([k], np.int64)
         feeds["top_k"] = np.array([min(2 * k, self.vocab_size)], np.int64)

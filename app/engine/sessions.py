@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,10 +21,11 @@ import numpy as np
 
 from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
 from app.engine.fused import beam_loop, fusable, greedy_loop
-from app.engine.specialize import by_source_length, specializable
+from app.engine.specialize import by_source_length, read_graph, specializable
 from app.engine.step import StepDecoder
 
 if TYPE_CHECKING:  # onnxruntime loads when the first session is created, not at import
+    import onnx
     import onnxruntime as ort
 
 log = logging.getLogger(__name__)
@@ -181,21 +183,21 @@ class SharedWeights:
         self._graphs: dict[str, list[tuple[str, ort.OrtValue]]] = {}
         self._lock = threading.Lock()
 
-    def of(self, path: str | Path) -> list[tuple[str, ort.OrtValue]]:
+    def of(self, path: str | Path, graph: onnx.GraphProto | None = None
+           ) -> list[tuple[str, ort.OrtValue]]:
         """(name, value) of the graph at path's shared initializers: float, at least
-        SHARED_MIN_BYTES, and read by no weight-packing op."""
+        SHARED_MIN_BYTES, and read by no weight-packing op; graph: the file already parsed."""
         key = str(path)
         with self._lock:
             if key not in self._graphs:
-                self._graphs[key] = self._read(path)
+                self._graphs[key] = self._read(read_graph(graph or path))
             return self._graphs[key]
 
-    def _read(self, path: str | Path) -> list[tuple[str, ort.OrtValue]]:
+    def _read(self, graph: onnx.GraphProto) -> list[tuple[str, ort.OrtValue]]:
         import onnx
         import onnxruntime as ort
         from onnx import numpy_helper
 
-        graph = onnx.load(str(path)).graph
         packed = {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
         kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
         found = []
@@ -205,7 +207,7 @@ class SharedWeights:
             array = numpy_helper.to_array(init)
             if array.nbytes < SHARED_MIN_BYTES:
                 continue
-            digest = hashlib.blake2b(array.tobytes(), digest_size=16).digest()
+            digest = hashlib.blake2b(array, digest_size=16).digest()  # its memory, uncopied
             held = self._arrays.get((array.dtype.str, array.shape, digest))
             if held is None:  # the OrtValue reads the array's memory: both are kept
                 held = (array, ort.OrtValue.ortvalue_from_numpy(array))
@@ -241,6 +243,10 @@ class Seq2SeqSessions:
         self._decoders: dict[tuple[int, bool], ort.InferenceSession] = {}
         self._fused: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
+        # the decoder file is parsed once for the shared weights and the questions below
+        decoder_graph = read_graph(decoder_path) if cpu else None
+        if cpu:
+            self.shared.of(decoder_path, decoder_graph)
         # the decoder session made now: the one the lanes use where there are lanes (the
         # multi-thread one is then made only if a step of many rows runs outside a lane)
         self._decoder_key = (0, self._one_thread and workers > 1)
@@ -259,8 +265,9 @@ class Seq2SeqSessions:
         self.cache_head_dim = cache.shape[3]  # (R, H, M, Dp)
         self.providers = self.decoder.get_providers()
         self.decoder_path = decoder_path
-        self.by_length = (cpu and config.cross_by_length and specializable(decoder_path))
-        self.fused = cpu and (fusable(decoder_path) if config.fused is None else config.fused)
+        self.by_length = cpu and config.cross_by_length and specializable(decoder_graph)
+        self.fused = cpu and (fusable(decoder_graph) if config.fused is None else config.fused)
+        del decoder_graph  # its weights are in the shared arrays or the sessions now
         small_rows = config.small_rows if self._one_thread else 0
         self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
         self.lane_step = StepDecoder(self.lane_decoder_for, n_layers).step
@@ -284,16 +291,23 @@ class Seq2SeqSessions:
         key = (beams, one_thread)
         if key == self._decoder_key:
             return self.decoder
-        session = self._decoders.get(key)
+
+        def make() -> ort.InferenceSession:
+            graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
+            config = replace(self.config, intra_op_threads=1) if one_thread else self.config
+            return self._session(graph, config, self.decoder_path)
+
+        return self._made(self._decoders, key, make)
+
+    def _made(self, store: dict, key, make: Callable[[], ort.InferenceSession]
+              ) -> ort.InferenceSession:
+        """store[key], made by make() at its first use (once, whichever thread asks first)."""
+        session = store.get(key)
         if session is None:
             with self._lock:
-                session = self._decoders.get(key)
+                session = store.get(key)
                 if session is None:
-                    graph = (by_source_length(self.decoder_path, beams) if beams
-                             else self.decoder_path)
-                    config = replace(self.config, intra_op_threads=1) if one_thread else self.config
-                    session = self._decoders[key] = self._session(graph, config,
-                                                                  self.decoder_path)
+                    session = store[key] = make()
         return session
 
     def fused_for(self, beam: bool) -> ort.InferenceSession:
@@ -302,19 +316,15 @@ class Seq2SeqSessions:
         enough work to split: on 2 cores, batch-1 beam 4 p50 10.0-10.6 ms against 11.4-11.9 ms
         on one thread, 14-16 ms on two without spinning; greedy was quickest on one). Made at
         first use."""
-        session = self._fused.get(beam)
-        if session is None:
-            with self._lock:
-                session = self._fused.get(beam)
-                if session is None:
-                    threads = min(2, self.config.intra_op_threads
-                                  or len(os.sched_getaffinity(0)))
-                    config = replace(self.config, intra_op_threads=1)
-                    if beam and threads > 1:
-                        config = replace(self.config, intra_op_threads=threads, spinning=True)
-                    graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
-                    session = self._fused[beam] = self._session(graph, config, self.decoder_path)
-        return session
+        def make() -> ort.InferenceSession:
+            threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
+            config = replace(self.config, intra_op_threads=1)
+            if beam and threads > 1:
+                config = replace(self.config, intra_op_threads=threads, spinning=True)
+            graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
+            return self._session(graph, config, self.decoder_path)
+
+        return self._made(self._fused, beam, make)
 
     def lane_decoder_for(self, beams: int, one_thread: bool = True) -> ort.InferenceSession:
         """A lane's decoder session: always the one-thread copy."""

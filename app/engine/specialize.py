@@ -22,8 +22,12 @@ cross_v_<i>_out, which the step decoder binds to the cross buffers (in place).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import onnx
 
 MS_DOMAIN = "com.microsoft"
 PREFIX = "by_length/"  # names of the nodes and values added here
@@ -34,13 +38,23 @@ def cross_output_names(n_layers: int) -> list[str]:
     return [f"cross_{kind}_{i}_out" for i in range(n_layers) for kind in ("k", "v")]
 
 
-def specializable(path: str | Path) -> bool:
-    """Whether the step graph at path can be specialized: float32 cross keys/values whose head
-    size is a multiple of 8 (as GroupQueryAttention needs), and cross-attention run by
-    MultiHeadAttention nodes (so a graph specialized already is not)."""
+def read_graph(path_or_graph: str | Path | onnx.GraphProto) -> onnx.GraphProto:
+    """The GraphProto of the ONNX file at a path (bundle graphs keep their weights inside), or
+    the GraphProto itself: callers that ask several questions of one graph parse it once."""
     import onnx
 
-    graph = onnx.load(str(path), load_external_data=False).graph
+    if isinstance(path_or_graph, onnx.GraphProto):
+        return path_or_graph
+    return onnx.load(str(path_or_graph), load_external_data=False).graph
+
+
+def specializable(path: str | Path | onnx.GraphProto) -> bool:
+    """Whether the step graph at path (or this parsed graph) can be specialized: float32 cross
+    keys/values whose head size is a multiple of 8 (as GroupQueryAttention needs), and
+    cross-attention run by MultiHeadAttention nodes (so a graph specialized already is not)."""
+    import onnx
+
+    graph = read_graph(path)
     cross = next((x for x in graph.input if x.name == "cross_k_0"), None)
     if cross is None or cross.type.tensor_type.elem_type != onnx.TensorProto.FLOAT:
         return False
