@@ -17,6 +17,7 @@ import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.fused import FusedDecoder
+from app.engine.lanes import LaneProcesses, LaneSpec, ProcessBatch
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
@@ -118,6 +119,8 @@ class Translator:
         )
         self._lanes = (ThreadPoolExecutor(self.workers - 1, "nmt-lane")
                        if self.workers > 1 else None)
+        self.lane_processes: LaneProcesses | None = None  # see use_lane_processes
+        self._config = config
         self.tokenizer = load_tokenizer(bundle)
         check_consistency(bundle, self.sessions, self.tokenizer)
         special = bundle.special_tokens
@@ -156,14 +159,36 @@ class Translator:
         workers: int = 0,
         cross_by_length: bool = True,
         fused: bool | None = None,
+        lane_processes: bool = False,
     ) -> Translator:
         """Load and validate the bundle at path (its default variant if variant is None);
         workers: decode lanes (0 = one per core), cross_by_length and fused: see
-        SessionConfig."""
+        SessionConfig; lane_processes: see use_lane_processes."""
         bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
                                workers=workers, cross_by_length=cross_by_length, fused=fused)
-        return cls(bundle, config, max_batch_size)
+        translator = cls(bundle, config, max_batch_size)
+        if lane_processes:
+            translator.use_lane_processes()
+        return translator
+
+    def use_lane_processes(self) -> bool:
+        """Run the running batches that `start_batch(lane=True)` gives (the service's decode
+        lanes) in processes of their own (app.engine.lanes), so that they never wait for the
+        server's event loop at the GIL; offline calls (translate_batch) stay in this process.
+        Only on the CPU with two lanes or more; returns whether they are used."""
+        if self.workers < 2 or self._config.provider != "cpu":
+            return False
+        if self.lane_processes is None:
+            size = -(-self.max_batch_size // self.workers)
+            self.lane_processes = LaneProcesses(
+                LaneSpec(str(self.bundle.path), self.variant, self._config, size))
+        return True
+
+    def close(self) -> None:
+        """End the lane processes, if any (the translator itself needs no closing)."""
+        if self.lane_processes is not None:
+            self.lane_processes.close()
 
     @property
     def name(self) -> str:
@@ -216,6 +241,8 @@ class Translator:
             options = TranslationOptions(beam_size=beams, max_len_offset=2, max_len_ratio=0.0)
             self.translate_batch(["warm up"], options)
             self.translate_batch(["warm up", "warm up"], options)
+        if self.lane_processes is not None:  # each loads and warms up its own sessions
+            self.lane_processes.start(self.workers)
 
     def translate_ids(
         self, sources: list[list[int]], options: TranslationOptions | None = None
@@ -326,9 +353,13 @@ class Translator:
         cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), lane)
         search.admit(keys, self.output_limits(sources, options), cross_k, cross_v, src_mask)
 
-    def start_batch(self, options: TranslationOptions, lane: bool = False) -> RunningBatch:
+    def start_batch(self, options: TranslationOptions,
+                    lane: bool = False) -> RunningBatch | ProcessBatch:
         """A running batch of texts for the batcher: texts join between decoder steps. lane:
-        it runs beside other running batches (one per batcher worker)."""
+        it runs beside other running batches (one per batcher worker), in a lane process of its
+        own where use_lane_processes is on. The caller closes it when done."""
+        if lane and self.lane_processes is not None:
+            return self.lane_processes.batch(options)
         return RunningBatch(self, options, lane)
 
 
@@ -355,6 +386,9 @@ class RunningBatch:
             sources = self.translator.encode([texts[i] for i in todo])
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
                                   self.lane)
+
+    def close(self) -> None:
+        """Nothing to give back (a ProcessBatch gives back its lane)."""
 
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []

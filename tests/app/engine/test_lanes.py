@@ -1,0 +1,110 @@
+"""Decode lanes in processes of their own (app.engine.lanes): the same translations as a running
+batch in this process, blank texts, failures that end one batch and not the service."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from app.engine import TranslationOptions, Translator
+from app.engine.lanes import LaneError
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_bundle):
+    t = Translator.from_dir(tiny_bundle, variant="fp32", workers=2, lane_processes=True)
+    t.lane_processes.start(2)
+    yield t
+    t.close()
+    assert t.lane_processes.pids == []
+
+
+def drive(batch, keyed: dict) -> dict:
+    """Admit every text at once, step until all finished; {key: Result}."""
+    batch.admit(list(keyed), list(keyed.values()))
+    out = {}
+    while batch.running:
+        out.update(batch.step())
+    return out
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_a_lane_process_translates_as_a_running_batch_here(translator, tiny_sentences, beams):
+    options = TranslationOptions(beam_size=beams, num_alternatives=beams - 1, return_scores=True)
+    texts = {f"k{i}": text for i, text in enumerate(tiny_sentences)}
+    batch = translator.start_batch(options, lane=True)
+    assert type(batch).__name__ == "ProcessBatch"
+    try:
+        found = drive(batch, texts)
+    finally:
+        batch.close()
+    here = translator.start_batch(options, lane=False)  # a RunningBatch in this process
+    expected = drive(here, texts)
+    assert set(found) == set(texts)
+    for key in texts:  # fp32: bit-identical, alternatives and scores included
+        assert found[key] == expected[key], key
+
+
+def test_sentences_join_a_lane_between_steps(translator, tiny_sentences):
+    options = TranslationOptions(beam_size=1)
+    expected = translator.translate_batch(tiny_sentences[:4], options)
+    batch = translator.start_batch(options, lane=True)
+    try:
+        batch.admit([0], [tiny_sentences[0]])
+        out = dict(batch.step())
+        batch.admit([1, 2, 3], tiny_sentences[1:4])  # while sentence 0 may still run
+        batch.admit([4], ["   "])  # a blank text finishes at the next step, empty
+        while batch.running:
+            out.update(batch.step())
+    finally:
+        batch.close()
+    assert [out[i].text for i in range(4)] == [r.text for r in expected]
+    assert out[4].text == ""
+
+
+def test_a_batch_given_up_on_leaves_nothing_for_the_next(translator, tiny_sentences):
+    options = TranslationOptions(beam_size=1)
+    first = translator.start_batch(options, lane=True)
+    first.admit(list(range(len(tiny_sentences))), tiny_sentences)
+    first.close()  # the batcher gave up (an error): its sentences are dropped in the lane
+    second = translator.start_batch(options, lane=True)
+    try:
+        found = drive(second, {"only": tiny_sentences[0]})
+    finally:
+        second.close()
+    assert list(found) == ["only"]
+    assert found["only"].text == translator.translate_batch(tiny_sentences[:1], options)[0].text
+
+
+def test_a_lane_process_that_dies_fails_its_batch_and_is_replaced(translator, tiny_sentences):
+    options = TranslationOptions(beam_size=1)
+    batch = translator.start_batch(options, lane=True)
+    victim = batch.lane.process.pid
+    os.kill(victim, signal.SIGKILL)
+    batch.lane.process.wait()
+    with pytest.raises(LaneError, match="exited"):
+        batch.admit([0], [tiny_sentences[0]])
+        batch.step()
+    batch.close()
+    for _ in range(2):  # both lanes of the pool are taken: the dead one is started again
+        again = translator.start_batch(options, lane=True)
+        try:
+            found = drive(again, {0: tiny_sentences[0]})
+        finally:
+            again.close()
+        assert found[0].text
+    assert victim not in translator.lane_processes.pids
+
+
+def test_offline_calls_stay_in_this_process(translator, tiny_sentences):
+    pids = translator.lane_processes.pids
+    assert translator.translate_batch(tiny_sentences[:2])[0].text
+    assert translator.lane_processes.pids == pids
+
+
+def test_lane_processes_only_with_two_lanes_on_the_cpu(tiny_bundle):
+    one = Translator.from_dir(tiny_bundle, variant="fp32", workers=1, lane_processes=True)
+    assert one.lane_processes is None
+    assert type(one.start_batch(TranslationOptions(), lane=True)).__name__ == "RunningBatch"
