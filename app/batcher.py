@@ -357,11 +357,12 @@ class Batcher:
         same engine and options join it (interactive ones first, background ones up to
         document_batch_size), and finished sentences go back to their requests at once."""
         started = time.perf_counter()
-        batch = engine.start_batch(options, lane=self.workers > 1)
+        batch = None
         running: dict[int, _Item] = {}
         stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
         ok = True
         try:
+            batch = engine.start_batch(options, lane=self.workers > 1)
             while items or running:
                 live = [item for item in items if not item.request.cancelled]
                 if live:
@@ -369,6 +370,7 @@ class Batcher:
                     running.update((item.seq, item) for item in live)
                     for key, value in _source_stats(live).items():
                         stats[key] += value
+                items = []  # admitted (or cancelled)
                 for seq, result in batch.step():
                     stats["output_tokens"] += len(result.tokens)
                     item = running.pop(seq)
@@ -376,9 +378,11 @@ class Batcher:
                         _deliver(item, result)
                 items = self._join(engine, options, running)
         except Exception:
-            log.exception("engine batch of %d sentences failed", len(running))
+            log.exception("engine batch of %d sentences failed", len(running) + len(items))
             ok = False
-            _fail_all(running.values())
+            _fail_all([*running.values(), *items])  # items: taken from the queue, not admitted
+        finally:
+            getattr(batch, "close", lambda: None)()  # a lane process goes back to its pool
         with self._cond:
             self.batches += 1
         self._on_batch(BatchStats(model=getattr(engine, "name", "?"),

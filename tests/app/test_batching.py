@@ -192,3 +192,95 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
     assert seen["most"] == 2  # two running batches stepped at once
     assert seen["sentences"] <= 3  # half of max_batch_size each
     assert len(seen["threads"]) == 2
+
+
+def two_worker_batcher():
+    """A started batcher with two workers (decode lanes), joining quickly."""
+    from app.batcher import Batcher, BatcherConfig
+
+    batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=32,
+                                    document_batch_size=8, max_wait_ms=1, queue_size=100),
+                      workers=2)
+    batcher.start()
+    return batcher
+
+
+def test_a_lane_process_that_dies_fails_its_requests_only(tiny_bundle):
+    """With decode lanes in processes of their own, a lane process that dies while it holds a
+    running batch fails that batch's requests with EngineFailure; the next request is served
+    by a lane started again, with the translation it gets alone."""
+    import asyncio
+
+    import pytest
+
+    from app.engine import TranslationOptions, Translator
+    from app.errors import EngineFailure
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2,
+                                     lane_processes=True)
+    pool = translator.lane_processes
+    take, kill, killed = pool.batch, {"next": True}, []
+
+    def dying(options):
+        batch = take(options)
+        if kill.pop("next", False):
+            batch.lane.process.kill()
+            killed.append(batch.lane.process.wait())
+        return batch
+
+    pool.batch = dying
+    options = TranslationOptions(beam_size=2)
+
+    async def scenario():
+        batcher = two_worker_batcher()
+        with pytest.raises(EngineFailure):
+            await batcher.translate(translator, ["the red car", "a small tree"], options)
+        after = await batcher.translate(translator, ["the cat"], options)
+        batcher.close()
+        return [r.text for r in after]
+
+    try:
+        after = asyncio.run(scenario())
+        assert killed and after == [r.text for r in translator.translate_batch(["the cat"],
+                                                                                 options)]
+    finally:
+        translator.close()
+
+
+def test_a_lane_process_that_cannot_start_fails_its_requests_and_the_workers_go_on(
+        tiny_bundle, tmp_path):
+    """A lane process that cannot load its bundle (here: a directory that is not one) fails the
+    requests of the batch it was for, at once, and both batcher workers go on serving."""
+    import asyncio
+    import dataclasses
+
+    import pytest
+
+    from app.engine import TranslationOptions, Translator
+    from app.errors import EngineFailure
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2,
+                                     lane_processes=True)
+    pool = translator.lane_processes
+    good = pool.spec
+    pool.spec = dataclasses.replace(good, path=str(tmp_path))  # no lane started yet
+    options = TranslationOptions(beam_size=2)
+
+    async def scenario():
+        batcher = two_worker_batcher()
+        for text in ["the red car", "a small tree"]:  # one per worker, at most
+            with pytest.raises(EngineFailure):
+                await asyncio.wait_for(batcher.translate(translator, [text], options), 60)
+        pool.spec = good
+        after = await asyncio.wait_for(asyncio.gather(
+            *(batcher.translate(translator, [text], options) for text in ["the cat", "a dog"])),
+            60)
+        batcher.close()
+        return [r[0].text for r in after]
+
+    try:
+        after = asyncio.run(scenario())
+        assert after == [r.text for r in translator.translate_batch(["the cat", "a dog"],
+                                                                    options)]
+    finally:
+        translator.close()
