@@ -44,6 +44,11 @@ class Settings(BaseSettings):
         "thread with one-thread sessions (0 = one per core, at most max_batch_size / 16; 1 on "
         "CUDA). The batch size cap and token budget are shared out among them.",
     )
+    lane_processes: bool = Field(
+        True, description="Run the decode lanes in processes of their own (CPU, two lanes or "
+        "more), so they never wait for the event loop at Python's GIL: at 32 clients on 2 cores "
+        "the lanes got 0.82 of a core each as threads. Costs one bundle's memory per lane.",
+    )
     variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
     # batching and queueing

@@ -130,6 +130,8 @@ async def _drain(app_state: AppState) -> None:
     while not batcher.idle and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.to_thread(batcher.close)
+    for model in app_state.registry or []:  # lane processes end with the batcher
+        await asyncio.to_thread(getattr(model.translator, "close", lambda: None))
 
 
 def create_app(settings: Settings | None = None, loader: Loader | None = None) -> FastAPI:
