@@ -74,6 +74,28 @@ def pid_peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def process_tree(pid: int) -> list[int]:
+    """pid and its descendants (the server's lane processes), from /proc's children lists."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(child) for child in task.read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def tree_peak_rss_mb(pid: int) -> tuple[float | None, int]:
+    """The sum of the peak RSS (VmHWM, MiB) of pid and its descendants (an upper bound of the
+    tree's peak: each process's own peak, wherever it fell), and how many processes that is."""
+    peaks = [pid_peak_rss_mb(p) for p in process_tree(pid)]
+    known = [p for p in peaks if p is not None]
+    return (sum(known) if known else None), len(known)
+
+
 def machine() -> dict:
     """CPU model, cores, memory and the library versions that matter for the numbers."""
     cpu, flags = cpu_info()

@@ -55,9 +55,9 @@ from bench.backends import MAX_LEN_OFFSET, MAX_LEN_RATIO
 from bench.common import (
     machine,
     percentile,
-    pid_peak_rss_mb,
     read_pairs,
     roofline,
+    tree_peak_rss_mb,
     write_json,
 )
 
@@ -165,7 +165,8 @@ class ServiceLevel:
 class ServiceResult:
     variant: str | None = None
     threads: int | None = None
-    peak_rss_mb: float | None = None
+    peak_rss_mb: float | None = None  # summed over the server and its lane processes
+    processes: int | None = None
     levels: list[ServiceLevel] = field(default_factory=list)
     decoding: dict = field(default_factory=dict)
     skipped: str | None = None  # or why it did not run
@@ -347,10 +348,11 @@ def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> Service
                 f"  service c={clients:<3} {row['requests_per_s']:7.1f} req/s  "
                 f"p50 {row['p50_ms']:.0f} ms  p99 {row['p99_ms']:.0f} ms  errors {row['errors']}"
             )
-        peak = pid_peak_rss_mb(proc.pid)
+        peak, processes = tree_peak_rss_mb(proc.pid)
     finally:
         stop_server(proc)
-    return ServiceResult(variant=variant, threads=args.threads, peak_rss_mb=peak, levels=rows,
+    return ServiceResult(variant=variant, threads=args.threads, peak_rss_mb=peak,
+                         processes=processes, levels=rows,
                          decoding=decoding_section(manifest))
 
 
@@ -449,7 +451,8 @@ def service_text(svc: ServiceResult | None, seconds: float,
         f"### Service end to end (app.server, variant {svc.variant}, "
         f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one test "
         f"sentence per request, {seconds:g} s per level; server peak RSS "
-        f"{fmt(svc.peak_rss_mb)} MiB)",
+        f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
+        f"server and its lane processes)",
         "",
         "| clients | requests/s | share of the offline rate | p50 ms | p99 ms | errors "
         "| requests |",

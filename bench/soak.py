@@ -4,8 +4,9 @@ Starts `python -m app.server` on 127.0.0.1 (a free port) on --models-dir, or dri
 server given by --url (loopback hosts only). Requests are sent open-loop at --rate per second,
 alternating the v1 and LibreTranslate APIs, by at most --workers threads: a request that finds
 every worker busy is counted as "dropped" instead of queueing without bound. Reports errors,
-latency percentiles, and the server's RSS and open file descriptors (/proc/<pid>) at start, every
-minute and at the end. Bounded by --minutes (at most 120) and stops by itself.
+latency percentiles, and the server's RSS (its lane processes included) and open file
+descriptors at start, every minute and at the end. Bounded by --minutes (at most 120) and
+stops by itself.
 
     python -m bench.soak --models-dir bundles --minutes 2 --rate 10
     python -m bench.soak --url http://127.0.0.1:8000 --minutes 10 --rate 5 --json soak.json
@@ -26,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bench.common import percentile
+from bench.common import percentile, process_tree
 from bench.service import SENTENCES, start_server, stop_server
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -65,13 +66,14 @@ def listening_pid(port: int) -> int | None:
 
 
 def process_sample(pid: int | None) -> dict[str, float | int | None]:
-    """RSS (MiB) and open file descriptors of the server process."""
+    """RSS (MiB) of the server process and its lane processes together, and the server's open
+    file descriptors."""
     if pid is None:
         return {"rss_mib": None, "open_fds": None}
     try:
-        rss = next(int(line.split()[1]) / 1024 for line in
-                   Path(f"/proc/{pid}/status").read_text().splitlines()
-                   if line.startswith("VmRSS:"))
+        rss = sum(next(int(line.split()[1]) / 1024 for line in
+                       Path(f"/proc/{p}/status").read_text().splitlines()
+                       if line.startswith("VmRSS:")) for p in process_tree(pid))
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (OSError, StopIteration):
         return {"rss_mib": None, "open_fds": None}
