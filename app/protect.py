@@ -37,6 +37,7 @@ bench/placeholders.py check it).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -234,6 +235,14 @@ def _tighten_pairs(
     return clean, placed
 
 
+@functools.lru_cache(maxsize=1024)
+def _mask_pattern(masks: frozenset[str]) -> re.Pattern:
+    """The masks (longest first), then any span, compiled once per set of masks: compiling it
+    per translation was 4 % of the event loop's samples in a server profile at 32 clients."""
+    ours = "|".join(re.escape(t) for t in sorted(masks, key=len, reverse=True))
+    return re.compile(f"{ours}|{SPAN_RE.pattern}") if ours else SPAN_RE
+
+
 def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]:
     """The translation without masks and without spans the model made up, and where each
     span's mask stood in it (the k-th copy of a mask string goes to the k-th span it stands
@@ -241,9 +250,7 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     clean, placed, pos = "", {}, 0
     # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
     # the printf "%2hi"
-    ours = "|".join(re.escape(t) for t in sorted(set(masked.masks), key=len, reverse=True))
-    tokens = re.compile(f"{ours}|{SPAN_RE.pattern}" if ours else SPAN_RE.pattern)
-    for m in tokens.finditer(translation):
+    for m in _mask_pattern(frozenset(masked.masks)).finditer(translation):
         clean += translation[pos : m.start()]
         pos = m.end()
         free = [i for i, t in enumerate(masked.masks) if t == m.group() and i not in placed]
