@@ -6,8 +6,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.app.fakes import free_port, spawn_server, wait_ready
 
@@ -64,3 +66,55 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
     assert all(isinstance(r, httpx.Response) and r.status_code == 200 for r in results), results
     assert all(len(r.json()["translations"]) == len(texts) for r in results)
     assert "draining" in output
+
+
+def children(pid: int) -> set[int]:
+    """The process's child processes, from /proc."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found |= {int(child) for child in task.read_text().split()}
+        except OSError:
+            continue
+    return found
+
+
+def gone(pid: int) -> bool:
+    """Whether the process has exited (a zombie counts: it no longer runs)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def wait_gone(pids: set[int], timeout: float) -> set[int]:
+    """The processes among pids still running after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := {p for p in pids if not gone(p)}) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_the_lane_processes_end_with_the_server(tiny_bundle, tiny_sentences, stop):
+    """With two decode lanes the server runs them as processes of its own: they translate, and
+    they end with the server, whether it shuts down (SIGTERM) or is killed (SIGKILL: each sees
+    its pipe close)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, "--workers", "2")
+    try:
+        wait_ready(url, 180)
+        lanes = children(proc.pid)
+        assert len(lanes) == 2, lanes
+        r = httpx.post(f"{url}/v1/translate", timeout=60, json={
+            "text": tiny_sentences[:4], "source": "en", "target": "de"})
+        assert r.status_code == 200 and len(r.json()["translations"]) == 4
+        proc.send_signal(getattr(signal, stop))
+        code = proc.wait(60)
+        assert code == (0 if stop == "SIGTERM" else -signal.SIGKILL)
+        assert wait_gone(lanes, 30) == set()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
