@@ -108,3 +108,19 @@ def test_lane_processes_only_with_two_lanes_on_the_cpu(tiny_bundle):
     one = Translator.from_dir(tiny_bundle, variant="fp32", workers=1, lane_processes=True)
     assert one.lane_processes is None
     assert type(one.start_batch(TranslationOptions(), lane=True)).__name__ == "RunningBatch"
+
+
+def test_warm_up_starts_the_lanes_and_offline_calls_still_translate(tiny_bundle, tiny_sentences):
+    """With lane processes, warm-up starts one per lane (not this process's sessions); an
+    offline call afterwards still translates here, as a translator without lane processes."""
+    plain = Translator.from_dir(tiny_bundle, variant="fp32", workers=2)
+    laned = Translator.from_dir(tiny_bundle, variant="fp32", workers=2, lane_processes=True)
+    try:
+        laned.warmup()
+        assert len(laned.lane_processes.pids) == 2
+        options = TranslationOptions(beam_size=2)
+        assert ([r.text for r in laned.translate_batch(tiny_sentences, options)]
+                == [r.text for r in plain.translate_batch(tiny_sentences, options)])
+    finally:
+        laned.close()
+    assert laned.lane_processes.pids == []
