@@ -61,6 +61,9 @@ async def _load(app_state: AppState, loader: Loader) -> None:
             app_state.on_fatal()
         return
     app_state.registry = Registry(loaded)
+    app_state.metrics.lanes.source = lambda: [
+        (model.name, pool.alive, pool.started) for model in app_state.registry or []
+        if (pool := getattr(model.translator, "lane_processes", None)) is not None]
     detector = await asyncio.to_thread(_detector, app_state.registry.sources)
     batcher = Batcher(
         BatcherConfig.from_settings(settings),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -12,6 +13,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.batcher import BatchStats
@@ -19,6 +21,26 @@ from app.batcher import BatchStats
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 BATCH_TOKEN_BUCKETS = (16, 64, 256, 1024, 2048, 4096, 8192, 16384, 65536)
+
+
+class LaneCollector:
+    """The decode lane processes of each model, read at every scrape from `source`: a callable
+    giving (model, running, started) per model that has lane processes."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[tuple[str, int, int]]] = list
+
+    def collect(self):
+        running = GaugeMetricFamily(
+            "nmt_lane_processes", "Decode lane processes running, by model.", labels=["model"])
+        started = CounterMetricFamily(
+            "nmt_lane_process_starts", "Decode lane processes started, by model: at warm-up, "
+            "and again after one died (more than the lanes: some died).", labels=["model"])
+        for model, alive, count in self.source():
+            running.add_metric([model], alive)
+            started.add_metric([model], count)
+        yield running
+        yield started
 
 
 class Metrics:
@@ -74,6 +96,8 @@ class Metrics:
             ["reason"], registry=r,
         )
         self.ready = Gauge("nmt_ready", "1 when the service is ready to translate.", registry=r)
+        self.lanes = LaneCollector()
+        r.register(self.lanes)
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.batches.labels(stats.model, "ok" if stats.ok else "error").inc()

@@ -216,6 +216,7 @@ class LaneProcesses:
         self._lock = threading.Lock()
         self._numbers = itertools.count()
         self._closed = False
+        self.started = 0  # lane processes started so far (warm-up, and again after one died)
 
     def start(self, count: int) -> None:
         with self._lock:
@@ -226,6 +227,7 @@ class LaneProcesses:
         with self._lock:
             self._all += lanes
             self._free += lanes
+            self.started += len(lanes)
 
     def batch(self, options: TranslationOptions) -> ProcessBatch:
         with self._lock:
@@ -241,6 +243,7 @@ class LaneProcesses:
             lane = _Lane(self.spec)
             with self._lock:
                 self._all.append(lane)
+                self.started += 1
         return ProcessBatch(self, lane, next(self._numbers), options)
 
     def _give_back(self, lane: _Lane) -> None:
@@ -260,6 +263,12 @@ class LaneProcesses:
     def pids(self) -> list[int]:
         with self._lock:
             return [lane.process.pid for lane in self._all]
+
+    @property
+    def alive(self) -> int:
+        """How many of the lane processes are running (one that died counts until replaced)."""
+        with self._lock:
+            return sum(lane.alive for lane in self._all)
 
     def close(self) -> None:
         with self._lock:

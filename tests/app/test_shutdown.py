@@ -3,6 +3,7 @@ accepted request completes, and the process exits 0."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -118,3 +119,32 @@ def test_the_lane_processes_end_with_the_server(tiny_bundle, tiny_sentences, sto
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_idle_lane_processes_that_die_are_replaced_and_counted(tiny_bundle, tiny_sentences):
+    """Lane processes killed while idle cost no request: the next batch starts a lane again;
+    /metrics shows the lanes running and how many were started."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, "--workers", "2")
+    try:
+        wait_ready(url, 180)
+        model = httpx.get(f"{url}/v1/models", timeout=10).json()["models"][0]["name"]
+        running, started = (f'nmt_lane_processes{{model="{model}"}}',
+                            f'nmt_lane_process_starts_total{{model="{model}"}}')
+        assert (metric(url, running), metric(url, started)) == (2, 2)
+        lanes = children(proc.pid)
+        for pid in lanes:
+            os.kill(pid, signal.SIGKILL)
+        assert wait_gone(lanes, 30) == set()
+        assert metric(url, running) == 0
+        for text in tiny_sentences[:3]:
+            r = httpx.post(f"{url}/v1/translate", timeout=60,
+                           json={"text": text, "source": "en", "target": "de"})
+            assert r.status_code == 200 and r.json()["translations"][0]["text"]
+        assert metric(url, running) >= 1
+        assert metric(url, started) == 2 + metric(url, running)
+        assert children(proc.pid).isdisjoint(lanes)
+    finally:
+        proc.kill()
+        proc.wait()
