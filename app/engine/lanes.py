@@ -40,6 +40,9 @@ from app.engine.types import Result, TranslationOptions
 log = logging.getLogger("app.engine.lanes")
 
 READY_TIMEOUT = 120.0  # seconds a new lane process may take to load its bundle
+# seconds a running batch may go without a step's message before its lane process is taken for
+# wedged and killed (a step of a full batch takes milliseconds; a lane thread could not be undone)
+STEP_TIMEOUT = 120.0
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -174,6 +177,11 @@ class ProcessBatch:
             return []
         while True:
             try:
+                if not self.lane.conn.poll(STEP_TIMEOUT):
+                    self.running = 0
+                    self.lane.process.kill()  # replaced at the pool's next batch
+                    raise LaneError(f"the lane process sent nothing for {STEP_TIMEOUT:g} s; "
+                                    "killed")
                 kind, number, payload = self.lane.conn.recv()
             except (EOFError, OSError) as exc:
                 self.running = 0

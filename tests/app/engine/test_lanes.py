@@ -124,3 +124,29 @@ def test_warm_up_starts_the_lanes_and_offline_calls_still_translate(tiny_bundle,
     finally:
         laned.close()
     assert laned.lane_processes.pids == []
+
+
+def test_a_wedged_lane_process_is_killed_and_replaced(translator, tiny_sentences, monkeypatch):
+    """A lane process that sends nothing for STEP_TIMEOUT (here: stopped with SIGSTOP) fails
+    its batch and is killed; the next batch gets a lane started again."""
+    from app.engine import lanes
+
+    monkeypatch.setattr(lanes, "STEP_TIMEOUT", 1.0)
+    options = TranslationOptions(beam_size=1)
+    batch = translator.start_batch(options, lane=True)
+    victim = batch.lane.process
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        batch.admit([0], [tiny_sentences[0]])
+        with pytest.raises(LaneError, match="sent nothing"):
+            batch.step()
+    finally:
+        batch.close()
+    assert victim.wait(10) == -signal.SIGKILL
+    for _ in range(2):  # both lanes of the pool are taken: the killed one is started again
+        again = translator.start_batch(options, lane=True)
+        try:
+            assert drive(again, {0: tiny_sentences[0]})[0].text
+        finally:
+            again.close()
+    assert victim.pid not in translator.lane_processes.pids
