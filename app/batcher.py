@@ -382,7 +382,8 @@ class Batcher:
             ok = False
             _fail_all([*running.values(), *items])  # items: taken from the queue, not admitted
         finally:
-            getattr(batch, "close", lambda: None)()  # a lane process goes back to its pool
+            if batch is not None:
+                batch.close()  # a lane process goes back to its pool
         with self._cond:
             self.batches += 1
         self._on_batch(BatchStats(model=getattr(engine, "name", "?"),

@@ -63,11 +63,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def pid_peak_rss_mb(pid: int) -> float | None:
-    """Another process's peak RSS (VmHWM) in MiB, None where /proc does not tell."""
+def pid_peak_rss_mb(pid: int, field: str = "VmHWM") -> float | None:
+    """Another process's peak RSS (VmHWM) in MiB, or another of its /proc status sizes (field:
+    "VmRSS" for the current RSS); None where /proc does not tell."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None
@@ -88,10 +89,11 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
-def tree_peak_rss_mb(pid: int) -> tuple[float | None, int]:
+def tree_peak_rss_mb(pid: int, field: str = "VmHWM") -> tuple[float | None, int]:
     """The sum of the peak RSS (VmHWM, MiB) of pid and its descendants (an upper bound of the
-    tree's peak: each process's own peak, wherever it fell), and how many processes that is."""
-    peaks = [pid_peak_rss_mb(p) for p in process_tree(pid)]
+    tree's peak: each process's own peak, wherever it fell), or of another size (field, see
+    pid_peak_rss_mb), and how many processes that is."""
+    peaks = [pid_peak_rss_mb(p, field) for p in process_tree(pid)]
     known = [p for p in peaks if p is not None]
     return (sum(known) if known else None), len(known)
 

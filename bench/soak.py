@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from bench.common import percentile, process_tree
+from bench.common import percentile, tree_peak_rss_mb
 from bench.service import SENTENCES, start_server, stop_server
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -70,14 +70,12 @@ def process_sample(pid: int | None) -> dict[str, float | int | None]:
     file descriptors."""
     if pid is None:
         return {"rss_mib": None, "open_fds": None}
+    rss, _ = tree_peak_rss_mb(pid, "VmRSS")
     try:
-        rss = sum(next(int(line.split()[1]) / 1024 for line in
-                       Path(f"/proc/{p}/status").read_text().splitlines()
-                       if line.startswith("VmRSS:")) for p in process_tree(pid))
         fds = len(os.listdir(f"/proc/{pid}/fd"))
-    except (OSError, StopIteration):
+    except OSError:
         return {"rss_mib": None, "open_fds": None}
-    return {"rss_mib": round(rss, 1), "open_fds": fds}
+    return {"rss_mib": None if rss is None else round(rss, 1), "open_fds": fds}
 
 
 class Soak:

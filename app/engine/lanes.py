@@ -35,6 +35,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
 
+from app.engine.sessions import SessionConfig
 from app.engine.types import Result, TranslationOptions
 
 log = logging.getLogger("app.engine.lanes")
@@ -53,7 +54,7 @@ class LaneSpec:
 
     path: str
     variant: str
-    config: Any  # app.engine.sessions.SessionConfig
+    config: SessionConfig
     max_batch_size: int
 
 
@@ -66,14 +67,12 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
     the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
     ("close",). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
     Result)]), or ("error", n, text) when batch n failed (it is then dropped)."""
+    from app.engine.bundle import load_bundle
     from app.engine.translator import Translator
 
-    config = replace(spec.config, intra_op_threads=1, inter_op_threads=1, workers=1)
-    translator = Translator.from_dir(
-        spec.path, variant=spec.variant, provider=config.provider, intra_threads=1,
-        inter_threads=1, optimization=config.optimization, max_batch_size=spec.max_batch_size,
-        verify_checksums=False, workers=1, cross_by_length=config.cross_by_length, fused=False,
-    )
+    config = replace(spec.config, intra_op_threads=1, inter_op_threads=1, workers=1, fused=False)
+    bundle = load_bundle(spec.path, spec.variant, verify_checksums=False)
+    translator = Translator(bundle, config, spec.max_batch_size)
     translator.warmup()
     batch, number = None, None
     try:
@@ -110,12 +109,13 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
 
 class _Lane:
     """One lane process (a fresh interpreter running `main`: nothing of the parent is imported
-    or forked) and the parent's end of its pipe (a socket pair)."""
+    or forked) and the parent's end of its pipe (a socket pair). Made, it loads its bundle;
+    `wait_ready` waits for that (so several lanes load side by side)."""
 
     def __init__(self, spec: LaneSpec) -> None:
+        self.path = spec.path
         self.conn, theirs = Pipe()  # a socket pair: both ends read and write
-        spec_json = json.dumps({**dataclasses.asdict(spec),
-                                "config": dataclasses.asdict(spec.config)})
+        spec_json = json.dumps(dataclasses.asdict(spec))  # the config with it
         env = dict(os.environ)  # the child imports app from where this process did
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
@@ -124,18 +124,23 @@ class _Lane:
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
         )
         theirs.close()
+
+    def wait_ready(self) -> _Lane:
+        """This lane once it has loaded its bundle; LaneError (and the process ended) if it
+        failed to, or took over READY_TIMEOUT."""
         if not self.conn.poll(READY_TIMEOUT):
             self.close()
-            raise LaneError(f"a lane process did not load {spec.path} in {READY_TIMEOUT:g} s")
+            raise LaneError(f"a lane process did not load {self.path} in {READY_TIMEOUT:g} s")
         try:
             kind, _ = self.conn.recv()
         except (EOFError, OSError) as exc:
             self.close()
-            raise LaneError(f"a lane process failed to load {spec.path}: exited with "
+            raise LaneError(f"a lane process failed to load {self.path}: exited with "
                             f"{self.process.wait()}") from exc
         if kind != "ready":
             self.close()
             raise LaneError(f"a lane process sent {kind!r} before it was ready")
+        return self
 
     @property
     def exitcode(self) -> int | None:
@@ -229,9 +234,14 @@ class LaneProcesses:
     def start(self, count: int) -> None:
         with self._lock:
             missing = count - len(self._all)
-        lanes = []
-        for _ in range(max(0, missing)):
-            lanes.append(_Lane(self.spec))
+        lanes = [_Lane(self.spec) for _ in range(max(0, missing))]  # loading side by side
+        try:
+            for lane in lanes:
+                lane.wait_ready()
+        except LaneError:
+            for lane in lanes:
+                lane.close(timeout=0)
+            raise
         with self._lock:
             self._all += lanes
             self._free += lanes
@@ -248,7 +258,7 @@ class LaneProcesses:
             self._forget(lane)
             lane = None
         if lane is None:
-            lane = _Lane(self.spec)
+            lane = _Lane(self.spec).wait_ready()
             with self._lock:
                 self._all.append(lane)
                 self.started += 1
@@ -290,7 +300,5 @@ def main(argv: list[str]) -> None:  # pragma: no cover - the lane process
     # Ctrl-C in a terminal reaches the whole process group: the server ends its lanes itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, spec = int(argv[0]), json.loads(argv[1])
-    from app.engine.sessions import SessionConfig
-
     spec["config"] = SessionConfig(**spec["config"])
     serve(Connection(fd), LaneSpec(**spec))

@@ -120,7 +120,6 @@ class Translator:
         self._lanes = (ThreadPoolExecutor(self.workers - 1, "nmt-lane")
                        if self.workers > 1 else None)
         self.lane_processes: LaneProcesses | None = None  # see use_lane_processes
-        self._config = config
         self.tokenizer = load_tokenizer(bundle)
         check_consistency(bundle, self.sessions, self.tokenizer)
         special = bundle.special_tokens
@@ -177,12 +176,13 @@ class Translator:
         lanes) in processes of their own (app.engine.lanes), so that they never wait for the
         server's event loop at the GIL; offline calls (translate_batch) stay in this process.
         Only on the CPU with two lanes or more; returns whether they are used."""
-        if self.workers < 2 or self._config.provider != "cpu":
+        config = self.sessions.config
+        if self.workers < 2 or config.provider != "cpu":
             return False
         if self.lane_processes is None:
             size = -(-self.max_batch_size // self.workers)
             self.lane_processes = LaneProcesses(
-                LaneSpec(str(self.bundle.path), self.variant, self._config, size))
+                LaneSpec(str(self.bundle.path), self.variant, config, size))
         return True
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.common import process_tree
 from tests.app.fakes import free_port, spawn_server, wait_ready
 
 
@@ -70,14 +71,8 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
 
 
 def children(pid: int) -> set[int]:
-    """The process's child processes, from /proc."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        try:
-            found |= {int(child) for child in task.read_text().split()}
-        except OSError:
-            continue
-    return found
+    """The process's descendants (its lane processes), from /proc."""
+    return set(process_tree(pid)) - {pid}
 
 
 def gone(pid: int) -> bool:
