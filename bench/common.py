@@ -47,6 +47,13 @@ def read_pairs(
     return [s for s, _ in pairs], [r for _, r in pairs]
 
 
+def worker_env(threads: int) -> dict[str, str]:
+    """The environment of an engine's worker process: its libraries' own thread pools sized to
+    `threads`, and Transformers quiet."""
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+            "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM": "false"}
+
+
 def write_json(path: Path, data: object) -> None:
     """Results as indented JSON, creating the directory."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,9 +17,16 @@ rules (bench/backends.py):
 - peak RSS of the process; BLEU and chrF (sacreBLEU) of the throughput outputs against --refs;
 - greedy parity: how many greedy outputs have token ids identical to model.search.greedy_search.
 
+Between the rounds and the service, --paired (default ort-int8 against ct2-int8) times two
+engines in alternation, each loaded in a process of its own, one working at a time
+(bench.paired): ratios of passes made seconds apart, where the rounds' best-of compares runs
+minutes apart on a machine whose speed drifts.
+
 Then the service: `python -m app.server` on 127.0.0.1 (bench.service's start/stop), driven by 1,
 8, 32 and 64 concurrent clients, each sending one test sentence per request, bounded by
---service-seconds and --service-requests per level: requests/s, p50/p99 latency, errors.
+--service-seconds and --service-requests per level: requests/s, p50/p99 latency, errors. The
+32- and 64-client levels also run between two offline passes of the served variant (a worker
+process idle while the server works), for a share of the offline rate from the same minutes.
 
 Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
 bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
@@ -41,7 +48,6 @@ import asyncio
 import dataclasses
 import importlib.util
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +57,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.engine.bundle import decoding_section, read_manifest
+from bench import paired
 from bench.backends import MAX_LEN_OFFSET, MAX_LEN_RATIO
 from bench.common import (
     machine,
@@ -58,8 +65,10 @@ from bench.common import (
     read_pairs,
     roofline,
     tree_peak_rss_mb,
+    worker_env,
     write_json,
 )
+from bench.paired import PairedResult
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE = "ct2-int8"
@@ -159,6 +168,9 @@ class ServiceLevel:
     p50_ms: float
     p95_ms: float
     p99_ms: float
+    # the engine's offline rate (sentences/s, the service's variant and beam) from passes run
+    # just before and after this level (bench.paired.Worker), where measured
+    offline_per_s: float | None = None
 
 
 @dataclass
@@ -202,6 +214,7 @@ class BenchRun:
     service: ServiceResult | None
     roofline: dict
     elapsed_s: float = 0.0
+    paired: PairedResult | None = None  # two engines in alternation (bench.paired)
 
     def ok(self) -> dict[str, EngineResult]:
         return {r.engine: r for r in self.engines if r.error is None}
@@ -214,6 +227,7 @@ class BenchRun:
             "skipped": self.skipped,
             "service": self.service.to_json() if self.service else None,
             "roofline": self.roofline,
+            "paired": self.paired.to_json() if self.paired else None,
             "elapsed_s": self.elapsed_s,
         }
 
@@ -300,13 +314,7 @@ def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
     """One engine in its own process: bench.backends.measure's raw result, or {"error": ...}."""
     spec_path, out_path = tmp / f"{spec['engine']}.spec.json", tmp / f"{spec['engine']}.out.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-        "TRANSFORMERS_VERBOSITY": "error",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = worker_env(threads)
     cmd = [sys.executable, "-m", "bench.backends", str(spec_path), str(out_path)]
     try:
         proc = subprocess.run(
@@ -323,16 +331,33 @@ def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
 # ---------------------------------------------------------------- service
 
 
-def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> ServiceResult:
+ADJACENT_LEVELS = (32, 64)  # service levels timed between two offline passes
+
+
+def run_service(bundle: Path, manifest: dict, texts: list[str], args,
+                offline: paired.Worker | None = None) -> ServiceResult:
+    """The server at each concurrency level; offline: a worker of the served variant, whose
+    beam-4 passes just before and after each of ADJACENT_LEVELS give that level's share of the
+    offline rate from runs seconds apart (the server and the worker never run at once)."""
     from bench.service import drive, start_server, stop_server
 
     variant = args.service_variant or manifest["default_variant"]
     extra = ["--variant", variant, "--request-timeout", "60"]
     proc, url = start_server(str(bundle), extra, args.threads)
     rows = []
+    beam = int(decoding_section(manifest)["beam_size"])
+    last_offline = None  # the latest offline pass, sentences/s
+
+    def offline_pass() -> float:
+        got = offline.ask(**{"pass": beam})
+        return got["sentences"] / got["seconds"]
+
     try:
         asyncio.run(drive(url, 4, 2.0, 40, manifest["target_lang"], texts))  # warm up
         for clients in CONCURRENCY:
+            adjacent = offline is not None and clients in ADJACENT_LEVELS
+            if adjacent and last_offline is None:
+                last_offline = offline_pass()
             row = asyncio.run(
                 drive(
                     url,
@@ -343,6 +368,12 @@ def run_service(bundle: Path, manifest: dict, texts: list[str], args) -> Service
                     texts,
                 )
             )
+            if adjacent:
+                after = offline_pass()
+                row["offline_per_s"] = (last_offline + after) / 2
+                last_offline = after
+            else:
+                last_offline = None
             rows.append(ServiceLevel(**row))
             log(
                 f"  service c={clients:<3} {row['requests_per_s']:7.1f} req/s  "
@@ -411,6 +442,8 @@ def report(run: BenchRun) -> str:
         out += ["", "Batch-1 latency in the quicker of the peer's two layouts (lanes, or one "
                 "worker with all the threads): " + "; ".join(layouts) + "."]
 
+    if run.paired is not None:
+        out += paired.report(run.paired)
     out += [
         "",
         "### Quality and parity (same outputs as the throughput rows)",
@@ -454,13 +487,17 @@ def service_text(svc: ServiceResult | None, seconds: float,
         f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
         f"server and its lane processes)",
         "",
-        "| clients | requests/s | share of the offline rate | p50 ms | p99 ms | errors "
+        "| clients | requests/s | share of the offline rate (the engine rounds' best; beside "
+        "it: the mean of passes just before and after the level) | p50 ms | p99 ms | errors "
         "| requests |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in svc.levels:
         share = (f"{100 * row.requests_per_s / offline:.0f} % of {offline:.1f}"
                  if offline and row.requests_per_s else "n/a")
+        if row.offline_per_s and row.requests_per_s:
+            share += (f"; {100 * row.requests_per_s / row.offline_per_s:.0f} % of "
+                      f"{row.offline_per_s:.1f} beside it")
         out.append(
             f"| {row.clients} | {fmt(row.requests_per_s, 1)} | {share} | {fmt(row.p50_ms, 1)} "
             f"| {fmt(row.p99_ms, 1)} | {row.errors} | {row.requests} |"
@@ -535,6 +572,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--engines", default=",".join(("ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32"))
     )
+    p.add_argument(
+        "--paired", default=f"ort-int8,{BASELINE}",
+        help="A,B: then time these two engines in alternation, each in a process of its own, "
+        "for ratios of passes made seconds apart (bench.paired; default ort-int8,%(default)s "
+        "is the pair the goals name); 'none' to skip"
+    )
+    p.add_argument("--pairs", type=int, default=6,
+                   help="pairs of throughput passes in the paired comparison (default 6)")
+    p.add_argument("--latency-rounds", type=int, default=2,
+                   help="rounds of batch-1 sentences in the paired comparison (default 2)")
     p.add_argument("--service-seconds", type=float, default=10.0, help="per concurrency level")
     p.add_argument("--service-requests", type=int, default=2000, help="per concurrency level")
     p.add_argument("--service-variant", help="variant the server runs (default: the bundle's)")
@@ -555,13 +602,19 @@ def runnable(wanted: list[str], manifest: dict, checkpoint: Path | None
     return [e for e in wanted if e not in skipped], skipped
 
 
-def run_engine(engine: str, spec: dict, peer_dirs: dict[str, Path], tmp: Path, threads: int,
-               refs: list[str] | None, reference: list[list[int]] | None) -> EngineResult:
+def engine_spec(engine: str, spec: dict, peer_dirs: dict[str, Path]) -> dict:
+    """The worker spec of one engine: the common spec, its name and its peer model."""
     spec = {**spec, "engine": engine}
     if engine.startswith("ct2-"):
         spec["model_dir"] = str(peer_dirs[engine])
     elif engine.startswith("hf-"):
         spec["model_dir"] = str(peer_dirs["hf"])
+    return spec
+
+
+def run_engine(engine: str, spec: dict, peer_dirs: dict[str, Path], tmp: Path, threads: int,
+               refs: list[str] | None, reference: list[list[int]] | None) -> EngineResult:
+    spec = engine_spec(engine, spec, peer_dirs)
     t0 = time.perf_counter()
     raw = run_worker(spec, tmp, threads)
     if "error" in raw:
@@ -600,14 +653,24 @@ def best_of(runs: list[EngineResult]) -> EngineResult:
                         load_s=ok[0].load_s)
 
 
-def service_result(bundle: Path, manifest: dict, texts: list[str], args) -> ServiceResult:
+def service_result(bundle: Path, manifest: dict, texts: list[str], args, spec: dict,
+                   tmp: Path) -> ServiceResult:
+    """The service benchmark, with a worker of the served variant for the offline passes
+    beside the busiest levels (spec: the engines' common worker spec)."""
     log("service ...")
     if importlib.util.find_spec("httpx") is None:
         return ServiceResult(skipped="httpx not installed (pip install -e '.[dev]')")
+    variant = args.service_variant or manifest["default_variant"]
+    worker = None
     try:
-        return run_service(bundle, manifest, texts, args)
+        worker = paired.Worker(engine_spec(f"ort-{variant}", spec, {}),
+                               tmp / "service-offline.json", args.threads)
+        return run_service(bundle, manifest, texts, args, worker)
     except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
         return ServiceResult(error=f"service benchmark failed: {exc}")
+    finally:
+        if worker is not None:
+            worker.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -656,8 +719,17 @@ def main(argv: list[str] | None = None) -> int:
                 rounds[engine].append(run_engine(engine, spec, peer_dirs, tmp, args.threads,
                                                  refs, reference))
         results = [best_of(runs) for runs in rounds.values()]
+        pair = [e.strip() for e in args.paired.split(",")] if args.paired != "none" else []
+        paired_result = None
+        if len(pair) == 2 and all(e in engines for e in pair) and args.pairs > 0:
+            log(f"{pair[0]} and {pair[1]} in alternation ...")
+            specs = [engine_spec(e, spec, peer_dirs) for e in pair]
+            paired_result = paired.compare(*specs, list(BEAMS), args.pairs, args.latency_rounds,
+                                           tmp, args.threads, log)
+        elif pair:
+            log(f"no paired comparison: {args.paired} are not two engines that ran")
         service = None if args.no_service else service_result(bundle, manifest, latency_texts,
-                                                               args)
+                                                               args, spec, tmp)
 
     settings = RunSettings(
         bundle=str(bundle),
@@ -675,7 +747,8 @@ def main(argv: list[str] | None = None) -> int:
         architecture=arch,
     )
     run = BenchRun({**machine(), "cpu_busy_percent_before": busy_before}, settings, results,
-                   skipped, service, roof, elapsed_s=time.perf_counter() - started)
+                   skipped, service, roof, elapsed_s=time.perf_counter() - started,
+                   paired=paired_result)
     m = run.machine
     print(f"## Benchmark: {m['cpu']}, {m['logical_cpus']} logical CPUs; bundle {bundle}\n")
     print(report(run))

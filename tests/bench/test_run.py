@@ -282,9 +282,18 @@ def test_run_prints_the_table_and_writes_json(
     offline = ran[f"ort-{served}"]["searches"]["4"]["sentences_per_s"]
     row = next(r for r in levels if r["clients"] == 32)
     assert f"{100 * row['requests_per_s'] / offline:.0f} % of {offline:.1f}" in printed
+    for row in levels:  # the busiest levels also against offline passes just before and after
+        assert (row["offline_per_s"] is not None) == (row["clients"] in (32, 64))
+    beside = row["offline_per_s"]
+    assert f"{100 * row['requests_per_s'] / beside:.0f} % of {beside:.1f} beside it" in printed
     if HAVE_PEERS:
         assert "vs ct2-int8" in printed and "| ct2-int8 |" in printed
+        pair = data["paired"]  # ort-int8 against ct2-int8, pass by pass
+        assert (pair["a"], pair["b"]) == ("ort-int8", "ct2-int8") and "error" not in pair
+        assert len(pair["searches"]["1"]["ratios"]) == 6
+        assert "ort-int8 against ct2-int8 in alternation" in printed
     else:
+        assert data["paired"] is None
         assert "skipped:" in printed and "ct2-int8" in printed
 
 
