@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from app.engine.specialize import cross_input_names
+
 if TYPE_CHECKING:
     import onnxruntime as ort
 
@@ -66,6 +68,7 @@ class DecodeState:
     rows: int = 0
     sentences: int = 0
     layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
+    sources: int = 0  # changes whenever the cross keys/values or the mask change
     bound: Any = None  # the StepDecoder's binding for the current layout
 
     @classmethod
@@ -107,6 +110,7 @@ class DecodeState:
             self.cross_mask[self.sentences:sents, :src_len] = src_mask
         self.rows, self.sentences = rows, sents
         self.layout += 1
+        self.sources += 1
 
     def put(self, slots: np.ndarray, cross_k: np.ndarray, cross_v: np.ndarray,
             src_mask: np.ndarray, rows_per_sentence: int) -> None:
@@ -123,6 +127,7 @@ class DecodeState:
                 buf[slots, :, src_len:] = 0
         self.cross_mask[slots] = 0
         self.cross_mask[slots, :src_len] = src_mask
+        self.sources += 1
 
     def ensure_positions(self, max_len: int) -> None:
         """Room for max_len positions per row (the buffers grow by half again when short)."""
@@ -141,6 +146,7 @@ class DecodeState:
         self.cross_v = [np.ascontiguousarray(b[:, :, :width]) for b in self.cross_v]
         self.cross_mask = np.ascontiguousarray(self.cross_mask[:, :width])
         self.layout += 1
+        self.sources += 1
 
     def padding_share(self) -> float:
         """The share of padding in the running sentences' cross keys/values."""
@@ -183,6 +189,7 @@ class DecodeState:
         self.cross_mask = _kept(self.cross_mask, sentences)
         self.rows, self.sentences = len(rows), len(sentences)
         self.layout += 1
+        self.sources += 1
 
 
 def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None) -> np.ndarray:
@@ -224,6 +231,12 @@ class _Binding:
     top_log_probs: np.ndarray
     top_ids: np.ndarray
     by_length: bool = False  # the session attends over each sentence's own source length
+    # its extra inputs (app.engine.specialize.cross_input_names), filled from the state's
+    # sources at `sources`
+    last: list[np.ndarray] = field(default_factory=list)  # per layer k, v: (N, 1, H Dh)
+    seqlens: np.ndarray | None = None  # (N,) int32
+    cross_total: np.ndarray | None = None  # () int32
+    sources: int = -1
 
 
 # Beam steps attend over each sentence's own source length (a specialized graph) only when the
@@ -262,6 +275,8 @@ class StepDecoder:
         session = self.session_for(beams, state.rows <= self.small_rows)
         if b is None or b.key != (state.layout, k, id(session)):
             b = state.bound = self._bind(session, state, k)
+        if b.by_length and b.sources != state.sources:
+            _fill_sources(b, state)
         b.tokens[:] = tokens
         b.positions[:] = positions
         b.past_lengths[:] = past_lengths
@@ -291,9 +306,31 @@ class StepDecoder:
                 _bind(bind_in, f"cross_{kind}_{i}", buf, sents)
                 if by_length:  # written back in place (the same values)
                     _bind(bind_out, f"cross_{kind}_{i}_out", buf, sents)
+        if by_length:
+            b.last = [np.zeros((sents, 1, state.heads * state.cross_head_dim), state.dtype)
+                      for _ in range(2 * self.n_layers)]
+            b.seqlens, b.cross_total = np.zeros(sents, np.int32), np.zeros((), np.int32)
+            names = cross_input_names(self.n_layers)
+            for name, array in zip(names, [*b.last, b.seqlens, b.cross_total], strict=True):
+                _bind(bind_in, name, array)
         _bind(bind_out, "top_log_probs", b.top_log_probs)
         _bind(bind_out, "top_ids", b.top_ids)
         return b
+
+
+def _fill_sources(b: _Binding, state: DecodeState) -> None:
+    """The specialized graph's extra inputs from the state's cross buffers: each sentence's
+    source length - 1 (at least 0: a slot without a source must not write before its start),
+    the key and value at that position, and the buffers' width."""
+    n = state.sentences
+    mask = state.cross_mask[:n]
+    np.maximum(np.count_nonzero(mask, axis=1) - 1, 0, out=b.seqlens, casting="unsafe")
+    b.cross_total[...] = mask.shape[1]
+    at = (np.arange(n), slice(None), b.seqlens)  # -> (N, H, Dh)
+    for i in range(state.n_layers):
+        for j, buf in enumerate((state.cross_k[i], state.cross_v[i])):
+            b.last[2 * i + j][:, 0] = buf[at].reshape(n, -1)
+    b.sources = state.sources
 
 
 def _bind(bind, name: str, array: np.ndarray, first: int | None = None) -> None:

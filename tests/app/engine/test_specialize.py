@@ -10,9 +10,15 @@ import pytest
 from app.engine import TranslationOptions, Translator
 from app.engine.bundle import load_bundle
 from app.engine.sessions import Seq2SeqSessions, SessionConfig
-from app.engine.specialize import by_source_length, cross_output_names, specializable
+from app.engine.specialize import (
+    by_source_length,
+    cross_input_names,
+    cross_output_names,
+    specializable,
+)
 from app.engine.step import DecodeState, StepDecoder
 
+JOIN_EVERY = 3  # steps between two sentences joining a running batch (translations)
 LENGTHS = [9, 2, 5, 1]  # source tokens per sentence, EOS included: mostly padding beside the 9
 
 
@@ -79,35 +85,47 @@ def test_the_specialized_graph_adds_the_cross_outputs_and_is_not_specialized_twi
     base = onnx.load(str(s.decoder_path)).graph
     assert [o.name for o in graph.output] == [o.name for o in base.output] + cross_output_names(
         n_layers)
-    assert [i.name for i in graph.input] == [i.name for i in base.input]
+    assert [i.name for i in graph.input] == [i.name for i in base.input] + cross_input_names(
+        n_layers)
     heads = {a.i for n in graph.node if n.op_type == "GroupQueryAttention"
              and n.input[3].startswith("cross_k_") for a in n.attribute if a.name == "num_heads"}
     assert heads == {2 * int(bundle.architecture["n_heads"])}
     assert not specializable(path)
 
 
-def translations(translator: Translator, texts: list[str], beams: int) -> list:
-    """Texts as a service's running batch takes them: in this order, all in one batch."""
+def translations(translator: Translator, texts: list[str], beams: int,
+                 joining: int = 0) -> list:
+    """Texts as a service's running batch takes them: in this order, in one batch; the first
+    len(texts) - joining at once, then one more every JOIN_EVERY steps (joining the running
+    batch in the slots of finished sentences, or after the running ones)."""
     batch = translator.start_batch(TranslationOptions(beam_size=beams, num_alternatives=beams - 1))
-    batch.admit(list(range(len(texts))), texts)
-    done = {}
-    while batch.running:
+    first = len(texts) - joining
+    batch.admit(list(range(first)), texts[:first])
+    done, later, steps = {}, list(range(first, len(texts))), 0
+    while batch.running or later:
         done.update(batch.step())
+        steps += 1
+        if later and steps % JOIN_EVERY == 0:
+            i = later.pop(0)
+            batch.admit([i], [texts[i]])
     return [done[i] for i in range(len(texts))]
 
 
+@pytest.mark.parametrize("joining", [0, 4])
 @pytest.mark.parametrize("beams", [1, 3])
-def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_sentences, beams):
+def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_sentences, beams,
+                                                           joining):
     """One long sentence beside short ones (mostly padding): the specialized graph runs, and the
-    n-best lists equal those of the bundle's graph; sentences of one length run beam search on
-    the bundle's graph, greedy on the specialized one."""
+    n-best lists equal those of the bundle's graph, also when sentences join the running batch
+    step by step (the last source keys/values and lengths follow them); sentences of one length
+    run beam search on the bundle's graph, greedy on the specialized one."""
     long = " ".join(tiny_sentences[:3])
-    mixed = [long, "the car", "a house", "the red car", "old"]
+    mixed = [long, "the car", "a house", "the red car", "old", "a car", "the old house"]
     got = {}
     for by_length in (False, True):
         t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1,
                                 cross_by_length=by_length)
-        got[by_length] = translations(t, mixed, beams)
+        got[by_length] = translations(t, mixed, beams, joining)
         # sessions made besides the bundle's (one thread: no one-thread copies)
         assert list(t.sessions._decoders) == ([(beams, False)] if by_length else [])
     for new, old in zip(got[True], got[False], strict=True):
