@@ -25,8 +25,9 @@ minutes apart on a machine whose speed drifts.
 Then the service: `python -m app.server` on 127.0.0.1 (bench.service's start/stop), driven by 1,
 8, 32 and 64 concurrent clients, each sending one test sentence per request, bounded by
 --service-seconds and --service-requests per level: requests/s, p50/p99 latency, errors. The
-32- and 64-client levels also run between two offline passes of the served variant (a worker
-process idle while the server works), for a share of the offline rate from the same minutes.
+32- and 64-client levels also run between two offline passes of the served variant over the
+service's own sentences (a worker process idle while the server works), for a share of the
+offline rate on the same text and from the same minutes.
 
 Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
 bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
@@ -332,13 +333,15 @@ def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
 
 
 ADJACENT_LEVELS = (32, 64)  # service levels timed between two offline passes
+OFFLINE_PASS_SENTENCES = 400  # at least this many sentences in each of those passes
 
 
 def run_service(bundle: Path, manifest: dict, texts: list[str], args,
                 offline: paired.Worker | None = None) -> ServiceResult:
-    """The server at each concurrency level; offline: a worker of the served variant, whose
-    beam-4 passes just before and after each of ADJACENT_LEVELS give that level's share of the
-    offline rate from runs seconds apart (the server and the worker never run at once)."""
+    """The server at each concurrency level; offline: a worker of the served variant on the
+    same sentences, whose passes at the service's beam just before and after each of
+    ADJACENT_LEVELS give that level's share of the offline rate from runs seconds apart (the
+    server and the worker never run at once)."""
     from bench.service import drive, start_server, stop_server
 
     variant = args.service_variant or manifest["default_variant"]
@@ -487,8 +490,9 @@ def service_text(svc: ServiceResult | None, seconds: float,
         f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
         f"server and its lane processes)",
         "",
-        "| clients | requests/s | share of the offline rate (the engine rounds' best; beside "
-        "it: the mean of passes just before and after the level) | p50 ms | p99 ms | errors "
+        "| clients | requests/s | share of the offline rate (the engine rounds' best, on the "
+        "throughput sentences; beside it: the service's own sentences offline, the mean of "
+        "passes just before and after the level) | p50 ms | p99 ms | errors "
         "| requests |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -661,9 +665,14 @@ def service_result(bundle: Path, manifest: dict, texts: list[str], args, spec: d
     if importlib.util.find_spec("httpx") is None:
         return ServiceResult(skipped="httpx not installed (pip install -e '.[dev]')")
     variant = args.service_variant or manifest["default_variant"]
+    # the service's own sentences offline (batches of 32, length-sorted), repeated for a pass of
+    # a few seconds: the requests cycle through them, and a share against the rate of other
+    # sentences would weigh their lengths as much as the service
+    offline_texts = texts * max(1, -(-OFFLINE_PASS_SENTENCES // max(1, len(texts))))
     worker = None
     try:
-        worker = paired.Worker(engine_spec(f"ort-{variant}", spec, {}),
+        worker = paired.Worker(engine_spec(f"ort-{variant}", {**spec, "texts": offline_texts},
+                                           {}),
                                tmp / "service-offline.json", args.threads)
         return run_service(bundle, manifest, texts, args, worker)
     except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
