@@ -337,7 +337,7 @@ OFFLINE_PASS_SENTENCES = 400  # at least this many sentences in each of those pa
 
 
 def run_service(bundle: Path, manifest: dict, texts: list[str], args,
-                offline: paired.Worker | None = None) -> ServiceResult:
+                offline: paired.Worker) -> ServiceResult:
     """The server at each concurrency level; offline: a worker of the served variant on the
     same sentences, whose passes at the service's beam just before and after each of
     ADJACENT_LEVELS give that level's share of the offline rate from runs seconds apart (the
@@ -358,7 +358,7 @@ def run_service(bundle: Path, manifest: dict, texts: list[str], args,
     try:
         asyncio.run(drive(url, 4, 2.0, 40, manifest["target_lang"], texts))  # warm up
         for clients in CONCURRENCY:
-            adjacent = offline is not None and clients in ADJACENT_LEVELS
+            adjacent = clients in ADJACENT_LEVELS
             if adjacent and last_offline is None:
                 last_offline = offline_pass()
             row = asyncio.run(

@@ -110,12 +110,11 @@ def by_source_length(path: str | Path, beams: int) -> bytes:
 
     nodes: list = []
     n_layers = sum(1 for x in graph.input if x.name.startswith("cross_k_"))
-    for name in cross_input_names(n_layers):  # filled by the step decoder (module docstring)
-        shape = (["sentences", 1, d] if name.startswith("cross_last_")
-                 else ["sentences"] if name == "cross_seqlens" else [])
-        kind = TensorProto.FLOAT if name.startswith("cross_last_") else TensorProto.INT32
-        graph.input.append(helper.make_tensor_value_info(name, kind, shape))
-    seqlens, total = "cross_seqlens", "cross_total"
+    *_, seqlens, total = names = cross_input_names(n_layers)  # the step decoder fills them
+    types = {seqlens: (TensorProto.INT32, ["sentences"]), total: (TensorProto.INT32, [])}
+    for name in names:  # the others: last source keys/values
+        elem, shape = types.get(name, (TensorProto.FLOAT, ["sentences", 1, d]))
+        graph.input.append(helper.make_tensor_value_info(name, elem, shape))
     body = []
     for n in graph.node:
         if not (n.op_type == "MultiHeadAttention" and n.input[1].startswith("cross_k_")):

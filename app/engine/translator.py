@@ -171,19 +171,16 @@ class Translator:
             translator.use_lane_processes()
         return translator
 
-    def use_lane_processes(self) -> bool:
+    def use_lane_processes(self) -> None:
         """Run the running batches that `start_batch(lane=True)` gives (the service's decode
         lanes) in processes of their own (app.engine.lanes), so that they never wait for the
         server's event loop at the GIL; offline calls (translate_batch) stay in this process.
-        Only on the CPU with two lanes or more; returns whether they are used."""
+        Only on the CPU with two lanes or more (`lane_processes` stays None otherwise)."""
         config = self.sessions.config
-        if self.workers < 2 or config.provider != "cpu":
-            return False
-        if self.lane_processes is None:
+        if self.workers > 1 and config.provider == "cpu" and self.lane_processes is None:
             size = -(-self.max_batch_size // self.workers)
             self.lane_processes = LaneProcesses(
                 LaneSpec(str(self.bundle.path), self.variant, config, size))
-        return True
 
     def close(self) -> None:
         """End the lane processes, if any (the translator itself needs no closing)."""
