@@ -64,7 +64,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     app_state.metrics.lanes.source = lambda: [
         (model.name, pool.alive, pool.started) for model in app_state.registry or []
         if (pool := getattr(model.translator, "lane_processes", None)) is not None]
-    detector = await asyncio.to_thread(_detector, app_state.registry.sources)
+    detector = await asyncio.to_thread(_detector, app_state.registry.languages)
     batcher = Batcher(
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
@@ -86,13 +86,15 @@ async def _load(app_state: AppState, loader: Loader) -> None:
              time.perf_counter() - started)
 
 
-def _detector(sources: list[str]) -> LanguageDetector | None:
-    """A language detector over the served source languages when there are several (one:
-    "auto" is that one); None, logged, when the detector does not know one of them."""
-    if len(sources) < 2:
+def _detector(languages: list[str]) -> LanguageDetector | None:
+    """A language detector over every served language, the ones models only write included (so
+    text already in the target language is told apart: TranslationService.detect_source); None,
+    logged, when the detector does not know one of them (source "auto" is then the only source
+    language, if there is one)."""
+    if len(languages) < 2:
         return None
     try:
-        return LanguageDetector(sources)
+        return LanguageDetector(languages)
     except ValueError as exc:
         log.warning("source 'auto' and /detect cannot tell the sources apart: %s", exc)
         return None

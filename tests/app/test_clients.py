@@ -30,7 +30,10 @@ def test_libretranslatepy_translate_detect_languages(real_server):
     client = LibreTranslateAPI(real_server.url)
     assert client.translate(TEXT, "en", "de", timeout=60) == v1_text(real_server.url, TEXT)
     assert client.translate(TEXT, "auto", "de", timeout=60) == v1_text(real_server.url, TEXT)
-    assert client.detect("Where is the station?") == [{"language": "en", "confidence": 100.0}]
+    ranked = client.detect("Where is the station?")
+    assert [d["language"] for d in ranked] == ["en", "de"] and ranked[0]["confidence"] > 90
+    german = "Wo ist der Bahnhof?"
+    assert client.translate(german, "auto", "de", timeout=60) == german  # already German
     assert client.languages() == [{"code": "de", "name": "German", "targets": ["de"]},
                                   {"code": "en", "name": "English", "targets": ["de", "en"]}]
     with pytest.raises(urllib.error.HTTPError) as caught:

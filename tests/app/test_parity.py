@@ -77,9 +77,42 @@ def test_detect_needs_the_key_when_keys_are_set():
 
 
 def test_detect_on_the_real_bundle(real_server):
-    """One source language: it, at 100."""
-    r = httpx.post(f"{real_server.url}/detect", json={"q": "Hello world"})
-    assert r.json() == [{"language": "en", "confidence": 100.0}]
+    """One source language (en), but /detect ranks every served language: German text is
+    German, and source "auto" leaves German text bound for German as it is."""
+    for text, best in [(GERMAN, "de"), (ENGLISH, "en")]:
+        ranked = httpx.post(f"{real_server.url}/detect", json={"q": text}).json()
+        assert [d["language"] for d in ranked] == [best, "de" if best == "en" else "en"]
+        assert ranked[0]["confidence"] > 90
+    r = httpx.post(f"{real_server.url}/translate",
+                   json={"q": GERMAN, "source": "auto", "target": "de"}, timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json()["translatedText"] == GERMAN
+    assert r.json()["detectedLanguage"]["language"] == "de"
+
+
+def test_auto_with_one_source_language():
+    """A server that reads English only: "auto" takes German (a language it only writes) when
+    the detector is sure, and English otherwise, even for English that looks a little German."""
+    app = create_app(Settings(max_wait_ms=1), loader=lambda s: [
+        fake_model(FakeTranslator("en-de", "en", "de"))])
+    with running(app) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        r = c.post("/translate", json={"q": GERMAN, "source": "auto", "target": "de"})
+        assert r.status_code == 200, r.text
+        assert r.json() == {"translatedText": GERMAN, "detectedLanguage": {
+            "language": "de", "confidence": r.json()["detectedLanguage"]["confidence"]}}
+        assert r.json()["detectedLanguage"]["confidence"] >= 90
+        # ranked German first by the detector, at 51-66 (test split): still translated
+        for text in ("open album in web browser", "Play Queue in Side Pane"):
+            assert c.post("/detect", json={"q": text}).json()[0]["language"] == "de"
+            r = c.post("/translate", json={"q": text, "source": "auto", "target": "de"})
+            assert r.json()["translatedText"] == " ".join(reversed(text.split()))
+            assert r.json()["detectedLanguage"]["language"] == "en"
+        # German into English: no model reads German; refused with the reason, not garbled
+        r = c.post("/translate", json={"q": GERMAN, "source": "auto", "target": "en"})
+        assert r.status_code == 400 and r.json()["field"] == "source"
+        assert "'de'" in r.json()["error"] and r.json()["code"] == "unsupported_language"
+        r = c.post("/translate", json={"q": ENGLISH, "source": "auto", "target": "de"})
+        assert r.json()["translatedText"] == " ".join(reversed(ENGLISH.split()))
 
 
 def test_frontend_settings_have_libretranslate_fields(client):
