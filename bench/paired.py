@@ -163,15 +163,16 @@ def compare(spec_a: dict, spec_b: dict, beams: list[int], pairs: int, latency_ro
     workers: list[Worker] = []
     try:
         for spec in (spec_a, spec_b):
-            workers.append(Worker(spec, tmp / f"paired-{spec['engine']}.json", threads))
+            workers.append(Worker(spec, tmp / f"paired-{len(workers)}.json", threads))
         a, b = workers
         for beam in beams:
-            rates: dict[str, list[float]] = {a.engine: [], b.engine: []}
+            # by role, not by engine name: A and B may be the same engine (two bundles)
+            rates: dict[str, list[float]] = {"a": [], "b": []}
             for i in range(pairs):
-                for w in ((a, b) if i % 2 == 0 else (b, a)):
+                for role, w in (("a", a), ("b", b)) if i % 2 == 0 else (("b", b), ("a", a)):
                     r = w.ask(**{"pass": beam})
-                    rates[w.engine].append(r["tokens"] / r["seconds"])
-            search = PairedSearch(rates[a.engine], rates[b.engine])
+                    rates[role].append(r["tokens"] / r["seconds"])
+            search = PairedSearch(rates["a"], rates["b"])
             log(f"  beam {beam}: {a.engine} / {b.engine} per pair "
                 + ", ".join(f"{x:.2f}" for x in search.ratios))
             result.searches[str(beam)] = search
@@ -192,13 +193,13 @@ def _latency(search: PairedSearch, a: Worker, b: Worker, beam: int, n: int, roun
     turn = 0
     for _ in range(rounds):
         for start in range(0, n, CHUNK):
-            timed = [(a, "main")] + [(b, layout) for layout in b.layouts]
-            for w, layout in (timed if turn % 2 == 0 else timed[::-1]):
+            timed = [("a", a, "main")] + [("b", b, layout) for layout in b.layouts]
+            for role, w, layout in (timed if turn % 2 == 0 else timed[::-1]):
                 got = w.ask(batch1=beam, start=start, stop=min(n, start + CHUNK), layout=layout)
-                calls.setdefault((w.engine, layout), []).extend(got["latency_s"])
+                calls.setdefault((role, layout), []).extend(got["latency_s"])
             turn += 1
-    search.a_p50_ms = 1000 * percentile(calls[(a.engine, "main")], 50)
-    p50s = {layout: 1000 * percentile(calls[(b.engine, layout)], 50) for layout in b.layouts}
+    search.a_p50_ms = 1000 * percentile(calls[("a", "main")], 50)
+    p50s = {layout: 1000 * percentile(calls[("b", layout)], 50) for layout in b.layouts}
     search.b_latency_layout = min(p50s, key=p50s.get)
     search.b_p50_ms = p50s[search.b_latency_layout]
 

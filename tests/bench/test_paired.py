@@ -46,3 +46,15 @@ def test_a_worker_that_cannot_load_is_an_error(tiny_bundle, tmp_path):
     assert result.error is not None and "ort-fp32" in result.error
     assert result.searches == {}
     assert "Failed:" in "\n".join(paired.report(result))
+
+
+def test_the_same_engine_on_both_sides_keeps_their_numbers_apart(tiny_bundle, tmp_path):
+    """Two bundles (here: one, twice) of the same engine: A's and B's passes and calls are
+    counted by side, not merged under the engine's name."""
+    texts = [en for en, _ in toy_pairs(6, seed=7)]
+    a, _ = specs(tiny_bundle, texts)
+    result = paired.compare(a, dict(a), [1], pairs=2, latency_rounds=1, tmp=tmp_path, threads=1)
+    assert result.error is None
+    search = result.searches["1"]
+    assert len(search.a_tokens_per_s) == len(search.b_tokens_per_s) == 2
+    assert search.a_tokens_per_s != search.b_tokens_per_s  # two processes, timed apart
