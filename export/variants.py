@@ -1,6 +1,7 @@
 """Precision variants of the fp32 graphs, made with ONNX Runtime's own tools.
 
-- int8: dynamic quantization (weights int8 per output channel, activations quantized on the fly);
+- int8: dynamic quantization (weights int8 per output channel, activations quantized on the fly,
+  unless export.calibrate fixes their scales afterwards);
   runs on the CPU provider. Weights use 7 bits (|w| <= 64): on x86 CPUs without VNNI (AVX2 only)
   ONNX Runtime's u8 x s8 kernels add pairs of products in 16 bits, which saturate with full-range
   weights (up to 17 % of a MatMul's output range off the exact integer result, measured on a

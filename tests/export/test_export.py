@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -380,3 +381,61 @@ def test_block_top_k_equals_one_top_k_node(vocab):
         want = np.stack([np.lexsort((np.arange(vocab), -row))[:k] for row in scores])
         np.testing.assert_array_equal(ids, want, err_msg=f"k={k}")
         np.testing.assert_array_equal(values, np.take_along_axis(scores, want, 1))
+
+
+def _op_count(path: Path, op_type: str) -> int:
+    return sum(n.op_type == op_type for n in onnx.load(str(path)).graph.node)
+
+
+def _alone_and_together(bundle: Path, texts: list[str]) -> tuple[list, list]:
+    """Greedy hypotheses (text, score) of texts one at a time and all in one running batch, on
+    the step path (no fused single-sentence search: the same graphs either way)."""
+    translator = Translator.from_dir(bundle, variant="int8", intra_threads=1, workers=1,
+                                     max_batch_size=len(texts), fused=False)
+    alone = [translator.translate_batch([t])[0] for t in texts]
+    together = translator.translate_batch(texts)
+    return [(r.text, r.score) for r in alone], [(r.text, r.score) for r in together]
+
+
+def test_calibrate_gives_int8_fixed_activation_scales(tiny_bundle, tiny_sentences, tmp_path):
+    """export.calibrate: every DynamicQuantizeLinear becomes a QuantizeLinear with constants,
+    the manifest says so (checksums hold), and a sentence's int8 result no longer depends on its
+    batch-mates: the same text and score alone as in one batch, where run-time scales differ."""
+    from export import calibrate
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    sentences = tmp_path / "dev.en"
+    sentences.write_text("\n".join(tiny_sentences) + "\n\n")
+    dynamic = {g: _op_count(bundle / f"{g}.int8.onnx", "DynamicQuantizeLinear")
+               for g in ("encoder", "decoder")}
+    assert min(dynamic.values()) > 0
+    texts = tiny_sentences[:8]
+    alone, together = _alone_and_together(bundle, texts)
+    assert alone != together  # run-time scales: batch-mates change the scores
+
+    assert calibrate.main([str(bundle), "--sentences", str(sentences)]) == 0
+    for graph, count in dynamic.items():
+        path = bundle / f"{graph}.int8.onnx"
+        assert _op_count(path, "DynamicQuantizeLinear") == 0
+        assert _op_count(path, "QuantizeLinear") == count
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    quantization = manifest["variants"]["int8"]["quantization"]
+    assert quantization["method"] == "static activations"
+    assert quantization["calibration"]["count"] == len(tiny_sentences)
+    assert "int8" not in manifest["scores"]  # measured again by export.evaluate
+    alone, together = _alone_and_together(bundle, texts)  # loads: checksums hold
+    assert alone == together and all(text for text, _ in alone)
+    # a sentence alone (the fused search, one Loop) gets run-time scales back: fixed ones are
+    # slower there, and a sentence alone has no batch-mates
+    from app.engine.fused import greedy_loop
+    loop = onnx.load_from_string(greedy_loop(bundle / "decoder.int8.onnx")).graph.node[-1]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    assert sum(n.op_type == "DynamicQuantizeLinear" for n in body.node) == dynamic["decoder"]
+    assert not any(n.op_type == "QuantizeLinear" for n in body.node)
+    translator = Translator.from_dir(bundle, variant="int8", intra_threads=1)
+    assert translator.fused is not None and translator.translate_batch(texts[:1])[0].text
+
+    empty = tmp_path / "empty.en"
+    empty.write_text("\n \n")
+    assert calibrate.main([str(bundle), "--sentences", str(empty)]) == 1
