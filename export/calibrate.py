@@ -15,8 +15,7 @@ in greedy search, as the engine runs them), and each `DynamicQuantizeLinear` bec
 row's result then depends on that row alone, up to the kernels the engine picks for a batch,
 whose float rounding differs slightly (beam 4 still changed 2-4 of 200). The quantizer's
 MatMulInteger, Cast, Mul and bias Add become one MatMulIntegerToFloat, as ONNX Runtime fuses
-them itself only for run-time scales; the engine's single-sentence search (app.engine.fused)
-turns the fixed scales back into run-time ones, which are quicker there.
+them itself only for run-time scales.
 
 Measured on the shipped en-de model (1,000 dev sentences): test-split BLEU greedy / beam 4
 33.91 / 35.16 against 33.99 / 35.19 with run-time scales (fp32 34.04 / 35.15); a decoder step

@@ -118,7 +118,6 @@ def _loop(path: str | Path, beam: bool) -> bytes:
 
     model = onnx.load(str(path))
     graph = model.graph
-    _scales_at_run_time(graph)
     inputs = {x.name: x for x in graph.input}
     outputs = {x.name: x for x in graph.output}
     carried = [x.name for x in graph.input if x.name.startswith("cache_")]
@@ -200,33 +199,6 @@ def _loop(path: str | Path, beam: bool) -> bytes:
     fused = helper.make_model(loop_graph, opset_imports=model.opset_import,
                               ir_version=model.ir_version)
     return fused.SerializeToString()
-
-
-def _scales_at_run_time(graph) -> None:
-    """Give back run-time activation scales to a graph whose int8 matrix products have fixed
-    ones (export.calibrate: QuantizeLinear with constants, then MatMulIntegerToFloat): each such
-    QuantizeLinear becomes a DynamicQuantizeLinear, whose scale and zero point the products then
-    read, so that ONNX Runtime fuses the two into one DynamicQuantizeMatMul. In a Loop body the
-    weights are not pre-packed, and there the fixed-scale form was slower (one thread, 100 test
-    sentences: greedy loop p50 4.64 against 4.24 ms, beam 4 11.8 against 10.5 ms). A sentence
-    decoded alone has no batch-mates to depend on, so fixed scales buy nothing here."""
-    from onnx import helper
-
-    constants = {init.name for init in graph.initializer}
-    renamed = {}
-    for i, node in enumerate(graph.node):
-        if node.op_type == "QuantizeLinear" and set(node.input[1:3]) <= constants:
-            y = node.output[0]
-            renamed[node.input[1]], renamed[node.input[2]] = f"{y}_scale_now", f"{y}_zero_now"
-            graph.node[i].CopyFrom(helper.make_node(
-                "DynamicQuantizeLinear", [node.input[0]],
-                [y, renamed[node.input[1]], renamed[node.input[2]]], name=node.name))
-    for node in graph.node:
-        if node.op_type == "MatMulIntegerToFloat":
-            node.input[:] = [renamed.get(x, x) for x in node.input]
-    kept = [init for init in graph.initializer if init.name not in renamed]  # the fixed scales
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
 
 
 def _beam_tail(b: _Nodes, carried: list[str], outputs: dict, t1: str):
