@@ -58,11 +58,20 @@ def listening_pid(port: int) -> int | None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
-            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
-                return int(pid)
-        except OSError:
+        except OSError:  # gone, or not ours to read
             continue
+        if any(_link(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+            return int(pid)
     return None
+
+
+def _link(path: str) -> str | None:
+    """Where a /proc fd link points; None when the fd closed since the listing (a busy server
+    opens and closes connections meanwhile: one such fd must not hide the listening one)."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
 
 
 def process_sample(pid: int | None) -> dict[str, float | int | None]:
