@@ -205,7 +205,7 @@ def required_text(data: dict[str, Any], name: str) -> str:
         "example": [{"confidence": 97.5, "language": "de"}]}}}, **ERRORS},
 )
 async def detect(request: Request, state: AppState = Depends(ready_state)) -> list[dict[str, Any]]:
-    """The served source languages, most likely first, with confidences 0-100."""
+    """Every served language (targets included), most likely first, with confidences 0-100."""
     data, _ = await parse_body(request)
     authorize(request, state, data)
     return libretranslate_detections(state.service.detect(required_text(data, "q")))
