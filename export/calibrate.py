@@ -91,9 +91,9 @@ def measure(bundle_dir: Path, texts: list[str]) -> dict[str, tuple[float, float]
     ranges = _Ranges()
     sources = translator.encode(texts)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    names = [o.name for o in sessions["encoder"].get_outputs()]
     for start in range(0, len(order), BATCH):
         batch = [sources[i] for i in order[start:start + BATCH]]
-        names = [o.name for o in sessions["encoder"].get_outputs()]
         values = dict(zip(names, sessions["encoder"].run(
             names, {ENCODER_NAMES["inputs"][0]: translator.source_array(batch)}), strict=True))
         ranges.add(found["encoder"], values)
