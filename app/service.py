@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from app import documents
+from app import documents, tags
 from app.batcher import Batcher, Priority
 from app.config import Settings
 from app.engine.types import Result, TranslationOptions
@@ -32,6 +32,7 @@ from app.errors import (
 from app.langid import Detection, LanguageDetector
 from app.protect import Masked, mask, unmask
 from app.registry import LoadedModel, Registry
+from app.tags import tag_pairs
 from app.text import Segments, fits_engine, segment, translate_fitting
 
 T = TypeVar("T")
@@ -322,7 +323,13 @@ class TranslationService:
             for seg in segmented:
                 seg.refine(fits)
         sentences = [s for seg in segmented for s in seg.sentences]
-        results = await self.batcher.translate(engine, sentences, options, max(timeout, 0.0))
+        # inline tag pairs: the model translates the plain sentence and what each pair wrapped
+        # (app.tags), then the pairs are carried over
+        pairs = [tag_pairs(m) if m else () for m, seg in zip(masked, segmented, strict=True)
+                 for _ in seg.sentences]
+        plans, texts = tags.plan(sentences, pairs)
+        results = tags.carried_results(plans, await self.batcher.translate(
+            engine, texts, options, max(timeout, 0.0)))
         out, pos = [], 0
         for seg, m in zip(segmented, masked, strict=True):
             mine = results[pos : pos + len(seg.targets)]

@@ -43,8 +43,11 @@ HTML = ('<html><body><h1>Settings</h1><p>Open the <b>file</b> menu.</p>'
 
 
 def docx_shape(data: bytes):
+    """Per paragraph its style, its bold runs and whether it has plain text too (where in the
+    sentence the bold words land is the translation's business)."""
     d = docx.Document(io.BytesIO(data))
-    return ([(p.style.name, [bool(r.bold) for r in p.runs]) for p in d.paragraphs],
+    return ([(p.style.name, sum(bool(r.bold) for r in p.runs),
+              any(not r.bold and r.text.strip() for r in p.runs)) for p in d.paragraphs],
             [len(r.cells) for r in d.tables[0].rows])
 
 

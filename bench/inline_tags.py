@@ -1,0 +1,102 @@
+"""What inline tags cost the translation: tag pairs as masks in the sentence vs carried over.
+
+    python -m bench.inline_tags [--bundle bundles/en-de] [--src data/en-de/test.en
+        --ref data/en-de/test.de] [--sentences 200] [--seed 0] [--examples 10] [--json out.json]
+
+Test sentences of 4-25 words without markup, each with one to three words at a random place
+(seeded) wrapped in `<b>...</b>` (the corpus strips markup, so the test split has none).
+Translated with the bundle's default decoding three ways:
+
+- plain: the sentences without the tags (what the words should read like);
+- masks: the tags masked in the sentence (`{1}...{2}`, app.protect), as the service did before;
+- carried: the plain sentence and the wrapped words translated, the pair carried over (app.tags),
+  as the service does now.
+
+Reported: chrF and BLEU of each output with the tags stripped, against the references, and the
+share of outputs holding the pair once, opening before closing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import time
+from pathlib import Path
+
+from app import tags
+from app.engine import Translator
+from app.protect import find_spans, mask, unmask
+
+
+def tagged_set(src: Path, ref: Path, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """(plain sources, the same with a <b> pair, references)."""
+    sources = src.read_text(encoding="utf-8").splitlines()
+    refs = ref.read_text(encoding="utf-8").splitlines()
+    rng = random.Random(seed)
+    usable = [i for i, s in enumerate(sources) if 4 <= len(s.split()) <= 25 and not find_spans(s)]
+    picked = rng.sample(usable, min(n, len(usable)))
+    plain = [sources[i] for i in picked]
+    tagged = []
+    for s in plain:
+        words = s.split()
+        a = rng.randrange(len(words))
+        b = min(len(words), a + rng.randint(1, 3))
+        tagged.append(" ".join([*words[:a], "<b>" + " ".join(words[a:b]) + "</b>", *words[b:]]))
+    return plain, tagged, [refs[i] for i in picked]
+
+
+def scores(outputs: list[str], refs: list[str]) -> dict:
+    import sacrebleu
+
+    stripped = [re.sub(r"</?b>", "", o) for o in outputs]
+    kept = sum(o.count("<b>") == 1 and o.count("</b>") == 1 and o.index("<b>") < o.index("</b>")
+               for o in outputs)
+    return {"chrF": round(sacrebleu.corpus_chrf(stripped, [refs]).score, 2),
+            "BLEU": round(sacrebleu.corpus_bleu(stripped, [refs]).score, 2),
+            "pair_kept": round(kept / len(outputs), 4)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", default="bundles/en-de")
+    ap.add_argument("--src", type=Path, default=Path("data/en-de/test.en"))
+    ap.add_argument("--ref", type=Path, default=None, help="default: --src with .de")
+    ap.add_argument("--sentences", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--examples", type=int, default=0, help="print this many outputs")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    ref = args.ref or args.src.with_suffix(".de")
+    plain, tagged, refs = tagged_set(args.src, ref, args.sentences, args.seed)
+    engine = Translator.from_dir(args.bundle)
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in engine.translate_batch(texts)]
+
+    def masks(texts: list[str]) -> list[str]:
+        masked = [mask(t) for t in texts]
+        return [unmask(m, o) for m, o in zip(masked, translate([m.text for m in masked]),
+                                             strict=True)]
+
+    def carried(texts: list[str]) -> list[str]:
+        masked = [mask(t) for t in texts]
+        plans, inputs = tags.plan([m.text for m in masked], [tags.tag_pairs(m) for m in masked])
+        return [unmask(m, o) for m, o in zip(masked, tags.carried(plans, translate(inputs)),
+                                             strict=True)]
+
+    report = {}
+    for way, sources, run in (("plain", plain, translate), ("masks", tagged, masks),
+                              ("carried", tagged, carried)):
+        t0 = time.perf_counter()
+        outputs = run(sources)
+        report[way] = {**scores(outputs, refs), "seconds": round(time.perf_counter() - t0, 1)}
+        print(f"{way:8} {json.dumps(report[way])}", flush=True)
+        for s, o in list(zip(sources, outputs, strict=True))[: args.examples]:
+            print(f"    {s}\n -> {o}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

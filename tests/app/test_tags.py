@@ -1,0 +1,168 @@
+"""app.tags: inline tag pairs carried over a translation of the plain sentence."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app import documents, tags
+from app.engine.types import Result
+from app.protect import mask, unmask
+from app.tags import TagPlan, tag_pairs
+
+SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
+PAIR = (("{1}", "{2}"),)
+
+
+def test_the_model_gets_the_plain_sentence_and_the_wrapped_text():
+    plan = TagPlan.of("Open the {1}file{2}.", PAIR)
+    assert plan.texts == ("Open the file.", "file")
+    assert plan.apply(["Öffnen Sie die Datei.", "Datei"]) == "Öffnen Sie die {1}Datei{2}."
+
+
+def test_the_pair_wraps_the_words_that_read_like_its_translation_wherever_they_went():
+    plan = TagPlan.of("Click {1}Save{2} to keep your changes.", PAIR)
+    assert plan.texts == ("Click Save to keep your changes.", "Save")
+    out = plan.apply(["Klicken Sie auf Speichern, um Ihre Änderungen zu behalten.",
+                      "Speichern"])
+    assert out == "Klicken Sie auf {1}Speichern{2}, um Ihre Änderungen zu behalten."
+    # moved to the other end of the sentence
+    plan = TagPlan.of("{1}Warning{2} the disk is full", PAIR)
+    assert plan.apply(["Die Festplatte ist voll, Warnung", "Warnung"]) == \
+        "Die Festplatte ist voll, {1}Warnung{2}"
+
+
+def test_punctuation_stays_outside_unless_the_pair_held_it():
+    plan = TagPlan.of("See the {1}manual.{2}", PAIR)
+    assert plan.apply(["Siehe das Handbuch.", "Handbuch."]) == "Siehe das {1}Handbuch.{2}"
+    plan = TagPlan.of("See the {1}manual{2}.", PAIR)
+    assert plan.apply(["Siehe das Handbuch.", "Handbuch"]) == "Siehe das {1}Handbuch{2}."
+
+
+def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
+    plan = TagPlan.of("{1}Save all files{2}.", PAIR)
+    assert plan.texts == ("Save all files.",)
+    assert plan.apply(["Alle Dateien speichern."]) == "{1}Alle Dateien speichern{2}."
+
+
+def test_a_source_word_found_inside_a_target_word_counts():
+    # the wrapped word's own translation is useless here, but the word itself is in the output
+    plan = TagPlan.of("cannot use internal {1}rev{2} list", PAIR)
+    assert plan.apply(["Interne Rev-Liste kann nicht verwendet werden", "Wiederholen"]) == \
+        "Interne {1}Rev-Liste{2} kann nicht verwendet werden"
+
+
+def test_without_a_match_the_pair_goes_by_relative_position():
+    plan = TagPlan.of("one two {1}three{2} four five", PAIR)
+    assert plan.apply(["ab cd gf ij kl", "zzzzzz"]) == "ab cd {1}gf{2} ij kl"
+
+
+def test_two_pairs_take_different_words():
+    pairs = (("{1}", "{2}"), ("{3}", "{4}"))
+    plan = TagPlan.of("Choose {1}File{2} - {3}Open{4}.", pairs)
+    assert plan.texts == ("Choose File - Open.", "File", "Open")
+    assert plan.apply(["Wählen Sie Datei – Öffnen.", "Datei", "Öffnen"]) == \
+        "Wählen Sie {1}Datei{2} – {3}Öffnen{4}."
+
+
+def test_pairs_directly_around_each_other_move_as_one():
+    pairs = (("{1}", "{4}"), ("{2}", "{3}"))
+    plan = TagPlan.of("Press {1}{2}Enter{3}{4} now", pairs)
+    assert plan.texts == ("Press Enter now", "Enter")
+    assert plan.apply(["Drücken Sie jetzt Eingabe", "Eingabe"]) == \
+        "Drücken Sie jetzt {1}{2}Eingabe{3}{4}"
+
+
+def test_a_pair_nested_with_other_text_keeps_its_masks():
+    pairs = (("{1}", "{4}"), ("{2}", "{3}"))
+    plan = TagPlan.of("Read {1}the {2}short{3} guide{4} first", pairs)
+    assert plan.texts == ("Read the {2}short{3} guide first", "the {2}short{3} guide")
+
+
+def test_a_pair_around_a_placeholder_wraps_it_as_it_is():
+    plan = TagPlan.of("error: unbalanced parenthesis: {1}%s{2}", PAIR)
+    assert plan.texts == ("error: unbalanced parenthesis: %s",)  # nothing to translate
+    assert plan.apply(["Fehler: Klammer nicht ausgeglichen: %s"]) == \
+        "Fehler: Klammer nicht ausgeglichen: {1}%s{2}"
+
+
+def test_sentences_without_pairs_go_as_they_are():
+    assert TagPlan.of("Line one{1}line two", ()) is None
+    assert TagPlan.of("Line one{1}line two", PAIR) is None  # a self-closing tag's mask
+    plans, texts = tags.plan(["a {1}b{2} c", "d"], [PAIR, ()])
+    assert texts == ["a b c", "b", "d"]
+    assert tags.carried(plans, ["A B C", "B", "D"]) == ["A {1}B{2} C", "D"]
+
+
+def test_results_keep_their_score_and_carry_tags_into_alternatives():
+    plans, texts = tags.plan(["Open the {1}file{2}."], [PAIR])
+    results = [Result("Öffnen Sie die Datei.", -1.5, ["Die Datei öffnen."]), Result("Datei")]
+    out = tags.carried_results(plans, results)
+    assert out == [Result("Öffnen Sie die {1}Datei{2}.", -1.5, ["Die {1}Datei{2} öffnen."])]
+
+
+def test_documents_carry_inline_tags_with_a_dictionary_translator():
+    words = {"Open": "Öffnen", "the": "die", "file": "Datei", "now": "jetzt"}
+
+    def translate(texts: list[str]) -> list[str]:
+        assert not any("{" in t for t in texts), texts  # no masks reach the model
+        return [" ".join(words.get(w.strip("."), w) + ("." if w.endswith(".") else "")
+                         for w in t.split()) for t in texts]
+
+    out = documents.translate_segments(["Open the <b>file</b> now."], translate, markup=True)
+    assert out == ["Öffnen die <b>Datei</b> jetzt."]
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
+def test_the_shipped_model_keeps_every_word_of_a_tagged_sentence():
+    """With its masks in the sentence the model dropped words ("Open the <b>file</b>." came
+    back as "Öffnen <b>Datei</b>."); now the text around the tags is the plain sentence's
+    translation, word for word."""
+    from app.engine.translator import Translator
+    from app.engine.types import TranslationOptions
+
+    engine = Translator.from_dir(SHIPPED, variant="fp32", workers=1)
+    options = TranslationOptions(beam_size=1)
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in engine.translate_batch(texts, options)]
+
+    tagged = ["Open the <b>file</b>.", 'Click <a href="#s">Save</a> to keep your changes.',
+              "The <i>default printer</i> is used when no other printer is selected."]
+    masked = [mask(t) for t in tagged]
+    plans, texts = tags.plan([m.text for m in masked], [tag_pairs(m) for m in masked])
+    out = [unmask(m, t) for m, t in zip(masked, tags.carried(plans, translate(texts)),
+                                        strict=True)]
+    plain = translate([re.sub(r"<[^>]+>", "", t) for t in tagged])
+    for source, text, reference in zip(tagged, out, plain, strict=True):
+        opening = re.search(r"<[a-z][^>]*>", source).group()
+        closing = re.search(r"</[a-z]+>", source).group()
+        assert text.count(opening) == 1 and text.count(closing) == 1, text
+        assert text.index(opening) < text.index(closing), text
+        assert re.sub(r"<[^>]+>", "", text) == reference, (text, reference)
+    assert "<b>Datei</b>" in out[0], out[0]
+
+
+def test_the_service_sends_no_tag_masks_and_returns_the_tags():
+    import httpx
+
+    from app.config import Settings
+    from app.main import create_app
+    from tests.app.fakes import FakeTranslator, fake_model, running
+
+    engine = FakeTranslator()  # reverses the order of the words
+    app = create_app(Settings(max_wait_ms=1), loader=lambda s: [fake_model(engine)])
+    text = "Press <b>Save all</b> now, then <i>quit</i>."
+    with running(app) as srv:
+        r = httpx.post(f"{srv.url}/v1/translate", timeout=10,
+                       json={"text": text, "source": "en", "target": "de",
+                             "options": {"alternatives": 1}})
+        assert r.status_code == 200, r.text
+        sent = [t for batch, _ in engine.batches for t in batch]
+        assert sorted(sent) == ["Press Save all now, then quit.", "Save all", "quit"]
+        translation = r.json()["translations"][0]
+        assert translation["text"] == "<i>quit</i>. then now, <b>all Save</b> Press"
+        assert translation["alternatives"] == [
+            "<i>quit</i>. then now, <b>all Save</b> Press (1)"]
