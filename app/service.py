@@ -20,6 +20,7 @@ from typing import Protocol, TypeVar
 from app import documents, tags
 from app.batcher import Batcher, Priority
 from app.config import Settings
+from app.documents.html_file import chunks as html_chunks
 from app.engine.types import Result, TranslationOptions
 from app.errors import (
     ClientGone,
@@ -311,30 +312,28 @@ class TranslationService:
         self, texts: list[str], fmt: str, model: LoadedModel, options: TranslationOptions,
         timeout: float,
     ) -> tuple[list[TextResult], int]:
-        # plain text: placeholders, inline tags, URLs and addresses masked before the model
-        # (app.protect), on every hop; html: its segmenter keeps the markup away already
-        protect = self.settings.protect_spans and fmt == "text"
-        masked = [mask(text) if protect else None for text in texts]
-        segmented = [segment(m.text if m else text, fmt)
-                     for m, text in zip(masked, texts, strict=True)]
+        # placeholders, inline tags, URLs and addresses are masked before the model
+        # (app.protect), on every hop: plain text whole, HTML block by block (_layout)
+        protect = self.settings.protect_spans
+        layouts = [_layout(text, fmt, protect) for text in texts]
+        units = [u for layout in layouts for u in layout if not isinstance(u, str)]
         engine = model.translator
         fits = fits_engine(engine)
         if fits:  # sentences longer than the encoder takes are cut, not truncated
-            for seg in segmented:
+            for seg, _ in units:
                 seg.refine(fits)
-        sentences = [s for seg in segmented for s in seg.sentences]
+        sentences = [s for seg, _ in units for s in seg.sentences]
         # inline tag pairs: the model translates the plain sentence and what each pair wrapped
         # (app.tags), then the pairs are carried over
-        pairs = [tag_pairs(m) if m else () for m, seg in zip(masked, segmented, strict=True)
-                 for _ in seg.sentences]
-        plans, texts = tags.plan(sentences, pairs)
+        pairs = [tag_pairs(m) if m else () for seg, m in units for _ in seg.sentences]
+        plans, inputs = tags.plan(sentences, pairs)
         results = tags.carried_results(plans, await self.batcher.translate(
-            engine, texts, options, max(timeout, 0.0)))
+            engine, inputs, options, max(timeout, 0.0)))
         out, pos = [], 0
-        for seg, m in zip(segmented, masked, strict=True):
-            mine = results[pos : pos + len(seg.targets)]
-            pos += len(seg.targets)
-            out.append(_assemble(seg, mine, options, m))
+        for layout in layouts:
+            n = sum(len(u[0].targets) for u in layout if not isinstance(u, str))
+            out.append(_assemble(layout, results[pos : pos + n], options))
+            pos += n
         return out, len(sentences)
 
 
@@ -441,12 +440,46 @@ def build_options(
     return dataclasses.replace(defaults, **changes)
 
 
-def _assemble(
-    seg: Segments, results: list[Result], options: TranslationOptions, masked: Masked | None
-) -> TextResult:
+# a text as the service translates it: verbatim strings (markup) and units (the sentences of
+# a stretch of text, and the masks of its protected spans, or None)
+Layout = list["str | tuple[Segments, Masked | None]"]
+
+
+def _layout(text: str, fmt: str, protect: bool) -> Layout:
+    """Plain text is one unit, masked whole. HTML is cut into blocks of text with their inline
+    tags (app.documents.html_file.chunks: a link or <b> inside a sentence stays in it, and
+    app.tags carries it over) and markup kept verbatim (block tags, comments, script, style,
+    code, translate="no"); each block is masked on its own, so a span the model dropped goes
+    back into its own block. Without protection, HTML is cut at every tag as before."""
+    if fmt != "html":
+        m = mask(text) if protect else None
+        return [(segment(m.text if m else text), m)]
+    if not protect:
+        return [(segment(text, "html"), None)]
+    out: Layout = []
+    for chunk, translatable in html_chunks(text):
+        if not translatable:
+            out.append(chunk)
+            continue
+        m = mask(chunk)
+        seg = Segments(html=True)
+        seg.add_text(m.text)
+        out.append((seg, m))
+    return out
+
+
+def _assemble(layout: Layout, results: list[Result], options: TranslationOptions) -> TextResult:
     def rejoin(texts: list[str]) -> str:
-        joined = seg.rejoin(texts)
-        return unmask(masked, joined) if masked is not None else joined
+        out, pos = [], 0
+        for unit in layout:
+            if isinstance(unit, str):
+                out.append(unit)
+                continue
+            seg, masked = unit
+            joined = seg.rejoin(texts[pos : pos + len(seg.targets)])
+            pos += len(seg.targets)
+            out.append(unmask(masked, joined) if masked is not None else joined)
+        return "".join(out)
 
     text = rejoin([r.text for r in results])
     score = None

@@ -7,7 +7,8 @@ indentation and line breaks survive translation exactly.
 
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
-byte for byte.
+byte for byte. (The service does this only with span protection off; with it, HTML is cut into
+blocks of text with their inline tags: app.service._layout.)
 """
 
 from __future__ import annotations

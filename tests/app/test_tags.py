@@ -166,3 +166,33 @@ def test_the_service_sends_no_tag_masks_and_returns_the_tags():
         assert translation["text"] == "<i>quit</i>. then now, <b>all Save</b> Press"
         assert translation["alternatives"] == [
             "<i>quit</i>. then now, <b>all Save</b> Press (1)"]
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
+def test_html_sentences_keep_their_inline_tags_and_words_through_the_server():
+    """format "html" translated each text node apart ("Open the ", "file", " menu."); now a
+    block's sentence goes whole, its inline tags carried over, other markup verbatim."""
+    import httpx
+
+    from app.config import Settings
+    from app.main import create_app
+    from tests.app.fakes import running
+
+    app = create_app(Settings(models_dir=SHIPPED, variant="fp32", threads=1, max_wait_ms=1))
+    html = ('<h1>Files</h1><p>Open the <b>file</b> menu and choose <a href="#s">Save</a>.</p>'
+            "<pre>keep <b>me</b></pre>")
+    with running(app) as srv:
+        r = httpx.post(f"{srv.url}/translate", timeout=60,
+                       data={"q": html, "source": "en", "target": "de", "format": "html"})
+        assert r.status_code == 200, r.text
+        out = r.json()["translatedText"]
+        r = httpx.post(f"{srv.url}/translate", timeout=60, data={
+            "q": "Open the file menu and choose Save.", "source": "en", "target": "de"})
+        plain = r.json()["translatedText"]
+    assert out.startswith("<h1>") and out.endswith("</p><pre>keep <b>me</b></pre>"), out
+    paragraph = out[out.index("<p>") + 3 : out.index("</p>")]
+    for tag in ("<b>", "</b>", '<a href="#s">', "</a>"):
+        assert paragraph.count(tag) == 1, paragraph
+    assert paragraph.index("<b>") < paragraph.index("</b>")
+    assert paragraph.index("<a") < paragraph.index("</a>")
+    assert re.sub(r"<[^>]+>", "", paragraph) == plain, (paragraph, plain)
