@@ -136,18 +136,18 @@ class TagPlan:
         for i, (g, piece) in enumerate(zip(self.groups, pieces, strict=True)):
             # the wrapped text's translation, or the text itself (names, numbers and
             # placeholders come through as they are)
-            goals = [(x.strip(_PUNCT + " ").casefold(), copied)
+            goals = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
                      for x, copied in ((piece, False), (plain[g.start:g.end], True))
                      if x.strip(_PUNCT + " ")]
-            size = max(1, len(goals[0][0].split()) if goals else 1)
+            size = max(1, len(goals[0].text.split()) if goals else 1)
             where = (g.start + g.end) / 2 / max(1, len(plain))
             wanted.append((size, where))
             for length in range(max(1, size - 1), size + 2):
                 for first in range(0, n_words - length + 1):
                     last = first + length
                     window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
-                    similarity = max((_similarity(window.casefold(), goal, copied)
-                                      for goal, copied in goals), default=0.0)
+                    similarity = max((goal.similarity(window.casefold()) for goal in goals),
+                                     default=0.0)
                     if similarity < MIN_SIMILARITY:
                         continue
                     center = (words[first][0] + words[last - 1][1]) / 2 / len(text)
@@ -208,14 +208,24 @@ def carried_results(plans: Sequence[TagPlan | None], results: Sequence[Result]
     return out
 
 
-def _similarity(window: str, goal: str, copied: bool) -> float:
-    """How much a window of the translation reads like goal (both case-folded): difflib's
-    ratio; a source text (copied) of three letters or more found inside the window counts as
-    COPIED_SIMILARITY at least (`rev` in `Rev-Liste`)."""
-    ratio = difflib.SequenceMatcher(None, window, goal, autojunk=False).ratio()
-    if copied and len(goal) >= 3 and goal in window:
-        return max(ratio, COPIED_SIMILARITY)
-    return ratio
+class _Goal:
+    """What a window of the translation should read like (case-folded): the wrapped text's
+    translation, or (copied) the wrapped source text itself."""
+
+    def __init__(self, text: str, copied: bool) -> None:
+        self.text, self.copied = text, copied
+        self.matcher = difflib.SequenceMatcher(None, autojunk=False)
+        self.matcher.set_seq2(text)  # difflib caches what it learns of the second sequence
+
+    def similarity(self, window: str) -> float:
+        """difflib's ratio (0 where its quick upper bound is below MIN_SIMILARITY); a source
+        text of three letters or more found inside the window (`rev` in `Rev-Liste`) counts as
+        COPIED_SIMILARITY at least."""
+        copied = self.copied and len(self.text) >= 3 and self.text in window
+        self.matcher.set_seq1(window)
+        ratio = (self.matcher.ratio() if self.matcher.quick_ratio() >= MIN_SIMILARITY
+                 else 0.0)
+        return max(ratio, COPIED_SIMILARITY) if copied else ratio
 
 
 def _groups(sentence: str, found: list[tuple[int, int, int, int]]
