@@ -60,6 +60,11 @@ _INLINE_TAGS = (
     "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
 )
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
+# a line break inside a sentence's markup ends the sentence there: the text on each side is
+# translated apart and the tag kept between (with its mask in the sentence, the model lost
+# words: "Save the file<br>and close the window." -> "Speichert die Datei<br>and das Fenster.")
+LINE_BREAK_TAGS = frozenset({"br"})
+LINE_BREAK_RE = re.compile(r"(<br(?:\s+[^<>]*?)?\s*/?>)", re.IGNORECASE)
 _TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s+[^<>]*?)?\s*/?>"
 _NOT_URL = "\\s<>\"'„“”‘’«»‹›"  # what ends a URL; it does not end in punctuation either
 _URL = (

@@ -31,7 +31,7 @@ from app.errors import (
     UnsupportedLanguage,
 )
 from app.langid import Detection, LanguageDetector
-from app.protect import Masked, mask, unmask
+from app.protect import LINE_BREAK_RE, Masked, mask, unmask
 from app.registry import LoadedModel, Registry
 from app.tags import tag_pairs
 from app.text import Segments, fits_engine, segment, translate_fitting
@@ -446,17 +446,26 @@ Layout = list["str | tuple[Segments, Masked | None]"]
 
 
 def _layout(text: str, fmt: str, protect: bool) -> Layout:
-    """Plain text is one unit, masked whole. HTML is cut into blocks of text with their inline
-    tags (app.documents.html_file.chunks: a link or <b> inside a sentence stays in it, and
-    app.tags carries it over) and markup kept verbatim (block tags, comments, script, style,
-    code, translate="no"); each block is masked on its own, so a span the model dropped goes
-    back into its own block. Without protection, HTML is cut at every tag as before."""
+    """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
+    (app.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is). HTML is cut
+    into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
+    inside a sentence stays in it, and app.tags carries it over) and markup kept verbatim (block
+    tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
+    its own, so a span the model dropped goes back into its own block. Without protection, HTML
+    is cut at every tag as before."""
+    out: Layout = []
     if fmt != "html":
-        m = mask(text) if protect else None
-        return [(segment(m.text if m else text), m)]
+        if not protect:
+            return [(segment(text), None)]
+        for i, piece in enumerate(LINE_BREAK_RE.split(text)):  # text, <br>, text, ...
+            if i % 2:
+                out.append(piece)
+            elif piece:
+                m = mask(piece)
+                out.append((segment(m.text), m))
+        return out
     if not protect:
         return [(segment(text, "html"), None)]
-    out: Layout = []
     for chunk, translatable in html_chunks(text):
         if not translatable:
             out.append(chunk)

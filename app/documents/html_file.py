@@ -11,26 +11,28 @@ import re
 
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
-from app.protect import INLINE_TAGS, SPAN_RE
+from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, SPAN_RE
 from app.text import _HtmlSplitter
 
 
 class _BlockSplitter(_HtmlSplitter):
-    """Marks inline tags outside verbatim elements as part of the text around them."""
+    """Marks inline tags outside verbatim elements as part of the text around them; a line
+    break (app.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
+    translated apart."""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         super().handle_starttag(tag, attrs)
-        if tag in INLINE_TAGS and not self.skip:
+        if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
             self.events[-1] = (self.events[-1][0], True)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         super().handle_startendtag(tag, attrs)
-        if tag in INLINE_TAGS and not self.skip:
+        if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
             self.events[-1] = (self.events[-1][0], True)
 
     def handle_endtag(self, tag: str) -> None:
         super().handle_endtag(tag)
-        if tag in INLINE_TAGS and not self.skip:
+        if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
             self.events[-1] = (self.events[-1][0], True)
 
 

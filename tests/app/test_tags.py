@@ -196,3 +196,32 @@ def test_html_sentences_keep_their_inline_tags_and_words_through_the_server():
     assert paragraph.index("<b>") < paragraph.index("</b>")
     assert paragraph.index("<a") < paragraph.index("</a>")
     assert re.sub(r"<[^>]+>", "", paragraph) == plain, (paragraph, plain)
+
+
+def test_a_line_break_tag_ends_the_sentence_in_text_html_and_documents():
+    """With the <br> mask inside one sentence the model lost words ("Save the file<br>and close
+    the window." -> "Speichert die Datei<br>and das Fenster."): the text on each side now goes
+    to the model as a sentence of its own, and the tag stays between them."""
+    import httpx
+
+    from app.config import Settings
+    from app.documents import html_file
+    from app.main import create_app
+    from tests.app.fakes import FakeTranslator, fake_model, running
+
+    engine = FakeTranslator()  # reverses the order of the words
+    app = create_app(Settings(max_wait_ms=1), loader=lambda s: [fake_model(engine)])
+    with running(app) as srv:
+        for fmt, text, expected in [
+            ("text", "Save the file<br>and close it.", "file the Save<br>it. close and"),
+            ("html", "<p>Save the file<br/>and close <b>it</b>.</p>",
+             "<p>file the Save<br/><b>it</b>. close and</p>"),
+        ]:
+            engine.batches.clear()
+            r = httpx.post(f"{srv.url}/v1/translate", timeout=10, json={
+                "text": text, "source": "en", "target": "de", "format": fmt})
+            assert r.json()["translations"][0]["text"] == expected
+            sent = sorted(t for batch, _ in engine.batches for t in batch)
+            assert sent[:2] == ["Save the file", "and close it."], sent
+    doc = html_file.extract(b"<p>Save the file<br>and close <b>it</b>.</p>")
+    assert doc.segments == ["Save the file", "and close <b>it</b>."]
