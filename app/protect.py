@@ -318,7 +318,11 @@ def _assemble(
         nxt = order[k + 1] if k + 1 < len(order) else None
         if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
             a, b = sorted((index, nxt))
-            piece += " " if masked.text[masked.where[a][1] : masked.where[b][0]] else ""
+            between = masked.text[masked.where[a][1] : masked.where[b][0]]
+            # two tags whose words went elsewhere (app.tags: "<em>x</em> y</a>" -> "...x</em></a>")
+            # close up; otherwise text between them in the source keeps them apart
+            tags = all(masked.originals[i].startswith("<") for i in (a, b))
+            piece += " " if between and not (tags and between.strip()) else ""
         elif not glue_right and clean[at : at + 1].strip():
             piece += " "
         out.append(piece)

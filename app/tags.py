@@ -23,10 +23,13 @@ window stays outside the pair unless the wrapped source text had it there too. A
 whole sentence wraps the whole translation, and one around text without letters (`<b>%s</b>`)
 is matched by that text itself; neither asks the model for a second translation.
 
-Left to the masks as before: pairs that cross, or nest inside another pair with other text
-around them (`<a>see <b>this</b></a>`: the inner pair's masks stay in the sentence; a pair
-directly around another, `<a><b>this</b></a>`, moves with it as one), a pair split over two
-sentences, and empty pairs. Self-closing tags (`<br/>`) and other masks stay in the sentence."""
+A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pair nested in
+another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
+placed the same way, among the words of its parent's window only.
+
+Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
+two sentences, and empty pairs. Self-closing tags and other masks stay in the sentence (a line
+break, `<br>`, ends the sentence before it gets here: app.service._layout)."""
 
 from __future__ import annotations
 
@@ -61,16 +64,17 @@ class _Group:
     edges: tuple[str, str]  # punctuation at the wrapped text's two ends
     translated: bool  # its translation is asked for: it has letters, and is not all
     whole: bool  # it is the whole sentence (punctuation aside): it wraps the whole translation
+    parent: int | None  # the group it is nested in (with other text around it), by index
 
 
 @dataclass(frozen=True)
 class TagPlan:
     """How one sentence goes to the model: `texts` are the plain sentence and then each
-    group's wrapped text; `apply` takes their translations (in that order) and returns the
-    sentence's translation with the groups' masks in it."""
+    translated group's wrapped text; `apply` takes their translations (in that order) and
+    returns the sentence's translation with the groups' masks in it."""
 
     texts: tuple[str, ...]
-    groups: tuple[_Group, ...]
+    groups: tuple[_Group, ...]  # parents before their children
 
     @classmethod
     def of(cls, sentence: str, pairs: Iterable[tuple[str, str]]) -> TagPlan | None:
@@ -85,19 +89,22 @@ class TagPlan:
         groups = _groups(sentence, sorted(found))
         if not groups:
             return None
-        removed = sorted(r for g in groups for a, b, c, d in g for r in ((a, b), (c, d)))
+        removed = sorted(r for g, _ in groups for a, b, c, d in g for r in ((a, b), (c, d)))
         plain, moved = _without(sentence, removed)
+        tops = sum(parent is None for _, parent in groups)
         out = []
-        for g in groups:
+        for g, parent in groups:
             start, end = moved(g[-1][1]), moved(g[-1][2])
             inner = plain[start:end]
             edges = (inner[: len(inner) - len(inner.lstrip(_PUNCT + " "))],
                      inner[len(inner.rstrip(_PUNCT + " ")):])
-            whole = len(groups) == 1 and not (plain[:start] + plain[end:]).strip(_PUNCT + " ")
+            whole = tops == 1 and parent is None and not (
+                plain[:start] + plain[end:]).strip(_PUNCT + " ")
             out.append(_Group("".join(sentence[a:b] for a, b, _, _ in g),
                               "".join(sentence[c:d] for _, _, c, d in reversed(g)),
                               start, end, (edges[0].strip(), edges[1].strip()),
-                              not whole and bool(_LETTER.search(SPAN_RE.sub("", inner))), whole))
+                              not whole and bool(_LETTER.search(SPAN_RE.sub("", inner))), whole,
+                              parent))
         texts = [plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
         return cls(tuple(texts), tuple(out))
 
@@ -107,14 +114,24 @@ class TagPlan:
         pieces = [next(asked) if g.translated else "" for g in self.groups]
         words = [m.span() for m in _WORD.finditer(text)]
         if not words:
-            return "".join(g.opening for g in self.groups) + text + "".join(
-                g.closing for g in reversed(self.groups))
+            return "".join(g.opening for g in self.groups if g.parent is None) + text + "".join(
+                g.closing for g in reversed(self.groups) if g.parent is None)
+        spans: dict[int, tuple[int, int]] = {}
+        tops = [i for i, g in enumerate(self.groups) if g.parent is None]
         if self.groups[0].whole:
-            spans = [(0, len(words))]
+            spans[0] = (0, len(words))
         else:
-            spans = self._windows(plain, text, words, pieces)
-        inserts = []
-        for g, (first, last) in zip(self.groups, spans, strict=True):
+            spans.update(self._windows(tops, (0, len(plain)), text, words, (0, len(words)),
+                                       pieces))
+        for parent in tops:  # groups nested in it, inside its window
+            children = [i for i, g in enumerate(self.groups) if g.parent == parent]
+            if children:
+                p = self.groups[parent]
+                spans.update(self._windows(children, (p.start, p.end), text, words,
+                                           spans[parent], pieces))
+        inserts = []  # (at, 0 closing / 1 opening, order among those at the same place, mask)
+        for i, g in enumerate(self.groups):
+            first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
             lead = len(text[start:end]) - len(text[start:end].lstrip(_PUNCT))
             trail = len(text[start:end]) - len(text[start:end].rstrip(_PUNCT))
@@ -122,35 +139,41 @@ class TagPlan:
                 start += lead
             if not g.edges[1] and trail < end - start:
                 end -= trail
-            inserts += [(start, 1, g.opening), (end, 0, g.closing)]
-        for at, _, mask in sorted(inserts, reverse=True):
+            depth = g.parent is not None
+            inserts += [(start, 1, depth, g.opening), (end, 0, -depth, g.closing)]
+        for at, _, _, mask in sorted(inserts, reverse=True):  # right to left
             text = text[:at] + mask + text[at:]
         return text
 
-    def _windows(self, plain: str, text: str, words: list[tuple[int, int]],
-                 pieces: Sequence[str]) -> list[tuple[int, int]]:
-        """Each group's word window (first, last + 1) in the translation."""
-        n_words = len(words)
-        options = []  # (score, group index, first, last)
-        wanted = []
-        for i, (g, piece) in enumerate(zip(self.groups, pieces, strict=True)):
+    def _windows(self, which: list[int], source: tuple[int, int], text: str,
+                 words: list[tuple[int, int]], within: tuple[int, int],
+                 pieces: Sequence[str]) -> dict[int, tuple[int, int]]:
+        """Windows (first word, last + 1) for the groups `which`, among the words `within`
+        (first, last + 1) of the translation, which stand for plain[source[0]:source[1]]."""
+        lo, hi = within
+        t_lo, t_hi = words[lo][0], words[hi - 1][1]
+        t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
+        options = []  # (score, -group index, first, last)
+        wanted = {}
+        for i in which:
+            g, piece = self.groups[i], pieces[i]
             # the wrapped text's translation, or the text itself (names, numbers and
             # placeholders come through as they are)
             goals = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
-                     for x, copied in ((piece, False), (plain[g.start:g.end], True))
+                     for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
                      if x.strip(_PUNCT + " ")]
-            size = max(1, len(goals[0].text.split()) if goals else 1)
-            where = (g.start + g.end) / 2 / max(1, len(plain))
-            wanted.append((size, where))
+            size = min(hi - lo, max(1, len(goals[0].text.split()) if goals else 1))
+            where = ((g.start + g.end) / 2 - source[0]) / s_len
+            wanted[i] = (size, where)
             for length in range(max(1, size - 1), size + 2):
-                for first in range(0, n_words - length + 1):
+                for first in range(lo, hi - length + 1):
                     last = first + length
                     window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
                     similarity = max((goal.similarity(window.casefold()) for goal in goals),
                                      default=0.0)
                     if similarity < MIN_SIMILARITY:
                         continue
-                    center = (words[first][0] + words[last - 1][1]) / 2 / len(text)
+                    center = ((words[first][0] + words[last - 1][1]) / 2 - t_lo) / t_len
                     options.append((similarity - DISTANCE_WEIGHT * abs(center - where)
                                     - SIZE_WEIGHT * abs(length - size), -i, first, last))
         taken: dict[int, tuple[int, int]] = {}
@@ -161,16 +184,17 @@ class TagPlan:
                 continue
             taken[i] = (first, last)
             used |= set(range(first, last))
-        for i, (size, where) in enumerate(wanted):
+        for i in which:
             if i in taken:
                 continue
-            free = [(abs((words[f][0] + words[f + size - 1][1]) / 2 / len(text) - where), f)
-                    for f in range(0, max(1, n_words - size + 1))
-                    if not used & set(range(f, min(n_words, f + size)))]
-            first = min(free)[1] if free else 0
-            taken[i] = (first, min(n_words, first + size))
+            size, where = wanted[i]
+            free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
+                    for f in range(lo, max(lo + 1, hi - size + 1))
+                    if not used & set(range(f, min(hi, f + size)))]
+            first = min(free)[1] if free else lo
+            taken[i] = (first, min(hi, first + size))
             used |= set(range(*taken[i]))
-        return [taken[i] for i in range(len(self.groups))]
+        return taken
 
 
 def plan(sentences: Sequence[str], pairs: Sequence[Sequence[tuple[str, str]]]
@@ -229,22 +253,29 @@ class _Goal:
 
 
 def _groups(sentence: str, found: list[tuple[int, int, int, int]]
-            ) -> list[list[tuple[int, int, int, int]]]:
-    """The pairs carried over, as groups of pairs directly around each other (outermost
-    first); pairs without letters inside, crossing or nested with other text are left out."""
-    groups: list[list[tuple[int, int, int, int]]] = []
+            ) -> list[tuple[list[tuple[int, int, int, int]], int | None]]:
+    """The pairs carried over, as (pairs directly around each other, outermost first; the
+    index of the group they are nested in with other text around them, or None), parents
+    first. Left out (their masks stay in the sentence): empty pairs, pairs that cross another,
+    and pairs nested two levels deep."""
+    groups: list[tuple[list[tuple[int, int, int, int]], int | None]] = []
     for pair in found:  # by opening position
         a, b, c, d = pair
         if not sentence[b:c].strip():
             continue
-        outer = groups[-1] if groups else None
-        if outer and a < outer[0][3]:  # inside (or across) the last group
-            last = outer[-1]
-            if (c <= last[2] and not sentence[last[1]:a].strip()
-                    and not sentence[d:last[2]].strip()):
-                outer.append(pair)  # directly inside: moves with it
+        container = next((i for i in reversed(range(len(groups)))
+                          if a < groups[i][0][0][3]), None)  # opens inside group i's pairs
+        if container is None:
+            groups.append(([pair], None))
             continue
-        groups.append([pair])
+        pairs, parent = groups[container]
+        last = pairs[-1]  # the innermost pair of the group
+        if not (last[1] <= a and d <= last[2]):
+            continue  # crosses it
+        if not sentence[last[1]:a].strip() and not sentence[d:last[2]].strip():
+            pairs.append(pair)  # directly inside: moves with it
+        elif parent is None:
+            groups.append(([pair], container))
     return groups
 
 

@@ -75,10 +75,25 @@ def test_pairs_directly_around_each_other_move_as_one():
         "Drücken Sie jetzt {1}{2}Eingabe{3}{4}"
 
 
-def test_a_pair_nested_with_other_text_keeps_its_masks():
+def test_a_pair_nested_with_other_text_is_placed_inside_its_parent():
     pairs = (("{1}", "{4}"), ("{2}", "{3}"))
     plan = TagPlan.of("Read {1}the {2}short{3} guide{4} first", pairs)
-    assert plan.texts == ("Read the {2}short{3} guide first", "the {2}short{3} guide")
+    assert plan.texts == ("Read the short guide first", "the short guide", "short")
+    assert plan.apply(["Lies zuerst die kurze Anleitung", "die kurze Anleitung", "kurze"]) == \
+        "Lies zuerst {1}die {2}kurze{3} Anleitung{4}"
+    # the child's match outside its parent's window does not count: "kurze" at the end is
+    # outside, so the child goes by its relative place inside the parent
+    assert plan.apply(["Lies die lange Anleitung, kurze", "die lange Anleitung", "kurze"]) == \
+        "Lies {1}die {2}lange{3} Anleitung{4}, kurze"
+
+
+def test_pairs_two_levels_deep_or_crossing_keep_their_masks():
+    pairs = (("{1}", "{6}"), ("{2}", "{5}"), ("{3}", "{4}"))
+    plan = TagPlan.of("x {1}a {2}b {3}c{4} d{5} e{6} y", pairs)
+    assert plan.texts == ("x a b {3}c{4} d e y", "a b {3}c{4} d e", "b {3}c{4} d")
+    crossing = (("{1}", "{3}"), ("{2}", "{4}"))
+    plan = TagPlan.of("x {1}a {2}b{3} c{4} y", crossing)
+    assert plan.texts == ("x a {2}b c{4} y", "a {2}b")
 
 
 def test_a_pair_around_a_placeholder_wraps_it_as_it_is():
@@ -225,3 +240,12 @@ def test_a_line_break_tag_ends_the_sentence_in_text_html_and_documents():
             assert sent[:2] == ["Save the file", "and close it."], sent
     doc = html_file.extract(b"<p>Save the file<br>and close <b>it</b>.</p>")
     assert doc.segments == ["Save the file", "and close <b>it</b>."]
+
+
+def test_closing_tags_that_meet_in_the_translation_close_up():
+    # in the source " the file" stood between </em> and </a>; carried over, the two closings
+    # meet, and no space is put between them
+    m = mask('Click <a href="#">here to <em>download</em> the file</a>.')
+    assert m.text == "Click {1}here to {2}download{3} the file{4}."
+    out = unmask(m, "Klicken Sie hier, {1}um die Datei zu {2}herunterladen{3}{4}.")
+    assert out == 'Klicken Sie hier, <a href="#">um die Datei zu <em>herunterladen</em></a>.'
