@@ -113,9 +113,9 @@ class TagPlan:
         text, asked = translations[0], iter(translations[1:])
         pieces = [next(asked) if g.translated else "" for g in self.groups]
         words = [m.span() for m in _WORD.finditer(text)]
-        if not words:
-            return "".join(g.opening for g in self.groups if g.parent is None) + text + "".join(
-                g.closing for g in reversed(self.groups) if g.parent is None)
+        if not words:  # nothing to wrap: the pairs go empty around what there is
+            return ("".join(g.opening for g in self.groups) + text
+                    + "".join(g.closing for g in reversed(self.groups)))
         spans: dict[int, tuple[int, int]] = {}
         tops = [i for i, g in enumerate(self.groups) if g.parent is None]
         if self.groups[0].whole:
@@ -129,7 +129,7 @@ class TagPlan:
                 p = self.groups[parent]
                 spans.update(self._windows(children, (p.start, p.end), text, words,
                                            spans[parent], pieces))
-        inserts = []  # (at, 0 closing / 1 opening, order among those at the same place, mask)
+        ranges = {}
         for i, g in enumerate(self.groups):
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
@@ -139,11 +139,27 @@ class TagPlan:
                 start += lead
             if not g.edges[1] and trail < end - start:
                 end -= trail
-            depth = g.parent is not None
-            inserts += [(start, 1, depth, g.opening), (end, 0, -depth, g.closing)]
-        for at, _, _, mask in sorted(inserts, reverse=True):  # right to left
-            text = text[:at] + mask + text[at:]
-        return text
+            ranges[i] = (start, end)
+        children: dict[int | None, list[int]] = {}
+        for i, g in enumerate(self.groups):
+            children.setdefault(g.parent, []).append(i)
+
+        def render(members: list[int], lo: int, hi: int) -> str:
+            """text[lo:hi] with the groups `members` (and theirs) around their ranges, each
+            kept inside [lo, hi) and after the one before (so the result is well-formed even
+            where windows touch or a parent's edge punctuation was left out)."""
+            out, pos = [], lo
+            for i in sorted(members, key=lambda i: (ranges[i][0], i)):
+                start = min(max(ranges[i][0], pos), hi)
+                end = min(max(ranges[i][1], start), hi)
+                g = self.groups[i]
+                out += [text[pos:start], g.opening, render(children.get(i, []), start, end),
+                        g.closing]
+                pos = end
+            out.append(text[pos:hi])
+            return "".join(out)
+
+        return render(children[None], 0, len(text))
 
     def _windows(self, which: list[int], source: tuple[int, int], text: str,
                  words: list[tuple[int, int]], within: tuple[int, int],

@@ -249,3 +249,43 @@ def test_closing_tags_that_meet_in_the_translation_close_up():
     assert m.text == "Click {1}here to {2}download{3} the file{4}."
     out = unmask(m, "Klicken Sie hier, {1}um die Datei zu {2}herunterladen{3}{4}.")
     assert out == 'Klicken Sie hier, <a href="#">um die Datei zu <em>herunterladen</em></a>.'
+
+
+def test_a_wrapped_text_translated_longer_than_the_whole_sentence():
+    plan = TagPlan.of("a {1}b{2} c", PAIR)
+    assert plan.apply(["x", "many more words than the sentence has"]) == "{1}x{2}"
+
+
+def test_any_plan_applies_to_any_translation():
+    """Random sentences with random pairs (nested, crossing, empty, at the edges) and random
+    translations: apply never fails, and each carried group's masks come back once, opening
+    before closing, children inside their parents."""
+    import random
+
+    rng = random.Random(7)
+    vocab = ["Datei", "öffnen", "die", "x", "Sie", "%s", ".", ",", "Fenster", "a-b", "«q»"]
+    for _ in range(400):
+        n = rng.randint(0, 12)
+        tokens = [rng.choice(["open", "the", "file", "%s", "a", ".", ","]) for _ in range(n)]
+        k = rng.randint(1, 4)
+        pairs = tuple((f"{{{2 * i + 1}}}", f"{{{2 * i + 2}}}") for i in range(k))
+        for opening, closing in pairs:  # insert each pair at random places, in order
+            a = rng.randint(0, len(tokens))
+            b = rng.randint(a, len(tokens))
+            tokens.insert(b, closing)
+            tokens.insert(a, opening)
+        sentence = "".join(t + rng.choice(["", " "]) for t in tokens)
+        plan = TagPlan.of(sentence, pairs)
+        if plan is None:
+            continue
+        translations = [" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 8)))
+                        for _ in plan.texts]
+        out = plan.apply(translations)
+        for g in plan.groups:
+            for token in re.findall(r"\{\d+\}", g.opening + g.closing):
+                assert out.count(token) == 1, (sentence, translations, out)
+            assert out.index(g.opening) <= out.index(g.closing), (sentence, out)
+            if g.parent is not None:
+                p = plan.groups[g.parent]
+                assert out.index(p.opening) <= out.index(g.opening), (sentence, out)
+                assert out.index(g.closing) <= out.index(p.closing), (sentence, out)
