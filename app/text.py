@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from app.protect import SPAN_RE
+
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
 _LINE_BREAKS = re.compile(r"\s*\n\s*")  # a line break with the whitespace around it
@@ -137,8 +139,15 @@ def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
             spaces = [m.span() for m in re.finditer(r"\s+", window)]
             if spaces and spaces[-1][0] > 0:
                 cut = spaces[-1]
-        if cut is None:
-            cut = (limit, limit)  # no boundary at all: hard cut
+        if cut is None:  # no boundary at all: hard cut, but not inside a protected span
+            at = limit
+            for span in SPAN_RE.finditer(sentence):
+                if span.start() >= at:
+                    break
+                if at < span.end():
+                    at = span.start() or span.end()
+                    break
+            cut = (at, at)
         out.append((sentence[: cut[0]], sentence[cut[0] : cut[1]]))
         sentence = sentence[cut[1] :]
     out.append((sentence, ""))

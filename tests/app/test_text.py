@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from app.text import MAX_SENTENCE_CHARS, segment, translate_fitting
@@ -51,6 +53,15 @@ def test_long_sentences_are_cut_at_boundaries():
     seg = segment(text)
     assert len(seg.sentences) > 1
     assert "".join(seg.parts) == text
+
+
+def test_a_hard_cut_does_not_split_a_mask_or_placeholder():
+    # no space or clause break in the first MAX_SENTENCE_CHARS: the cut falls between spans
+    text = "{1}" + "ab{582}" * 150
+    seg = segment(text)
+    assert len(seg.sentences) > 1 and "".join(seg.parts) == text
+    for sentence in seg.sentences:
+        assert re.fullmatch(r"(?:\{1\}|ab|\{582\})+", sentence), sentence
 
 
 HTML = (
