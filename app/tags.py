@@ -62,7 +62,7 @@ class _Group:
     start: int  # where the wrapped text is in the plain sentence
     end: int
     edges: tuple[str, str]  # punctuation at the wrapped text's two ends
-    translated: bool  # its translation is asked for: it has letters, and is not all
+    translated: bool  # its translation is asked for: it has letters, and is not `whole`
     whole: bool  # it is the whole sentence (punctuation aside): it wraps the whole translation
     parent: int | None  # the group it is nested in (with other text around it), by index
 
@@ -300,10 +300,13 @@ def _without(sentence: str, removed: list[tuple[int, int]]):
     function from a position in sentence to the same place in the result."""
     out, pos, shifts = [], 0, []
     for a, b in removed:
-        piece = sentence[pos:a]
-        if piece.endswith(" ") and sentence[b:b + 1] in (" ", ""):
-            piece = piece[:-1]
-        out.append(piece)
+        out.append(sentence[pos:a])
+        # a space before the removed mask (or masks: "open {3}{5} file") with a space or the
+        # end after it goes too
+        if sentence[b:b + 1] in (" ", "") and "".join(out).endswith(" "):
+            while out and not out[-1]:
+                out.pop()
+            out[-1] = out[-1][:-1]
         shifts.append((b, sum(map(len, out))))
         pos = b
     out.append(sentence[pos:])

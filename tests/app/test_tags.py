@@ -289,3 +289,10 @@ def test_any_plan_applies_to_any_translation():
                 p = plan.groups[g.parent]
                 assert out.index(p.opening) <= out.index(g.opening), (sentence, out)
                 assert out.index(g.closing) <= out.index(p.closing), (sentence, out)
+
+
+def test_masks_taken_out_leave_single_spaces():
+    pairs = (("{1}", "{4}"), ("{2}", "{3}"))
+    plan = TagPlan.of("open {1}{2} file {3} now {4} please", pairs)
+    assert plan.texts == ("open file now please", "file now", "file")
+    assert TagPlan.of("Open the {1} file {2} now", PAIR).texts == ("Open the file now", "file")
