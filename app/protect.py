@@ -321,8 +321,8 @@ def _assemble(
             between = masked.text[masked.where[a][1] : masked.where[b][0]]
             # two tags whose words went elsewhere (app.tags: "<em>x</em> y</a>" -> "...x</em></a>")
             # close up; otherwise text between them in the source keeps them apart
-            tags = all(masked.originals[i].startswith("<") for i in (a, b))
-            piece += " " if between and not (tags and between.strip()) else ""
+            both_tags = all(masked.originals[i].startswith("<") for i in (a, b))
+            piece += " " if between and not (both_tags and between.strip()) else ""
         elif not glue_right and clean[at : at + 1].strip():
             piece += " "
         out.append(piece)
