@@ -3,17 +3,19 @@
     python -m bench.inline_tags [--bundle bundles/en-de] [--src data/en-de/test.en
         --ref data/en-de/test.de] [--sentences 200] [--seed 0] [--examples 10] [--json out.json]
 
-Test sentences of 4-25 words without markup, each with one to three words at a random place
-(seeded) wrapped in `<b>...</b>` (the corpus strips markup, so the test split has none).
-Translated with the bundle's default decoding three ways:
+Test sentences of 4-25 words without markup (the corpus strips markup, so the test split has
+none), in two sets: "pair", one to three words at a random place (seeded) wrapped in
+`<b>...</b>`; "atom", a tag that stands alone (`<img src="icon.png"/>` or `<x id="1"/>`) put
+between two words at random. Translated with the bundle's default decoding three ways:
 
 - plain: the sentences without the tags (what the words should read like);
 - masks: the tags masked in the sentence (`{1}...{2}`, app.protect), as the service did before;
-- carried: the plain sentence and the wrapped words translated, the pair carried over (app.tags),
-  as the service does now.
+- carried: app.tags, as the service does now: the plain sentence and the wrapped words
+  translated and the pair carried over; an atom taken out and put back by app.protect.unmask.
 
 Reported: chrF and BLEU of each output with the tags stripped, against the references, and the
-share of outputs holding the pair once, opening before closing."""
+share of outputs holding the tags as the source does (the pair once, opening before closing;
+the atom once)."""
 
 from __future__ import annotations
 
@@ -28,9 +30,12 @@ from app import tags
 from app.engine import Translator
 from app.protect import find_spans, mask, unmask
 
+ATOMS = ('<img src="icon.png"/>', '<x id="1"/>')
 
-def tagged_set(src: Path, ref: Path, n: int, seed: int) -> tuple[list[str], list[str], list[str]]:
-    """(plain sources, the same with a <b> pair, references)."""
+
+def tagged_set(src: Path, ref: Path, n: int, seed: int, kind: str = "pair"
+               ) -> tuple[list[str], list[str], list[str]]:
+    """(plain sources, the same with a <b> pair or an atom, references)."""
     sources = src.read_text(encoding="utf-8").splitlines()
     refs = ref.read_text(encoding="utf-8").splitlines()
     rng = random.Random(seed)
@@ -40,21 +45,34 @@ def tagged_set(src: Path, ref: Path, n: int, seed: int) -> tuple[list[str], list
     tagged = []
     for s in plain:
         words = s.split()
+        if kind == "atom":
+            a = rng.randrange(1, len(words))
+            tagged.append(" ".join([*words[:a], rng.choice(ATOMS), *words[a:]]))
+            continue
         a = rng.randrange(len(words))
         b = min(len(words), a + rng.randint(1, 3))
         tagged.append(" ".join([*words[:a], "<b>" + " ".join(words[a:b]) + "</b>", *words[b:]]))
     return plain, tagged, [refs[i] for i in picked]
 
 
-def scores(outputs: list[str], refs: list[str]) -> dict:
+_INSERTED = re.compile("</?b>|" + "|".join(re.escape(a) for a in ATOMS))
+
+
+def scores(outputs: list[str], refs: list[str], kind: str) -> dict:
+    """chrF and BLEU with the inserted tags stripped (and the spaces an atom leaves closed up),
+    and the share of outputs that hold the inserted tags as the source does."""
     import sacrebleu
 
-    stripped = [re.sub(r"</?b>", "", o) for o in outputs]
-    kept = sum(o.count("<b>") == 1 and o.count("</b>") == 1 and o.index("<b>") < o.index("</b>")
-               for o in outputs)
+    stripped = [re.sub(r" {2,}", " ", _INSERTED.sub(" " if kind == "atom" else "", o)).strip()
+                for o in outputs]
+    if kind == "pair":
+        kept = sum(o.count("<b>") == 1 and o.count("</b>") == 1
+                   and o.index("<b>") < o.index("</b>") for o in outputs)
+    else:
+        kept = sum(sum(o.count(a) for a in ATOMS) == 1 for o in outputs)
     return {"chrF": round(sacrebleu.corpus_chrf(stripped, [refs]).score, 2),
             "BLEU": round(sacrebleu.corpus_bleu(stripped, [refs]).score, 2),
-            "pair_kept": round(kept / len(outputs), 4)}
+            "tags_kept": round(kept / len(outputs), 4)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,7 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     ref = args.ref or args.src.with_suffix(".de")
-    plain, tagged, refs = tagged_set(args.src, ref, args.sentences, args.seed)
     engine = Translator.from_dir(args.bundle)
 
     def translate(texts: list[str]) -> list[str]:
@@ -81,19 +98,25 @@ def main(argv: list[str] | None = None) -> None:
 
     def carried(texts: list[str]) -> list[str]:
         masked = [mask(t) for t in texts]
-        plans, inputs = tags.plan([m.text for m in masked], [tags.tag_pairs(m) for m in masked])
+        plans, inputs = tags.plan([m.text for m in masked],
+                                  [tags.tag_marks(m) for m in masked])
         return [unmask(m, o) for m, o in zip(masked, tags.carried(plans, translate(inputs)),
                                              strict=True)]
 
     report = {}
-    for way, sources, run in (("plain", plain, translate), ("masks", tagged, masks),
-                              ("carried", tagged, carried)):
-        t0 = time.perf_counter()
-        outputs = run(sources)
-        report[way] = {**scores(outputs, refs), "seconds": round(time.perf_counter() - t0, 1)}
-        print(f"{way:8} {json.dumps(report[way])}", flush=True)
-        for s, o in list(zip(sources, outputs, strict=True))[: args.examples]:
-            print(f"    {s}\n -> {o}")
+    for kind in ("pair", "atom"):
+        plain, tagged, refs = tagged_set(args.src, ref, args.sentences, args.seed, kind)
+        for way, sources, run in (("plain", plain, translate), ("masks", tagged, masks),
+                                  ("carried", tagged, carried)):
+            t0 = time.perf_counter()
+            outputs = run(sources)
+            row = {**scores(outputs, refs, kind), "seconds": round(time.perf_counter() - t0, 1)}
+            if way == "plain":
+                row.pop("tags_kept")
+            report[f"{kind} / {way}"] = row
+            print(f"{kind:4} {way:8} {json.dumps(row)}", flush=True)
+            for s, o in list(zip(sources, outputs, strict=True))[: args.examples]:
+                print(f"    {s}\n -> {o}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 

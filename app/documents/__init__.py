@@ -29,7 +29,7 @@ from typing import Any
 from app import tags
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.protect import mask, unmask
-from app.tags import tag_pairs
+from app.tags import tag_marks
 from app.text import segment_text
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
@@ -182,14 +182,15 @@ def translate_segments(
         for parts in split:
             parts.refine(fits)
     sentences = [s for parts in split for s in parts.sentences]
-    pairs = [tag_pairs(m) for m, parts in zip(masked, split, strict=True) for _ in parts.sentences]
+    marks = [tag_marks(m) for m, parts in zip(masked, split, strict=True) for _ in parts.sentences]
     out: list[str] = []
     if progress:
         progress(0, len(sentences))
     for start in range(0, len(sentences), batch_size):
-        # inline tag pairs are carried over a translation of the plain sentence (app.tags)
+        # inline tags: pairs carried over a translation of the plain sentence, tags that
+        # stand alone taken out for unmask to put back (app.tags)
         plans, texts = tags.plan(sentences[start : start + batch_size],
-                                 pairs[start : start + batch_size])
+                                 marks[start : start + batch_size])
         out.extend(tags.carried(plans, translate(texts)))
         if progress:
             progress(len(out), len(sentences))

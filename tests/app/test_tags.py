@@ -10,7 +10,7 @@ import pytest
 from app import documents, tags
 from app.engine.types import Result
 from app.protect import mask, unmask
-from app.tags import TagPlan, tag_pairs
+from app.tags import TagMarks, TagPlan, tag_marks
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 PAIR = (("{1}", "{2}"),)
@@ -106,13 +106,13 @@ def test_a_pair_around_a_placeholder_wraps_it_as_it_is():
 def test_sentences_without_pairs_go_as_they_are():
     assert TagPlan.of("Line one{1}line two", ()) is None
     assert TagPlan.of("Line one{1}line two", PAIR) is None  # a self-closing tag's mask
-    plans, texts = tags.plan(["a {1}b{2} c", "d"], [PAIR, ()])
+    plans, texts = tags.plan(["a {1}b{2} c", "d"], [TagMarks(PAIR), None])
     assert texts == ["a b c", "b", "d"]
     assert tags.carried(plans, ["A B C", "B", "D"]) == ["A {1}B{2} C", "D"]
 
 
 def test_results_keep_their_score_and_carry_tags_into_alternatives():
-    plans, texts = tags.plan(["Open the {1}file{2}."], [PAIR])
+    plans, texts = tags.plan(["Open the {1}file{2}."], [TagMarks(PAIR)])
     results = [Result("Öffnen Sie die Datei.", -1.5, ["Die Datei öffnen."]), Result("Datei")]
     out = tags.carried_results(plans, results)
     assert out == [Result("Öffnen Sie die {1}Datei{2}.", -1.5, ["Die {1}Datei{2} öffnen."])]
@@ -147,7 +147,7 @@ def test_the_shipped_model_keeps_every_word_of_a_tagged_sentence():
     tagged = ["Open the <b>file</b>.", 'Click <a href="#s">Save</a> to keep your changes.',
               "The <i>default printer</i> is used when no other printer is selected."]
     masked = [mask(t) for t in tagged]
-    plans, texts = tags.plan([m.text for m in masked], [tag_pairs(m) for m in masked])
+    plans, texts = tags.plan([m.text for m in masked], [tag_marks(m) for m in masked])
     out = [unmask(m, t) for m, t in zip(masked, tags.carried(plans, translate(texts)),
                                         strict=True)]
     plain = translate([re.sub(r"<[^>]+>", "", t) for t in tagged])
@@ -296,3 +296,37 @@ def test_masks_taken_out_leave_single_spaces():
     plan = TagPlan.of("open {1}{2} file {3} now {4} please", pairs)
     assert plan.texts == ("open file now please", "file now", "file")
     assert TagPlan.of("Open the {1} file {2} now", PAIR).texts == ("Open the file now", "file")
+
+
+def test_tags_that_stand_alone_leave_the_sentence_and_come_back():
+    m = mask('Click the <img src="save.png"/> button, then <b>Close</b><x id="3"/>.')
+    marks = tag_marks(m)
+    assert marks.pairs == (("{2}", "{3}"),) and marks.atoms == ("{1}", "{4}")
+    plan = TagPlan.of(m.text, marks.pairs, marks.atoms)
+    assert plan.texts == ("Click the button, then Close.", "Close")
+    out = plan.apply(["Klicken Sie auf die Schaltfläche und dann auf Schließen.", "Schließen"])
+    assert out == "Klicken Sie auf die Schaltfläche und dann auf {2}Schließen{3}."
+    restored = unmask(m, out)  # the atoms go back by their place in the source
+    assert restored.count('<img src="save.png"/>') == 1 and restored.count('<x id="3"/>') == 1
+    assert "<b>Schließen</b>" in restored
+    # atoms alone make a plan too; a closing or opening tag without its partner is no atom
+    assert TagPlan.of("a {1} b", (), ("{1}",)).texts == ("a b",)
+    assert tag_marks(mask("a <b>b")).atoms == () and tag_marks(mask("a <br> b")).atoms == ("{1}",)
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
+def test_the_shipped_model_keeps_every_word_beside_an_image():
+    from app.engine.translator import Translator
+    from app.engine.types import TranslationOptions
+
+    engine = Translator.from_dir(SHIPPED, variant="fp32", workers=1)
+    options = TranslationOptions(beam_size=1)
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in engine.translate_batch(texts, options)]
+
+    source = 'Set text <img src="icon.png"/> layer attribute'
+    out = documents.translate_segments([source], translate)[0]
+    assert out.count('<img src="icon.png"/>') == 1, out
+    plain = translate(["Set text layer attribute"])[0]
+    assert re.sub(r" ?<img[^>]*> ?", " ", out).strip() == plain, (out, plain)
