@@ -139,3 +139,20 @@ def test_by_default_only_int8_graphs_are_fused(tiny_bundle):
     by default only graphs with int8 matrix products take the fused search."""
     assert Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1).fused is not None
     assert Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1).fused is None
+
+
+def test_the_spinning_beam_session_stops_spinning_after_each_call(tiny_bundle):
+    """Its threads spin between the ops of a search, not after it, where they slowed the next
+    sentence's encoder (a session of its own)."""
+    engine = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=2, fused=True)
+
+    def entry(beam: bool, key: str) -> str | None:
+        options = engine.sessions.fused_for(beam).get_session_options()
+        try:
+            return options.get_session_config_entry(key)
+        except RuntimeError:  # not set
+            return None
+
+    assert entry(True, "session.intra_op.allow_spinning") is None  # ONNX Runtime's default: on
+    assert entry(True, "session.force_spinning_stop") == "1"
+    assert entry(False, "session.intra_op.allow_spinning") == "0"  # greedy: one thread
