@@ -78,6 +78,7 @@ SPAN_RE = re.compile(
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,11 @@ class Span:
     start: int
     end: int
     kind: str  # placeholder, tag, url, email, code
+
+
+def has_words(text: str) -> bool:
+    """Whether text has a letter outside its protected spans."""
+    return bool(_LETTER.search(SPAN_RE.sub("", text)))
 
 
 def find_spans(text: str) -> list[Span]:

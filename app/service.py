@@ -33,7 +33,6 @@ from app.errors import (
 from app.langid import Detection, LanguageDetector
 from app.protect import LINE_BREAK_RE, Masked, mask, unmask
 from app.registry import LoadedModel, Registry
-from app.tags import tag_marks
 from app.text import Segments, fits_engine, segment, translate_fitting
 
 T = TypeVar("T")
@@ -325,7 +324,7 @@ class TranslationService:
         sentences = [s for seg, _ in units for s in seg.sentences]
         # inline tags: the model translates the plain sentence and what each pair wrapped, then
         # the pairs are carried over; tags that stand alone leave the sentence (app.tags)
-        marks = [tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
+        marks = [tags.tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
         plans, inputs = tags.plan(sentences, marks)
         results = tags.carried_results(plans, await self.batcher.translate(
             engine, inputs, options, max(timeout, 0.0)))

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.types import Result
-from app.protect import SPAN_RE, Masked
+from app.protect import Masked, has_words
 
 MIN_SIMILARITY = 0.5  # below it a window is not a match: the pair goes by relative position
 COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window
@@ -50,7 +50,6 @@ DISTANCE_WEIGHT = 0.25  # similarity given up per unit of relative distance (0..
 SIZE_WEIGHT = 0.05  # and per word more or less than the wrapped text's translation has
 _WORD = re.compile(r"\S+")
 _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
-_LETTER = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ class TagPlan:
             out.append(_Group("".join(sentence[a:b] for a, b, _, _ in g),
                               "".join(sentence[c:d] for _, _, c, d in reversed(g)),
                               start, end, (edges[0].strip(), edges[1].strip()),
-                              not whole and bool(_LETTER.search(SPAN_RE.sub("", inner))), whole,
+                              not whole and has_words(inner), whole,
                               parent))
         texts = [plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
         return cls(tuple(texts), tuple(out))
@@ -257,12 +256,7 @@ def plan(sentences: Sequence[str], marks: Sequence[TagMarks | None]
 
 def carried(plans: Sequence[TagPlan | None], outputs: Sequence[str]) -> list[str]:
     """The translations of `plan`'s texts -> one per sentence, tags carried over."""
-    out, pos = [], 0
-    for p in plans:
-        n = len(p.texts) if p else 1
-        out.append(p.apply(outputs[pos:pos + n]) if p else outputs[pos])
-        pos += n
-    return out
+    return [r.text for r in carried_results(plans, [Result(o) for o in outputs])]
 
 
 def carried_results(plans: Sequence[TagPlan | None], results: Sequence[Result]

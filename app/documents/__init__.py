@@ -29,7 +29,6 @@ from typing import Any
 from app import tags
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.protect import mask, unmask
-from app.tags import tag_marks
 from app.text import segment_text
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
@@ -182,7 +181,8 @@ def translate_segments(
         for parts in split:
             parts.refine(fits)
     sentences = [s for parts in split for s in parts.sentences]
-    marks = [tag_marks(m) for m, parts in zip(masked, split, strict=True) for _ in parts.sentences]
+    marks = [tags.tag_marks(m) for m, parts in zip(masked, split, strict=True)
+             for _ in parts.sentences]
     out: list[str] = []
     if progress:
         progress(0, len(sentences))

@@ -7,11 +7,9 @@ code, translate="no") is copied byte for byte."""
 
 from __future__ import annotations
 
-import re
-
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
-from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, SPAN_RE
+from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words
 from app.text import _HtmlSplitter
 
 
@@ -53,14 +51,10 @@ def chunks(source: str) -> list[tuple[str, bool]]:
     return out
 
 
-def _has_words(chunk: str) -> bool:
-    return bool(re.search(r"[^\W\d_]", SPAN_RE.sub("", chunk)))
-
-
 def extract(data: bytes) -> Document:
     source, encoding = decode_text(data)
     parts = chunks(source)
-    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and _has_words(chunk)]
+    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
     segments = [parts[i][0].strip() for i in targets]
     return Document("html", segments, ([c for c, _ in parts], targets, encoding), markup=True)
 
