@@ -33,7 +33,7 @@ from app.errors import (
 from app.langid import Detection, LanguageDetector
 from app.protect import LINE_BREAK_RE, Masked, mask, unmask
 from app.registry import LoadedModel, Registry
-from app.text import Segments, fits_engine, segment, translate_fitting
+from app.text import Segments, always, fits_engine, segment, translate_fitting
 
 T = TypeVar("T")
 
@@ -272,7 +272,8 @@ class TranslationService:
                 out = documents.translate_segments(doc.segments, translate, doc.markup,
                                                    batch_size=settings.max_batch_size,
                                                    progress=progress,
-                                                   fits=fits[0] if fits else None)
+                                                   fits=fits[0] if fits else None,
+                                                   wraps=doc.wraps)
                 return documents.rebuild(doc, out)
 
             work = asyncio.to_thread(run)
@@ -471,7 +472,7 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
             continue
         m = mask(chunk)
         seg = Segments(html=True)
-        seg.add_text(m.text)
+        seg.add_text(m.text, always)  # a line break in HTML text is a space
         out.append((seg, m))
     return out
 

@@ -5,6 +5,16 @@ them marked for translation (sentences), the rest verbatim (whitespace, line bre
 pieces without letters). `rejoin` puts translations in place of the marked parts, so paragraphs,
 indentation and line breaks survive translation exactly.
 
+A line break inside a sentence (text wrapped at a width: e-mail, subtitles, HTML source) does
+not cut it: cut, each half was translated without the other (test sentences wrapped at 40
+characters, bench.wrapped: BLEU 35.3 unwrapped, 28.3 line by line, 35.0 joined by soft_wrap).
+Such a sentence goes to the model on one line, and its breaks go back into the translation at
+the spaces nearest their relative places (`rewrap`). Which breaks are wraps is the `wraps` rule
+of `add_text`: in plain text a break where the next line's first word would not have fit on a
+full line before and the next line starts with a lowercase letter at the same indentation
+(`soft_wrap`); in HTML every break in a text (`always`: HTML renders it as a space); in
+subtitles every break but a speaker's turn (`subtitle_wrap`).
+
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
 byte for byte. (The service does this only with span protection off; with it, HTML is cut into
@@ -24,10 +34,65 @@ from app.protect import SPAN_RE
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
 _LINE_BREAKS = re.compile(r"\s*\n\s*")  # a line break with the whitespace around it
+_INDENT = re.compile(r"[ \t]*(?:(?:[-*+•‣◦]|\d{1,3}[.)])[ \t]+)?")  # indentation, list marker
+_LETTER_ITEM = re.compile(r"[a-z][.)]\s")  # "a) ", "b. ": a list item, not a continuation
+# which line breaks fall inside a sentence: (line before, line after, longest line) -> bool
+Wraps = Callable[[str, str, int], bool]
 # a sentence ends at . ! ? … (possibly repeated, followed by closing quotes/brackets) + space
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’»)\]]*(\s+)(?=\S)")
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
 _SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+
+
+MIN_WRAPPED_LINE = 25  # characters: shorter lines are list items, labels, verse, not wraps
+
+
+def soft_wrap(before: str, after: str, width: int) -> bool:
+    """Whether a line break between two non-blank lines of plain text (`width`: the text's
+    longest line) falls inside a sentence, as text wrapped at a width breaks: the next line's
+    first word would not have fit on the line before (at least MIN_WRAPPED_LINE characters, not
+    ending in a colon), and the next line starts with a lowercase letter (not a letter item,
+    "a) ") at the indentation of the line before or of its text after a list marker ("- ")."""
+    head, text = before.strip(), after.lstrip()
+    if len(head) < MIN_WRAPPED_LINE or not text or head.endswith(":") or not text[0].islower():
+        return False
+    if _LETTER_ITEM.match(text) or len(before.rstrip()) + 1 + len(text.split()[0]) <= width:
+        return False
+    indent = len(after) - len(text)
+    lead = len(before) - len(before.lstrip())
+    return indent in (lead, _INDENT.match(before).end())
+
+
+def always(before: str, after: str, width: int) -> bool:
+    """Every line break joins (HTML: a break in a text is a space to the browser)."""
+    return True
+
+
+def subtitle_wrap(before: str, after: str, width: int) -> bool:
+    """The lines of a subtitle join unless the next one opens a speaker's turn ("- ...")."""
+    return not after.lstrip().startswith(("-", "–", "—"))
+
+
+def rewrap(source: str, translation: str) -> str:
+    """translation (on one line) with the line breaks of source (a sentence that spans lines)
+    put back, each at the space of translation nearest its relative place in source, in order;
+    a break with no space left for it is dropped (the lines join)."""
+    breaks = list(_LINE_BREAKS.finditer(source))
+    if not breaks:
+        return translation
+    flat = len(_LINE_BREAKS.sub(" ", source)) or 1
+    spaces = [m.start() for m in re.finditer(" ", translation)]
+    out, pos, used, shift = [], 0, -1, 0
+    for brk in breaks:
+        place = (brk.start() - shift) / flat * len(translation)
+        shift += len(brk.group()) - 1  # the break is one space in the flat text
+        free = [i for i in range(used + 1, len(spaces))]
+        if not free:
+            break
+        used = min(free, key=lambda i: abs(spaces[i] - place))
+        out += [translation[pos : spaces[used]], brk.group()]
+        pos = spaces[used] + 1
+    return "".join(out) + translation[pos:]
 
 
 @dataclass
@@ -40,17 +105,15 @@ class Segments:
 
     @property
     def sentences(self) -> list[str]:
-        """What goes to the engine (entities decoded for HTML)."""
-        if self.html:
-            return [html.unescape(self.parts[i]) for i in self.targets]
-        return [self.parts[i] for i in self.targets]
+        """What goes to the engine (entities decoded for HTML), each on one line."""
+        return [_LINE_BREAKS.sub(" ", self._plain(self.parts[i])) for i in self.targets]
 
     def rejoin(self, translations: list[str]) -> str:
         if len(translations) != len(self.targets):
             raise ValueError(f"expected {len(self.targets)} translations, got {len(translations)}")
         parts = list(self.parts)
         for index, text in zip(self.targets, translations, strict=True):
-            text = text.strip()
+            text = rewrap(parts[index], text.strip())
             parts[index] = html.escape(text, quote=False) if self.html else text
         return "".join(parts)
 
@@ -95,14 +158,22 @@ class Segments:
         else:
             self.parts.append(text)
 
-    def add_text(self, text: str) -> None:
-        """Append plain text, split into lines and sentences."""
-        pos = 0
-        for brk in _LINE_BREAKS.finditer(text):
-            self._add_line(text[pos : brk.start()])
-            self._add(brk.group(), translate=False)
-            pos = brk.end()
-        self._add_line(text[pos:])
+    def add_text(self, text: str, wraps: Wraps = soft_wrap) -> None:
+        """Append plain text, split into lines and sentences; lines joined by a break that
+        `wraps(line before, line after, longest line)` calls a wrap are split as one."""
+        pos = start = 0
+        lines = text.split("\n")
+        width = max(len(line.rstrip()) for line in lines)
+        for i in range(len(lines) - 1):
+            pos += len(lines[i]) + 1
+            if not (lines[i].strip() and lines[i + 1].strip()
+                    and wraps(lines[i], lines[i + 1], width)):
+                chunk = text[start : pos - 1]
+                body = chunk.rstrip()
+                self._add_line(body)
+                self._add(chunk[len(body) :] + "\n", translate=False)
+                start = pos
+        self._add_line(text[start:])
 
     def _add_line(self, line: str) -> None:
         stripped = line.strip()
@@ -154,9 +225,9 @@ def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
     return out
 
 
-def segment_text(text: str) -> Segments:
+def segment_text(text: str, wraps: Wraps = soft_wrap) -> Segments:
     segments = Segments()
-    segments.add_text(text)
+    segments.add_text(text, wraps)
     return segments
 
 
@@ -222,7 +293,7 @@ def segment_html(source: str) -> Segments:
     for start, end, translatable in zip(bounds, bounds[1:], kinds, strict=False):
         chunk = source[start:end]
         if translatable:
-            segments.add_text(chunk)
+            segments.add_text(chunk, always)
         else:
             segments._add(chunk, translate=False)
     return segments

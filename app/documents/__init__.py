@@ -29,7 +29,7 @@ from typing import Any
 from app import tags
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.protect import mask, unmask
-from app.text import segment_text
+from app.text import Wraps, segment_text, soft_wrap
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
 FORMATS = {
@@ -83,13 +83,15 @@ class Limits:
 @dataclass
 class Document:
     """segments: the texts to translate, in order; markup: they are HTML-escaped text with
-    inline tags (else plain text); state: what the format's rebuild needs (parsed tree ...)."""
+    inline tags (else plain text); state: what the format's rebuild needs (parsed tree ...);
+    wraps: which line breaks in a segment fall inside a sentence (app.text.soft_wrap)."""
 
     format: str
     segments: list[str]
     state: Any = None
     markup: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    wraps: Wraps = soft_wrap
 
 
 def format_of(filename: str) -> str:
@@ -168,15 +170,17 @@ def translate_segments(
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
     fits: Callable[[str], bool] | None = None,
+    wraps: Wraps = soft_wrap,
 ) -> list[str]:
-    """Each segment split into sentences (app.text), protected spans masked (app.protect),
+    """Each segment split into sentences (app.text; `wraps`: which line breaks do not end one),
+    protected spans masked (app.protect),
     sentences sent to `translate` in batches of batch_size, everything put back together.
     With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
     text, the result is escaped again. progress(done, total) counts sentences (0 first).
     `fits` (a sentence -> whether the model takes it whole): longer sentences are cut into runs
     of words that fit, so the engine never truncates one."""
     masked = [mask(seg) for seg in segments]
-    split = [segment_text(html.unescape(m.text) if markup else m.text) for m in masked]
+    split = [segment_text(html.unescape(m.text) if markup else m.text, wraps) for m in masked]
     if fits is not None:
         for parts in split:
             parts.refine(fits)
@@ -215,5 +219,5 @@ def translate_document(
 ) -> bytes:
     doc = extract(data, fmt, limits)
     translations = translate_segments(doc.segments, translate, doc.markup, progress=progress,
-                                      fits=fits)
+                                      fits=fits, wraps=doc.wraps)
     return rebuild(doc, translations)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
 from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words
-from app.text import _HtmlSplitter
+from app.text import _HtmlSplitter, always
 
 
 class _BlockSplitter(_HtmlSplitter):
@@ -56,7 +56,8 @@ def extract(data: bytes) -> Document:
     parts = chunks(source)
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
     segments = [parts[i][0].strip() for i in targets]
-    return Document("html", segments, ([c for c, _ in parts], targets, encoding), markup=True)
+    return Document("html", segments, ([c for c, _ in parts], targets, encoding), markup=True,
+                    wraps=always)  # a line break in HTML text is a space
 
 
 rebuild = txt_file.rebuild  # the same state: (parts, translated part indices, encoding)

@@ -1,5 +1,7 @@
 """SubRip subtitles (.srt) with the srt library: each subtitle's text is a segment; numbering,
-timings and line breaks inside a subtitle stay."""
+timings and line breaks inside a subtitle stay. A subtitle's lines are translated as one
+text (app.text.subtitle_wrap: a sentence often runs over both), unless a line opens a
+speaker's turn ("- "); the line break goes back at the nearest space."""
 
 from __future__ import annotations
 
@@ -7,12 +9,14 @@ import srt as srtlib
 
 from app.documents import Document
 from app.documents.txt_file import decode_text
+from app.text import subtitle_wrap
 
 
 def extract(data: bytes) -> Document:
     text, encoding = decode_text(data)
     subtitles = list(srtlib.parse(text))
-    return Document("srt", [s.content for s in subtitles], (subtitles, encoding))
+    return Document("srt", [s.content for s in subtitles], (subtitles, encoding),
+                    wraps=subtitle_wrap)
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:

@@ -1,4 +1,6 @@
-"""Plain text (.txt): every non-blank line is a segment; line breaks and indentation stay."""
+"""Plain text (.txt): every paragraph (lines between blank lines) is a segment, split into
+lines and sentences by app.text, where a line break inside a sentence (text wrapped at a width)
+does not cut it; line breaks and indentation stay."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import re
 from app.documents import Document, InvalidDocument
 
 _LINE = re.compile(r"(\r\n|\n|\r)")
+_BLANK_LINES = re.compile(r"((?:\r\n|\n|\r)(?:[ \t]*(?:\r\n|\n|\r))+)")  # a paragraph break
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -27,9 +30,16 @@ def split_lines(text: str) -> tuple[list[str], list[int]]:
     return parts, [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
 
 
+def split_paragraphs(text: str) -> tuple[list[str], list[int]]:
+    """Parts (paragraphs and the blank lines between them, in order) and the indices of the
+    parts to translate."""
+    parts = _BLANK_LINES.split(text)
+    return parts, [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
+
+
 def extract(data: bytes) -> Document:
     text, encoding = decode_text(data)
-    parts, targets = split_lines(text)
+    parts, targets = split_paragraphs(text)
     return Document("txt", [parts[i].strip() for i in targets], (parts, targets, encoding))
 
 

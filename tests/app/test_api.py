@@ -67,6 +67,18 @@ def test_v1_keeps_whitespace_and_html_markup(client):
     assert r.json()["translations"][0]["text"] == '<p><b>world. big</b> Hello</p><code>a b</code>'
 
 
+def test_a_line_break_inside_a_sentence_does_not_cut_it(client):
+    # plain text wrapped at a width: the engine sees the sentence whole (the fake reverses its
+    # words) and the break goes back at the nearest space; a break before a capital stays
+    r = v1(client, "Open the file you want to change\nand save it.\nClose it.")
+    assert r.json()["translations"][0]["text"] == (
+        "it. save and change to want you\nfile the Open\nit. Close")
+    assert r.json()["sentences"] == 2
+    # in HTML every break in a text is a space
+    r = v1(client, "<p>Open the\n  File menu.</p>", format="html")
+    assert r.json()["translations"][0]["text"] == "<p>menu. File\n  the Open</p>"
+
+
 def test_auto_source_maps_to_the_only_source(client):
     r = client.post("/v1/translate", json={"text": "a b", "source": "auto", "target": "de"})
     assert r.json()["source"] == "en"

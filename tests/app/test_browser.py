@@ -72,8 +72,8 @@ def test_page_uploads_a_document_and_offers_the_result(browser, real_server):
         "!document.getElementById('doc-download').hidden &&"
         " document.getElementById('doc-status').textContent", timeout=60,
     )
-    assert status == "film.srt: done, 3 sentences."
-    assert browser.evaluate("document.getElementById('doc-progress').value") == 3
+    assert status == "film.srt: done, 2 sentences."  # the first subtitle: one, over two lines
+    assert browser.evaluate("document.getElementById('doc-progress').value") == 2
     link = browser.evaluate("document.getElementById('doc-download').download")
     assert link == "film.srt"
     downloaded = browser.evaluate(

@@ -107,6 +107,20 @@ def test_markdown_keeps_markers_code_tables_and_link_targets():
     )
 
 
+def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
+    src = ("Open the file\nand save it.\n    Then close it.\n"
+           "- an item that\n  goes on\n- next\n## Title\ntext under it\n")
+    doc = extract(src.encode(), "md")
+    assert doc.segments == ["Open the file\nand save it.\n    Then close it.",
+                            "an item that\n  goes on", "next", "Title", "text under it"]
+    out = run(src.encode(), "md").decode()
+    # each sentence goes to the engine whole, on one line; the breaks come back in place
+    assert CALLS[-1] == ["Open the file and save it.", "Then close it.", "an item that goes on",
+                         "next", "Title", "text under it"]
+    assert out == ("nepO eht elif\ndna evas ti.\n    nehT esolc ti.\n"
+                   "- na meti taht\n  seog no\n- txen\n## eltiT\ntxet rednu ti\n")
+
+
 def test_srt_keeps_numbering_timings_and_line_breaks():
     src = (
         "1\n00:00:01,000 --> 00:00:02,500\nHello there\nGeneral Kenobi\n\n"
@@ -230,7 +244,7 @@ def test_formats_limits_and_broken_files():
     assert err.value.limit == 100 and "101 bytes" in err.value.message
     assert isinstance(err.value, TooLarge) and err.value.field == "file"  # mapped like the rest
     with pytest.raises(DocumentTooLarge, match="3 segments; the limit is 2"):
-        extract(b"a\nb\nc\n", "txt", Limits(max_segments=2))
+        extract(b"a\n\nb\n\nc\n", "txt", Limits(max_segments=2))  # three paragraphs
     bomb = io.BytesIO()
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("word/document.xml", b"\0" * 2_000_000)  # a few KB packed

@@ -6,7 +6,16 @@ import re
 
 import pytest
 
-from app.text import MAX_SENTENCE_CHARS, segment, translate_fitting
+from app.text import (
+    MAX_SENTENCE_CHARS,
+    always,
+    rewrap,
+    segment,
+    segment_text,
+    soft_wrap,
+    subtitle_wrap,
+    translate_fitting,
+)
 
 TEXTS = [
     "Hello world.",
@@ -18,6 +27,7 @@ TEXTS = [
     "x, " * 300,
     "a" * 1000,
     "Line one\nLine two\n\n\nLine three\n",
+    "A sentence wrapped\n  at a width goes\r\non as one.\nNext.\n",
 ]
 
 
@@ -119,3 +129,66 @@ def test_translate_fitting_cuts_only_what_does_not_fit_and_puts_it_back():
     assert translate_fitting(["a b c  d e", "f"], fits, upper) == ["A B C  D E", "F"]
     assert sent[-1] == ["a b", "c  d", "e", "f"]  # greedy runs, the gap kept as it was
     assert translate_fitting(["a b c"], None, upper) == ["A B C"]
+
+
+def test_a_wrapped_sentence_goes_to_the_engine_on_one_line():
+    text = ("Search, diagnostics and autocompletion\nmay be limited until the project is\n"
+            "loaded. Done.\n")
+    seg = segment(text)
+    assert seg.sentences == ["Search, diagnostics and autocompletion may be limited until the "
+                             "project is loaded.", "Done."]
+    out = seg.rejoin(["Suche, Diagnose und Vervollständigung sind bis zum Laden des Projekts "
+                      "begrenzt.", "Fertig."])
+    # as many breaks as the source, each at the space nearest its relative place
+    assert out == ("Suche, Diagnose und Vervollständigung\nsind bis zum Laden des Projekts\n"
+                   "begrenzt. Fertig.\n")
+
+
+LINE = "Open the file that you want to change"  # 38 characters
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "width", "joined"),
+    [
+        (LINE, "and save it.", 40, True),
+        ("- " + LINE, "  and save it", 42, True),  # under the item's text
+        ("1. " + LINE, "   and save it", 42, True),
+        (LINE, "and save it.", 60, False),  # "and" would have fit: a line of its own
+        (LINE, "And save it.", 40, False),  # a capital: a new line, a name, an item
+        ("open the file", "save the file", 13, False),  # short lines: a list
+        ("Options for the command line program:", "verbose output", 40, False),  # a label
+        ("a) the first of two choices to make", "b) the second", 36, False),  # letter items
+        ("  --verbose  print every step it takes", "      be verbose", 40, False),  # deeper
+        (LINE, "", 40, False),
+    ],
+)
+def test_soft_wrap_rule(before, after, width, joined):
+    assert soft_wrap(before, after, width) is joined
+    assert always(before, after, width)
+
+
+def test_a_list_of_lowercase_lines_is_not_joined():
+    # short lines, and lines after which the next word would have fit (the longest is 42)
+    text = ("open the file\nsave it\na small cat sits in the old tree\nopen the file and save "
+            "it\nthe red car sees a dog and the green house\n")
+    assert segment(text).sentences == text.split("\n")[:-1]
+
+
+def test_subtitle_lines_join_unless_a_speaker_turn_starts():
+    seg = segment_text("I don't know if\nI can do it.", subtitle_wrap)
+    assert seg.sentences == ["I don't know if I can do it."]
+    assert segment_text("- Hi there.\n- Hello.", subtitle_wrap).sentences == [
+        "- Hi there.", "- Hello."]
+
+
+def test_rewrap_keeps_order_and_drops_a_break_with_no_space_left():
+    assert rewrap("one\ntwo", "eins zwei") == "eins\nzwei"
+    assert rewrap("a b\n  c d\ne f", "1 2 3 4 5 6") == "1 2\n  3 4\n5 6"
+    assert rewrap("a\nb\nc", "abc def") == "abc\ndef"  # one space for two breaks
+    assert rewrap("a\nb", "abc") == "abc"
+    assert rewrap("no break", "kein Umbruch") == "kein Umbruch"
+
+
+def test_html_text_joins_every_break():
+    seg = segment("<p>Open the\n   File menu.</p>", "html")
+    assert seg.sentences == ["Open the File menu."]

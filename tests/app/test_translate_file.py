@@ -140,7 +140,8 @@ def test_a_document_to_its_own_language_comes_back_as_it_is(fake_server):
 def test_the_fake_engine_translates_each_cue(fake_server):
     r = upload(fake_server.url, "film.srt", SRT.encode())
     out = list(srt.parse(httpx.get(r.json()["translatedFileUrl"]).content.decode()))
-    assert [s.content for s in out] == ["file the Open\nit. save and", "window. the Close"]
+    # the first subtitle's two lines are one sentence: translated whole, the break put back
+    assert [s.content for s in out] == ["it. save and\nfile the Open", "window. the Close"]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +149,7 @@ def test_the_fake_engine_translates_each_cue(fake_server):
     [
         ("notes.exe", b"MZ", {}, "unsupported file format .exe"),
         ("empty.txt", b"", {}, "Invalid request: empty file"),
-        ("long.txt", b"a\nb\nc\nd\ne\n", {}, "the limit is 3"),
+        ("long.txt", b"a\n\nb\n\nc\n\nd\n\ne\n", {}, "the limit is 3"),  # five paragraphs
         ("a.txt", b"Hello", {"target": ""}, "Invalid request: missing target parameter"),
         ("a.txt", b"Hello", {"target": "fr"}, "'fr' is not supported"),
         ("broken.docx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .docx"),
@@ -248,7 +249,7 @@ def test_document_sentences_share_batches_with_live_requests(tmp_path):
         ]
         for t in threads[1:]:
             t.start()
-        wait_until(lambda: queue_depth(srv.url) >= 4)  # 3 cue sentences + 1 live
+        wait_until(lambda: queue_depth(srv.url) >= 3)  # 2 cue sentences + 1 live
         engine.release.set()
         for t in threads:
             t.join(30)
