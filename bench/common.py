@@ -6,6 +6,7 @@ libraries."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.metadata
 import json
@@ -23,6 +24,20 @@ from app.engine.search import output_limit
 from model.hardware import cpu_info
 
 __all__ = ["output_limit"]
+
+
+def quality_parser(doc: str, sentences: int) -> argparse.ArgumentParser:
+    """The options the quality benches share (bench.inline_tags, bench.wrapped): the bundle, the
+    test sentences and references, a seeded sample, printed examples, a JSON report."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--bundle", default="bundles/en-de")
+    ap.add_argument("--src", type=Path, default=Path("data/en-de/test.en"))
+    ap.add_argument("--ref", type=Path, default=None, help="default: --src with .de")
+    ap.add_argument("--sentences", type=int, default=sentences)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--examples", type=int, default=0, help="print this many outputs")
+    ap.add_argument("--json", type=Path)
+    return ap
 
 
 def read_lines(path: str | Path, limit: int | None = None) -> list[str]:

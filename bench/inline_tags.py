@@ -19,7 +19,6 @@ the atom once)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from app import tags
 from app.engine import Translator
 from app.protect import find_spans, mask, unmask
+from bench.common import quality_parser
 
 ATOMS = ('<img src="icon.png"/>', '<x id="1"/>')
 
@@ -76,14 +76,7 @@ def scores(outputs: list[str], refs: list[str], kind: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--bundle", default="bundles/en-de")
-    ap.add_argument("--src", type=Path, default=Path("data/en-de/test.en"))
-    ap.add_argument("--ref", type=Path, default=None, help="default: --src with .de")
-    ap.add_argument("--sentences", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--examples", type=int, default=0, help="print this many outputs")
-    ap.add_argument("--json", type=Path)
+    ap = quality_parser(__doc__, 200)
     args = ap.parse_args(argv)
     ref = args.ref or args.src.with_suffix(".de")
     engine = Translator.from_dir(args.bundle)
