@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.engine import kernels
 from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
 from app.engine.fused import beam_loop, fusable, greedy_loop
 from app.engine.specialize import by_source_length, read_graph, specializable
@@ -135,14 +136,31 @@ def return_large_frees_to_the_os() -> None:
         pass
 
 
+def with_kernels(graph: str | Path | bytes) -> tuple[str | Path | bytes, Path | None]:
+    """A decoder graph (a path, or serialized) with its attention on app.engine.kernels'
+    library where that is built, serialized, and the library; else graph as it is and None."""
+    library = kernels.library()
+    if library is None:
+        return graph, None
+    import onnx
+
+    model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
+    if not kernels.swap_attention(model):
+        return graph, None
+    return model.SerializeToString(), library
+
+
 def create_session(path: str | Path | bytes, config: SessionConfig,
-                   shared: list[tuple[str, ort.OrtValue]] = ()) -> ort.InferenceSession:
+                   shared: list[tuple[str, ort.OrtValue]] = (),
+                   custom_ops: Path | None = None) -> ort.InferenceSession:
     """A session of the graph at path (or of a serialized graph) with config's settings;
     shared: initializers it takes from memory held elsewhere (SharedWeights) instead of its own
-    copy."""
+    copy; custom_ops: a library of operators the graph uses (app.engine.kernels)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    if custom_ops is not None:
+        options.register_custom_ops_library(str(custom_ops))
     for name, value in shared:
         options.add_initializer(name, value)
     options.graph_optimization_level = getattr(
@@ -257,7 +275,8 @@ class Seq2SeqSessions:
         # multi-thread one is then made only if a step of many rows runs outside a lane)
         self._decoder_key = (0, self._one_thread and workers > 1)
         self.decoder = self._session(
-            decoder_path, replace(config, intra_op_threads=1) if self._decoder_key[1] else config)
+            decoder_path, replace(config, intra_op_threads=1) if self._decoder_key[1] else config,
+            decoder_path, decoder=True)
         names = graph_names(n_layers)
         for path, session, graph in ((encoder_path, self.encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
@@ -282,11 +301,16 @@ class Seq2SeqSessions:
             self.lane_encoder = self._session(encoder_path, replace(config, intra_op_threads=1))
 
     def _session(self, graph: str | Path | bytes, config: SessionConfig,
-                 weights_of: str | Path | None = None) -> ort.InferenceSession:
+                 weights_of: str | Path | None = None, decoder: bool = False
+                 ) -> ort.InferenceSession:
         """A session of graph (a path, or serialized: then weights_of names the file whose
-        initializers it has), with the shared weights where there are."""
+        initializers it has), with the shared weights where there are; a decoder graph on the
+        CPU runs its attention on our kernel where it is built (app.engine.kernels)."""
         shared = () if self.shared is None else self.shared.of(weights_of or graph)
-        return create_session(graph, config, shared)
+        library = None
+        if decoder and self.shared is not None:
+            graph, library = with_kernels(graph)
+        return create_session(graph, config, shared, library)
 
     def decoder_for(self, beams: int, one_thread: bool = False) -> ort.InferenceSession:
         """The decoder session for steps of `beams` rows per sentence: the graph specialized for
@@ -301,7 +325,7 @@ class Seq2SeqSessions:
         def make() -> ort.InferenceSession:
             graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
             config = replace(self.config, intra_op_threads=1) if one_thread else self.config
-            return self._session(graph, config, self.decoder_path)
+            return self._session(graph, config, self.decoder_path, decoder=True)
 
         return self._made(self._decoders, key, make)
 
@@ -328,7 +352,7 @@ class Seq2SeqSessions:
             if beam and threads > 1:
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
             graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
-            return self._session(graph, config, self.decoder_path)
+            return self._session(graph, config, self.decoder_path, decoder=True)
 
         return self._made(self._fused, beam, make)
 

@@ -1,0 +1,160 @@
+"""Kernels of our own for ONNX Runtime's CPU provider, loaded as a custom-operator library.
+
+`attention.cc` is one-query attention for decoder steps (`nmt.OneQueryAttention`): it takes
+the inputs and attributes of `com.microsoft.GroupQueryAttention` for one new query per row, so
+`swap_attention` replaces one with the other node by node in the step graphs and the fused
+search loops. ONNX Runtime's CPU attention kernels run a small matrix product, a softmax and
+another product for every (row, head) pair; with one query over a few dozen positions those
+calls cost more than the arithmetic. Ours does each pair in one pass of fused multiply-adds
+(timings in BENCHMARKS.md, session 20).
+
+The library is built on the machine that runs it, from the source here and ONNX Runtime's C
+API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
+them; Debian packages them as libonnxruntime-dev from trixie on; any version from 1.16 works
+with a newer runtime, the C API being backward compatible):
+
+    python -m app.engine.kernels build [--include DIR]   # DIR holding onnxruntime_c_api.h
+
+The engine uses the library when it is there (`library()`), and ONNX Runtime's own kernels
+when it is not or when NMT_KERNELS=off: nothing depends on it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import onnx
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("attention.cc")
+DEFAULT_LIBRARY = SOURCE.with_name("libnmt_kernels.so")
+DOMAIN, OP = "nmt", "OneQueryAttention"
+SWAPPED = "GroupQueryAttention"  # the com.microsoft op ours stands in for
+ATTRIBUTES = {"num_heads", "kv_num_heads", "scale"}  # the GroupQueryAttention attributes ours has
+# GroupQueryAttention attributes that a node may carry at these values (what they do is off)
+NEUTRAL = {"do_rotary": 0, "rotary_interleaved": 0, "local_window_size": -1, "softcap": 0.0,
+           "smooth_softmax": (-1, 0), "k_quant_type": b"NONE", "v_quant_type": b"NONE",
+           "qk_output": 0, "sliding_window_cache": 0, "causal": 1, "qk_norm_epsilon": None}
+INPUTS = 7  # query, key, value, past key, past value, seqlens_k, total_sequence_length
+HEADER_DIRS = ("/usr/include/onnxruntime", "/usr/local/include/onnxruntime")
+
+
+def library_path() -> Path:
+    """Where the library is built and looked for: NMT_KERNELS_LIB, else next to the source."""
+    return Path(os.environ.get("NMT_KERNELS_LIB") or DEFAULT_LIBRARY)
+
+
+@functools.cache
+def library() -> Path | None:
+    """The built library when it is there and not turned off (NMT_KERNELS=off), else None."""
+    if os.environ.get("NMT_KERNELS", "on").lower() in ("off", "0", "false", "no"):
+        return None
+    path = library_path()
+    return path if path.is_file() else None
+
+
+def find_headers(include: str | Path | None = None) -> Path:
+    """The directory holding onnxruntime_c_api.h: include, NMT_ORT_INCLUDE, or a system one."""
+    for candidate in (include, os.environ.get("NMT_ORT_INCLUDE"), *HEADER_DIRS):
+        if candidate and (Path(candidate) / "onnxruntime_cxx_api.h").is_file():
+            return Path(candidate)
+    raise FileNotFoundError(
+        "ONNX Runtime's C API headers (onnxruntime_c_api.h, onnxruntime_cxx_api.h) were not "
+        f"found in {', '.join(str(p) for p in (include, *HEADER_DIRS) if p)}: install "
+        "libonnxruntime-dev (Debian trixie and later) or pass --include DIR")
+
+
+def cpu_flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+def build(include: str | Path | None = None, out: Path | None = None,
+          compiler: str | None = None) -> Path:
+    """Compile the library for this CPU (AVX2 + FMA where it has them) and return its path."""
+    headers = find_headers(include)
+    cxx = compiler or os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise FileNotFoundError("no C++ compiler (g++) found")
+    out = out or library_path()
+    flags = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden"]
+    if {"avx2", "fma"} <= cpu_flags():
+        flags += ["-mavx2", "-mfma"]
+    tmp = out.with_suffix(".tmp.so")
+    subprocess.run([cxx, *flags, f"-I{headers}", str(SOURCE), "-o", str(tmp)], check=True)
+    tmp.replace(out)  # whole or not at all: a running process may have the old one loaded
+    library.cache_clear()
+    return out
+
+
+def swap_attention(model: onnx.ModelProto) -> int:
+    """Replace every GroupQueryAttention node of model (Loop bodies included) that ours can
+    stand in for with OneQueryAttention; return how many. The caller runs the graph only with
+    one new query per row (decoder steps)."""
+    import onnx
+    from onnx import helper
+
+    def ours(node: onnx.NodeProto) -> bool:  # nothing ours lacks: no extra input, no option on
+        if any(node.input[INPUTS:]):
+            return False
+        for attr in node.attribute:
+            if attr.name in ATTRIBUTES:
+                continue
+            if attr.name not in NEUTRAL:
+                return False
+            allowed = NEUTRAL[attr.name]
+            value = helper.get_attribute_value(attr)
+            if allowed is not None and value not in (allowed if isinstance(allowed, tuple)
+                                                     else (allowed,)):
+                return False
+        return True
+
+    def walk(graph: onnx.GraphProto) -> int:
+        count = 0
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.g.node:
+                    count += walk(attr.g)
+            if node.op_type == SWAPPED and node.domain == "com.microsoft" and ours(node):
+                node.op_type, node.domain = OP, DOMAIN
+                for attr in [a for a in node.attribute if a.name not in ATTRIBUTES]:
+                    node.attribute.remove(attr)
+                count += 1
+        return count
+
+    if any(x.type.tensor_type.elem_type != onnx.TensorProto.FLOAT for x in model.graph.input
+           if x.name.startswith("cache_k_")):
+        return 0  # float32 caches only (the fp16 variant runs on CUDA)
+    count = walk(model.graph)
+    if count and not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return count
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m app.engine.kernels",
+                                 description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile the library for this machine")
+    b.add_argument("--include", help="the directory holding onnxruntime_c_api.h")
+    b.add_argument("--out", type=Path, help=f"default: {library_path()}")
+    args = ap.parse_args(argv)
+    try:
+        path = build(args.include, args.out)
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    print(path)

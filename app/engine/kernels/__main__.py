@@ -1,0 +1,3 @@
+from app.engine.kernels import main
+
+main()

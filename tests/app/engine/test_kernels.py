@@ -1,0 +1,186 @@
+"""Our one-query attention kernel (app.engine.kernels): the same outputs and caches as ONNX
+Runtime's GroupQueryAttention, and the engine's translations with it the PyTorch reference's.
+Skipped where the library is not built (`python -m app.engine.kernels build`; .ci/run builds
+it), except the checks that need no library."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from app.engine import TranslationOptions, Translator, kernels
+from app.engine.fused import beam_loop
+from model.search import beam_search, greedy_search
+
+needs_library = pytest.mark.skipif(
+    kernels.library() is None,
+    reason="kernel library not built (python -m app.engine.kernels build)")
+
+
+def attention_graph(op: str, domain: str, rows: int, heads: int, kv_heads: int, past: int,
+                    dim: int, packed: bool, scale: float | None = None) -> bytes:
+    """One attention node: (query or packed QKV, key, value, past, seqlens, total) -> output,
+    present key, present value."""
+    width = (heads + 2 * kv_heads) * dim if packed else heads * dim
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [rows, 1, width])]
+    if not packed:
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [rows, 1, kv_heads * dim])
+                   for n in ("k", "v")]
+    inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [rows, kv_heads, past, dim])
+               for n in ("past_k", "past_v")]
+    inputs += [helper.make_tensor_value_info("seqlens", TensorProto.INT32, [rows]),
+               helper.make_tensor_value_info("total", TensorProto.INT32, [])]
+    attrs = {"num_heads": heads, "kv_num_heads": kv_heads}
+    if scale is not None:
+        attrs["scale"] = scale
+    node = helper.make_node(
+        op, (["q", "", ""] if packed else ["q", "k", "v"]) + ["past_k", "past_v", "seqlens",
+                                                              "total"],
+        ["out", "present_k", "present_v"], domain=domain, **attrs)
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+               for n in ("out", "present_k", "present_v")]
+    model = helper.make_model(helper.make_graph([node], "attention", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid(domain, 1)])
+    return model.SerializeToString()
+
+
+def session(graph: bytes, custom: bool):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    if custom:
+        options.register_custom_ops_library(str(kernels.library()))
+    return ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+
+
+CASES = [  # rows, query heads, key/value heads, buffer length, head size, packed, past lengths
+    (5, 4, 4, 12, 64, True, [0, 3, 11, 7, 1]),  # self-attention, rows at different places
+    (3, 16, 4, 20, 64, False, [19, 4, 12]),  # cross-attention, 4 beams per sentence
+    (2, 2, 2, 9, 24, True, [8, 2]),  # a head size with no fast path
+    (1, 4, 4, 300, 32, False, [299]),  # a long source
+]
+
+
+@needs_library
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_same_as_group_query_attention_in_place(case, scale):
+    """Past and present bound to the same buffers (as the step decoder binds them): the new
+    key/value written at each row's past length, the outputs equal to ONNX Runtime's."""
+    rows, heads, kv_heads, length, dim, packed, past = case
+    rng = np.random.default_rng(len(past))
+    width = (heads + 2 * kv_heads) * dim if packed else heads * dim
+    feeds = {"q": rng.standard_normal((rows, 1, width), dtype=np.float32),
+             "seqlens": np.array(past, np.int32), "total": np.array(max(past) + 1, np.int32)}
+    if not packed:
+        feeds["k"] = rng.standard_normal((rows, 1, kv_heads * dim), dtype=np.float32)
+        feeds["v"] = rng.standard_normal((rows, 1, kv_heads * dim), dtype=np.float32)
+    start = [rng.standard_normal((rows, kv_heads, length, dim), dtype=np.float32)
+             for _ in range(2)]
+    got = {}
+    for name, op, domain, custom in (("theirs", "GroupQueryAttention", "com.microsoft", False),
+                                     ("ours", kernels.OP, kernels.DOMAIN, True)):
+        sess = session(attention_graph(op, domain, rows, heads, kv_heads, length, dim, packed,
+                                       scale), custom)
+        caches = [c.copy() for c in start]
+        binding = sess.io_binding()
+        for key, value in feeds.items():
+            binding.bind_cpu_input(key, value)
+        for kind, cache in zip("kv", caches, strict=True):
+            binding.bind_input(f"past_{kind}", "cpu", 0, np.float32, cache.shape,
+                               cache.ctypes.data)
+            binding.bind_output(f"present_{kind}", "cpu", 0, np.float32, cache.shape,
+                                cache.ctypes.data)
+        binding.bind_output("out", "cpu")
+        sess.run_with_iobinding(binding)
+        got[name] = (binding.copy_outputs_to_cpu()[2], caches)
+    np.testing.assert_allclose(got["ours"][0], got["theirs"][0], rtol=1e-5, atol=1e-6)
+    for ours, theirs in zip(got["ours"][1], got["theirs"][1], strict=True):
+        np.testing.assert_array_equal(ours, theirs)  # the new key/value, in place
+    assert not np.array_equal(got["ours"][1][0], start[0])
+
+
+@needs_library
+def test_same_as_group_query_attention_into_a_longer_present():
+    """The fused search's loop: past of t positions, present of t + 1, a buffer of its own."""
+    rows, heads, dim, length = 2, 4, 64, 6
+    rng = np.random.default_rng(3)
+    feeds = {"q": rng.standard_normal((rows, 1, 3 * heads * dim), dtype=np.float32),
+             "past_k": rng.standard_normal((rows, heads, length, dim), dtype=np.float32),
+             "past_v": rng.standard_normal((rows, heads, length, dim), dtype=np.float32),
+             "seqlens": np.array([length, length], np.int32),
+             "total": np.array(length + 1, np.int32)}
+    theirs = session(attention_graph("GroupQueryAttention", "com.microsoft", rows, heads, heads,
+                                     length, dim, True), False).run(None, feeds)
+    ours = session(attention_graph(kernels.OP, kernels.DOMAIN, rows, heads, heads, length, dim,
+                                   True), True).run(None, feeds)
+    assert ours[1].shape == theirs[1].shape == (rows, heads, length + 1, dim)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(ours[1], theirs[1])
+    np.testing.assert_array_equal(ours[2], theirs[2])
+
+
+@needs_library
+def test_bad_input_is_an_error_not_a_crash():
+    feeds = {"q": np.zeros((1, 1, 3 * 64), np.float32),
+             "past_k": np.zeros((1, 1, 4, 64), np.float32),
+             "past_v": np.zeros((1, 1, 4, 64), np.float32),
+             "seqlens": np.array([12], np.int32), "total": np.array(10, np.int32)}
+    sess = session(attention_graph(kernels.OP, kernels.DOMAIN, 1, 1, 1, 4, 64, True), True)
+    with pytest.raises(Exception, match="seqlens_k out of range"):  # a past beyond the present
+        sess.run(None, feeds)
+    feeds["seqlens"] = np.array([2], np.int32)
+    assert sess.run(None, feeds)[0].shape == (1, 1, 64)  # and the session still runs
+
+
+def test_swap_attention_reaches_loop_bodies(tiny_bundle):
+    decoder = tiny_bundle / "decoder.fp32.onnx"
+    model = onnx.load_from_string(beam_loop(decoder))
+    before = sum(1 for _ in _nodes(model.graph, "GroupQueryAttention"))
+    assert before > 0
+    assert kernels.swap_attention(model) == before
+    assert not list(_nodes(model.graph, "GroupQueryAttention"))
+    assert len(list(_nodes(model.graph, kernels.OP))) == before
+    assert any(o.domain == kernels.DOMAIN for o in model.opset_import)
+
+
+def _nodes(graph, op):
+    for node in graph.node:
+        if node.op_type == op:
+            yield node
+        for attr in node.attribute:
+            if attr.g.node:
+                yield from _nodes(attr.g, op)
+
+
+def test_missing_headers_name_the_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernels, "HEADER_DIRS", ())
+    monkeypatch.delenv("NMT_ORT_INCLUDE", raising=False)
+    with pytest.raises(FileNotFoundError, match="libonnxruntime-dev"):
+        kernels.find_headers(tmp_path)
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["our-kernel", "onnxruntime-kernels"])
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "steps"])
+def test_translations_equal_pytorch_with_either_attention(tiny_bundle, reference, sources, fused,
+                                                          kernel, monkeypatch):
+    """fp32, greedy and beam search, in the fused search and in steps: the PyTorch reference
+    decoders' outputs with our kernel in every decoder session and with ONNX Runtime's."""
+    if kernel and kernels.library() is None:
+        pytest.skip("kernel library not built (python -m app.engine.kernels build)")
+    if not kernel:
+        monkeypatch.setattr(kernels, "library", lambda: None)
+    model, _ = reference
+    translator = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1, fused=fused)
+    for source in sources[:12]:
+        greedy = translator.translate_ids([source], TranslationOptions(beam_size=1))[0]
+        assert [greedy[0].tokens] == greedy_search(model, [source])
+        options = TranslationOptions(beam_size=4, length_penalty=1.0)
+        beam = translator.translate_ids([source], options)[0]
+        assert beam[0].tokens == beam_search(model, source, beam_size=4)[0].tokens
+    batch = translator.translate_ids(sources, TranslationOptions(beam_size=1))
+    assert [h[0].tokens for h in batch] == greedy_search(model, sources)
