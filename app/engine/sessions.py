@@ -136,6 +136,9 @@ def return_large_frees_to_the_os() -> None:
         pass
 
 
+_ANNOUNCED: set[Path] = set()  # kernel libraries already named in the log
+
+
 def with_kernels(graph: str | Path | bytes) -> tuple[str | Path | bytes, Path | None]:
     """A decoder graph (a path, or serialized) with its attention on app.engine.kernels'
     library where that is built, serialized, and the library; else graph as it is and None."""
@@ -147,6 +150,10 @@ def with_kernels(graph: str | Path | bytes) -> tuple[str | Path | bytes, Path | 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
     if not kernels.swap_attention(model):
         return graph, None
+    if library not in _ANNOUNCED:
+        _ANNOUNCED.add(library)
+        log.info("decoder attention runs on our kernel: %s (NMT_KERNELS=off for ONNX Runtime's)",
+                 library)
     return model.SerializeToString(), library
 
 

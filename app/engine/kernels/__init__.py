@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,13 +53,37 @@ def library_path() -> Path:
     return Path(os.environ.get("NMT_KERNELS_LIB") or DEFAULT_LIBRARY)
 
 
+# the C API version a library asks for is its headers' (ORT_API_VERSION N: onnxruntime 1.N on),
+# written next to it at build time
+API_VERSION = re.compile(r"#define ORT_API_VERSION (\d+)")
+
+
 @functools.cache
 def library() -> Path | None:
-    """The built library when it is there and not turned off (NMT_KERNELS=off), else None."""
+    """The built library when it is there, not turned off (NMT_KERNELS=off) and this
+    onnxruntime is new enough for it, else None."""
     if os.environ.get("NMT_KERNELS", "on").lower() in ("off", "0", "false", "no"):
         return None
     path = library_path()
-    return path if path.is_file() else None
+    if not path.is_file():
+        return None
+    import onnxruntime
+
+    major, minor = (int(x) for x in re.findall(r"\d+", onnxruntime.__version__)[:2])
+    needs = _api_version(path)
+    if (major, minor) < (1, needs):
+        log.warning("%s needs onnxruntime 1.%d or newer (this is %s): not used", path, needs,
+                    onnxruntime.__version__)
+        return None
+    return path
+
+
+def _api_version(path: Path) -> int:
+    """The C API version the library at path was built for (1.N), from the note build wrote."""
+    try:
+        return int(path.with_name(path.name + ".api").read_text().strip())
+    except (OSError, ValueError):
+        return 999  # unknown: not used
 
 
 def find_headers(include: str | Path | None = None) -> Path:
@@ -92,8 +117,12 @@ def build(include: str | Path | None = None, out: Path | None = None,
     flags = ["-O3", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden"]
     if {"avx2", "fma"} <= cpu_flags():
         flags += ["-mavx2", "-mfma"]
+    found = API_VERSION.search((headers / "onnxruntime_c_api.h").read_text(errors="replace"))
+    if not found:
+        raise FileNotFoundError(f"no ORT_API_VERSION in {headers / 'onnxruntime_c_api.h'}")
     tmp = out.with_suffix(".tmp.so")
     subprocess.run([cxx, *flags, f"-I{headers}", str(SOURCE), "-o", str(tmp)], check=True)
+    out.with_name(out.name + ".api").write_text(found.group(1) + "\n")
     tmp.replace(out)  # whole or not at all: a running process may have the old one loaded
     library.cache_clear()
     return out

@@ -184,3 +184,21 @@ def test_translations_equal_pytorch_with_either_attention(tiny_bundle, reference
         assert beam[0].tokens == beam_search(model, source, beam_size=4)[0].tokens
     batch = translator.translate_ids(sources, TranslationOptions(beam_size=1))
     assert [h[0].tokens for h in batch] == greedy_search(model, sources)
+
+
+def test_a_library_for_a_newer_runtime_or_turned_off_is_not_used(tmp_path, monkeypatch):
+    lib = tmp_path / "libnmt_kernels.so"
+    lib.write_bytes(b"\x7fELF")  # library() only looks: nothing is loaded here
+    monkeypatch.setenv("NMT_KERNELS_LIB", str(lib))
+    try:
+        for note, used in (("", False), ("999", False), ("1", True)):  # no note, too new, ok
+            if note:
+                (tmp_path / "libnmt_kernels.so.api").write_text(note)
+            kernels.library.cache_clear()
+            assert (kernels.library() == lib) is used, note
+        monkeypatch.setenv("NMT_KERNELS", "off")
+        kernels.library.cache_clear()
+        assert kernels.library() is None
+    finally:
+        monkeypatch.undo()
+        kernels.library.cache_clear()
