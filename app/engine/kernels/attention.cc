@@ -216,6 +216,14 @@ struct Kernel {
     const int64_t B = qshape[0], M = pshape[2], D = pshape[3];
     const int64_t Hq = heads, Hkv = kv_heads, group = Hq / Hkv;
     if (qshape[2] != (packed ? (Hq + 2 * Hkv) * D : Hq * D)) throw std::runtime_error("query width");
+    if (Hkv <= 0 || Hq % Hkv != 0 || pshape[0] != B) throw std::runtime_error("heads or rows");
+    if (past_v.GetTensorTypeAndShapeInfo().GetShape() != pshape)
+      throw std::runtime_error("past_value is not shaped as past_key");
+    if (seqlens.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B))
+      throw std::runtime_error("seqlens_k needs one length per row");
+    if (!packed && (!value || key.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B * Hkv * D) ||
+                    value.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B * Hkv * D)))
+      throw std::runtime_error("key and value are not (B, 1, Hkv D)");
     const int32_t* lens = seqlens.GetTensorData<int32_t>();
     const int64_t total = *total_in.GetTensorData<int32_t>();
     const int64_t present_len = std::max(M, total);
