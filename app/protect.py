@@ -38,6 +38,7 @@ bench/placeholders.py check it).
 from __future__ import annotations
 
 import functools
+import html
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -60,11 +61,14 @@ _INLINE_TAGS = (
     "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
 )
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
-# a line break inside a sentence's markup ends the sentence there: the text on each side is
-# translated apart and the tag kept between (with its mask in the sentence, the model lost
-# words: "Save the file<br>and close the window." -> "Speichert die Datei<br>and das Fenster.")
+# a line break in markup ends the sentence there, the text on each side translated apart and
+# the tag kept between, unless the sentence goes on after it (`joins_at_break`): then the tag
+# stands alone in the sentence, and app.tags takes it out and puts it back (with its mask in
+# the sentence, the model lost words: "Save the file<br>and close the window." -> "Speichert
+# die Datei<br>and das Fenster."; cut there, each half lost the other)
 LINE_BREAK_TAGS = frozenset({"br"})
 LINE_BREAK_RE = re.compile(r"(<br(?:\s+[^<>]*?)?\s*/?>)", re.IGNORECASE)
+_ANY_TAG = re.compile(r"<[^<>]*>")
 _TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s+[^<>]*?)?\s*/?>"
 _NOT_URL = "\\s<>\"'„“”‘’«»‹›"  # what ends a URL; it does not end in punctuation either
 _URL = (
@@ -348,3 +352,13 @@ def protect(
         return [unmask(m, out) for m, out in zip(masked, outputs, strict=True)]
 
     return protected
+
+
+def joins_at_break(before: str, after: str) -> bool:
+    """Whether a sentence runs on over a line-break tag between these two stretches of text
+    (markup around them ignored): the text before has words and does not end a sentence or a
+    label (. ! ? … : ;), and the text after starts with a lowercase letter."""
+    head = html.unescape(_ANY_TAG.sub("", before)).rstrip()
+    tail = html.unescape(_ANY_TAG.sub("", after)).lstrip()
+    return (has_words(head) and head[-1] not in ".!?…:;" and bool(tail)
+            and tail[0].islower())

@@ -323,8 +323,9 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
 
 
 def _without(sentence: str, removed: list[tuple[int, int]]):
-    """sentence without the removed ranges (a space left doubled by a removal goes too), and a
-    function from a position in sentence to the same place in the result."""
+    """sentence without the removed ranges (a space left doubled by a removal goes too, one
+    between two words that the range alone kept apart comes in), and a function from a
+    position in sentence to the same place in the result."""
     out, pos, shifts = [], 0, []
     for a, b in removed:
         out.append(sentence[pos:a])
@@ -334,6 +335,9 @@ def _without(sentence: str, removed: list[tuple[int, int]]):
             while out and not out[-1]:
                 out.pop()
             out[-1] = out[-1][:-1]
+        # a tag between two words with no space ("file<br>and") leaves one: two words still
+        elif a and sentence[a - 1:a].isalnum() and sentence[b:b + 1].isalnum():
+            out.append(" ")
         shifts.append((b, sum(map(len, out))))
         pos = b
     out.append(sentence[pos:])

@@ -146,3 +146,21 @@ def test_deleting_a_made_up_span_does_not_leave_a_new_one():
     out = unmask(m, "durch {1}%%jmp{2}")  # "%jm" is deleted, then "%" + "p" reads "%p": deleted
     assert out.startswith("durch <b>") and Counter(spans(out)) == Counter(["<b>", "</b>"])
     assert Counter(spans(unmask(m, "durch %{1}x{2}"))) == Counter(["<b>", "</b>"])
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "joined"),
+    [
+        ("Save the file", "and close it.", True),
+        ("Open the <b>settings</b>", " <i>and</i> pick one", True),  # markup aside
+        ("Save the file.", "and close it.", False),  # a sentence's end
+        ("Options:", "verbose", False),  # a label
+        ("Name", "Street 5", False),  # a capital: a line of its own
+        ("", "and close it.", False),
+        ("{1}", "and more", False),  # no words before
+    ],
+)
+def test_a_sentence_runs_on_over_a_line_break_tag(before, after, joined):
+    from app.protect import joins_at_break
+
+    assert joins_at_break(before, after) is joined

@@ -213,10 +213,14 @@ def test_html_sentences_keep_their_inline_tags_and_words_through_the_server():
     assert re.sub(r"<[^>]+>", "", paragraph) == plain, (paragraph, plain)
 
 
-def test_a_line_break_tag_ends_the_sentence_in_text_html_and_documents():
-    """With the <br> mask inside one sentence the model lost words ("Save the file<br>and close
-    the window." -> "Speichert die Datei<br>and das Fenster."): the text on each side now goes
-    to the model as a sentence of its own, and the tag stays between them."""
+def test_a_line_break_tag_ends_a_sentence_or_stands_alone_in_one():
+    """With the <br> mask inside the sentence the model lost words ("Save the file<br>and close
+    the window." -> "Speichert die Datei<br>and das Fenster."), and cut there each half lost the
+    other. A <br> after a sentence's end, or before a capital, ends the sentence: the text on
+    each side goes to the model apart, the tag stays between. A <br> inside a sentence (the
+    text after it starts lowercase, the text before ends no sentence) stands alone in it: the
+    model gets the sentence whole without it (the words on each side kept apart by a space),
+    and the tag goes back by its relative place (text, html and documents)."""
     import httpx
 
     from app.config import Settings
@@ -227,19 +231,27 @@ def test_a_line_break_tag_ends_the_sentence_in_text_html_and_documents():
     engine = FakeTranslator()  # reverses the order of the words
     app = create_app(Settings(max_wait_ms=1), loader=lambda s: [fake_model(engine)])
     with running(app) as srv:
-        for fmt, text, expected in [
-            ("text", "Save the file<br>and close it.", "file the Save<br>it. close and"),
+        for fmt, text, expected, sent_whole in [
+            ("text", "Save the file.<br>Close it.", "file. the Save<br>it. Close",
+             ["Close it.", "Save the file."]),
+            ("html", "<p>Save the file<br/>Close <b>it</b>.</p>",
+             "<p>file the Save<br/><b>it</b>. Close</p>", ["Close it.", "Save the file"]),
+            ("text", "Save the file<br>and close it.", "it. close and <br> file the Save",
+             ["Save the file and close it."]),
             ("html", "<p>Save the file<br/>and close <b>it</b>.</p>",
-             "<p>file the Save<br/><b>it</b>. close and</p>"),
+             "<p><b>it</b>. close <br/> and file the Save</p>",
+             ["Save the file and close it."]),
         ]:
             engine.batches.clear()
             r = httpx.post(f"{srv.url}/v1/translate", timeout=10, json={
                 "text": text, "source": "en", "target": "de", "format": fmt})
             assert r.json()["translations"][0]["text"] == expected
             sent = sorted(t for batch, _ in engine.batches for t in batch)
-            assert sent[:2] == ["Save the file", "and close it."], sent
+            assert sent[:len(sent_whole)] == sent_whole, sent
+    doc = html_file.extract(b"<p>Save the file<br>Close <b>it</b>.</p>")
+    assert doc.segments == ["Save the file", "Close <b>it</b>."]
     doc = html_file.extract(b"<p>Save the file<br>and close <b>it</b>.</p>")
-    assert doc.segments == ["Save the file", "and close <b>it</b>."]
+    assert doc.segments == ["Save the file<br>and close <b>it</b>."]
 
 
 def test_closing_tags_that_meet_in_the_translation_close_up():
@@ -330,3 +342,12 @@ def test_the_shipped_model_keeps_every_word_beside_an_image():
     assert out.count('<img src="icon.png"/>') == 1, out
     plain = translate(["Set text layer attribute"])[0]
     assert re.sub(r" ?<img[^>]*> ?", " ", out).strip() == plain, (out, plain)
+
+
+def test_an_atom_between_two_words_with_no_space_leaves_one():
+    plan = TagPlan.of("Save the file{1}and close it.", (), ("{1}",))
+    assert plan.texts == ("Save the file and close it.",)  # two words, not "fileand"
+    plan = TagPlan.of("Save the file {1} and close it.", (), ("{1}",))
+    assert plan.texts == ("Save the file and close it.",)
+    plan = TagPlan.of("Done.{1}", (), ("{1}",))
+    assert plan.texts == ("Done.",)
