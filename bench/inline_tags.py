@@ -4,14 +4,20 @@
         --ref data/en-de/test.de] [--sentences 200] [--seed 0] [--examples 10] [--json out.json]
 
 Test sentences of 4-25 words without markup (the corpus strips markup, so the test split has
-none), in two sets: "pair", one to three words at a random place (seeded) wrapped in
+none), in three sets: "pair", one to three words at a random place (seeded) wrapped in
 `<b>...</b>`; "atom", a tag that stands alone (`<img src="icon.png"/>` or `<x id="1"/>`) put
-between two words at random. Translated with the bundle's default decoding three ways:
+between two words at random; "br", a `<br>` with no space around it between two words of one
+sentence (the next word lowercase, the one before ending no clause; sentences with no such
+place are left out). Translated with the bundle's default decoding three ways:
 
 - plain: the sentences without the tags (what the words should read like);
-- masks: the tags masked in the sentence (`{1}...{2}`, app.protect), as the service did before;
+- masks: the tags masked in the sentence (`{1}...{2}`, app.protect), as the service did before
+  (for "br": split, the text on each side of the `<br>` translated apart, as the HTML path did
+  before: app.documents.html_file without its `_join_breaks`);
 - carried: app.tags, as the service does now: the plain sentence and the wrapped words
-  translated and the pair carried over; an atom taken out and put back by app.protect.unmask.
+  translated and the pair carried over; an atom taken out and put back by app.protect.unmask
+  (for "br": each sentence in a `<p>` through app.documents.translate_document, as .html
+  documents and the `format: html` API go).
 
 Reported: chrF and BLEU of each output with the tags stripped, against the references, and the
 share of outputs holding the tags as the source does (the pair once, opening before closing;
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 
 from app import tags
+from app.documents import html_file, translate_document
 from app.engine import Translator
 from app.protect import find_spans, mask, unmask
 from bench.common import quality_parser
@@ -49,13 +56,25 @@ def tagged_set(src: Path, ref: Path, n: int, seed: int, kind: str = "pair"
             a = rng.randrange(1, len(words))
             tagged.append(" ".join([*words[:a], rng.choice(ATOMS), *words[a:]]))
             continue
+        if kind == "br":
+            places = [a for a in range(1, len(words)) if words[a][0].islower()
+                      and words[a - 1][-1] not in ".!?…:;,"]
+            if not places:
+                tagged.append("")
+                continue
+            a = rng.choice(places)
+            tagged.append(" ".join([*words[:a - 1], words[a - 1] + "<br>" + words[a],
+                                    *words[a + 1:]]))
+            continue
         a = rng.randrange(len(words))
         b = min(len(words), a + rng.randint(1, 3))
         tagged.append(" ".join([*words[:a], "<b>" + " ".join(words[a:b]) + "</b>", *words[b:]]))
-    return plain, tagged, [refs[i] for i in picked]
+    keep = [k for k, t in enumerate(tagged) if t]
+    return ([plain[k] for k in keep], [tagged[k] for k in keep],
+            [refs[picked[k]] for k in keep])
 
 
-_INSERTED = re.compile("</?b>|" + "|".join(re.escape(a) for a in ATOMS))
+_INSERTED = re.compile("</?b>|<br>|" + "|".join(re.escape(a) for a in ATOMS))
 
 
 def scores(outputs: list[str], refs: list[str], kind: str) -> dict:
@@ -63,11 +82,13 @@ def scores(outputs: list[str], refs: list[str], kind: str) -> dict:
     and the share of outputs that hold the inserted tags as the source does."""
     import sacrebleu
 
-    stripped = [re.sub(r" {2,}", " ", _INSERTED.sub(" " if kind == "atom" else "", o)).strip()
+    stripped = [re.sub(r" {2,}", " ", _INSERTED.sub("" if kind == "pair" else " ", o)).strip()
                 for o in outputs]
     if kind == "pair":
         kept = sum(o.count("<b>") == 1 and o.count("</b>") == 1
                    and o.index("<b>") < o.index("</b>") for o in outputs)
+    elif kind == "br":
+        kept = sum(o.count("<br>") == 1 for o in outputs)
     else:
         kept = sum(sum(o.count(a) for a in ATOMS) == 1 for o in outputs)
     return {"chrF": round(sacrebleu.corpus_chrf(stripped, [refs]).score, 2),
@@ -96,11 +117,29 @@ def main(argv: list[str] | None = None) -> None:
         return [unmask(m, o) for m, o in zip(masked, tags.carried(plans, translate(inputs)),
                                              strict=True)]
 
+    def html_path(texts: list[str], join: bool = True) -> list[str]:
+        """Each text in a <p> through the .html document path; join False: a <br> always
+        ends the sentence, as before app.documents.html_file._join_breaks."""
+        source = "".join(f"<p>{t}</p>\n" for t in texts).encode()
+        kept = html_file._join_breaks
+        if not join:
+            html_file._join_breaks = lambda parts: parts
+        try:
+            out = translate_document(source, "html", translate).decode()
+        finally:
+            html_file._join_breaks = kept
+        return [line[3:-4] for line in out.splitlines()]
+
+    ways = {"pair": (("masks", masks), ("carried", carried)),
+            "atom": (("masks", masks), ("carried", carried)),
+            "br": (("split", lambda texts: html_path(texts, join=False)), ("carried", html_path))}
     report = {}
-    for kind in ("pair", "atom"):
+    for kind, tagged_ways in ways.items():
         plain, tagged, refs = tagged_set(args.src, ref, args.sentences, args.seed, kind)
-        for way, sources, run in (("plain", plain, translate), ("masks", tagged, masks),
-                                  ("carried", tagged, carried)):
+        report[f"{kind} / sentences"] = len(plain)
+        print(f"{kind:4} {len(plain)} sentences", flush=True)
+        for way, sources, run in (("plain", plain, translate),
+                                  *((w, tagged, r) for w, r in tagged_ways)):
             t0 = time.perf_counter()
             outputs = run(sources)
             row = {**scores(outputs, refs, kind), "seconds": round(time.perf_counter() - t0, 1)}
