@@ -221,6 +221,8 @@ struct Kernel {
       throw std::runtime_error("past_value is not shaped as past_key");
     if (seqlens.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B))
       throw std::runtime_error("seqlens_k needs one length per row");
+    if (total_in.GetTensorTypeAndShapeInfo().GetElementCount() != 1)
+      throw std::runtime_error("total_sequence_length is one number");
     if (!packed && (!value || key.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B * Hkv * D) ||
                     value.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(B * Hkv * D)))
       throw std::runtime_error("key and value are not (B, 1, Hkv D)");
