@@ -40,6 +40,15 @@ def quality_parser(doc: str, sentences: int) -> argparse.ArgumentParser:
     return ap
 
 
+def print_row(label: str, row: dict, sources: list[str], outputs: list[str],
+              examples: int = 0) -> None:
+    """A quality bench's row as one JSON line, then its first `examples` outputs under their
+    sources."""
+    print(f"{label} {json.dumps(row)}", flush=True)
+    for source, output in list(zip(sources, outputs, strict=True))[:examples]:
+        print(f"    {source!r}\n -> {output!r}")
+
+
 def read_lines(path: str | Path, limit: int | None = None) -> list[str]:
     """Non-blank lines of a text file (stripped), the first `limit` of them."""
     lines = [t.strip() for t in Path(path).read_text(encoding="utf-8").splitlines()]

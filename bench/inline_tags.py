@@ -25,7 +25,6 @@ the atom once)."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
@@ -35,7 +34,7 @@ from app import tags
 from app.documents import html_file, translate_document
 from app.engine import Translator
 from app.protect import find_spans, mask, unmask
-from bench.common import quality_parser
+from bench.common import print_row, quality_parser, write_json
 
 ATOMS = ('<img src="icon.png"/>', '<x id="1"/>')
 
@@ -146,11 +145,9 @@ def main(argv: list[str] | None = None) -> None:
             if way == "plain":
                 row.pop("tags_kept")
             report[f"{kind} / {way}"] = row
-            print(f"{kind:4} {way:8} {json.dumps(row)}", flush=True)
-            for s, o in list(zip(sources, outputs, strict=True))[: args.examples]:
-                print(f"    {s}\n -> {o}")
+            print_row(f"{kind:4} {way:8}", row, sources, outputs, args.examples)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ source (breaks put back by app.text.rewrap) and the share of the source's breaks
 
 from __future__ import annotations
 
-import json
 import random
 import textwrap
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 from app.documents import translate_segments
 from app.engine import Translator
 from app.text import always, segment_text, soft_wrap
-from bench.common import quality_parser
+from bench.common import print_row, quality_parser, write_json
 
 
 def never(before: str, after: str, width: int) -> bool:
@@ -96,11 +95,9 @@ def main(argv: list[str] | None = None) -> None:
             row["joined"] = joined_share(sources, WAYS[way])
         row["seconds"] = round(time.perf_counter() - t0, 1)
         report[way] = row
-        print(f"{way:9} {json.dumps(row)}", flush=True)
-        for s, o in list(zip(sources, outputs, strict=True))[: args.examples]:
-            print(f"    {s!r}\n -> {o!r}")
+        print_row(f"{way:9}", row, sources, outputs, args.examples)
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
 
 
 if __name__ == "__main__":
