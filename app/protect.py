@@ -362,3 +362,19 @@ def joins_at_break(before: str, after: str) -> bool:
     tail = html.unescape(_ANY_TAG.sub("", after)).lstrip()
     return (has_words(head) and head[-1] not in ".!?…:;" and bool(tail)
             and tail[0].islower())
+
+
+def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """(chunk, translatable) runs with each line-break tag that stands alone between two texts
+    of one sentence (`joins_at_break`) moved into the text: "Save the file<br>and close it."
+    becomes one run with the tag in it."""
+    out: list[tuple[str, bool]] = []
+    for chunk, kind in parts:
+        if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
+                and LINE_BREAK_RE.fullmatch(out[-1][0])
+                and joins_at_break(out[-2][0], chunk)):
+            brk = out.pop()[0]
+            out[-1] = (out[-1][0] + brk + chunk, True)
+        else:
+            out.append((chunk, kind))
+    return out

@@ -31,7 +31,7 @@ from app.errors import (
     UnsupportedLanguage,
 )
 from app.langid import Detection, LanguageDetector
-from app.protect import LINE_BREAK_RE, Masked, joins_at_break, mask, unmask
+from app.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
 from app.registry import LoadedModel, Registry
 from app.text import Segments, always, fits_engine, segment, translate_fitting
 
@@ -448,7 +448,7 @@ Layout = list["str | tuple[Segments, Masked | None]"]
 def _layout(text: str, fmt: str, protect: bool) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
     (app.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
-    sentence runs on after it: app.protect.joins_at_break). HTML is cut
+    sentence runs on after it: app.protect.join_breaks). HTML is cut
     into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
     inside a sentence stays in it, and app.tags carries it over) and markup kept verbatim (block
     tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
@@ -459,19 +459,12 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
         if not protect:
             return [(segment(text), None)]
         pieces = LINE_BREAK_RE.split(text)  # text, <br>, text, ...
-        stretch = pieces[0]
-        for brk, piece in zip(pieces[1::2], pieces[2::2], strict=True):
-            if joins_at_break(stretch, piece):  # the sentence runs on: the tag stays in it
-                stretch += brk + piece
-                continue
-            if stretch:
-                m = mask(stretch)
+        for piece, is_text in join_breaks([(p, i % 2 == 0) for i, p in enumerate(pieces)]):
+            if not is_text:
+                out.append(piece)
+            elif piece:
+                m = mask(piece)
                 out.append((segment(m.text), m))
-            out.append(brk)
-            stretch = piece
-        if stretch:
-            m = mask(stretch)
-            out.append((segment(m.text), m))
         return out
     if not protect:
         return [(segment(text, "html"), None)]

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
-from app.protect import INLINE_TAGS, LINE_BREAK_RE, LINE_BREAK_TAGS, has_words, joins_at_break
+from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
 from app.text import _HtmlSplitter, always
 
 
 class _BlockSplitter(_HtmlSplitter):
     """Marks inline tags outside verbatim elements as part of the text around them; a line
     break (app.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
-    translated apart, unless a sentence runs on over it (`_join_breaks`)."""
+    translated apart, unless a sentence runs on over it (app.protect.join_breaks)."""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         super().handle_starttag(tag, attrs)
@@ -48,22 +48,7 @@ def chunks(source: str) -> list[tuple[str, bool]]:
             out[-1] = (out[-1][0] + source[start:end], kind)
         else:
             out.append((source[start:end], kind))
-    return _join_breaks(out)
-
-
-def _join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
-    """A line break alone between two texts of one sentence (app.protect.joins_at_break) goes
-    into the text: "Save the file<br>and close it." is one sentence with the tag in it."""
-    out: list[tuple[str, bool]] = []
-    for chunk, kind in parts:
-        if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
-                and LINE_BREAK_RE.fullmatch(out[-1][0])
-                and joins_at_break(out[-2][0], chunk)):
-            brk = out.pop()[0]
-            out[-1] = (out[-1][0] + brk + chunk, True)
-        else:
-            out.append((chunk, kind))
-    return out
+    return join_breaks(out)
 
 
 def extract(data: bytes) -> Document:
