@@ -86,10 +86,9 @@ def rewrap(source: str, translation: str) -> str:
     for brk in breaks:
         place = (brk.start() - shift) / flat * len(translation)
         shift += len(brk.group()) - 1  # the break is one space in the flat text
-        free = [i for i in range(used + 1, len(spaces))]
-        if not free:
-            break
-        used = min(free, key=lambda i: abs(spaces[i] - place))
+        if used + 1 == len(spaces):
+            break  # no space left
+        used = min(range(used + 1, len(spaces)), key=lambda i: abs(spaces[i] - place))
         out += [translation[pos : spaces[used]], brk.group()]
         pos = spaces[used] + 1
     return "".join(out) + translation[pos:]

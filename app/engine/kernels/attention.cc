@@ -62,6 +62,15 @@ void exp_in_place(float* x, int n) {
   for (; i < n; ++i) x[i] = x[i] > -87.0f ? std::exp(x[i]) : 0.0f;
 }
 
+// The softmax's numerators in place, exp(s - best), and their sum.
+float exp_sum(float* s, int64_t n, float best) {
+  for (int64_t i = 0; i < n; ++i) s[i] -= best;
+  exp_in_place(s, static_cast<int>(n));
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += s[i];
+  return sum;
+}
+
 float dot(const float* a, const float* b, int d) {
   int i = 0;
   float sum = 0.0f;
@@ -128,10 +137,7 @@ void head_fixed(const float* q, const float* k, const float* v, int64_t n, float
     s[t] = alpha * dot(q, k + t * D, D);
     best = std::max(best, s[t]);
   }
-  for (int64_t i = 0; i < n; ++i) s[i] -= best;
-  exp_in_place(s, static_cast<int>(n));
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += s[i];
+  const float sum = exp_sum(s, n, best);
   __m256 o[NV];
 #pragma GCC unroll 16
   for (int j = 0; j < NV; ++j) o[j] = _mm256_setzero_ps();
@@ -155,11 +161,7 @@ void head_any(const float* q, const float* k, const float* v, int64_t n, int64_t
     s[t] = alpha * dot(q, k + t * D, static_cast<int>(D));
     best = std::max(best, s[t]);
   }
-  for (int64_t t = 0; t < n; ++t) s[t] -= best;
-  exp_in_place(s, static_cast<int>(n));
-  float sum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) sum += s[t];
-  const float inv = 1.0f / sum;
+  const float inv = 1.0f / exp_sum(s, n, best);
   std::memset(out, 0, D * sizeof(float));
   for (int64_t t = 0; t < n; ++t) axpy(s[t] * inv, v + t * D, out, static_cast<int>(D));
 }
