@@ -315,7 +315,7 @@ class Seq2SeqSessions:
         CPU runs its attention on our kernel where it is built (app.engine.kernels)."""
         shared = () if self.shared is None else self.shared.of(weights_of or graph)
         library = None
-        if decoder and self.shared is not None:
+        if decoder and self.config.provider == "cpu":
             graph, library = with_kernels(graph)
         return create_session(graph, config, shared, library)
 
