@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -392,8 +393,9 @@ def _alone_and_together(bundle: Path, texts: list[str]) -> tuple[list, list]:
     the step path (no fused single-sentence search: the same graphs either way)."""
     translator = Translator.from_dir(bundle, variant="int8", intra_threads=1, workers=1,
                                      max_batch_size=len(texts), fused=False)
-    alone = [translator.translate_batch([t])[0] for t in texts]
-    together = translator.translate_batch(texts)
+    options = dataclasses.replace(translator.default_options, return_scores=True)
+    alone = [translator.translate_batch([t], options)[0] for t in texts]
+    together = translator.translate_batch(texts, options)
     return [(r.text, r.score) for r in alone], [(r.text, r.score) for r in together]
 
 
