@@ -148,20 +148,21 @@ _ANNOUNCED: set[Path] = set()  # kernel libraries already named in the log
 
 
 def with_kernels(graph: str | Path | bytes) -> tuple[str | Path | bytes, Path | None]:
-    """A decoder graph (a path, or serialized) with its attention on app.engine.kernels'
-    library where that is built, serialized, and the library; else graph as it is and None."""
+    """A decoder graph (a path, or serialized) with its attention and its search tail
+    (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, and
+    the library; else graph as it is and None."""
     library = kernels.library()
     if library is None:
         return graph, None
     import onnx
 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
-    if not kernels.swap_attention(model):
+    if not kernels.swap_attention(model) + kernels.swap_tail(model):
         return graph, None
     if library not in _ANNOUNCED:
         _ANNOUNCED.add(library)
-        log.info("decoder attention runs on our kernel: %s (NMT_KERNELS=off for ONNX Runtime's)",
-                 library)
+        log.info("decoder attention and search tail run on our kernels: %s (NMT_KERNELS=off "
+                 "for ONNX Runtime's)", library)
     return model.SerializeToString(), library
 
 

@@ -8,6 +8,12 @@ another product for every (row, head) pair; with one query over a few dozen posi
 calls cost more than the arithmetic. Ours does each pair in one pass of fused multiply-adds
 (timings in BENCHMARKS.md, session 20).
 
+`search_tail.cc` is the end of a decoder step (`nmt.LogSoftmaxTopK`): log-softmax over the
+vocabulary and each row's k best entries, in one pass over the logits and one over their
+exponentials, where the step graph has a LogSoftmax node and a two-stage top-k of a dozen small
+nodes after it (export.graphs.block_top_k), which write and read the (rows, vocabulary)
+log-probs; `swap_tail` puts it in their place.
+
 The library is built on the machine that runs it, from the source here and ONNX Runtime's C
 API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
 them; Debian packages them as libonnxruntime-dev from trixie on; any version from 1.16 works
@@ -35,9 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("attention.cc")
-DEFAULT_LIBRARY = SOURCE.with_name("libnmt_kernels.so")
-DOMAIN, OP = "nmt", "OneQueryAttention"
+SOURCES = [Path(__file__).with_name(name) for name in ("attention.cc", "search_tail.cc")]
+DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
+DOMAIN, OP, TAIL_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK"
 SWAPPED = "GroupQueryAttention"  # the com.microsoft op ours stands in for
 ATTRIBUTES = {"num_heads", "kv_num_heads", "scale"}  # the GroupQueryAttention attributes ours has
 # GroupQueryAttention attributes that a node may carry at these values (what they do is off)
@@ -66,6 +72,11 @@ def library() -> Path | None:
         return None
     path = library_path()
     if not path.is_file():
+        return None
+    if any(source.stat().st_mtime > path.stat().st_mtime for source in SOURCES
+           if source.is_file()):
+        log.warning("%s is older than its sources: not used (python -m app.engine.kernels "
+                    "build)", path)
         return None
     import onnxruntime
 
@@ -121,7 +132,8 @@ def build(include: str | Path | None = None, out: Path | None = None,
     if not found:
         raise FileNotFoundError(f"no ORT_API_VERSION in {headers / 'onnxruntime_c_api.h'}")
     tmp = out.with_suffix(".tmp.so")
-    subprocess.run([cxx, *flags, f"-I{headers}", str(SOURCE), "-o", str(tmp)], check=True)
+    subprocess.run([cxx, *flags, f"-I{headers}", *map(str, SOURCES), "-o", str(tmp)],
+                   check=True)
     out.with_name(out.name + ".api").write_text(found.group(1) + "\n")
     tmp.replace(out)  # whole or not at all: a running process may have the old one loaded
     library.cache_clear()
@@ -132,7 +144,6 @@ def swap_attention(model: onnx.ModelProto) -> int:
     """Replace every GroupQueryAttention node of model (Loop bodies included) that ours can
     stand in for with OneQueryAttention; return how many. The caller runs the graph only with
     one new query per row (decoder steps)."""
-    import onnx
     from onnx import helper
 
     def ours(node: onnx.NodeProto) -> bool:  # nothing ours lacks: no extra input, no option on
@@ -163,13 +174,92 @@ def swap_attention(model: onnx.ModelProto) -> int:
                 count += 1
         return count
 
-    if any(x.type.tensor_type.elem_type != onnx.TensorProto.FLOAT for x in model.graph.input
-           if x.name.startswith("cache_k_")):
-        return 0  # float32 caches only (the fp16 variant runs on CUDA)
+    if not float32_caches(model):
+        return 0  # the fp16 variant runs on CUDA
     count = walk(model.graph)
     if count and not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return count
+
+
+def swap_tail(model: onnx.ModelProto) -> int:
+    """Replace the step's LogSoftmax and the top-k after it (the nodes that lead from the
+    LogSoftmax to the values `top_log_probs` and `top_ids`, used nowhere else) with one
+    LogSoftmaxTopK node, in model's graph and the Loop bodies that have them; nodes left feeding
+    nothing go too. Return how many were replaced."""
+    from onnx import helper
+
+    outputs = ("top_log_probs", "top_ids")
+
+    def users(nodes: list) -> dict[str, list]:
+        found: dict[str, list] = {}
+        for n in nodes:
+            for x in n.input:
+                found.setdefault(x, []).append(n)
+        return found
+
+    def closure(start: list, step) -> set[int]:
+        seen, todo = {}, list(start)
+        while todo:
+            node = todo.pop()
+            if id(node) not in seen:
+                seen[id(node)] = node
+                todo += step(node)
+        return set(seen)
+
+    def swap(graph: onnx.GraphProto) -> bool:
+        nodes = list(graph.node)
+        made = {out: n for n in nodes for out in n.output}
+        used = users(nodes)
+        if not all(name in made for name in outputs):
+            return False
+        above = closure([made[x] for x in outputs],
+                        lambda n: [made[x] for x in n.input if x in made])
+        softmax = [n for n in nodes if n.op_type == "LogSoftmax" and id(n) in above]
+        if len(softmax) != 1:
+            return False
+        (softmax,) = softmax
+        last = made[outputs[0]]  # the TopK that picks the k best: its k is the row's
+        if last.op_type != "TopK":
+            return False
+        below = closure([softmax], lambda n: [u for x in n.output for u in used.get(x, [])])
+        region = above & below
+        inner = {x for n in nodes if id(n) in region for x in n.output}
+        if any(id(u) not in region for x in inner - set(outputs) for u in used.get(x, [])) or any(
+                o.name in inner - set(outputs) for o in graph.output):
+            return False  # a value of the region is read elsewhere: leave the graph as it is
+        tail = helper.make_node(TAIL_OP, [softmax.input[0], last.input[1]], list(outputs),
+                                name="nmt/log_softmax_top_k", domain=DOMAIN)
+        kept = [tail if n is softmax else n for n in nodes if id(n) not in region or n is softmax]
+        while True:  # what fed only the region feeds nothing now
+            read = {x for n in kept for x in n.input} | {o.name for o in graph.output}
+            dead = {id(n) for n in kept if id(n) in above and not read & set(n.output)}
+            if not dead:
+                break
+            kept = [n for n in kept if id(n) not in dead]
+        del graph.node[:]
+        graph.node.extend(kept)
+        return True
+
+    def walk(graph: onnx.GraphProto) -> int:
+        count = sum(walk(attr.g) for node in graph.node for attr in node.attribute
+                    if attr.g.node)
+        return count + swap(graph)
+
+    if not float32_caches(model):
+        return 0  # float32 logits only
+    count = walk(model.graph)
+    if count and not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return count
+
+
+def float32_caches(model: onnx.ModelProto) -> bool:
+    """Whether the step graph's caches (and so its activations) are float32."""
+    import onnx
+
+    return all(x.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for x in model.graph.input
+               if x.name.startswith("cache_k_"))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -296,6 +296,8 @@ struct Op : Ort::CustomOpBase<Op, Kernel, true> {
 
 }  // namespace
 
+OrtCustomOp* search_tail_op();  // search_tail.cc
+
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {
   const OrtApi* api = base->GetApi(ORT_API_VERSION);
   if (api == nullptr) return nullptr;  // a runtime older than the header: nothing registered
@@ -305,6 +307,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
   if (domain == nullptr) {
     if (OrtStatus* s = api->CreateCustomOpDomain("nmt", &domain)) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, &op)) return s;
+    if (OrtStatus* s = api->CustomOpDomain_Add(domain, search_tail_op())) return s;
   }
   return api->AddCustomOpDomain(options, domain);
 }

@@ -1,9 +1,13 @@
-"""Our one-query attention kernel (app.engine.kernels): the same outputs and caches as ONNX
-Runtime's GroupQueryAttention, and the engine's translations with it the PyTorch reference's.
+"""Our kernels (app.engine.kernels): one-query attention with the same outputs and caches as
+ONNX Runtime's GroupQueryAttention, the search tail (log-softmax, top-k) against a reference,
+the swaps into the decoder graphs, and the engine's translations with them the PyTorch
+reference's.
 Skipped where the library is not built (`python -m app.engine.kernels build`; .ci/run builds
 it), except the checks that need no library."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import onnx
@@ -169,7 +173,8 @@ def test_missing_headers_name_the_package(tmp_path, monkeypatch):
 def test_translations_equal_pytorch_with_either_attention(tiny_bundle, reference, sources, fused,
                                                           kernel, monkeypatch):
     """fp32, greedy and beam search, in the fused search and in steps: the PyTorch reference
-    decoders' outputs with our kernel in every decoder session and with ONNX Runtime's."""
+    decoders' outputs with our kernels (attention, search tail) in every decoder session and
+    with ONNX Runtime's."""
     if kernel and kernels.library() is None:
         pytest.skip("kernel library not built (python -m app.engine.kernels build)")
     if not kernel:
@@ -197,6 +202,86 @@ def test_a_library_for_a_newer_runtime_or_turned_off_is_not_used(tmp_path, monke
             kernels.library.cache_clear()
             assert (kernels.library() == lib) is used, note
         monkeypatch.setenv("NMT_KERNELS", "off")
+        kernels.library.cache_clear()
+        assert kernels.library() is None
+    finally:
+        monkeypatch.undo()
+        kernels.library.cache_clear()
+
+
+def tail_graph(op: str, domain: str) -> bytes:
+    """One LogSoftmaxTopK node: (logits (R, V), k (1,)) -> top_log_probs, top_ids."""
+    node = helper.make_node(op, ["logits", "k"], ["top_log_probs", "top_ids"], domain=domain)
+    graph = helper.make_graph(
+        [node], "tail",
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["R", "V"]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("top_log_probs", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("top_ids", TensorProto.INT64, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid(domain, 1)]
+                             ).SerializeToString()
+
+
+@needs_library
+@pytest.mark.parametrize("rows, vocab, k", [(1, 8000, 1), (16, 8000, 8), (5, 37, 3),
+                                            (3, 100, 100), (2, 7, 2)])
+def test_log_softmax_top_k_matches_a_reference(rows, vocab, k):
+    """The k best logits of each row, best first and the lower id first among equals, with
+    their log-softmax values (float64 reference), at vocabularies that fill whole vectors and
+    ones that do not."""
+    rng = np.random.default_rng(rows * vocab + k)
+    logits = (rng.standard_normal((rows, vocab)) * 4).astype(np.float32)
+    logits[:, vocab // 2] = logits[:, vocab // 3] = logits.max(axis=1) + 1  # a tie at the top
+    values, ids = session(tail_graph(kernels.TAIL_OP, kernels.DOMAIN), True).run(
+        None, {"logits": logits, "k": np.array([k], np.int64)})
+    want = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(ids, want)
+    x = logits.astype(np.float64)
+    log_softmax = x - x.max(axis=1, keepdims=True)
+    log_softmax -= np.log(np.exp(log_softmax).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(values, np.take_along_axis(log_softmax, want, axis=1),
+                               rtol=0, atol=2e-6)
+
+
+@needs_library
+def test_a_bad_k_is_an_error_not_a_crash():
+    sess = session(tail_graph(kernels.TAIL_OP, kernels.DOMAIN), True)
+    logits = np.zeros((2, 5), np.float32)
+    for k in (0, 6):
+        with pytest.raises(Exception, match=r"k must be in \[1, V\]"):
+            sess.run(None, {"logits": logits, "k": np.array([k], np.int64)})
+    assert sess.run(None, {"logits": logits, "k": np.array([5], np.int64)})[1].shape == (2, 5)
+
+
+def test_swap_tail_replaces_log_softmax_and_top_k(tiny_bundle):
+    """The step graph and both fused loops: the LogSoftmax and the two-stage top-k after it
+    become one node that makes top_log_probs and top_ids; the beam loop keeps its own TopKs
+    (the search over the candidates) and nothing is left that feeds nothing."""
+    from app.engine.fused import greedy_loop
+
+    decoder = tiny_bundle / "decoder.fp32.onnx"
+    for model in (onnx.load(decoder), onnx.load_from_string(greedy_loop(decoder)),
+                  onnx.load_from_string(beam_loop(decoder))):
+        top_ks = len(list(_nodes(model.graph, "TopK")))
+        assert kernels.swap_tail(model) == 1
+        assert not list(_nodes(model.graph, "LogSoftmax"))
+        (tail,) = _nodes(model.graph, kernels.TAIL_OP)
+        assert list(tail.output) == ["top_log_probs", "top_ids"]
+        assert top_ks - len(list(_nodes(model.graph, "TopK"))) == 3  # the two-stage top-k's
+        assert kernels.swap_tail(model) == 0  # nothing left to swap
+    onnx.checker.check_model(model)  # the beam loop: every input still made somewhere
+
+
+def test_a_library_older_than_its_sources_is_not_used(tmp_path, monkeypatch):
+    lib = tmp_path / "libnmt_kernels.so"
+    lib.write_bytes(b"\x7fELF")
+    (tmp_path / "libnmt_kernels.so.api").write_text("1")
+    monkeypatch.setenv("NMT_KERNELS_LIB", str(lib))
+    try:
+        kernels.library.cache_clear()
+        assert kernels.library() == lib
+        os.utime(lib, (0, 0))  # built before the sources were last changed
         kernels.library.cache_clear()
         assert kernels.library() is None
     finally:
