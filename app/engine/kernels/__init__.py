@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).with_name(name) for name in ("attention.cc", "search_tail.cc")]
+HEADERS = [Path(__file__).with_name("simd_exp.h")]  # included by the sources
 DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
 DOMAIN, OP, TAIL_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK"
 SWAPPED = "GroupQueryAttention"  # the com.microsoft op ours stands in for
@@ -73,7 +74,7 @@ def library() -> Path | None:
     path = library_path()
     if not path.is_file():
         return None
-    if any(source.stat().st_mtime > path.stat().st_mtime for source in SOURCES
+    if any(source.stat().st_mtime > path.stat().st_mtime for source in SOURCES + HEADERS
            if source.is_file()):
         log.warning("%s is older than its sources: not used (python -m app.engine.kernels "
                     "build)", path)

@@ -26,38 +26,15 @@
 #include <string>
 #include <vector>
 
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
+#include "simd_exp.h"
 
 namespace {
 
-// exp(x) for a run of floats, in place. x <= 0 here (scores less their maximum): x = n ln2 + r
-// with |r| <= ln2 / 2, exp(r) by its Taylor series to the 7th power (relative error < 1e-8),
-// 2^n put into the exponent bits; below -87 the result is 0.
+// exp(x) for a run of floats, in place (x <= 0 here: scores less their maximum).
 void exp_in_place(float* x, int n) {
   int i = 0;
 #ifdef __AVX2__
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-  const __m256 ln2 = _mm256_set1_ps(0.693147180559945309f);
-  const __m256 low = _mm256_set1_ps(-87.0f);
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_max_ps(_mm256_loadu_ps(x + i), low);
-    __m256 k = _mm256_round_ps(_mm256_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, ln2, v);
-    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, one);
-    p = _mm256_fmadd_ps(p, r, one);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    _mm256_storeu_ps(x + i, _mm256_and_ps(y, _mm256_cmp_ps(_mm256_loadu_ps(x + i), low, _CMP_GT_OQ)));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, nmt_simd::exp8(_mm256_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) x[i] = x[i] > -87.0f ? std::exp(x[i]) : 0.0f;
 }

@@ -19,9 +19,7 @@
 #include <string>
 #include <vector>
 
-#ifdef __AVX2__
-#include <immintrin.h>
-#endif
+#include "simd_exp.h"
 
 namespace {
 
@@ -53,52 +51,19 @@ void top_k(const float* x, int64_t n, int64_t k, float* vals, int64_t* ids) {
     if (x[i] > vals[k - 1]) insert(x[i], i);
 }
 
-// exp(v) for v <= 0 (range reduction v = k ln2 + r, |r| <= ln2 / 2, a 7th-degree Taylor
-// polynomial for exp(r), 2^k put into the exponent bits; 0 below -87), as in attention.cc.
 #ifdef __AVX2__
-__m256 exp8(__m256 d) {
-  const __m256 low = _mm256_set1_ps(-87.0f), one = _mm256_set1_ps(1.0f);
-  const __m256 v = _mm256_max_ps(d, low);
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693147180559945309f), v);
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, one);
-  p = _mm256_fmadd_ps(p, r, one);
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), _mm256_cmp_ps(d, low, _CMP_GT_OQ));
-}
-
-// The same sixteen at a time where the CPU has AVX-512 (chosen at run time: the library is
-// built with AVX2 flags).
+// sum(exp(x[i] - best)) sixteen at a time, for a CPU with AVX-512 (the library is built with
+// AVX2 flags: chosen at run time); *done: how many it summed.
 __attribute__((target("avx512f"))) float exp_sum16(const float* x, int64_t n, float best, int64_t* done) {
-  const __m512 low = _mm512_set1_ps(-87.0f), one = _mm512_set1_ps(1.0f), top = _mm512_set1_ps(best);
+  const __m512 top = _mm512_set1_ps(best);
   __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + i), top);
-    const __m512 v = _mm512_max_ps(d, low);
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693147180559945309f), v);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, one);
-    p = _mm512_fmadd_ps(p, r, one);
-    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-    const __m512 y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(d, low, _CMP_GT_OQ),
-                                         _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
-    if ((i / 16) & 1) acc1 = _mm512_add_ps(acc1, y); else acc0 = _mm512_add_ps(acc0, y);
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_add_ps(acc0, nmt_simd::exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), top)));
+    acc1 = _mm512_add_ps(acc1, nmt_simd::exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), top)));
   }
+  for (; i + 16 <= n; i += 16)
+    acc0 = _mm512_add_ps(acc0, nmt_simd::exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), top)));
   *done = i;
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
@@ -115,8 +80,13 @@ float exp_sum(const float* x, int64_t n, float best) {
     sum = exp_sum16(x, n, best, &i);
   } else {
     const __m256 top = _mm256_set1_ps(best);
-    __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), top)));
+    __m256 acc = _mm256_setzero_ps(), acc1 = acc;
+    for (; i + 16 <= n; i += 16) {
+      acc = _mm256_add_ps(acc, nmt_simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), top)));
+      acc1 = _mm256_add_ps(acc1, nmt_simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), top)));
+    }
+    for (; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, nmt_simd::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), top)));
+    acc = _mm256_add_ps(acc, acc1);
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
     h = _mm_add_ps(h, _mm_movehl_ps(h, h));
     sum = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));

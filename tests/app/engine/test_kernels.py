@@ -241,7 +241,7 @@ def test_log_softmax_top_k_matches_a_reference(rows, vocab, k):
     log_softmax = x - x.max(axis=1, keepdims=True)
     log_softmax -= np.log(np.exp(log_softmax).sum(axis=1, keepdims=True))
     np.testing.assert_allclose(values, np.take_along_axis(log_softmax, want, axis=1),
-                               rtol=0, atol=2e-6)
+                               rtol=0, atol=5e-6)  # a few float32 steps at values near -20
 
 
 @needs_library
