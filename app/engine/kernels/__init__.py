@@ -199,6 +199,10 @@ def swap_tail(model: onnx.ModelProto) -> int:
                 found.setdefault(x, []).append(n)
         return found
 
+    def reads(node: onnx.NodeProto) -> list[str]:  # its inputs and its subgraphs' (outer scope)
+        return [*node.input, *(x for attr in node.attribute if attr.g.node
+                               for inner in attr.g.node for x in reads(inner))]
+
     def closure(start: list, step) -> set[int]:
         seen, todo = {}, list(start)
         while todo:
@@ -233,7 +237,7 @@ def swap_tail(model: onnx.ModelProto) -> int:
                                 name="nmt/log_softmax_top_k", domain=DOMAIN)
         kept = [tail if n is softmax else n for n in nodes if id(n) not in region or n is softmax]
         while True:  # what fed only the region feeds nothing now
-            read = {x for n in kept for x in n.input} | {o.name for o in graph.output}
+            read = {x for n in kept for x in reads(n)} | {o.name for o in graph.output}
             dead = {id(n) for n in kept if id(n) in above and not read & set(n.output)}
             if not dead:
                 break
