@@ -162,12 +162,9 @@ def swap_attention(model: onnx.ModelProto) -> int:
                 return False
         return True
 
-    def walk(graph: onnx.GraphProto) -> int:
+    def swap(graph: onnx.GraphProto) -> int:
         count = 0
         for node in graph.node:
-            for attr in node.attribute:
-                if attr.g.node:
-                    count += walk(attr.g)
             if node.op_type == SWAPPED and node.domain == "com.microsoft" and ours(node):
                 node.op_type, node.domain = OP, DOMAIN
                 for attr in [a for a in node.attribute if a.name not in ATTRIBUTES]:
@@ -175,12 +172,7 @@ def swap_attention(model: onnx.ModelProto) -> int:
                 count += 1
         return count
 
-    if not float32_caches(model):
-        return 0  # the fp16 variant runs on CUDA
-    count = walk(model.graph)
-    if count and not any(o.domain == DOMAIN for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
-    return count
+    return _swap_everywhere(model, swap)
 
 
 def swap_tail(model: onnx.ModelProto) -> int:
@@ -246,25 +238,28 @@ def swap_tail(model: onnx.ModelProto) -> int:
         graph.node.extend(kept)
         return True
 
+    return _swap_everywhere(model, swap)
+
+
+def _swap_everywhere(model: onnx.ModelProto, swap) -> int:
+    """swap(graph) -> how many swaps, applied to the subgraphs (Loop bodies) and then to the
+    graph of a step graph with float32 caches (the fp16 variant runs on CUDA); our domain is
+    declared where anything was swapped. Returns the total."""
+    import onnx
+    from onnx import helper
+
     def walk(graph: onnx.GraphProto) -> int:
         count = sum(walk(attr.g) for node in graph.node for attr in node.attribute
                     if attr.g.node)
         return count + swap(graph)
 
-    if not float32_caches(model):
-        return 0  # float32 logits only
+    if any(x.type.tensor_type.elem_type != onnx.TensorProto.FLOAT for x in model.graph.input
+           if x.name.startswith("cache_k_")):
+        return 0
     count = walk(model.graph)
     if count and not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return count
-
-
-def float32_caches(model: onnx.ModelProto) -> bool:
-    """Whether the step graph's caches (and so its activations) are float32."""
-    import onnx
-
-    return all(x.type.tensor_type.elem_type == onnx.TensorProto.FLOAT for x in model.graph.input
-               if x.name.startswith("cache_k_"))
 
 
 def main(argv: list[str] | None = None) -> None:

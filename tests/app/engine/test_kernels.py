@@ -209,9 +209,10 @@ def test_a_library_for_a_newer_runtime_or_turned_off_is_not_used(tmp_path, monke
         kernels.library.cache_clear()
 
 
-def tail_graph(op: str, domain: str) -> bytes:
+def tail_graph() -> bytes:
     """One LogSoftmaxTopK node: (logits (R, V), k (1,)) -> top_log_probs, top_ids."""
-    node = helper.make_node(op, ["logits", "k"], ["top_log_probs", "top_ids"], domain=domain)
+    node = helper.make_node(kernels.TAIL_OP, ["logits", "k"], ["top_log_probs", "top_ids"],
+                            domain=kernels.DOMAIN)
     graph = helper.make_graph(
         [node], "tail",
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["R", "V"]),
@@ -219,7 +220,7 @@ def tail_graph(op: str, domain: str) -> bytes:
         [helper.make_tensor_value_info("top_log_probs", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("top_ids", TensorProto.INT64, None)])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                   helper.make_opsetid(domain, 1)]
+                                                   helper.make_opsetid(kernels.DOMAIN, 1)]
                              ).SerializeToString()
 
 
@@ -233,7 +234,7 @@ def test_log_softmax_top_k_matches_a_reference(rows, vocab, k):
     rng = np.random.default_rng(rows * vocab + k)
     logits = (rng.standard_normal((rows, vocab)) * 4).astype(np.float32)
     logits[:, vocab // 2] = logits[:, vocab // 3] = logits.max(axis=1) + 1  # a tie at the top
-    values, ids = session(tail_graph(kernels.TAIL_OP, kernels.DOMAIN), True).run(
+    values, ids = session(tail_graph(), True).run(
         None, {"logits": logits, "k": np.array([k], np.int64)})
     want = np.argsort(-logits, axis=1, kind="stable")[:, :k]
     np.testing.assert_array_equal(ids, want)
@@ -246,7 +247,7 @@ def test_log_softmax_top_k_matches_a_reference(rows, vocab, k):
 
 @needs_library
 def test_a_bad_k_is_an_error_not_a_crash():
-    sess = session(tail_graph(kernels.TAIL_OP, kernels.DOMAIN), True)
+    sess = session(tail_graph(), True)
     logits = np.zeros((2, 5), np.float32)
     for k in (0, 6):
         with pytest.raises(Exception, match=r"k must be in \[1, V\]"):
