@@ -1,7 +1,7 @@
 """The engine: texts in, translations out, on ONNX Runtime (no torch).
 
 translate_batch: tokenize -> sort by length -> running batches (one per decode lane) of at most
-max_batch_size sentences in all, refilled in length order -> encoder for the newcomers -> greedy
+max_batch_size sentences in all, refilled in length order -> encoder, a running batch's worth at a time -> greedy
 or beam search over the decoder's KV cache -> detokenize -> results in input order.
 """
 
@@ -83,16 +83,47 @@ def blank_result(options: TranslationOptions) -> Result:
 
 
 class _Queue:
-    """Sentence indices handed out in order to the lanes of one call, a few at a time."""
+    """Sentence indices handed out in order to the `lanes` lanes of one call, a few at a time."""
 
-    def __init__(self, order: list[int]) -> None:
-        self.order, self.next, self.lock = order, 0, threading.Lock()
+    def __init__(self, order: list[int], lanes: int = 1) -> None:
+        self.order, self.lanes, self.next, self.lock = order, lanes, 0, threading.Lock()
 
-    def take(self, n: int) -> list[int]:
+    def take_share(self, n: int, least: int) -> list[int]:
+        """At most n indices, fewer near the end (a fair share of what is left per lane, at
+        least `least`), so that no lane holds sentences back while the others run dry."""
         with self.lock:
+            left = len(self.order) - self.next
+            n = min(n, max(least, -(-left // self.lanes)))
             chunk = self.order[self.next : self.next + n]
             self.next += len(chunk)
             return chunk
+
+
+class _Encoded:
+    """Sentences encoded together, handed to a running batch a few at a time: the encoder runs
+    on a lane's worth of sentences at once while the batch takes in only as many as have
+    finished (a greedy lane of 16 slots, 250 test sentences: 17 encoder calls instead of 192,
+    +7 % int8 throughput greedy and beam 4 in alternating passes)."""
+
+    def __init__(self, ids: list[int], sources: list[list[int]], encoded: tuple) -> None:
+        self.ids, self.sources, self.next = ids, sources, 0
+        self.cross_k, self.cross_v, self.mask = encoded  # (L, N, H, S, Dh) x 2, (N, S)
+        self.lengths = self.mask.sum(axis=1)
+
+    @property
+    def left(self) -> int:
+        return len(self.ids) - self.next
+
+    def take(self, n: int) -> tuple[list[int], list[list[int]], np.ndarray, np.ndarray,
+                                     np.ndarray]:
+        """The next n sentences: ids, sources, and their encoder output cut to their longest
+        source."""
+        i, j = self.next, min(self.next + n, len(self.ids))
+        self.next, width = j, int(self.lengths[i:j].max())
+        return (self.ids[i:j], self.sources[i:j],
+                np.ascontiguousarray(self.cross_k[:, i:j, :, :width]),
+                np.ascontiguousarray(self.cross_v[:, i:j, :, :width]),
+                np.ascontiguousarray(self.mask[i:j, :width]))
 
 
 class Translator:
@@ -257,8 +288,8 @@ class Translator:
         if len(sources) == 1 and self.fused is not None:
             return [self._fused(sources, options)]
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        queue = _Queue(sorted(range(len(sources)), key=lambda i: len(sources[i])))
         lanes = max(1, min(self.workers, len(sources)))
+        queue = _Queue(sorted(range(len(sources)), key=lambda i: len(sources[i])), lanes)
         size = -(-min(self.max_batch_size, len(sources)) // lanes)  # a fair share per lane
         if lanes == 1:
             self._decode(queue, sources, options, size, results, lane=False)
@@ -281,15 +312,23 @@ class Translator:
 
     def _decode(self, queue: _Queue, sources: list[list[int]], options: TranslationOptions,
                 size: int, results: list, lane: bool) -> None:
-        """One running batch of at most `size` sentences, fed from queue until it is empty."""
+        """One running batch of at most `size` sentences, fed from queue until it is empty:
+        sentences are encoded `size` at a time and join the batch as slots free up."""
         refill = max(1, size // REFILL_SHARE)
         search = self.start_search(options, lane)
+        encoded: _Encoded | None = None
         while True:
             free = size - search.running
             if free >= refill or not search.running:
-                chunk = queue.take(free)
-                if chunk:
-                    self.admit(search, chunk, [sources[i] for i in chunk], options, lane)
+                if encoded is None or not encoded.left:
+                    ids = queue.take_share(size, refill)
+                    chunk = [sources[i] for i in ids]
+                    encoded = (_Encoded(ids, chunk, self.sessions.encode(
+                        self.source_array(chunk), lane)) if ids else None)
+                if encoded is not None:
+                    keys, chunk, cross_k, cross_v, mask = encoded.take(free)
+                    search.admit(keys, self.output_limits(chunk, options), cross_k, cross_v,
+                                 mask)
             if not search.running:
                 return
             for i, hyps in search.step():

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+import app.engine.translator as translator_module
 from app.engine import TranslationOptions, Translator
 from model.search import beam_search, greedy_search
 
@@ -268,6 +269,46 @@ def test_cross_buffers_narrow_after_long_sources_finish(translator, reference, s
         assert widths, "the cross buffers never narrowed"
         assert all(4 * after <= 3 * before for before, after in widths)
         widths.clear()
+
+
+def test_sentences_are_encoded_a_batch_at_a_time_and_join_a_few_at_a_time(
+        tiny_bundle, reference, sources, monkeypatch):
+    """Offline, the encoder runs on a running batch's worth of sentences at once, and they join
+    the batch as slots free up, each group with its encoder output cut to its own longest
+    source: the outputs still equal PyTorch's."""
+    from app.engine.search import Search
+
+    model, _ = reference
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, max_batch_size=6)
+    encoded, admitted = [], []
+    encode, admit = translator.sessions.encode, Search.admit
+
+    def spy_encode(src_ids, lane=False):
+        encoded.append(len(src_ids))
+        return encode(src_ids, lane)
+
+    def spy_admit(self, keys, limits, cross_k, cross_v, src_mask):
+        admitted.append((len(keys), src_mask.shape[1], int(src_mask.sum(axis=1).max())))
+        assert cross_k.shape[1] == cross_v.shape[1] == len(keys)
+        assert cross_k.shape[3] == cross_v.shape[3] == src_mask.shape[1]
+        admit(self, keys, limits, cross_k, cross_v, src_mask)
+
+    monkeypatch.setattr(translator.sessions, "encode", spy_encode)
+    monkeypatch.setattr(Search, "admit", spy_admit)
+    got = translator.translate_ids(sources, TranslationOptions(beam_size=1))
+    assert [h[0].tokens for h in got] == greedy_search(model, sources)
+    assert sum(encoded) == sum(n for n, _, _ in admitted) == len(sources)
+    assert max(encoded) == 6 and len(encoded) < len(admitted)
+    assert all(width == longest for _, width, longest in admitted)  # cut to the group's own
+
+
+def test_the_queue_keeps_sentences_for_every_lane_near_its_end():
+    queue = translator_module._Queue(list(range(10)), lanes=2)
+    assert queue.take_share(8, 1) == [0, 1, 2, 3, 4]  # half of the 10 left, not 8
+    assert queue.take_share(8, 1) == [5, 6, 7]  # 5 left: 3 each
+    assert queue.take_share(8, 1) == [8]
+    assert queue.take_share(8, 4) == [9]  # at least 4 asked: what is left
+    assert queue.take_share(8, 1) == []
 
 
 def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
