@@ -69,6 +69,9 @@ class DecodeState:
     sentences: int = 0
     layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
     sources: int = 0  # changes whenever the cross keys/values or the mask change
+    # (rows, sentences) the buffers hold from the first append on and never shrink below: a
+    # batch whose size is known up front (an offline lane) neither grows nor shrinks its rows
+    planned: tuple[int, int] = (0, 0)
     bound: Any = None  # the StepDecoder's binding for the current layout
 
     @classmethod
@@ -94,11 +97,20 @@ class DecodeState:
         n_new, src_len = src_mask.shape
         rows, sents = self.rows + n_new * rows_per_sentence, self.sentences + n_new
         if not self.keys:
-            shape = (rows, self.heads, max_len, self.head_dim)  # (R, H, M, Dp)
+            shape = (max(rows, self.planned[0]), self.heads, max_len, self.head_dim)  # R H M Dp
             self.keys = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
             self.values = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
-            self.cross_k, self.cross_v = list(cross_k), list(cross_v)  # views, per layer
-            self.cross_mask = src_mask.astype(np.int32)
+            if sents >= self.planned[1]:
+                self.cross_k, self.cross_v = list(cross_k), list(cross_v)  # views, per layer
+                self.cross_mask = src_mask.astype(np.int32)
+            else:
+                cross = (self.planned[1], *cross_k.shape[2:])  # (N, H, S, Dh)
+                self.cross_k = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
+                self.cross_v = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
+                self.cross_mask = np.zeros((self.planned[1], src_len), np.int32)
+                for i in range(self.n_layers):
+                    self.cross_k[i][:sents], self.cross_v[i][:sents] = cross_k[i], cross_v[i]
+                self.cross_mask[:sents] = src_mask
         else:
             self._reserve(rows, sents, max_len, src_len)
             for i in range(self.n_layers):
@@ -182,21 +194,24 @@ class DecodeState:
         at place i already or comes from beyond the kept count (so no move overwrites a kept
         entry). The first `used` positions of each kept row are kept. Buffers that would be
         less than half used shrink to what is kept (memory goes back as a batch thins out)."""
-        self.keys = [_kept(buf, rows, used) for buf in self.keys]
-        self.values = [_kept(buf, rows, used) for buf in self.values]
-        self.cross_k = [_kept(buf, sentences) for buf in self.cross_k]
-        self.cross_v = [_kept(buf, sentences) for buf in self.cross_v]
-        self.cross_mask = _kept(self.cross_mask, sentences)
+        rows_floor, sentences_floor = self.planned
+        self.keys = [_kept(buf, rows, used, rows_floor) for buf in self.keys]
+        self.values = [_kept(buf, rows, used, rows_floor) for buf in self.values]
+        self.cross_k = [_kept(buf, sentences, floor=sentences_floor) for buf in self.cross_k]
+        self.cross_v = [_kept(buf, sentences, floor=sentences_floor) for buf in self.cross_v]
+        self.cross_mask = _kept(self.cross_mask, sentences, floor=sentences_floor)
         self.rows, self.sentences = len(rows), len(sentences)
         self.layout += 1
         self.sources += 1
 
 
-def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None) -> np.ndarray:
+def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None,
+          floor: int = 0) -> np.ndarray:
     """buf with buf[index[i]] (its first `used` positions along axis 2) at i: in place (as
-    DecodeState.keep orders them), or in a buffer of len(index) entries when that is at most
-    half of buf's. Copied by runs of consecutive entries; entries already in place stay."""
-    n = len(index)
+    DecodeState.keep orders them), or in a buffer of len(index) entries (floor at least) when
+    that is at most half of buf's. Copied by runs of consecutive entries; entries already in
+    place stay."""
+    n = max(len(index), floor)
     out = buf if 2 * n > len(buf) else np.zeros((n, *buf.shape[1:]), buf.dtype)
     tail = () if used is None else (slice(None), slice(0, used))
     for start, stop in _runs(index.tolist()):

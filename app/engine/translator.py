@@ -1,13 +1,15 @@
 """The engine: texts in, translations out, on ONNX Runtime (no torch).
 
-translate_batch: tokenize -> sort by length -> running batches (one per decode lane) of at most
-max_batch_size sentences in all, refilled in length order -> encoder, a running batch's worth at a time -> greedy
-or beam search over the decoder's KV cache -> detokenize -> results in input order.
+translate_batch: tokenize -> sort by length, longest first -> running batches (one per decode
+lane) of at most max_batch_size sentences in all, refilled in that order -> encoder, groups of
+like lengths -> greedy or beam search over the decoder's KV cache -> detokenize -> results in
+input order.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +27,10 @@ from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
 
 REFILL_SHARE = 8  # offline batches take new sentences once 1/8 of their slots are free
+# sentences encoded together have sources at least this share of the longest's length: 250
+# test sentences longest first, in blocks of at most 16: 3 % padding and 159-166 ms in the
+# encoder (26 calls) against 25 % and 206-236 ms for blocks of 16 (0.8: 19 calls, 164-172 ms)
+LIKE_LENGTHS = 0.9
 # texts whose source ids a translator keeps: the service tokenizes a request's text for its
 # length check, the batcher's token count and the engine's admission, within milliseconds
 IDS_CACHE = 1024
@@ -83,18 +89,26 @@ def blank_result(options: TranslationOptions) -> Result:
 
 
 class _Queue:
-    """Sentence indices handed out in order to the `lanes` lanes of one call, a few at a time."""
+    """Sentence indices handed out in order (longest source first) to the `lanes` lanes of one
+    call, a few at a time."""
 
-    def __init__(self, order: list[int], lanes: int = 1) -> None:
-        self.order, self.lanes, self.next, self.lock = order, lanes, 0, threading.Lock()
+    def __init__(self, order: list[int], lanes: int = 1,
+                 lengths: list[int] | None = None) -> None:
+        self.order, self.lanes, self.lengths = order, lanes, lengths
+        self.next, self.lock = 0, threading.Lock()
 
     def take_share(self, n: int, least: int) -> list[int]:
         """At most n indices, fewer near the end (a fair share of what is left per lane, at
-        least `least`), so that no lane holds sentences back while the others run dry."""
+        least `least`), so that no lane holds sentences back while the others run dry; with
+        lengths, none shorter than LIKE_LENGTHS of the first (they are encoded together)."""
         with self.lock:
             left = len(self.order) - self.next
             n = min(n, max(least, -(-left // self.lanes)))
             chunk = self.order[self.next : self.next + n]
+            if chunk and self.lengths is not None:
+                shortest = LIKE_LENGTHS * self.lengths[chunk[0]]
+                chunk = chunk[:1] + list(itertools.takewhile(
+                    lambda i: self.lengths[i] >= shortest, chunk[1:]))
             self.next += len(chunk)
             return chunk
 
@@ -280,16 +294,18 @@ class Translator:
         self, sources: list[list[int]], options: TranslationOptions | None = None
     ) -> list[list[Hypothesis]]:
         """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first.
-        Sentences are fed in order of length to running batches, one per lane (at most
+        Sentences are fed longest first to running batches, one per lane (at most
         max_batch_size sentences in all): as sentences finish, the next ones take their slots
-        (a few at a time, so the encoder still runs in batches), and no sentence waits for the
-        longest of its batch."""
+        (a few at a time; encoded a batch's worth of like lengths at a time), no sentence waits
+        for the longest of its batch, and the last to run are the shortest, so the lanes run
+        dry together and soon."""
         options = options or self.default_options
         if len(sources) == 1 and self.fused is not None:
             return [self._fused(sources, options)]
         results: list[list[Hypothesis]] = [[] for _ in sources]
         lanes = max(1, min(self.workers, len(sources)))
-        queue = _Queue(sorted(range(len(sources)), key=lambda i: len(sources[i])), lanes)
+        lengths = [len(ids) for ids in sources]
+        queue = _Queue(sorted(range(len(sources)), key=lambda i: -lengths[i]), lanes, lengths)
         size = -(-min(self.max_batch_size, len(sources)) // lanes)  # a fair share per lane
         if lanes == 1:
             self._decode(queue, sources, options, size, results, lane=False)
@@ -315,7 +331,7 @@ class Translator:
         """One running batch of at most `size` sentences, fed from queue until it is empty:
         sentences are encoded `size` at a time and join the batch as slots free up."""
         refill = max(1, size // REFILL_SHARE)
-        search = self.start_search(options, lane)
+        search = self.start_search(options, lane, planned=size)
         encoded: _Encoded | None = None
         while True:
             free = size - search.running
@@ -374,13 +390,16 @@ class Translator:
             [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )
 
-    def start_search(self, options: TranslationOptions, lane: bool = False) -> Search:
+    def start_search(self, options: TranslationOptions, lane: bool = False,
+                     planned: int = 0) -> Search:
         """An empty running batch for these options; sentences join it with `admit`. lane: it
-        runs beside other lanes (on one-thread sessions on the CPU)."""
+        runs beside other lanes (on one-thread sessions on the CPU). planned: the batch's size
+        when known up front (its cache then holds that many sentences from the start)."""
         a = self.bundle.architecture
         state = DecodeState(int(a["n_decoder_layers"]), int(a["n_heads"]),
                             self.sessions.cache_head_dim, int(a["head_dim"]),
-                            np.dtype(self.sessions.kv_dtype))
+                            np.dtype(self.sessions.kv_dtype),
+                            planned=(planned * options.beam_size, planned))
         step = self.sessions.lane_step if lane else self.sessions.step
         return Search(step, state, self.start_id, self.eos_id,
                       int(a["vocab_size"]), beam_size=options.beam_size,

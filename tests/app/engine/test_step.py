@@ -80,3 +80,25 @@ def test_fit_sources_keeps_each_sentences_first_positions():
         assert buf.shape == (3, H, 3, D) and buf.flags.c_contiguous
         np.testing.assert_array_equal(buf, old[:, :, :3])
     np.testing.assert_array_equal(state.cross_mask, mask[:, :3])
+
+
+def test_a_planned_state_holds_its_rows_from_the_start_and_keeps_them():
+    """With `planned` (rows, sentences), the first sentences get buffers for all of them, later
+    ones join without growing the rows, and dropping finished ones never shrinks below it."""
+    rng = np.random.default_rng(1)
+    state = DecodeState(L, H, D, D, np.dtype(np.float32), planned=(4 * K, 4))
+    one = rng.standard_normal((L, 1, H, S, D)).astype(np.float32)
+    state.append(one, one + 1, np.ones((1, S), bool), K, 6)
+    assert state.rows == K and state.sentences == 1
+    assert len(state.keys[0]) == 4 * K and len(state.cross_k[0]) == 4
+    np.testing.assert_array_equal(state.cross_k[1][:1], one[1])
+    np.testing.assert_array_equal(state.cross_v[0][:1], one[0] + 1)
+    assert state.cross_mask[:1].all() and not state.cross_mask[1:].any()
+    keys = state.keys[0]
+    three = rng.standard_normal((L, 3, H, S, D)).astype(np.float32)
+    state.append(three, three, np.ones((3, S), bool), K, 6)
+    assert state.keys[0] is keys and state.rows == 4 * K  # no new buffer
+    np.testing.assert_array_equal(state.cross_k[0][1:4], three[0])
+    state.keep(np.arange(K), np.arange(1), 6)  # 1 of 4 sentences left
+    assert len(state.keys[0]) == 4 * K and len(state.cross_k[0]) == 4
+    np.testing.assert_array_equal(state.cross_k[1][:1], one[1])

@@ -275,10 +275,11 @@ def test_sentences_are_encoded_a_batch_at_a_time_and_join_a_few_at_a_time(
         tiny_bundle, reference, sources, monkeypatch):
     """Offline, the encoder runs on a running batch's worth of sentences at once, and they join
     the batch as slots free up, each group with its encoder output cut to its own longest
-    source: the outputs still equal PyTorch's."""
+    source: the outputs still equal PyTorch's. (Lengths are not looked at here.)"""
     from app.engine.search import Search
 
     model, _ = reference
+    monkeypatch.setattr(translator_module, "LIKE_LENGTHS", 0.0)
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, max_batch_size=6)
     encoded, admitted = [], []
     encode, admit = translator.sessions.encode, Search.admit
@@ -309,6 +310,16 @@ def test_the_queue_keeps_sentences_for_every_lane_near_its_end():
     assert queue.take_share(8, 1) == [8]
     assert queue.take_share(8, 4) == [9]  # at least 4 asked: what is left
     assert queue.take_share(8, 1) == []
+
+
+def test_the_queue_hands_out_sentences_of_like_lengths_together():
+    """Longest first; a chunk stops before a source shorter than LIKE_LENGTHS of its first
+    (they are encoded together: padding), but always holds one."""
+    lengths = [30, 100, 95, 91, 89, 40, 29, 3]
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    queue = translator_module._Queue(order, 1, lengths)
+    chunks = [[lengths[i] for i in chunk] for chunk in iter(lambda: queue.take_share(4, 1), [])]
+    assert chunks == [[100, 95, 91], [89], [40], [30, 29], [3]]
 
 
 def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
