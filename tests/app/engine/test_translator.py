@@ -312,14 +312,19 @@ def test_the_queue_keeps_sentences_for_every_lane_near_its_end():
     assert queue.take_share(8, 1) == []
 
 
-def test_the_queue_hands_out_sentences_of_like_lengths_together():
-    """Longest first; a chunk stops before a source shorter than LIKE_LENGTHS of its first
-    (they are encoded together: padding), but always holds one."""
-    lengths = [30, 100, 95, 91, 89, 40, 29, 3]
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    queue = translator_module._Queue(order, 1, lengths)
+@pytest.mark.parametrize("longest_first", [True, False])
+def test_the_queue_hands_out_sentences_of_like_lengths_together(longest_first):
+    """A chunk stops before a source whose length and its first's differ by more than a
+    factor LIKE_LENGTHS and by more than LENGTH_SLACK tokens (they are encoded together:
+    padding), but always holds one."""
+    lengths = [30, 100, 95, 91, 89, 40, 29, 3, 5, 6, 10]
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    queue = translator_module._Queue(order[::-1] if longest_first else order, 1, lengths)
     chunks = [[lengths[i] for i in chunk] for chunk in iter(lambda: queue.take_share(4, 1), [])]
-    assert chunks == [[100, 95, 91], [89], [40], [30, 29], [3]]
+    if longest_first:
+        assert chunks == [[100, 95, 91], [89], [40], [30, 29], [10], [6, 5, 3]]
+    else:
+        assert chunks == [[3, 5, 6], [10], [29, 30], [40], [89, 91, 95], [100]]
 
 
 def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
