@@ -105,8 +105,8 @@ class DecodeState:
                 self.cross_mask = src_mask.astype(np.int32)
             else:
                 cross = (self.planned[1], *cross_k.shape[2:])  # (N, H, S, Dh)
-                self.cross_k = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
-                self.cross_v = [np.zeros(cross, self.dtype) for _ in range(self.n_layers)]
+                self.cross_k = [np.zeros(cross, cross_k.dtype) for _ in range(self.n_layers)]
+                self.cross_v = [np.zeros(cross, cross_v.dtype) for _ in range(self.n_layers)]
                 self.cross_mask = np.zeros((self.planned[1], src_len), np.int32)
                 for i in range(self.n_layers):
                     self.cross_k[i][:sents], self.cross_v[i][:sents] = cross_k[i], cross_v[i]
