@@ -253,11 +253,17 @@ def corpus_summary(path: Path, top: int = 12) -> dict:
         for name, info in sources[:top]
     ]
     licences = Counter(p.get("licence", "unknown") for p in packages.values())
+    kinds = "LibreOffice's help (aligned by paragraph id)"
+    if "trans-de-en" in corpus.get("sources", {}):
+        kinds += ", the Ding German-English dictionary (entries and example phrases)"
+    domains = corpus.get("domains") or {}
+    by_domain = "; ".join(f"{d}: {n.get('train', 0):,} train, {n.get('dev', 0):,} dev, "
+                          f"{n.get('test', 0):,} test" for d, n in domains.items())
     return {
         "description": f"Parallel text built by `python -m model.corpus build --pair "
-        f"{corpus.get('pair', '?')}` from Debian's localization packages: LibreOffice's help "
-        "(aligned by paragraph id) and gettext catalogs of "
-        f"{len(packages)} packages. Split by a hash of the source text.",
+        f"{corpus.get('pair', '?')}` from Debian's packages: {kinds} and gettext catalogs "
+        f"of programs and games, {len(packages)} packages in all. Split by a hash of the "
+        "source text." + (f" Pairs per domain: {by_domain}." if by_domain else ""),
         "counts": corpus.get("counts", {}),
         "top_sources": rows,
         "packages": len(packages),

@@ -440,3 +440,26 @@ def test_calibrate_gives_int8_fixed_activation_scales(tiny_bundle, tiny_sentence
     empty = tmp_path / "empty.en"
     empty.write_text("\n \n")
     assert calibrate.main([str(bundle), "--sentences", str(empty)]) == 1
+
+
+def test_the_cards_corpus_summary_names_the_dictionary_and_the_domains(tmp_path):
+    corpus = {
+        "pair": "en-de",
+        "counts": {"train": 30, "dev": 4, "test": 5},
+        "domains": {"software": {"train": 10, "dev": 2, "test": 3},
+                    "general": {"train": 20, "dev": 2, "test": 2}},
+        "sources": {"trans-de-en": {"new_unique_pairs": 20, "domain": "general"},
+                    "gimp-data": {"new_unique_pairs": 10, "domain": "software"}},
+        "packages": {"trans-de-en": {"licence": "GPL-2+"}, "gimp-data": {"licence": "GPL-3"}},
+    }
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps(corpus))
+    summary = evaluate.corpus_summary(path)
+    assert "Ding German-English dictionary" in summary["description"]
+    assert "software: 10 train, 2 dev, 3 test; general: 20 train" in summary["description"]
+    assert [row["source"] for row in summary["top_sources"]] == ["trans-de-en", "gimp-data"]
+    corpus["sources"].pop("trans-de-en")
+    corpus.pop("domains")
+    path.write_text(json.dumps(corpus))
+    description = evaluate.corpus_summary(path)["description"]
+    assert "dictionary" not in description and "per domain" not in description
