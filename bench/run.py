@@ -274,6 +274,32 @@ def resolve_checkpoint(args, manifest: dict) -> Path | None:
     return default if default.exists() else None
 
 
+def check_same_weights(checkpoint: Path, bundle: Path, manifest: dict) -> None:
+    """Refuse a checkpoint whose weights are not the bundle's: the peers would be converted
+    from another model, and every ratio would compare two models instead of two engines. The
+    fp32 encoder graph's weights are compared with the checkpoint's, value for value."""
+    import numpy as np
+
+    from export.unbundle import graph_weights
+    from model.checkpoint import read_checkpoint
+
+    fp32 = manifest["variants"].get("fp32")
+    if fp32 is None:
+        return  # nothing to compare with (an int8-only bundle)
+    arch = manifest["architecture"]
+    graph = graph_weights(bundle / fp32["encoder"]["file"], arch["n_heads"], arch["head_dim"])
+    state = read_checkpoint(checkpoint)["model"]
+    shared = [name for name in graph if name in state]
+    differ = [n for n in shared if not np.array_equal(graph[n], state[n].float().numpy())]
+    if not shared or differ:
+        raise SystemExit(
+            f"{checkpoint} does not hold the weights of {bundle} "
+            f"({len(differ)} of {len(shared)} encoder tensors differ): the peers would run "
+            f"another model. Rebuild it from the bundle: python -m export.unbundle {bundle} "
+            f"--out {checkpoint}"
+        )
+
+
 def peers_available(checkpoint: Path | None) -> dict[str, str]:
     """Engine -> why it is skipped, for the peers that cannot run here."""
     peers = ("torch", "transformers", "ctranslate2")
@@ -706,6 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         peer_dirs: dict[str, Path] = {}
         reference = None
         if checkpoint is not None and importlib.util.find_spec("torch"):
+            check_same_weights(checkpoint, bundle, manifest)
             if any(e.startswith(("ct2-", "hf-")) for e in engines):
                 from bench.convert import convert
 

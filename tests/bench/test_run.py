@@ -222,6 +222,21 @@ def test_missing_peers_are_skipped_with_a_reason(monkeypatch):
     assert "hf-fp32" not in skipped or "transformers" in skipped["hf-fp32"]
 
 
+def test_a_checkpoint_of_other_weights_is_refused(tiny_bundle, tiny_checkpoint, tmp_path):
+    torch = pytest.importorskip("torch", reason="torch (the train extra) is not installed")
+    from app.engine.bundle import read_manifest
+
+    manifest = read_manifest(tiny_bundle)
+    bench_run.check_same_weights(tiny_checkpoint, tiny_bundle, manifest)  # its own: accepted
+    state = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)
+    name = "encoder_layers.0.feed_forward.w_1.weight"
+    state["model"][name] = state["model"][name] + 1e-3  # another model, one tensor apart
+    other = tmp_path / "other.pt"
+    torch.save(state, other)
+    with pytest.raises(SystemExit, match="1 of .* encoder tensors differ.*export.unbundle"):
+        bench_run.check_same_weights(other, tiny_bundle, manifest)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # five engine processes and a server; slow on a busy machine
 def test_run_prints_the_table_and_writes_json(
