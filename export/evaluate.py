@@ -235,6 +235,13 @@ def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace
     print(f"recorded in {bundle / MANIFEST}")
 
 
+# sources of the corpus builder that are not gettext catalogs, as the model card names them
+CARD_SOURCES = (
+    ("libreoffice-help", "LibreOffice's help (aligned by paragraph id)"),
+    ("trans-de-en", "the Ding German-English dictionary (entries and example phrases)"),
+)
+
+
 def corpus_summary(path: Path, top: int = 12) -> dict:
     """The model card's view of a corpus.json written by `python -m model.corpus build`."""
     corpus = json.loads(path.read_text(encoding="utf-8"))
@@ -253,17 +260,18 @@ def corpus_summary(path: Path, top: int = 12) -> dict:
         for name, info in sources[:top]
     ]
     licences = Counter(p.get("licence", "unknown") for p in packages.values())
-    kinds = "LibreOffice's help (aligned by paragraph id)"
-    if "trans-de-en" in corpus.get("sources", {}):
-        kinds += ", the Ding German-English dictionary (entries and example phrases)"
+    named = corpus.get("sources", {})
+    parts = [what for source, what in CARD_SOURCES if source in named]
+    parts.append("gettext catalogs of programs and games")
+    kinds = " and ".join([", ".join(parts[:-1]), parts[-1]] if len(parts) > 1 else parts)
     domains = corpus.get("domains") or {}
     by_domain = "; ".join(f"{d}: {n.get('train', 0):,} train, {n.get('dev', 0):,} dev, "
                           f"{n.get('test', 0):,} test" for d, n in domains.items())
     return {
         "description": f"Parallel text built by `python -m model.corpus build --pair "
-        f"{corpus.get('pair', '?')}` from Debian's packages: {kinds} and gettext catalogs "
-        f"of programs and games, {len(packages)} packages in all. Split by a hash of the "
-        "source text." + (f" Pairs per domain: {by_domain}." if by_domain else ""),
+        f"{corpus.get('pair', '?')}` from Debian's packages: {kinds}; {len(packages)} packages in "
+        "all. Split by a hash of the source text."
+        + (f" Pairs per domain: {by_domain}." if by_domain else ""),
         "counts": corpus.get("counts", {}),
         "top_sources": rows,
         "packages": len(packages),

@@ -463,3 +463,4 @@ def test_the_cards_corpus_summary_names_the_dictionary_and_the_domains(tmp_path)
     path.write_text(json.dumps(corpus))
     description = evaluate.corpus_summary(path)["description"]
     assert "dictionary" not in description and "per domain" not in description
+    assert "LibreOffice" not in description and "gettext catalogs" in description
