@@ -76,7 +76,7 @@ class Worker:
 
     def __init__(self, spec: dict, spec_path: Path, threads: int) -> None:
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
-        env = worker_env(threads)
+        env = worker_env(threads, spec["engine"])
         self.engine = spec["engine"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.paired", str(spec_path)], cwd=ROOT, env=env,

@@ -341,7 +341,7 @@ def run_worker(spec: dict, tmp: Path, threads: int) -> dict:
     """One engine in its own process: bench.backends.measure's raw result, or {"error": ...}."""
     spec_path, out_path = tmp / f"{spec['engine']}.spec.json", tmp / f"{spec['engine']}.out.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    env = worker_env(threads)
+    env = worker_env(threads, spec["engine"])
     cmd = [sys.executable, "-m", "bench.backends", str(spec_path), str(out_path)]
     try:
         proc = subprocess.run(

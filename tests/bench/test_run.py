@@ -383,3 +383,17 @@ def test_fp32_translations_do_not_depend_on_their_batch_mates(tiny_bundle, sente
     translator = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1,
                                      max_batch_size=len(texts), workers=1)
     assert len(texts) >= 8 and differences(translator, texts) == 0
+
+
+def test_worker_env_leaves_ctranslate2_its_own_thread_counts(monkeypatch):
+    """CTranslate2 sizes its thread pools per worker (intra_threads): its workers get no
+    OMP_NUM_THREADS / MKL_NUM_THREADS, not even inherited ones, which on Intel MKL would override
+    intra_threads; the other engines get the bench's thread count."""
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    ct2 = common.worker_env(2, "ct2-int8")
+    assert "MKL_NUM_THREADS" not in ct2 and "OMP_NUM_THREADS" not in ct2
+    for engine in ("ort-int8", "hf-fp32"):
+        env = common.worker_env(2, engine)
+        assert env["MKL_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "2"
+    assert ct2["TOKENIZERS_PARALLELISM"] == "false"
