@@ -14,6 +14,14 @@ exponentials, where the step graph has a LogSoftmax node and a two-stage top-k o
 nodes after it (export.graphs.block_top_k), which write and read the (rows, vocabulary)
 log-probs; `swap_tail` puts it in their place.
 
+`int8_matmul.cc` is a quantized matrix product for one to a few rows (`nmt.Int8MatMul`): the
+step graph's QuantizeLinear and MatMulIntegerToFloat pair in one node, whose weights it lays out
+once for AVX-512 VNNI and then streams once per call; its outputs are ONNX Runtime's to the bit.
+`swap_matmul` puts it in the fused searches of single sentences (app.engine.fused), where a
+product has one row (greedy) or K (beam): batch-1 p50 about a quarter lower there (session 24
+in BENCHMARKS.md). From eight rows on ONNX Runtime's kernels are quicker, so the batched steps
+keep them.
+
 The library is built on the machine that runs it, from the source here and ONNX Runtime's C
 API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
 them; Debian packages them as libonnxruntime-dev from trixie on; any version from 1.16 works
@@ -41,7 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCES = [Path(__file__).with_name(name) for name in ("attention.cc", "search_tail.cc")]
+SOURCES = [Path(__file__).with_name(name)
+           for name in ("attention.cc", "search_tail.cc", "int8_matmul.cc")]
 HEADERS = [Path(__file__).with_name("simd_exp.h")]  # included by the sources
 DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
 DOMAIN, OP, TAIL_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK"
@@ -239,6 +248,89 @@ def swap_tail(model: onnx.ModelProto) -> int:
         return True
 
     return _swap_everywhere(model, swap)
+
+
+MATMUL_OP = "Int8MatMul"
+MATMUL_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}  # what int8_matmul.cc's kernel runs on
+
+
+def matmul_supported() -> bool:
+    """Whether this CPU runs Int8MatMul's kernel (AVX-512 with VNNI)."""
+    return cpu_flags() >= MATMUL_FLAGS
+
+
+def swap_matmul(model: onnx.ModelProto) -> int:
+    """Replace each QuantizeLinear -> MatMulIntegerToFloat pair of model (Loop bodies included)
+    with one Int8MatMul node where its kernel takes them: the activation quantized with constant
+    scalar scale and zero point, constant int8 weights (K, N) with K a multiple of 4, N of 64
+    and zero points 0, a constant bias or none (then zeros). A QuantizeLinear left feeding
+    nothing goes. Return how many were replaced; 0 on a CPU without AVX-512 VNNI."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    if not matmul_supported():
+        return 0
+    constants: dict[str, np.ndarray] = {}
+
+    def collect(graph: onnx.GraphProto) -> None:
+        for init in graph.initializer:
+            constants[init.name] = numpy_helper.to_array(init)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.g.node:
+                    collect(attr.g)
+
+    collect(model.graph)
+
+    def swap(graph: onnx.GraphProto) -> int:
+        made = {out: n for n in graph.node for out in n.output}
+        count, added = 0, []
+        for node in graph.node:
+            if node.op_type != "MatMulIntegerToFloat" or node.domain != "com.microsoft":
+                continue
+            quant = made.get(node.input[0])
+            if quant is None or quant.op_type != "QuantizeLinear" or len(quant.input) < 3:
+                continue
+            names = list(node.input) + [""] * (7 - len(node.input))
+            a, w, a_scale, w_scale, a_zero, w_zero, bias = names
+            if (quant.input[1], quant.input[2]) != (a_scale, a_zero):
+                continue
+            got = [constants.get(x) for x in (w, a_scale, a_zero, w_scale)]
+            if any(x is None for x in got):
+                continue
+            weights, scale, zero, w_scales = got
+            k, n = weights.shape if weights.ndim == 2 else (0, 0)
+            if (weights.dtype != np.int8 or k % 4 or n % 64 or not n or scale.size != 1
+                    or zero.dtype != np.uint8 or zero.size != 1 or w_scales.shape != (n,)):
+                continue
+            if w_zero and (w_zero not in constants or constants[w_zero].any()):
+                continue
+            if bias and bias not in constants:
+                continue
+            if not bias:
+                bias = f"{node.name or node.output[0]}/zero_bias"
+                added.append(numpy_helper.from_array(np.zeros(n, np.float32), bias))
+            new = helper.make_node(MATMUL_OP, [quant.input[0], w, a_scale, a_zero, w_scale,
+                                               bias], list(node.output),
+                                   name=node.name or node.output[0], domain=DOMAIN)
+            node.CopyFrom(new)
+            count += 1
+        if count:
+            graph.initializer.extend(added)
+            read = {x for n in graph.node for x in _reads(n)} | {o.name for o in graph.output}
+            dead = [n for n in graph.node
+                    if n.op_type == "QuantizeLinear" and not read & set(n.output)]
+            for n in dead:
+                graph.node.remove(n)
+        return count
+
+    return _swap_everywhere(model, swap)
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """A node's inputs and those of its subgraphs' nodes (outer-scope values)."""
+    return [*node.input, *(x for attr in node.attribute if attr.g.node
+                           for inner in attr.g.node for x in _reads(inner))]
 
 
 def _swap_everywhere(model: onnx.ModelProto, swap) -> int:

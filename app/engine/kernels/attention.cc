@@ -274,6 +274,7 @@ struct Op : Ort::CustomOpBase<Op, Kernel, true> {
 }  // namespace
 
 OrtCustomOp* search_tail_op();  // search_tail.cc
+OrtCustomOp* int8_matmul_op();  // int8_matmul.cc
 
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {
   const OrtApi* api = base->GetApi(ORT_API_VERSION);
@@ -285,6 +286,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
     if (OrtStatus* s = api->CreateCustomOpDomain("nmt", &domain)) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, &op)) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, search_tail_op())) return s;
+    if (OrtStatus* s = api->CustomOpDomain_Add(domain, int8_matmul_op())) return s;
   }
   return api->AddCustomOpDomain(options, domain);
 }

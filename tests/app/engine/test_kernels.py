@@ -1,7 +1,7 @@
 """Our kernels (app.engine.kernels): one-query attention with the same outputs and caches as
 ONNX Runtime's GroupQueryAttention, the search tail (log-softmax, top-k) against a reference,
-the swaps into the decoder graphs, and the engine's translations with them the PyTorch
-reference's.
+the int8 product against ONNX Runtime's, the swaps into the decoder graphs, and the engine's
+translations with them the PyTorch reference's.
 Skipped where the library is not built (`python -m app.engine.kernels build`; .ci/run builds
 it), except the checks that need no library."""
 
@@ -288,3 +288,68 @@ def test_a_library_older_than_its_sources_is_not_used(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         kernels.library.cache_clear()
+
+
+def int8_products_graph(rows_shape: list, seed: int = 0) -> onnx.ModelProto:
+    """x -> three QuantizeLinear -> MatMulIntegerToFloat pairs, as export.calibrate writes them:
+    (K 64, N 128) with a bias, (128, 64) without, and (64, 96), whose N our kernel does not
+    take. Weights int8 in 7 bits, per-column scales, zero points 0."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(name, array):
+        inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def product(i, x, k, n, bias):
+        scale = const(f"s{i}", np.float32(rng.uniform(0.02, 0.08)))
+        zero = const(f"z{i}", np.uint8(rng.integers(100, 150)))
+        nodes.append(helper.make_node("QuantizeLinear", [x, scale, zero], [f"q{i}"]))
+        inputs = [f"q{i}", const(f"w{i}", rng.integers(-64, 64, (k, n)).astype(np.int8)), scale,
+                  const(f"ws{i}", rng.uniform(1e-3, 4e-3, n).astype(np.float32)), zero,
+                  const(f"wz{i}", np.zeros(n, np.int8))]
+        if bias:
+            inputs.append(const(f"b{i}", rng.normal(0, 0.2, n).astype(np.float32)))
+        nodes.append(helper.make_node("MatMulIntegerToFloat", inputs, [f"y{i}"],
+                                      domain="com.microsoft"))
+        return f"y{i}"
+
+    hidden = product(0, "x", 64, 128, bias=True)
+    nodes.append(helper.make_node("Relu", [hidden], ["h"]))
+    out = product(1, "h", 128, 64, bias=False)
+    other = product(2, "x", 64, 96, bias=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [*rows_shape, 64])
+    graph = helper.make_graph(
+        nodes, "products", [x],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in (out, other)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
+@pytest.mark.skipif(kernels.library() is None or not kernels.matmul_supported(),
+                    reason="kernel library not built, or this CPU has no AVX-512 VNNI")
+@pytest.mark.parametrize("rows", [1, 3, 6, 7, 13])
+@pytest.mark.parametrize("three_d", [False, True], ids=["2d", "3d"])
+def test_int8_matmul_gives_onnxruntimes_outputs_to_the_bit(rows, three_d):
+    """The swapped graph (Int8MatMul nodes) gives the same bits as QuantizeLinear +
+    MatMulIntegerToFloat on ONNX Runtime's kernels, clamped activations included."""
+    shape = [rows, 1] if three_d else [rows]
+    model = int8_products_graph(shape)
+    x = np.random.default_rng(rows).normal(0, 2.0, (*shape, 64)).astype(np.float32)
+    x.flat[::7] *= 40  # beyond the quantization range: clamped to 0 or 255
+    want = session(model.SerializeToString(), custom=False).run(None, {"x": x})
+    assert kernels.swap_matmul(model) == 2
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count(kernels.MATMUL_OP) == 2 and ops.count("QuantizeLinear") == 1
+    got = session(model.SerializeToString(), custom=True).run(None, {"x": x})
+    for a, b in zip(want, got, strict=True):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_swap_matmul_needs_avx512_vnni(monkeypatch):
+    model = int8_products_graph([2])
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
+    assert kernels.swap_matmul(model) == 0
+    assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 3

@@ -1,0 +1,209 @@
+// A quantized matrix product for the few rows of a decoder step (domain "nmt", op
+// "Int8MatMul"): the step graph's QuantizeLinear of an activation followed by its
+// MatMulIntegerToFloat, in one node.
+//
+//   inputs  0 x (..., K) float: the activation
+//           1 w (K, N) int8: the weights (a constant), zero point 0
+//           2 x_scale () float, 3 x_zero_point () uint8: the activation's fixed quantization
+//           4 w_scale (N,) float: per output column
+//           5 bias (N,) float
+//   output  0 y (..., N) float: (q(x) - x_zero_point) @ w * (x_scale * w_scale) + bias, with
+//             q(x) = clamp(round_half_even(x / x_scale) + x_zero_point, 0, 255)
+//
+// ONNX Runtime's general kernels pack the activation, walk the weights in strides made for
+// many rows and cost 8-20 us per product for one row (shipped decoder, one thread), most of
+// it not arithmetic. Here the weights are re-laid once, at the first call, for AVX-512 VNNI
+// (4 columns blocks of 16 x 4 consecutive k per 256 bytes, read in order) and each call
+// streams them once, for up to ROWS rows at a time; the integer sums are exact and the scaling
+// is ONNX Runtime's (float(sum) * scale, then + bias), so the outputs are its outputs to the bit. Needs AVX-512 VNNI (checked at run
+// time: `supported()`); N a multiple of 64 and K of 4 (the graph rewrite checks).
+
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr int64_t COLS = 64;  // columns per pass: four 16-lane accumulators
+constexpr int ROWS = 6;       // rows per pass: ROWS x 4 accumulators in registers
+
+struct Packed {
+  std::vector<int8_t> w;        // [N / COLS][K / 4][COLS][4]
+  std::vector<int32_t> colsum;  // (N,): sum over k of w[k][n]
+  int64_t K = 0, N = 0;
+  const void* source = nullptr;
+};
+
+void pack(const int8_t* w, int64_t K, int64_t N, Packed& p) {
+  p.K = K;
+  p.N = N;
+  p.w.resize(K * N);
+  p.colsum.assign(N, 0);
+  const int64_t KQ = K / 4;
+  for (int64_t nb = 0; nb < N / COLS; ++nb)
+    for (int64_t kq = 0; kq < KQ; ++kq)
+      for (int64_t j = 0; j < COLS; ++j)
+        for (int64_t t = 0; t < 4; ++t) {
+          const int8_t v = w[(4 * kq + t) * N + nb * COLS + j];
+          p.w[((nb * KQ + kq) * COLS + j) * 4 + t] = v;
+        }
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) p.colsum[n] += w[k * N + n];
+}
+
+__attribute__((target("avx512f,avx512bw")))
+void quantize(const float* x, int64_t n, float scale, int zero, uint8_t* q) {
+  const __m512 s = _mm512_set1_ps(scale);
+  const __m512i z = _mm512_set1_epi32(zero);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    // x / scale rounded half to even (the default rounding mode), plus the zero point
+    __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_div_ps(_mm512_loadu_ps(x + i), s)), z);
+    v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(255)), _mm512_setzero_si512());
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(v));
+  }
+  for (; i < n; ++i) {
+    int v = static_cast<int>(std::nearbyint(x[i] / scale)) + zero;
+    q[i] = static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+}
+
+// rows [0, R) of q (R <= ROWS), columns [nb * COLS, nb * COLS + COLS)
+template <int R>
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+void block(const uint8_t* q, int64_t K, const int8_t* w, const int32_t* colsum,
+           const float* scale, const float* bias, int zero, float* y, int64_t N) {
+  __m512i acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_si512();
+  for (int64_t kq = 0; kq < K / 4; ++kq) {
+    const __m512i* wk = reinterpret_cast<const __m512i*>(w + kq * COLS * 4);
+    const __m512i w0 = _mm512_loadu_si512(wk), w1 = _mm512_loadu_si512(wk + 1);
+    const __m512i w2 = _mm512_loadu_si512(wk + 2), w3 = _mm512_loadu_si512(wk + 3);
+    for (int r = 0; r < R; ++r) {
+      int32_t four;
+      std::memcpy(&four, q + r * K + 4 * kq, 4);
+      const __m512i a = _mm512_set1_epi32(four);
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], a, w0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], a, w1);
+      acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], a, w2);
+      acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], a, w3);
+    }
+  }
+  const __m512i z = _mm512_set1_epi32(zero);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * c));
+    const __m512 s = _mm512_loadu_ps(scale + 16 * c), b = _mm512_loadu_ps(bias + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][c], zs));
+      // product and sum rounded apart, as ONNX Runtime's kernel does (the rounding-mode form
+      // keeps the compiler from fusing them)
+      const __m512 scaled = _mm512_mul_round_ps(v, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_storeu_ps(y + r * N + 16 * c, _mm512_add_ps(scaled, b));
+    }
+  }
+}
+
+using BlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, const int32_t*, const float*,
+                         const float*, int, float*, int64_t);
+constexpr BlockFn BLOCKS[ROWS + 1] = {nullptr, block<1>, block<2>, block<3>,
+                                      block<4>, block<5>, block<6>};
+
+struct Kernel {
+  Kernel(const OrtApi&, const OrtKernelInfo*) {}
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) {
+    try {
+      Compute(raw);
+      return nullptr;
+    } catch (const std::exception& e) {
+      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string("Int8MatMul: ") + e.what()).c_str());
+    }
+  }
+
+  // the weights re-laid at the first call (sessions may run on several threads at once)
+  const Packed& packed(const Ort::ConstValue& w_in) {
+    std::call_once(once_, [&] {
+      const std::vector<int64_t> ws = w_in.GetTensorTypeAndShapeInfo().GetShape();
+      if (ws.size() != 2 || ws[0] % 4 || ws[1] % COLS)
+        throw std::runtime_error("w is not (K, N) with K a multiple of 4 and N of 64");
+      pack(w_in.GetTensorData<int8_t>(), ws[0], ws[1], packed_);
+      packed_.source = w_in.GetTensorRawData();
+    });
+    if (packed_.source != w_in.GetTensorRawData()) throw std::runtime_error("w is not a constant");
+    return packed_;
+  }
+
+  void Compute(OrtKernelContext* raw) {
+    Ort::KernelContext ctx(raw);
+    Ort::ConstValue x_in = ctx.GetInput(0), w_in = ctx.GetInput(1);
+    const Packed& p = packed(w_in);
+    std::vector<int64_t> shape = x_in.GetTensorTypeAndShapeInfo().GetShape();
+    if (shape.empty() || shape.back() != p.K) throw std::runtime_error("x's last dimension is not w's K");
+    int64_t M = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) M *= shape[i];
+    const int64_t K = p.K, N = p.N;
+    const float x_scale = *ctx.GetInput(2).GetTensorData<float>();
+    const int zero = *ctx.GetInput(3).GetTensorData<uint8_t>();
+    const float* w_scale = ctx.GetInput(4).GetTensorData<float>();
+    const float* bias = ctx.GetInput(5).GetTensorData<float>();
+    shape.back() = N;
+    float* y = ctx.GetOutput(0, shape).GetTensorMutableData<float>();
+    if (M == 0) return;
+    thread_local std::vector<uint8_t> q;
+    thread_local std::vector<float> scale;
+    q.resize(M * K);
+    quantize(x_in.GetTensorData<float>(), M * K, x_scale, zero, q.data());
+    scale.resize(N);
+    for (int64_t n = 0; n < N; ++n) scale[n] = x_scale * w_scale[n];
+    const int64_t KQ = K / 4;
+    for (int64_t nb = 0; nb < N / COLS; ++nb) {
+      const int8_t* w = p.w.data() + nb * KQ * COLS * 4;
+      for (int64_t m = 0; m < M; m += ROWS) {
+        const int rows = static_cast<int>(M - m < ROWS ? M - m : ROWS);
+        BLOCKS[rows](q.data() + m * K, K, w, p.colsum.data() + nb * COLS, scale.data() + nb * COLS,
+                     bias + nb * COLS, zero, y + m * N + nb * COLS, N);
+      }
+    }
+  }
+
+ private:
+  std::once_flag once_;
+  Packed packed_;
+};
+
+struct Op : Ort::CustomOpBase<Op, Kernel, true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+    *kernel = new Kernel(api, info);
+    return nullptr;
+  }
+  const char* GetName() const { return "Int8MatMul"; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+  size_t GetInputTypeCount() const { return 6; }
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    switch (i) {
+      case 1: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+      case 3: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+      default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    }
+  }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+};
+
+}  // namespace
+
+// Registered with the attention operator by RegisterCustomOps (attention.cc).
+OrtCustomOp* int8_matmul_op() {
+  static Op op;
+  return &op;
+}
