@@ -152,8 +152,8 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False
     """A decoder graph (a path, or serialized) with its attention and its search tail
     (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, and
     the library; else graph as it is and None. matmul: its int8 matrix products too
-    (`kernels.swap_matmul`: quicker than ONNX Runtime's for one to four rows on one thread,
-    slower from eight rows on)."""
+    (`kernels.swap_matmul`: quicker than ONNX Runtime's for one to four rows on one thread;
+    from eight rows on only on AMX, so batched step graphs ask for it where there is AMX)."""
     library = kernels.library()
     if library is None:
         return graph, None
@@ -298,7 +298,7 @@ class Seq2SeqSessions:
         self._decoder_key = (0, self._one_thread and workers > 1)
         self.decoder = self._session(
             decoder_path, replace(config, intra_op_threads=1) if self._decoder_key[1] else config,
-            decoder_path, decoder=True)
+            decoder_path, decoder=True, matmul=kernels.amx_supported())
         names = graph_names(n_layers)
         for path, session, graph in ((encoder_path, self.encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
@@ -347,7 +347,8 @@ class Seq2SeqSessions:
         def make() -> ort.InferenceSession:
             graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
             config = replace(self.config, intra_op_threads=1) if one_thread else self.config
-            return self._session(graph, config, self.decoder_path, decoder=True)
+            return self._session(graph, config, self.decoder_path, decoder=True,
+                                 matmul=kernels.amx_supported())
 
         return self._made(self._decoders, key, make)
 

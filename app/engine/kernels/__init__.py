@@ -17,10 +17,11 @@ log-probs; `swap_tail` puts it in their place.
 `int8_matmul.cc` is a quantized matrix product for one to a few rows (`nmt.Int8MatMul`): the
 step graph's QuantizeLinear and MatMulIntegerToFloat pair in one node, whose weights it lays out
 once for AVX-512 VNNI and then streams once per call; its outputs are ONNX Runtime's to the bit.
+From eight rows on it runs on AMX where the CPU has it (Intel Xeon from Sapphire Rapids on).
 `swap_matmul` puts it in the fused searches of single sentences (app.engine.fused), where a
-product has one row (greedy) or K (beam): batch-1 p50 about a quarter lower there (session 24
-in BENCHMARKS.md). From eight rows on ONNX Runtime's kernels are quicker, so the batched steps
-keep them.
+product has one row (greedy) or K (beam): batch-1 p50 about a quarter lower there; and where
+there is AMX, in the batched step graphs too (session 24 in BENCHMARKS.md). Without AMX, from
+eight rows on ONNX Runtime's kernels are quicker, and the batched steps keep them.
 
 The library is built on the machine that runs it, from the source here and ONNX Runtime's C
 API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
@@ -257,6 +258,12 @@ MATMUL_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}  # what int8_matmul.cc's k
 def matmul_supported() -> bool:
     """Whether this CPU runs Int8MatMul's kernel (AVX-512 with VNNI)."""
     return cpu_flags() >= MATMUL_FLAGS
+
+
+def amx_supported() -> bool:
+    """Whether Int8MatMul's kernel runs calls of many rows on AMX here (Linux grants the tile
+    state on first use; where it does not, the kernel keeps to AVX-512 VNNI)."""
+    return matmul_supported() and cpu_flags() >= {"amx_tile", "amx_int8"}
 
 
 def swap_matmul(model: onnx.ModelProto) -> int:

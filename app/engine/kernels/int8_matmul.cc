@@ -15,13 +15,18 @@
 // it not arithmetic. Here the weights are re-laid once, at the first call, for AVX-512 VNNI
 // (4 columns blocks of 16 x 4 consecutive k per 256 bytes, read in order) and each call
 // streams them once, for up to ROWS rows at a time; the integer sums are exact and the scaling
-// is ONNX Runtime's (float(sum) * scale, then + bias), so the outputs are its outputs to the bit. Needs AVX-512 VNNI (checked at run
-// time: `supported()`); N a multiple of 64 and K of 4 (the graph rewrite checks).
+// is ONNX Runtime's (float(sum) * scale, then + bias), so the outputs are its outputs to the bit.
+// Calls of AMX_ROWS rows or more run on AMX where the CPU has it (16-row tiles over the same
+// layout). Needs AVX-512 VNNI (the graph rewrite checks, and that N is a multiple of 64 and K
+// of 4; AMX also needs K a multiple of 64, else VNNI runs).
 
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -35,6 +40,7 @@ namespace {
 
 constexpr int64_t COLS = 64;  // columns per pass: four 16-lane accumulators
 constexpr int ROWS = 6;       // rows per pass: ROWS x 4 accumulators in registers
+constexpr int64_t AMX_ROWS = 8;  // calls of this many rows or more run on AMX where there is AMX
 
 struct Packed {
   std::vector<int8_t> w;        // [N / COLS][K / 4][COLS][4]
@@ -113,6 +119,85 @@ void block(const uint8_t* q, int64_t K, const int8_t* w, const int32_t* colsum,
   }
 }
 
+
+// AMX: where the CPU has AMX-INT8 and Linux grants the process its tile state. Rows in blocks of
+// 16 (an A tile: 16 rows x 64 k), columns in the packed layout's blocks of 64 (four C tiles of
+// 16 x 16 int32, each B tile 16 groups of 4 k x 16 columns: the packed rows at a 256-byte
+// stride), K in steps of 64.
+constexpr int64_t TILE_ROWS = 16, TILE_K = 64;
+
+bool amx_usable() {
+  static const bool usable = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return false;  // AMX-TILE, AMX-INT8
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  }();
+  return usable;
+}
+
+struct TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// rows [0, 16) of q (zero rows past M), columns [0, 64) of the packed block w; the int32 sums
+// into c (16 x 64)
+__attribute__((target("amx-tile,amx-int8")))
+void tiles(const uint8_t* q, int64_t K, const int8_t* w, int32_t* c) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t k = 0; k < K; k += TILE_K) {
+    _tile_loadd(4, q + k, K);
+    const int8_t* b = w + (k / 4) * COLS * 4;  // 16 packed rows of 256 bytes
+    _tile_loadd(5, b, COLS * 4);
+    _tile_loadd(6, b + 64, COLS * 4);
+    _tile_dpbusd(0, 4, 5);
+    _tile_loadd(7, b + 128, COLS * 4);
+    _tile_dpbusd(1, 4, 6);
+    _tile_loadd(5, b + 192, COLS * 4);
+    _tile_dpbusd(2, 4, 7);
+    _tile_dpbusd(3, 4, 5);
+  }
+  _tile_stored(0, c, COLS * 4);
+  _tile_stored(1, c + 16, COLS * 4);
+  _tile_stored(2, c + 32, COLS * 4);
+  _tile_stored(3, c + 48, COLS * 4);
+}
+
+__attribute__((target("amx-tile")))
+void tiles_begin() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  // the compiler does not see that ldtilecfg reads all 64 bytes: make it write them
+  __asm__ __volatile__("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+}
+
+__attribute__((target("amx-tile"))) void tiles_end() { _tile_release(); }
+
+// the epilogue of `rows` rows of c (16 x 64 int32 sums) into y
+__attribute__((target("avx512f,avx512bw")))
+void finish(const int32_t* c, int rows, const int32_t* colsum, const float* scale,
+            const float* bias, int zero, float* y, int64_t N) {
+  const __m512i z = _mm512_set1_epi32(zero);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * j));
+    const __m512 s = _mm512_loadu_ps(scale + 16 * j), b = _mm512_loadu_ps(bias + 16 * j);
+    for (int r = 0; r < rows; ++r) {
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(c + r * COLS + 16 * j), zs));
+      const __m512 scaled = _mm512_mul_round_ps(v, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_storeu_ps(y + r * N + 16 * j, _mm512_add_ps(scaled, b));
+    }
+  }
+}
+
 using BlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, const int32_t*, const float*,
                          const float*, int, float*, int64_t);
 constexpr BlockFn BLOCKS[ROWS + 1] = {nullptr, block<1>, block<2>, block<3>,
@@ -166,6 +251,23 @@ struct Kernel {
     scale.resize(N);
     for (int64_t n = 0; n < N; ++n) scale[n] = x_scale * w_scale[n];
     const int64_t KQ = K / 4;
+    if (M >= AMX_ROWS && K % TILE_K == 0 && amx_usable()) {
+      const int64_t padded = (M + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
+      q.resize(padded * K);
+      std::memset(q.data() + M * K, 0, (padded - M) * K);
+      alignas(64) int32_t c[TILE_ROWS * COLS];
+      tiles_begin();
+      for (int64_t nb = 0; nb < N / COLS; ++nb) {
+        const int8_t* w = p.w.data() + nb * KQ * COLS * 4;
+        for (int64_t m = 0; m < M; m += TILE_ROWS) {
+          tiles(q.data() + m * K, K, w, c);
+          finish(c, static_cast<int>(M - m < TILE_ROWS ? M - m : TILE_ROWS), p.colsum.data() + nb * COLS,
+                 scale.data() + nb * COLS, bias + nb * COLS, zero, y + m * N + nb * COLS, N);
+        }
+      }
+      tiles_end();
+      return;
+    }
     for (int64_t nb = 0; nb < N / COLS; ++nb) {
       const int8_t* w = p.w.data() + nb * KQ * COLS * 4;
       for (int64_t m = 0; m < M; m += ROWS) {

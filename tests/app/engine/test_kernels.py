@@ -330,11 +330,12 @@ def int8_products_graph(rows_shape: list, seed: int = 0) -> onnx.ModelProto:
 
 @pytest.mark.skipif(kernels.library() is None or not kernels.matmul_supported(),
                     reason="kernel library not built, or this CPU has no AVX-512 VNNI")
-@pytest.mark.parametrize("rows", [1, 3, 6, 7, 13])
+@pytest.mark.parametrize("rows", [1, 3, 6, 7, 13, 16, 40])  # VNNI below 8 rows, AMX above
 @pytest.mark.parametrize("three_d", [False, True], ids=["2d", "3d"])
 def test_int8_matmul_gives_onnxruntimes_outputs_to_the_bit(rows, three_d):
     """The swapped graph (Int8MatMul nodes) gives the same bits as QuantizeLinear +
-    MatMulIntegerToFloat on ONNX Runtime's kernels, clamped activations included."""
+    MatMulIntegerToFloat on ONNX Runtime's kernels, clamped activations included, on either of
+    the kernel's paths (AVX-512 VNNI; AMX from 8 rows on where the CPU has it)."""
     shape = [rows, 1] if three_d else [rows]
     model = int8_products_graph(shape)
     x = np.random.default_rng(rows).normal(0, 2.0, (*shape, 64)).astype(np.float32)
