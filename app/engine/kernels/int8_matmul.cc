@@ -31,9 +31,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -46,8 +49,29 @@ struct Packed {
   std::vector<int8_t> w;        // [N / COLS][K / 4][COLS][4]
   std::vector<int32_t> colsum;  // (N,): sum over k of w[k][n]
   int64_t K = 0, N = 0;
-  const void* source = nullptr;
 };
+
+// Packed weights by (K, N, content): the sessions of one bundle (step graphs, specialized and
+// fused copies) each hold the same weights, which are packed once per process.
+uint64_t content_hash(const int8_t* w, int64_t n) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (int64_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(w[i])) * 1099511628211ull;
+  return h;
+}
+
+void pack(const int8_t* w, int64_t K, int64_t N, Packed& p);
+
+std::shared_ptr<const Packed> shared_packed(const int8_t* w, int64_t K, int64_t N) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int64_t, int64_t, uint64_t>, std::weak_ptr<const Packed>> packs;
+  const auto key = std::make_tuple(K, N, content_hash(w, K * N));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto found = packs[key].lock()) return found;
+  auto made = std::make_shared<Packed>();
+  pack(w, K, N, *made);
+  packs[key] = made;
+  return made;
+}
 
 void pack(const int8_t* w, int64_t K, int64_t N, Packed& p) {
   p.K = K;
@@ -221,11 +245,12 @@ struct Kernel {
       const std::vector<int64_t> ws = w_in.GetTensorTypeAndShapeInfo().GetShape();
       if (ws.size() != 2 || ws[0] % 4 || ws[1] % COLS)
         throw std::runtime_error("w is not (K, N) with K a multiple of 4 and N of 64");
-      pack(w_in.GetTensorData<int8_t>(), ws[0], ws[1], packed_);
-      packed_.source = w_in.GetTensorRawData();
+      packed_ = shared_packed(w_in.GetTensorData<int8_t>(), ws[0], ws[1]);
+      source_ = w_in.GetTensorRawData();
     });
-    if (packed_.source != w_in.GetTensorRawData()) throw std::runtime_error("w is not a constant");
-    return packed_;
+    if (!packed_) throw std::runtime_error("w could not be packed");
+    if (source_ != w_in.GetTensorRawData()) throw std::runtime_error("w is not a constant");
+    return *packed_;
   }
 
   void Compute(OrtKernelContext* raw) {
@@ -280,7 +305,8 @@ struct Kernel {
 
  private:
   std::once_flag once_;
-  Packed packed_;
+  std::shared_ptr<const Packed> packed_;
+  const void* source_ = nullptr;
 };
 
 struct Op : Ort::CustomOpBase<Op, Kernel, true> {
