@@ -51,8 +51,6 @@ struct Packed {
   int64_t K = 0, N = 0;
 };
 
-// Packed weights by (K, N, content): the sessions of one bundle (step graphs, specialized and
-// fused copies) each hold the same weights, which are packed once per process.
 uint64_t content_hash(const int8_t* w, int64_t n) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (int64_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(w[i])) * 1099511628211ull;
@@ -61,14 +59,20 @@ uint64_t content_hash(const int8_t* w, int64_t n) {
 
 void pack(const int8_t* w, int64_t K, int64_t N, Packed& p);
 
+// The packed weights w, held once per process: the sessions of one bundle (step graphs,
+// specialized and fused copies) each have the same weights. Found by shape and a hash of the
+// content, and checked against a fresh packing (a hash that collides gets its own).
 std::shared_ptr<const Packed> shared_packed(const int8_t* w, int64_t K, int64_t N) {
   static std::mutex mutex;
   static std::map<std::tuple<int64_t, int64_t, uint64_t>, std::weak_ptr<const Packed>> packs;
   const auto key = std::make_tuple(K, N, content_hash(w, K * N));
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto found = packs[key].lock()) return found;
   auto made = std::make_shared<Packed>();
   pack(w, K, N, *made);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto found = packs[key].lock()) {
+    if (found->w == made->w) return found;
+    return made;
+  }
   packs[key] = made;
   return made;
 }
