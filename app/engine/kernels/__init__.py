@@ -277,17 +277,18 @@ def swap_matmul(model: onnx.ModelProto) -> int:
 
     if not matmul_supported():
         return 0
-    constants: dict[str, np.ndarray] = {}
+    initializers: dict[str, onnx.TensorProto] = {}  # of the graph and its subgraphs, by name
 
     def collect(graph: onnx.GraphProto) -> None:
         for init in graph.initializer:
-            constants[init.name] = numpy_helper.to_array(init)
+            initializers[init.name] = init
         for node in graph.node:
             for attr in node.attribute:
                 if attr.g.node:
                     collect(attr.g)
 
     collect(model.graph)
+    constants = _Constants(initializers)
 
     def swap(graph: onnx.GraphProto) -> int:
         made = {out: n for n in graph.node for out in n.output}
@@ -332,6 +333,27 @@ def swap_matmul(model: onnx.ModelProto) -> int:
         return count
 
     return _swap_everywhere(model, swap)
+
+
+class _Constants:
+    """Initializers as arrays by name, each converted when first asked for (a graph's weights
+    are not all copied to find a few scales)."""
+
+    def __init__(self, initializers: dict) -> None:
+        self.initializers, self.arrays = initializers, {}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.initializers
+
+    def get(self, name: str):
+        from onnx import numpy_helper
+
+        if name not in self.arrays and name in self.initializers:
+            self.arrays[name] = numpy_helper.to_array(self.initializers[name])
+        return self.arrays.get(name)
+
+    def __getitem__(self, name: str):
+        return self.get(name)
 
 
 def _reads(node: onnx.NodeProto) -> list[str]:
