@@ -148,6 +148,7 @@ def build(include: str | Path | None = None, out: Path | None = None,
     out.with_name(out.name + ".api").write_text(found.group(1) + "\n")
     tmp.replace(out)  # whole or not at all: a running process may have the old one loaded
     library.cache_clear()
+    amx_supported.cache_clear()
     return out
 
 
@@ -260,10 +261,20 @@ def matmul_supported() -> bool:
     return cpu_flags() >= MATMUL_FLAGS
 
 
+@functools.cache
 def amx_supported() -> bool:
-    """Whether Int8MatMul's kernel runs calls of many rows on AMX here (Linux grants the tile
-    state on first use; where it does not, the kernel keeps to AVX-512 VNNI)."""
-    return matmul_supported() and cpu_flags() >= {"amx_tile", "amx_int8"}
+    """Whether Int8MatMul's kernel runs calls of many rows on AMX in this process: the CPU has
+    it and Linux grants the tile state (asked of the library itself; a container's seccomp
+    profile may refuse it, and the kernel then keeps to AVX-512 VNNI)."""
+    path = library()
+    if path is None or not matmul_supported() or not cpu_flags() >= {"amx_tile", "amx_int8"}:
+        return False
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL(str(path)).nmt_amx_usable())
+    except (OSError, AttributeError):
+        return False
 
 
 def swap_matmul(model: onnx.ModelProto) -> int:

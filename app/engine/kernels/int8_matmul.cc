@@ -334,6 +334,11 @@ struct Op : Ort::CustomOpBase<Op, Kernel, true> {
 
 }  // namespace
 
+// Whether calls of many rows run on AMX in this process (the CPU has it and Linux granted the
+// tile state; a container's seccomp profile may refuse it): asked by the engine before it swaps
+// the batched step graphs' products, which are slower than ONNX Runtime's without AMX.
+extern "C" __attribute__((visibility("default"))) int nmt_amx_usable() { return amx_usable() ? 1 : 0; }
+
 // Registered with the attention operator by RegisterCustomOps (attention.cc).
 OrtCustomOp* int8_matmul_op() {
   static Op op;

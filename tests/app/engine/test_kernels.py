@@ -354,3 +354,15 @@ def test_swap_matmul_needs_avx512_vnni(monkeypatch):
     monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
     assert kernels.swap_matmul(model) == 0
     assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 3
+
+
+def test_amx_only_where_the_cpu_has_it(monkeypatch):
+    """The batched step graphs take our product only where its AMX path runs: never on a CPU
+    without AMX flags (asked again after the cache is cleared)."""
+    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f", "avx512bw",
+                                                       "avx512_vnni"})
+    kernels.amx_supported.cache_clear()
+    try:
+        assert not kernels.amx_supported()
+    finally:
+        kernels.amx_supported.cache_clear()
