@@ -262,6 +262,13 @@ class SharedWeights:
         return found
 
 
+def _our_products(config: SessionConfig) -> bool:
+    """Whether a decoder step session takes our int8 products (`kernels.swap_matmul`) for its
+    batched steps: where they run on AMX, and on one thread (ours are one-thread kernels,
+    where ONNX Runtime's split a product among the session's threads)."""
+    return config.intra_op_threads == 1 and kernels.amx_supported()
+
+
 class Seq2SeqSessions:
     """The encoder and step-decoder sessions of a format-3 bundle.
 
@@ -296,9 +303,9 @@ class Seq2SeqSessions:
         # the decoder session made now: the one the lanes use where there are lanes (the
         # multi-thread one is then made only if a step of many rows runs outside a lane)
         self._decoder_key = (0, self._one_thread and workers > 1)
-        self.decoder = self._session(
-            decoder_path, replace(config, intra_op_threads=1) if self._decoder_key[1] else config,
-            decoder_path, decoder=True, matmul=kernels.amx_supported())
+        first = replace(config, intra_op_threads=1) if self._decoder_key[1] else config
+        self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
+                                     matmul=_our_products(first))
         names = graph_names(n_layers)
         for path, session, graph in ((encoder_path, self.encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
@@ -348,7 +355,7 @@ class Seq2SeqSessions:
             graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
             config = replace(self.config, intra_op_threads=1) if one_thread else self.config
             return self._session(graph, config, self.decoder_path, decoder=True,
-                                 matmul=kernels.amx_supported())
+                                 matmul=_our_products(config))
 
         return self._made(self._decoders, key, make)
 
