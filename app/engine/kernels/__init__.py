@@ -20,8 +20,9 @@ once for AVX-512 VNNI and then streams once per call; its outputs are ONNX Runti
 From eight rows on it runs on AMX where the CPU has it (Intel Xeon from Sapphire Rapids on).
 `swap_matmul` puts it in the fused searches of single sentences (app.engine.fused), where a
 product has one row (greedy) or K (beam): batch-1 p50 about a quarter lower there; and where
-there is AMX, in the batched step graphs too (session 24 in BENCHMARKS.md). Without AMX, from
-eight rows on ONNX Runtime's kernels are quicker, and the batched steps keep them.
+AMX runs (`amx_supported`), in the one-thread step sessions of the decode lanes too (session 24
+in BENCHMARKS.md). Without AMX, from eight rows on ONNX Runtime's kernels are quicker, and the
+batched steps keep them.
 
 The library is built on the machine that runs it, from the source here and ONNX Runtime's C
 API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
