@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).with_name(name)
            for name in ("attention.cc", "search_tail.cc", "int8_matmul.cc")]
-HEADERS = [Path(__file__).with_name("simd_exp.h")]  # included by the sources
+HEADERS = [Path(__file__).with_name(name) for name in ("simd_exp.h", "op_status.h")]  # included
 DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
 DOMAIN, OP, TAIL_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK"
 SWAPPED = "GroupQueryAttention"  # the com.microsoft op ours stands in for

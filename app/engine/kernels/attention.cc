@@ -20,6 +20,8 @@
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 
+#include "op_status.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -172,14 +174,7 @@ struct Kernel {
     }
   }
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* raw) {
-    try {
-      Compute(raw);
-      return nullptr;
-    } catch (const std::exception& e) {
-      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string("OneQueryAttention: ") + e.what()).c_str());
-    }
-  }
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) { return nmt_kernels::guarded_compute("OneQueryAttention", *this, raw); }
 
   void Compute(OrtKernelContext* raw) {
     Ort::KernelContext ctx(raw);

@@ -23,6 +23,8 @@
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 
+#include "op_status.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -234,14 +236,7 @@ constexpr BlockFn BLOCKS[ROWS + 1] = {nullptr, block<1>, block<2>, block<3>,
 struct Kernel {
   Kernel(const OrtApi&, const OrtKernelInfo*) {}
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* raw) {
-    try {
-      Compute(raw);
-      return nullptr;
-    } catch (const std::exception& e) {
-      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string("Int8MatMul: ") + e.what()).c_str());
-    }
-  }
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) { return nmt_kernels::guarded_compute("Int8MatMul", *this, raw); }
 
   // the weights re-laid at the first call (sessions may run on several threads at once)
   const Packed& packed(const Ort::ConstValue& w_in) {

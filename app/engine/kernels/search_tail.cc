@@ -14,6 +14,8 @@
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 
+#include "op_status.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -102,14 +104,7 @@ float exp_sum(const float* x, int64_t n, float best) {
 struct Kernel {
   Kernel(const OrtApi&, const OrtKernelInfo*) {}
 
-  OrtStatusPtr ComputeV2(OrtKernelContext* raw) {
-    try {
-      Compute(raw);
-      return nullptr;
-    } catch (const std::exception& e) {
-      return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string("LogSoftmaxTopK: ") + e.what()).c_str());
-    }
-  }
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) { return nmt_kernels::guarded_compute("LogSoftmaxTopK", *this, raw); }
 
   void Compute(OrtKernelContext* raw) {
     Ort::KernelContext ctx(raw);
