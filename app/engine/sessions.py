@@ -320,7 +320,8 @@ class Seq2SeqSessions:
         self.providers = self.decoder.get_providers()
         self.decoder_path = decoder_path
         self.by_length = cpu and config.cross_by_length and specializable(decoder_graph)
-        self.fused = cpu and (fusable(decoder_graph) if config.fused is None else config.fused)
+        self.int8 = cpu and fusable(decoder_graph)  # its matrix products take int8 weights
+        self.fused = cpu and (self.int8 if config.fused is None else config.fused)
         del decoder_graph  # its weights are in the shared arrays or the sessions now
         small_rows = config.small_rows if self._one_thread else 0
         self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
@@ -384,7 +385,7 @@ class Seq2SeqSessions:
             threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
             config = replace(self.config, intra_op_threads=1)
             ours = (kernels.library() is not None and kernels.matmul_supported()
-                    and fusable(self.decoder_path))  # int8 products to swap
+                    and self.int8)  # int8 products to swap
             if beam and threads > 1 and not ours:
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
             graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
