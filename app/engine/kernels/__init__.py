@@ -300,7 +300,11 @@ def swap_matmul(model: onnx.ModelProto) -> int:
                     collect(attr.g)
 
     collect(model.graph)
-    constants = _Constants(initializers)
+
+    @functools.cache
+    def constant(name: str) -> np.ndarray | None:  # converted when first asked for
+        init = initializers.get(name)
+        return None if init is None else numpy_helper.to_array(init)
 
     def swap(graph: onnx.GraphProto) -> int:
         made = {out: n for n in graph.node for out in n.output}
@@ -312,10 +316,10 @@ def swap_matmul(model: onnx.ModelProto) -> int:
             if quant is None or quant.op_type != "QuantizeLinear" or len(quant.input) < 3:
                 continue
             names = list(node.input) + [""] * (7 - len(node.input))
-            a, w, a_scale, w_scale, a_zero, w_zero, bias = names
+            _, w, a_scale, w_scale, a_zero, w_zero, bias = names
             if (quant.input[1], quant.input[2]) != (a_scale, a_zero):
                 continue
-            got = [constants.get(x) for x in (w, a_scale, a_zero, w_scale)]
+            got = [constant(x) for x in (w, a_scale, a_zero, w_scale)]
             if any(x is None for x in got):
                 continue
             weights, scale, zero, w_scales = got
@@ -323,9 +327,9 @@ def swap_matmul(model: onnx.ModelProto) -> int:
             if (weights.dtype != np.int8 or k % 4 or n % 64 or not n or scale.size != 1
                     or zero.dtype != np.uint8 or zero.size != 1 or w_scales.shape != (n,)):
                 continue
-            if w_zero and (w_zero not in constants or constants[w_zero].any()):
+            if w_zero and (constant(w_zero) is None or constant(w_zero).any()):
                 continue
-            if bias and bias not in constants:
+            if bias and bias not in initializers:
                 continue
             if not bias:
                 bias = f"{node.name or node.output[0]}/zero_bias"
@@ -345,27 +349,6 @@ def swap_matmul(model: onnx.ModelProto) -> int:
         return count
 
     return _swap_everywhere(model, swap)
-
-
-class _Constants:
-    """Initializers as arrays by name, each converted when first asked for (a graph's weights
-    are not all copied to find a few scales)."""
-
-    def __init__(self, initializers: dict) -> None:
-        self.initializers, self.arrays = initializers, {}
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.initializers
-
-    def get(self, name: str):
-        from onnx import numpy_helper
-
-        if name not in self.arrays and name in self.initializers:
-            self.arrays[name] = numpy_helper.to_array(self.initializers[name])
-        return self.arrays.get(name)
-
-    def __getitem__(self, name: str):
-        return self.get(name)
 
 
 def _reads(node: onnx.NodeProto) -> list[str]:

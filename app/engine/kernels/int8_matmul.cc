@@ -113,6 +113,15 @@ void quantize(const float* x, int64_t n, float scale, int zero, uint8_t* q) {
   }
 }
 
+// Sixteen outputs from their integer sums: (sum - zero point x column sum) as float, times the
+// scale, then plus the bias, the product and the sum rounded apart as ONNX Runtime's kernel does
+// (the rounding-mode form keeps the compiler from fusing them).
+__attribute__((target("avx512f")))
+inline __m512 scaled16(__m512i sum, __m512i zero_sums, __m512 scale, __m512 bias) {
+  const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(sum, zero_sums));
+  return _mm512_add_ps(_mm512_mul_round_ps(v, scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), bias);
+}
+
 // rows [0, R) of q (R <= ROWS), columns [nb * COLS, nb * COLS + COLS)
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -139,13 +148,7 @@ void block(const uint8_t* q, int64_t K, const int8_t* w, const int32_t* colsum,
   for (int c = 0; c < 4; ++c) {
     const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * c));
     const __m512 s = _mm512_loadu_ps(scale + 16 * c), b = _mm512_loadu_ps(bias + 16 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][c], zs));
-      // product and sum rounded apart, as ONNX Runtime's kernel does (the rounding-mode form
-      // keeps the compiler from fusing them)
-      const __m512 scaled = _mm512_mul_round_ps(v, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm512_storeu_ps(y + r * N + 16 * c, _mm512_add_ps(scaled, b));
-    }
+    for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * N + 16 * c, scaled16(acc[r][c], zs, s, b));
   }
 }
 
@@ -220,11 +223,8 @@ void finish(const int32_t* c, int rows, const int32_t* colsum, const float* scal
   for (int j = 0; j < 4; ++j) {
     const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * j));
     const __m512 s = _mm512_loadu_ps(scale + 16 * j), b = _mm512_loadu_ps(bias + 16 * j);
-    for (int r = 0; r < rows; ++r) {
-      const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512(c + r * COLS + 16 * j), zs));
-      const __m512 scaled = _mm512_mul_round_ps(v, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm512_storeu_ps(y + r * N + 16 * j, _mm512_add_ps(scaled, b));
-    }
+    for (int r = 0; r < rows; ++r)
+      _mm512_storeu_ps(y + r * N + 16 * j, scaled16(_mm512_loadu_si512(c + r * COLS + 16 * j), zs, s, b));
   }
 }
 
@@ -238,12 +238,21 @@ struct Kernel {
 
   OrtStatusPtr ComputeV2(OrtKernelContext* raw) { return nmt_kernels::guarded_compute("Int8MatMul", *this, raw); }
 
-  // the weights re-laid at the first call (sessions may run on several threads at once)
-  const Packed& packed(const Ort::ConstValue& w_in) {
+  // the weights re-laid and the scales x_scale * w_scale made at the first call (the inputs
+  // are constants; sessions may run on several threads at once)
+  const Packed& prepare(Ort::KernelContext& ctx) {
+    Ort::ConstValue w_in = ctx.GetInput(1);
     std::call_once(once_, [&] {
       const std::vector<int64_t> ws = w_in.GetTensorTypeAndShapeInfo().GetShape();
       if (ws.size() != 2 || ws[0] % 4 || ws[1] % COLS)
         throw std::runtime_error("w is not (K, N) with K a multiple of 4 and N of 64");
+      Ort::ConstValue w_scale = ctx.GetInput(4);
+      if (w_scale.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(ws[1]))
+        throw std::runtime_error("w_scale is not (N,)");
+      const float x_scale = *ctx.GetInput(2).GetTensorData<float>();
+      const float* per_column = w_scale.GetTensorData<float>();
+      scale_.resize(ws[1]);
+      for (int64_t n = 0; n < ws[1]; ++n) scale_[n] = x_scale * per_column[n];
       packed_ = shared_packed(w_in.GetTensorData<int8_t>(), ws[0], ws[1]);
       source_ = w_in.GetTensorRawData();
     });
@@ -254,8 +263,8 @@ struct Kernel {
 
   void Compute(OrtKernelContext* raw) {
     Ort::KernelContext ctx(raw);
-    Ort::ConstValue x_in = ctx.GetInput(0), w_in = ctx.GetInput(1);
-    const Packed& p = packed(w_in);
+    Ort::ConstValue x_in = ctx.GetInput(0);
+    const Packed& p = prepare(ctx);
     std::vector<int64_t> shape = x_in.GetTensorTypeAndShapeInfo().GetShape();
     if (shape.empty() || shape.back() != p.K) throw std::runtime_error("x's last dimension is not w's K");
     int64_t M = 1;
@@ -263,17 +272,14 @@ struct Kernel {
     const int64_t K = p.K, N = p.N;
     const float x_scale = *ctx.GetInput(2).GetTensorData<float>();
     const int zero = *ctx.GetInput(3).GetTensorData<uint8_t>();
-    const float* w_scale = ctx.GetInput(4).GetTensorData<float>();
     const float* bias = ctx.GetInput(5).GetTensorData<float>();
     shape.back() = N;
     float* y = ctx.GetOutput(0, shape).GetTensorMutableData<float>();
     if (M == 0) return;
     thread_local std::vector<uint8_t> q;
-    thread_local std::vector<float> scale;
     q.resize(M * K);
     quantize(x_in.GetTensorData<float>(), M * K, x_scale, zero, q.data());
-    scale.resize(N);
-    for (int64_t n = 0; n < N; ++n) scale[n] = x_scale * w_scale[n];
+    const std::vector<float>& scale = scale_;
     const int64_t KQ = K / 4;
     if (M >= AMX_ROWS && K % TILE_K == 0 && amx_usable()) {
       const int64_t padded = (M + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
@@ -305,6 +311,7 @@ struct Kernel {
  private:
   std::once_flag once_;
   std::shared_ptr<const Packed> packed_;
+  std::vector<float> scale_;  // (N,): x_scale * w_scale
   const void* source_ = nullptr;
 };
 
