@@ -148,15 +148,16 @@ _ANNOUNCED: set[Path] = set()  # kernel libraries already named in the log
 
 
 def with_kernels(graph: str | Path | bytes, matmul: bool = False
-                 ) -> tuple[str | Path | bytes, Path | None]:
+                 ) -> tuple[str | Path | bytes, Path | None, onnx.GraphProto | None]:
     """A decoder graph (a path, or serialized) with its attention and its search tail
-    (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, and
-    the library; else graph as it is and None. matmul: its int8 matrix products too
-    (`kernels.swap_matmul`: quicker than ONNX Runtime's for one to four rows on one thread;
-    from eight rows on only on AMX, so batched step graphs ask for it where there is AMX)."""
+    (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, the
+    library, and the rewritten graph (for SharedWeights); else graph as it is, None and
+    None. matmul: its int8 matrix products too (`kernels.swap_matmul`: quicker than
+    ONNX Runtime's for one to four rows on one thread; from eight rows on only on AMX, so
+    batched step graphs ask for it where there is AMX)."""
     library = kernels.library()
     if library is None:
-        return graph, None
+        return graph, None, None
     import onnx
 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
@@ -164,12 +165,12 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False
     if matmul:
         swapped += kernels.swap_matmul(model)
     if not swapped:
-        return graph, None
+        return graph, None, None
     if library not in _ANNOUNCED:
         _ANNOUNCED.add(library)
         log.info("decoder attention and search tail run on our kernels: %s (NMT_KERNELS=off "
                  "for ONNX Runtime's)", library)
-    return model.SerializeToString(), library
+    return model.SerializeToString(), library, model.graph
 
 
 def create_session(path: str | Path | bytes, config: SessionConfig,
@@ -200,10 +201,16 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     # graphs with Add + LayerNormalization: fp32 greedy +9-15 %, int8 beam 4 +4-7 %, batch-1
     # p50 -2 to -7 %); graphs that carry SkipLayerNormalization nodes run them as they are
     disabled = ["SkipLayerNormFusion"] if config.provider == "cpu" else []
-    return ort.InferenceSession(
+    session = ort.InferenceSession(
         path if isinstance(path, bytes) else str(path), sess_options=options,
         providers=execution_providers(config.provider), disabled_optimizers=disabled,
     )
+    if isinstance(path, bytes) and config.provider == "cpu":
+        # the Python session keeps a serialized graph for as long as it lives, only to remake
+        # itself on another provider after a failure (which the CPU provider has no use for):
+        # 13 MiB per decoder session of the shipped model, 4 to 7 sessions
+        session._model_bytes = None
+    return session
 
 
 SHARED_MIN_BYTES = 64 * 1024  # smaller initializers are not worth a look-up
@@ -213,8 +220,13 @@ PACKING_OPS = {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatM
                "MatMulIntegerToFloat", "QLinearMatMul", "Conv"}
 
 
+def packing_inputs(graph: onnx.GraphProto) -> set[str]:
+    """The names graph's weight-packing ops read."""
+    return {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
+
+
 class SharedWeights:
-    """Large float initializers of a bundle's graphs, held once for all its sessions.
+    """Large float and int8 initializers of a bundle's graphs, held once for all its sessions.
 
     ONNX Runtime gives every session its own copy of its graph's initializers, and a bundle has
     several sessions of the same graphs (one-thread copies, specialized and fused step graphs),
@@ -222,7 +234,10 @@ class SharedWeights:
     and the decoder. Each initializer here is read once, kept by content (the encoder's and the
     decoder's tables are one array), and handed to every session by
     `SessionOptions.add_initializer`. Measured on the shipped int8 decoder: four sessions took
-    76 MiB apart and 54 MiB sharing."""
+    76 MiB apart and 54 MiB sharing the float weights. The int8 weights are shared with the
+    sessions whose graphs read them with our product (app.engine.kernels), which packs them once
+    per process, and not with those that pack them: four swapped step sessions took 54 MiB with
+    their own int8 weights and 23 MiB sharing them."""
 
     def __init__(self) -> None:
         self._arrays: dict[tuple, tuple[np.ndarray, ort.OrtValue]] = {}
@@ -231,7 +246,7 @@ class SharedWeights:
 
     def of(self, path: str | Path, graph: onnx.GraphProto | None = None
            ) -> list[tuple[str, ort.OrtValue]]:
-        """(name, value) of the graph at path's shared initializers: float, at least
+        """(name, value) of the graph at path's shared initializers: float or int8, at least
         SHARED_MIN_BYTES, and read by no weight-packing op; graph: the file already parsed."""
         key = str(path)
         with self._lock:
@@ -239,14 +254,18 @@ class SharedWeights:
                 self._graphs[key] = self._read(read_graph(graph or path))
             return self._graphs[key]
 
+    def of_graph(self, graph: onnx.GraphProto) -> list[tuple[str, ort.OrtValue]]:
+        """As `of`, for a graph held in memory (a rewritten copy of a file's graph)."""
+        with self._lock:
+            return self._read(graph)
+
     def _read(self, graph: onnx.GraphProto) -> list[tuple[str, ort.OrtValue]]:
         import onnx
         import onnxruntime as ort
         from onnx import numpy_helper
 
-        packed = {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
-        kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
-        found = []
+        kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.INT8)
+        packed, found = packing_inputs(graph), []
         for init in graph.initializer:
             if init.data_type not in kinds or init.name in packed:
                 continue
@@ -290,12 +309,21 @@ class Seq2SeqSessions:
             return_large_frees_to_the_os()
         # on the CPU, weights the sessions would each copy are held once
         self.shared = SharedWeights() if cpu else None
-        self.encoder = self._session(encoder_path, config)
         # one-thread copies of the graphs: for small steps and for lanes
         self._one_thread = cpu and config.intra_op_threads != 1
         self._decoders: dict[tuple[int, bool], ort.InferenceSession] = {}
         self._fused: dict[bool, ort.InferenceSession] = {}
+        self._encoders: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
+        # the encoder session made now: the lanes' one-thread one where there are lanes (they
+        # encode every sentence of a call of several and, on one thread, every single sentence;
+        # the session of config's threads is made only if a call runs outside a lane)
+        self.encoder_path = encoder_path
+        lanes = self._one_thread and workers > 1
+        self.lane_encoder = self._session(
+            encoder_path, replace(config, intra_op_threads=1) if lanes else config)
+        if not lanes:
+            self._encoders[False] = self.lane_encoder
         # the decoder file is parsed once for the shared weights and the questions below
         decoder_graph = read_graph(decoder_path) if cpu else None
         if cpu:
@@ -307,7 +335,7 @@ class Seq2SeqSessions:
         self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
                                      matmul=_our_products(first))
         names = graph_names(n_layers)
-        for path, session, graph in ((encoder_path, self.encoder, "encoder"),
+        for path, session, graph in ((encoder_path, self.lane_encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
             found = {"inputs": [x.name for x in session.get_inputs()],
                      "outputs": [x.name for x in session.get_outputs()]}
@@ -326,9 +354,13 @@ class Seq2SeqSessions:
         small_rows = config.small_rows if self._one_thread else 0
         self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
         self.lane_step = StepDecoder(self.lane_decoder_for, n_layers).step
-        self.lane_encoder = self.encoder
-        if self._one_thread and workers > 1:
-            self.lane_encoder = self._session(encoder_path, replace(config, intra_op_threads=1))
+
+    @property
+    def encoder(self) -> ort.InferenceSession:
+        """The encoder session of config's threads (made at its first use where there are
+        lanes)."""
+        return self._made(self._encoders, False,
+                          lambda: self._session(self.encoder_path, self.config))
 
     def _session(self, graph: str | Path | bytes, config: SessionConfig,
                  weights_of: str | Path | None = None, decoder: bool = False,
@@ -336,10 +368,11 @@ class Seq2SeqSessions:
         """A session of graph (a path, or serialized: then weights_of names the file whose
         initializers it has), with the shared weights where there are; a decoder graph on the
         CPU runs its attention on our kernel where it is built (app.engine.kernels)."""
-        shared = () if self.shared is None else self.shared.of(weights_of or graph)
-        library = None
+        library = rewritten = None
         if decoder and self.config.provider == "cpu":
-            graph, library = with_kernels(graph, matmul)
+            graph, library, rewritten = with_kernels(graph, matmul)
+        shared = (() if self.shared is None else self.shared.of(weights_of or graph)
+                  if rewritten is None else self.shared.of_graph(rewritten))
         return create_session(graph, config, shared, library)
 
     def decoder_for(self, beams: int, one_thread: bool = False) -> ort.InferenceSession:
@@ -392,6 +425,15 @@ class Seq2SeqSessions:
             return self._session(graph, config, self.decoder_path, decoder=True, matmul=True)
 
         return self._made(self._fused, beam, make)
+
+    def prepare(self, beams: int, lane: bool = False) -> None:
+        """Make the step session a search of `beams` rows per sentence switches to when its
+        sources' padding grows (the graph specialized for that width), before the search's cache
+        takes memory: made in the middle of a search, it raised the RSS for a moment by about
+        60 MiB on top of a full cache (shipped int8 model, beam 4, 500 test sentences, two
+        lanes: the pass's peak RSS, 340 MiB, was at that moment)."""
+        if self.by_length and beams > 1:
+            self.decoder_for(beams, lane or self.config.small_rows > 0)
 
     def lane_decoder_for(self, beams: int, one_thread: bool = True) -> ort.InferenceSession:
         """A lane's decoder session: always the one-thread copy."""

@@ -58,7 +58,7 @@ def check_consistency(
     naming the file that disagrees."""
     a, special = bundle.architecture, bundle.special_tokens
     cache = next(x for x in sessions.decoder.get_inputs() if x.name == "cache_k_0").shape
-    cross = next(x for x in sessions.encoder.get_outputs() if x.name == "cross_k").shape
+    cross = next(x for x in sessions.lane_encoder.get_outputs() if x.name == "cross_k").shape
     heads, head_dim = a["n_heads"], a["head_dim"]
     for path, what, shape, found, expected in (
         (bundle.decoder_path, "cache", cache, [cache[1], cache[3]],  # (R, H, M, Dp)
@@ -415,6 +415,7 @@ class Translator:
                             np.dtype(self.sessions.kv_dtype),
                             planned=(planned * options.beam_size, planned))
         step = self.sessions.lane_step if lane else self.sessions.step
+        self.sessions.prepare(options.beam_size, lane)
         return Search(step, state, self.start_id, self.eos_id,
                       int(a["vocab_size"]), beam_size=options.beam_size,
                       length_penalty=options.length_penalty,
