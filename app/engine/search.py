@@ -48,6 +48,7 @@ class State(Protocol):
 
     rows: int
     sentences: int
+    max_len: int  # positions per row the cache holds
 
     def append(self, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
                rows_per_sentence: int, max_len: int) -> None: ...
@@ -57,7 +58,7 @@ class State(Protocol):
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None: ...
 
-    def ensure_positions(self, max_len: int) -> None: ...
+    def ensure_positions(self, max_len: int, most: int | None = None) -> None: ...
 
     def fit_sources(self, width: int) -> None: ...
 
@@ -192,7 +193,9 @@ class Search:
         past = np.where(self.alive, self.t, 0)  # per sentence; finished ones decode nothing
         if not self.greedy:
             past = np.repeat(past, self.k)
-        self.state.ensure_positions(int(past.max()) + 1)  # the cache grows with the outputs
+        needed = int(past.max()) + 1  # the cache grows with the outputs
+        if needed > self.state.max_len:
+            self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
         log_probs, ids = self.step_fn(self.state, self.last, past, past, self.m)
         if self.greedy:
             few = self.running <= FEW_SENTENCES

@@ -51,7 +51,12 @@ class ScriptedState:
         for s, d, n in zip(src, dst, used, strict=True):
             self.cache[d, :n] = self.cache[s, :n]
 
-    def ensure_positions(self, max_len):
+    @property
+    def max_len(self) -> int:
+        return self.cache.shape[1]
+
+    def ensure_positions(self, max_len, most=None):
+        assert most is None or most >= max_len  # the most any running row can reach
         self.grown = getattr(self, "grown", 0) + (max_len > self.cache.shape[1])
         extra = max(0, max_len - self.cache.shape[1])
         self.cache = np.pad(self.cache, ((0, 0), (0, extra)), constant_values=-1)

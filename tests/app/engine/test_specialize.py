@@ -135,5 +135,15 @@ def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_se
         np.testing.assert_allclose(*scores, atol=1e-5)
 
     t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1)
+    steps, session_for, ran = t.sessions.step.__self__, t.sessions.decoder_for, []
+
+    def spy(beams: int, small: bool = False):
+        session = session_for(beams, small)
+        ran.append("bundle's" if session is t.sessions.decoder else "specialized")
+        return session
+
+    steps.session_for = spy
     translations(t, ["the car", "a car", "the house"], beams)
-    assert list(t.sessions._decoders) == ([(1, False)] if beams == 1 else [])
+    assert set(ran) == ({"specialized"} if beams == 1 else {"bundle's"})
+    # a beam search makes the specialized session up front (before its cache takes memory)
+    assert list(t.sessions._decoders) == [(beams, False)]

@@ -102,3 +102,26 @@ def test_a_planned_state_holds_its_rows_from_the_start_and_keeps_them():
     state.keep(np.arange(K), np.arange(1), 6)  # 1 of 4 sentences left
     assert len(state.keys[0]) == 4 * K and len(state.cross_k[0]) == 4
     np.testing.assert_array_equal(state.cross_k[1][:1], one[1])
+
+
+def test_positions_grow_for_the_running_rows_only_and_no_further_than_the_most_needed():
+    """A growth of positions keeps every row's positions; where the running rows use less than
+    half of the rows' room (a planned batch's tail) the new buffers hold only them, and `most`
+    caps the headroom; a later sentence still joins (the rows grow again)."""
+    rng = np.random.default_rng(2)
+    state = DecodeState(L, H, D, D, np.dtype(np.float32), planned=(4 * K, 4))
+    four = rng.standard_normal((L, 4, H, S, D)).astype(np.float32)
+    state.append(four, four, np.ones((4, S), bool), K, 4)
+    for buf in (*state.keys, *state.values):
+        buf[...] = rng.standard_normal(buf.shape)
+    state.ensure_positions(5)  # all rows run: the rows stay, positions grow by half
+    assert state.keys[0].shape[:3] == (4 * K, H, 6)
+    state.keep(np.arange(K), np.arange(1), 5)  # one sentence left
+    before = [b[:K, :, :5].copy() for b in (*state.keys, *state.values)]
+    state.ensure_positions(7, most=8)  # room for 9 by half again; no row reaches past 8
+    assert state.keys[0].shape[:3] == (K, H, 8) and state.values[1].shape[:3] == (K, H, 8)
+    for new, old in zip((*state.keys, *state.values), before, strict=True):
+        np.testing.assert_array_equal(new[:, :, :5], old)
+    state.append(four[:, :2], four[:, :2], np.ones((2, S), bool), K, 8)
+    assert state.rows == 3 * K and len(state.keys[0]) >= 3 * K
+    np.testing.assert_array_equal(state.keys[0][:K, :, :5], before[0])
