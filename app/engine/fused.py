@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 PREFIX = "fused/"  # names of the values added here
+WALK_DOMAIN, WALK_OP = "nmt", "BeamWalk"  # app/engine/kernels/beam_walk.cc
 # int8 matrix products: quantize_dynamic's, and export.calibrate's (fixed activation scales)
 INT8_PRODUCTS = {"MatMulInteger", "MatMulIntegerToFloat"}
 
@@ -70,7 +71,7 @@ def greedy_loop(path: str | Path) -> bytes:
     return _loop(path, beam=False)
 
 
-def beam_loop(path: str | Path) -> bytes:
+def beam_loop(path: str | Path, walk_op: bool = False) -> bytes:
     """The step graph at path as a beam search over one sentence, serialized.
 
     Inputs: max_steps () and eos () int64, start (1,) int64 and start_scores (1,) float32 (the
@@ -79,8 +80,10 @@ def beam_loop(path: str | Path) -> bytes:
     mask as in `greedy_loop`. Outputs per step (T rows): tokens, scores (float32) and parents
     (the rows they extend) of the m best candidates in walk order, finished (m,) bool (those
     that became finished hypotheses), and chosen (K,) int64: the candidates that the K rows of
-    the next step took, in order."""
-    return _loop(path, beam=True)
+    the next step took, in order. walk_op: the search step after the step graph is one node of
+    our kernel library (`nmt.BeamWalk`, app/engine/kernels/beam_walk.cc) instead of forty-odd
+    ONNX nodes (the same rules and arithmetic; the session must register the library)."""
+    return _loop(path, beam=True, walk_op=walk_op)
 
 
 class _Nodes:
@@ -112,7 +115,7 @@ def _value(name: str, elem: int, shape: list):
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def _loop(path: str | Path, beam: bool) -> bytes:
+def _loop(path: str | Path, beam: bool, walk_op: bool = False) -> bytes:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -147,7 +150,7 @@ def _loop(path: str | Path, beam: bool) -> bytes:
     b.nodes.extend(graph.node)  # -> top_log_probs, top_ids (rows, k); cache_*_out
 
     if beam:
-        body_outputs, record = _beam_tail(b, carried, outputs, t1)
+        body_outputs, record = (_beam_walk if walk_op else _beam_tail)(b, carried, outputs, t1)
         loop_state = ["start", "start_scores", PREFIX + "no_finished", PREFIX + "zero_count"]
         scans = ["tokens", "scores", "parents", "finished", "chosen"]
         extra_inputs = [_value("start", TensorProto.INT64, [1]),
@@ -196,8 +199,10 @@ def _loop(path: str | Path, beam: bool) -> bytes:
                      for name, rec in zip(scans, record, strict=True)]
     loop_graph = helper.make_graph(b.nodes, "fused_search", graph_inputs, graph_outputs,
                                    [*graph.initializer, *b.consts])
-    fused = helper.make_model(loop_graph, opset_imports=model.opset_import,
-                              ir_version=model.ir_version)
+    opsets = list(model.opset_import)
+    if walk_op:
+        opsets.append(helper.make_opsetid(WALK_DOMAIN, 1))
+    fused = helper.make_model(loop_graph, opset_imports=opsets, ir_version=model.ir_version)
     return fused.SerializeToString()
 
 
@@ -283,6 +288,35 @@ def _beam_tail(b: _Nodes, carried: list[str], outputs: dict, t1: str):
     record = [op("Identity", [x], "out_" + x[len(P):])
               for x in (tokens, best_scores, parents, finished, chosen)]
     body_outputs += [_value(record[0], i64, ["m"]), _value(record[1], f32, ["m"]),
+                     _value(record[2], i64, ["m"]), _value(record[3], TensorProto.BOOL, ["m"]),
+                     _value(record[4], i64, ["K"])]
+    return body_outputs, record
+
+
+def _beam_walk(b: _Nodes, carried: list[str], outputs: dict, t1: str):
+    """As `_beam_tail`, the search step in one `nmt.BeamWalk` node."""
+    from onnx import TensorProto, helper
+
+    P, i64 = PREFIX, TensorProto.INT64
+    names = ["more", "new_tokens", "new_scores", "new_parents", "best_finished_out",
+             "n_finished_out", "cand_tokens", "best_scores", "cand_parents", "cand_finished",
+             "chosen"]
+    b.nodes.append(helper.make_node(
+        WALK_OP, ["top_log_probs", "top_ids", P + "scores", P + "best_finished",
+                  P + "n_finished", t1, "max_steps", "eos", "beam_size", "length_penalty"],
+        [P + x for x in names], name=P + "walk", domain=WALK_DOMAIN))
+    more, tokens, scores, parents, best_finished, n_finished = (P + x for x in names[:6])
+    moved = [b.op("Gather", [name + "_out", parents], name + "_moved", axis=0)
+             for name in carried]
+    body_outputs = [_value(more, TensorProto.BOOL, []),
+                    _value(tokens, i64, ["K"]),
+                    _value(scores, TensorProto.FLOAT, ["K"]),
+                    _value(best_finished, TensorProto.DOUBLE, ["K"]),
+                    _value(n_finished, i64, [])]
+    body_outputs += [_renamed(outputs[name + "_out"], out)
+                     for name, out in zip(carried, moved, strict=True)]
+    record = [b.op("Identity", [P + x], "out_" + x) for x in names[6:]]
+    body_outputs += [_value(record[0], i64, ["m"]), _value(record[1], TensorProto.FLOAT, ["m"]),
                      _value(record[2], i64, ["m"]), _value(record[3], TensorProto.BOOL, ["m"]),
                      _value(record[4], i64, ["K"])]
     return body_outputs, record

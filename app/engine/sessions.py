@@ -164,8 +164,8 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False
     swapped = kernels.swap_attention(model) + kernels.swap_tail(model)
     if matmul:
         swapped += kernels.swap_matmul(model)
-    if not swapped:
-        return graph, None, None
+    if not swapped and not any(o.domain == kernels.DOMAIN for o in model.opset_import):
+        return graph, None, None  # nothing of ours in it
     if library not in _ANNOUNCED:
         _ANNOUNCED.add(library)
         log.info("decoder attention and search tail run on our kernels: %s (NMT_KERNELS=off "
@@ -421,7 +421,8 @@ class Seq2SeqSessions:
                     and self.int8)  # int8 products to swap
             if beam and threads > 1 and not ours:
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
-            graph = (beam_loop if beam else greedy_loop)(self.decoder_path)
+            graph = (beam_loop(self.decoder_path, walk_op=kernels.library() is not None)
+                     if beam else greedy_loop(self.decoder_path))
             return self._session(graph, config, self.decoder_path, decoder=True, matmul=True)
 
         return self._made(self._fused, beam, make)

@@ -191,6 +191,64 @@ def test_translations_equal_pytorch_with_either_attention(tiny_bundle, reference
     assert [h[0].tokens for h in batch] == greedy_search(model, sources)
 
 
+@needs_library
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_the_beam_walk_op_finds_the_graphs_hypotheses(tiny_bundle, sources, variant,
+                                                      monkeypatch):
+    """The fused beam search with its search step in one BeamWalk node and with the ONNX nodes
+    it stands in for: the same n-best lists, scores to the bit, for several beam sizes, length
+    penalties and limits (searches that stop early, and ones cut by the length limit)."""
+    import app.engine.sessions as sessions_module
+
+    loop = sessions_module.beam_loop
+    found = {}
+    for walk_op in (True, False):
+        monkeypatch.setattr(sessions_module, "beam_loop",
+                            lambda path, walk_op=walk_op, **_: loop(path, walk_op=walk_op))
+        t = Translator.from_dir(tiny_bundle, variant=variant, intra_threads=1, fused=True)
+        found[walk_op] = [
+            [(h.tokens, h.score) for h in t.translate_ids([source], options)[0]]
+            for options in (TranslationOptions(beam_size=k, length_penalty=lp,
+                                               num_alternatives=k - 1, max_len_ratio=ratio)
+                            for k, lp, ratio in ((2, 0.6, 1.5), (4, 1.0, 1.5), (5, 1.3, 0.3),
+                                                 (3, 0.0, 0.5)))
+            for source in sources[:10]
+        ]
+    assert found[True] == found[False]
+    assert any(len(hyps) > 1 for hyps in found[True])
+
+
+@needs_library
+def test_the_beam_walk_op_refuses_a_beam_wider_than_its_candidates():
+    import onnxruntime as ort
+
+    f, i, d, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.DOUBLE, TensorProto.BOOL
+    names = ["lp", "ids", "scores", "best", "n", "t1", "max_steps", "eos", "k", "penalty"]
+    types = [f, i, f, d, i, i, i, i, i, d]
+    out_types = [b, i, f, i, d, i, i, f, i, b, i]
+    outs = [f"o{j}" for j in range(len(out_types))]
+    node = helper.make_node(kernels.WALK_OP, names, outs, domain=kernels.DOMAIN)
+    graph = helper.make_graph(
+        [node], "walk",
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types, strict=True)],
+        [helper.make_tensor_value_info(o, t, None) for o, t in zip(outs, out_types, strict=True)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid(kernels.DOMAIN, 1)])
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(str(kernels.library()))
+    sess = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    feeds = {"lp": np.zeros((1, 2), np.float32), "ids": np.array([[5, 3]]),
+             "scores": np.zeros(1, np.float32), "best": np.full(3, -np.inf),
+             "n": np.array(0), "t1": np.array(1), "max_steps": np.array(9), "eos": np.array(2),
+             "k": np.array([3]), "penalty": np.array(1.0)}
+    with pytest.raises(Exception, match="beam_size must be in"):
+        sess.run(None, feeds)
+    feeds["k"], feeds["best"] = np.array([2]), np.full(2, -np.inf)
+    more, tokens = sess.run(["o0", "o1"], feeds)
+    assert more and tokens.tolist() == [3, 5]  # candidates of equal score in ascending id
+
+
 def test_a_library_for_a_newer_runtime_or_turned_off_is_not_used(tmp_path, monkeypatch):
     lib = tmp_path / "libnmt_kernels.so"
     lib.write_bytes(b"\x7fELF")  # library() only looks: nothing is loaded here
