@@ -161,7 +161,8 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False
     import onnx
 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
-    swapped = kernels.swap_attention(model) + kernels.swap_tail(model)
+    swapped = (kernels.swap_attention(model) + kernels.swap_cross_attention(model)
+               + kernels.swap_tail(model))
     if matmul:
         swapped += kernels.swap_matmul(model)
     if not swapped and not any(o.domain == kernels.DOMAIN for o in model.opset_import):

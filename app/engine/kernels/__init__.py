@@ -6,7 +6,10 @@ the inputs and attributes of `com.microsoft.GroupQueryAttention` for one new que
 search loops. ONNX Runtime's CPU attention kernels run a small matrix product, a softmax and
 another product for every (row, head) pair; with one query over a few dozen positions those
 calls cost more than the arithmetic. Ours does each pair in one pass of fused multiply-adds
-(timings in BENCHMARKS.md, session 20).
+(timings in BENCHMARKS.md, session 20). The same file has cross-attention
+(`nmt.CrossAttention`, in place of `com.microsoft.MultiHeadAttention` over the encoder's keys
+and values, `swap_cross_attention`): each (query, head) pair one pass over its sentence's
+unmasked source positions (a profiled call of one sentence's four beams 15 -> 9 us).
 
 `search_tail.cc` is the end of a decoder step (`nmt.LogSoftmaxTopK`): log-softmax over the
 vocabulary and each row's k best entries, in one pass over the logits and one over their
@@ -61,6 +64,7 @@ SOURCES = [Path(__file__).with_name(name)
 HEADERS = [Path(__file__).with_name(name) for name in ("simd_exp.h", "op_status.h")]  # included
 DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
 DOMAIN, OP, TAIL_OP, WALK_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK", "BeamWalk"
+CROSS_OP, CROSS_SWAPPED = "CrossAttention", "MultiHeadAttention"  # ours, and the one it replaces
 SWAPPED = "GroupQueryAttention"  # the com.microsoft op ours stands in for
 ATTRIBUTES = {"num_heads", "kv_num_heads", "scale"}  # the GroupQueryAttention attributes ours has
 # GroupQueryAttention attributes that a node may carry at these values (what they do is off)
@@ -186,6 +190,35 @@ def swap_attention(model: onnx.ModelProto) -> int:
                 node.op_type, node.domain = OP, DOMAIN
                 for attr in [a for a in node.attribute if a.name not in ATTRIBUTES]:
                     node.attribute.remove(attr)
+                count += 1
+        return count
+
+    return _swap_everywhere(model, swap)
+
+
+def swap_cross_attention(model: onnx.ModelProto) -> int:
+    """Replace every MultiHeadAttention node of model (Loop bodies included) that reads the
+    encoder's keys and values as graph inputs of rank 4, (N, H, S, D), with a query, the two and
+    at most a key padding mask, with CrossAttention; return how many."""
+    from onnx import helper
+
+    rank4 = {x.name for x in model.graph.input if len(x.type.tensor_type.shape.dim) == 4}
+
+    def ours(node: onnx.NodeProto) -> bool:
+        inputs = list(node.input)
+        if len(inputs) < 3 or len(inputs) > 5 or (len(inputs) > 3 and inputs[3]):
+            return False
+        if inputs[1] not in rank4 or inputs[2] not in rank4:
+            return False
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return set(attrs) <= {"num_heads", "scale", "unidirectional"} and not attrs.get(
+            "unidirectional", 0)
+
+    def swap(graph: onnx.GraphProto) -> int:
+        count = 0
+        for node in graph.node:
+            if node.op_type == CROSS_SWAPPED and node.domain == "com.microsoft" and ours(node):
+                node.op_type, node.domain = CROSS_OP, DOMAIN
                 count += 1
         return count
 

@@ -266,6 +266,130 @@ struct Op : Ort::CustomOpBase<Op, Kernel, true> {
   ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
 };
 
+// Cross-attention of a decoder step (op "CrossAttention"): the inputs and attributes of
+// com.microsoft.MultiHeadAttention as the step graphs use it for the encoder's keys and values,
+//
+//   inputs  0 query (N, Lq, H D): each sentence's queries (its rows, or its beams)
+//           1 key, 2 value (N, H, S, D): the sentence's source keys/values
+//           3 bias: absent; 4 key_padding_mask (N, S) int32, 0 at padding (optional)
+//   output  0 (N, Lq, H D)
+//   attributes num_heads (H), scale (default 1/sqrt(D)); unidirectional must be 0
+//
+// Each (query, head) pair is one pass over the sentence's unmasked keys and values. Sources
+// are padded at the end, so a mask is a prefix of ones and the pass stops there; other masks
+// skip their zeros one by one. A sentence with no unmasked position gets zeros.
+void head_masked(const float* q, const float* k, const float* v, const int32_t* mask, int64_t n,
+                 int64_t D, float alpha, float* s, float* out) {
+  float best = -INFINITY;
+  for (int64_t t = 0; t < n; ++t) {
+    s[t] = mask[t] ? alpha * dot(q, k + t * D, static_cast<int>(D)) : -INFINITY;
+    best = std::max(best, s[t]);
+  }
+  std::memset(out, 0, D * sizeof(float));
+  if (best == -INFINITY) return;
+  float sum = 0.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    s[t] = mask[t] ? std::exp(s[t] - best) : 0.0f;
+    sum += s[t];
+  }
+  for (int64_t t = 0; t < n; ++t)
+    if (mask[t]) axpy(s[t] / sum, v + t * D, out, static_cast<int>(D));
+}
+
+struct CrossKernel {
+  int64_t heads = 0;
+  float scale = 0.0f;
+
+  CrossKernel(const OrtApi& api, const OrtKernelInfo* info) {
+    Ort::ConstKernelInfo k(info);
+    heads = k.GetAttribute<int64_t>("num_heads");
+    int64_t unidirectional = 0;
+    if (OrtStatus* missing = api.KernelInfoGetAttribute_int64(info, "unidirectional", &unidirectional))
+      api.ReleaseStatus(missing);
+    if (unidirectional != 0) throw std::runtime_error("unidirectional attention is not cross-attention");
+    float s = 0.0f;
+    if (OrtStatus* missing = api.KernelInfoGetAttribute_float(info, "scale", &s)) {
+      api.ReleaseStatus(missing);
+    } else {
+      scale = s;
+    }
+  }
+
+  OrtStatusPtr ComputeV2(OrtKernelContext* raw) { return nmt_kernels::guarded_compute("CrossAttention", *this, raw); }
+
+  void Compute(OrtKernelContext* raw) {
+    Ort::KernelContext ctx(raw);
+    auto query = ctx.GetInput(0), key = ctx.GetInput(1), value = ctx.GetInput(2);
+    if (ctx.GetInputCount() > 3 && ctx.GetInput(3)) throw std::runtime_error("no bias input");
+    Ort::ConstValue mask_in = ctx.GetInputCount() > 4 ? ctx.GetInput(4) : Ort::ConstValue{nullptr};
+    auto qshape = query.GetTensorTypeAndShapeInfo().GetShape();
+    auto kshape = key.GetTensorTypeAndShapeInfo().GetShape();  // (N, H, S, D)
+    if (qshape.size() != 3 || kshape.size() != 4 || kshape[1] != heads || qshape[0] != kshape[0])
+      throw std::runtime_error("query is not (N, Lq, H D) or key not (N, H, S, D)");
+    if (value.GetTensorTypeAndShapeInfo().GetShape() != kshape)
+      throw std::runtime_error("value is not shaped as key");
+    const int64_t N = qshape[0], Lq = qshape[1], H = heads, S = kshape[2], D = kshape[3];
+    if (qshape[2] != H * D) throw std::runtime_error("query width is not H D");
+    const int32_t* mask = nullptr;
+    if (mask_in) {
+      auto mshape = mask_in.GetTensorTypeAndShapeInfo().GetShape();
+      if (mshape != std::vector<int64_t>{N, S}) throw std::runtime_error("key_padding_mask is not (N, S)");
+      mask = mask_in.GetTensorData<int32_t>();
+    }
+    float* out = ctx.GetOutput(0, qshape).GetTensorMutableData<float>();
+    const float* q = query.GetTensorData<float>();
+    const float* k = key.GetTensorData<float>();
+    const float* v = value.GetTensorData<float>();
+    const float alpha = scale != 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(D));
+    std::vector<float> scores(S + 8);
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t* m = mask ? mask + n * S : nullptr;
+      int64_t valid = S;  // a prefix of ones: its length
+      bool prefix = true;
+      if (m) {
+        valid = 0;
+        while (valid < S && m[valid]) ++valid;
+        for (int64_t t = valid; t < S && prefix; ++t) prefix = m[t] == 0;
+      }
+      for (int64_t j = 0; j < Lq; ++j)
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qh = q + (n * Lq + j) * H * D + h * D;
+          const float* kh = k + (n * H + h) * S * D;
+          const float* vh = v + (n * H + h) * S * D;
+          float* oh = out + (n * Lq + j) * H * D + h * D;
+          if (!prefix)
+            head_masked(qh, kh, vh, m, S, D, alpha, scores.data(), oh);
+          else if (valid == 0)
+            std::memset(oh, 0, D * sizeof(float));
+          else
+            head(qh, kh, vh, valid, D, alpha, scores.data(), oh);
+        }
+    }
+  }
+};
+
+struct CrossOp : Ort::CustomOpBase<CrossOp, CrossKernel, true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+    try {
+      *kernel = new CrossKernel(api, info);
+      return nullptr;
+    } catch (const std::exception& e) {
+      return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string("CrossAttention: ") + e.what()).c_str());
+    }
+  }
+  const char* GetName() const { return "CrossAttention"; }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+  size_t GetInputTypeCount() const { return 5; }
+  ONNXTensorElementDataType GetInputType(size_t i) const {
+    return i == 4 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+  OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
+    return i >= 3 ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  }
+  size_t GetOutputTypeCount() const { return 1; }
+  ONNXTensorElementDataType GetOutputType(size_t) const { return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT; }
+};
+
 }  // namespace
 
 OrtCustomOp* search_tail_op();  // search_tail.cc
@@ -281,6 +405,8 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
   if (domain == nullptr) {
     if (OrtStatus* s = api->CreateCustomOpDomain("nmt", &domain)) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, &op)) return s;
+    static CrossOp cross;
+    if (OrtStatus* s = api->CustomOpDomain_Add(domain, &cross)) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, search_tail_op())) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, int8_matmul_op())) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, beam_walk_op())) return s;

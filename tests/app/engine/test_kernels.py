@@ -152,6 +152,67 @@ def test_swap_attention_reaches_loop_bodies(tiny_bundle):
     assert any(o.domain == kernels.DOMAIN for o in model.opset_import)
 
 
+def cross_graph(op: str, domain: str, heads: int) -> bytes:
+    """One cross-attention node: (query (N, Lq, H D), key, value (N, H, S, D), mask (N, S))."""
+    f = TensorProto.FLOAT
+    inputs = [helper.make_tensor_value_info("q", f, ["N", "L", "W"]),
+              helper.make_tensor_value_info("k", f, ["N", heads, "S", "D"]),
+              helper.make_tensor_value_info("v", f, ["N", heads, "S", "D"]),
+              helper.make_tensor_value_info("mask", TensorProto.INT32, ["N", "S"])]
+    node = helper.make_node(op, ["q", "k", "v", "", "mask"], ["out"], domain=domain,
+                            num_heads=heads, unidirectional=0)
+    model = helper.make_model(
+        helper.make_graph([node], "cross", inputs, [helper.make_tensor_value_info("out", f, None)]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+    return model.SerializeToString()
+
+
+@needs_library
+@pytest.mark.parametrize(("n", "lq", "heads", "dim"), [(1, 1, 4, 64), (1, 4, 4, 64),
+                                                      (5, 1, 2, 32), (3, 2, 3, 24)])
+def test_cross_attention_equals_onnxruntimes(n, lq, heads, dim):
+    """CrossAttention against ONNX Runtime's MultiHeadAttention: masks of prefixes (sources
+    padded at the end, one of them not padded) and one with holes."""
+    rng = np.random.default_rng(n * 100 + dim)
+    S = 11
+    feeds = {"q": rng.standard_normal((n, lq, heads * dim)).astype(np.float32),
+             "k": rng.standard_normal((n, heads, S, dim)).astype(np.float32),
+             "v": rng.standard_normal((n, heads, S, dim)).astype(np.float32)}
+    lengths = rng.integers(1, S + 1, n)
+    lengths[0] = S
+    mask = (np.arange(S)[None, :] < lengths[:, None]).astype(np.int32)
+    if n > 2:
+        mask[2] = [1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 0]  # not a prefix: the slow path
+    feeds["mask"] = mask
+    ours = session(cross_graph(kernels.CROSS_OP, kernels.DOMAIN, heads), True).run(None, feeds)[0]
+    theirs = session(cross_graph("MultiHeadAttention", "com.microsoft", heads), False).run(
+        None, feeds)[0]
+    np.testing.assert_allclose(ours, theirs, atol=2e-6, rtol=1e-5)
+
+
+@needs_library
+def test_cross_attention_without_any_source_gives_zeros():
+    sess = session(cross_graph(kernels.CROSS_OP, kernels.DOMAIN, 2), True)
+    feeds = {"q": np.ones((2, 1, 8), np.float32), "k": np.ones((2, 2, 3, 4), np.float32),
+             "v": np.ones((2, 2, 3, 4), np.float32), "mask": np.array([[1, 1, 0], [0, 0, 0]],
+                                                                       np.int32)}
+    out = sess.run(None, feeds)[0]
+    assert (out[0] == 1).all() and (out[1] == 0).all()
+    feeds["mask"] = np.ones((2, 4), np.int32)  # a mask of another width: an error, not a crash
+    with pytest.raises(Exception, match="key_padding_mask"):
+        sess.run(None, feeds)
+
+
+def test_swap_cross_attention_reaches_loop_bodies_and_step_graphs(tiny_bundle):
+    decoder = tiny_bundle / "decoder.fp32.onnx"
+    for model in (onnx.load(decoder), onnx.load_from_string(beam_loop(decoder))):
+        before = len(list(_nodes(model.graph, "MultiHeadAttention")))
+        assert before > 0
+        assert kernels.swap_cross_attention(model) == before
+        assert len(list(_nodes(model.graph, kernels.CROSS_OP))) == before
+        assert any(o.domain == kernels.DOMAIN for o in model.opset_import)
+
+
 def _nodes(graph, op):
     for node in graph.node:
         if node.op_type == op:
