@@ -408,19 +408,21 @@ class Seq2SeqSessions:
     def fused_for(self, beam: bool) -> ort.InferenceSession:
         """The session of the fused search (app.engine.fused) for one sentence, made at first
         use. Its int8 products run on our kernel where the library and the CPU have it
-        (`kernels.swap_matmul`), and then on one thread: measured on 2 cores of an Intel Xeon
-        (shipped int8 model, 100 test sentences), batch-1 p50 greedy 5.3-5.6 ms against 7.2 ms
-        with ONNX Runtime's products, beam 4 7.6 ms on one thread against 8.6 on two spinning
-        threads and 9.7-9.8 with ONNX Runtime's products on two. Without our kernel: greedy on
-        one thread; beam search on two spinning threads where there are two (on 2 cores of an
-        AMD EPYC, p50 10.0-10.6 ms against 11.4-11.9 ms on one thread, 14-16 ms on two without
-        spinning)."""
+        (`kernels.swap_matmul`): measured on 2 cores of an Intel Xeon (shipped int8 model, 100
+        test sentences), batch-1 p50 greedy 5.3-5.6 ms against 7.2 ms with ONNX Runtime's
+        products, beam 4 7.6 ms against 9.7-9.8. The session has two spinning threads where
+        there are two: our products of one row or K share their columns out between them (a
+        row's product takes the time its weights take to stream in, and two cores stream twice
+        as fast; 200 test sentences: greedy 4.4-4.6 -> 3.2-3.3 ms, beam 4 6.1-6.2 -> 4.9-5.0;
+        without spinning 5.1 / 7.5). Without our kernel: greedy on one thread; beam search on
+        two spinning threads (on 2 cores of an AMD EPYC, p50 10.0-10.6 ms against 11.4-11.9 ms
+        on one thread, 14-16 ms on two without spinning)."""
         def make() -> ort.InferenceSession:
             threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
             config = replace(self.config, intra_op_threads=1)
             ours = (kernels.library() is not None and kernels.matmul_supported()
                     and self.int8)  # int8 products to swap
-            if beam and threads > 1 and not ours:
+            if threads > 1 and (beam or ours):
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
             graph = (beam_loop(self.decoder_path, walk_op=kernels.library() is not None)
                      if beam else greedy_loop(self.decoder_path))

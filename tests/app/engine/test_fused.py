@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import app.engine.search as search_module
-from app.engine import TranslationOptions, Translator
+from app.engine import TranslationOptions, Translator, kernels
 from app.engine.sessions import SharedWeights
 from model.search import beam_search, greedy_search
 
@@ -156,3 +156,9 @@ def test_the_spinning_beam_session_stops_spinning_after_each_call(tiny_bundle):
     assert entry(True, "session.intra_op.allow_spinning") is None  # ONNX Runtime's default: on
     assert entry(True, "session.force_spinning_stop") == "1"
     assert entry(False, "session.intra_op.allow_spinning") == "0"  # greedy: one thread
+    if kernels.library() is not None and kernels.matmul_supported():
+        # int8 on our products: their columns shared out between two spinning threads
+        engine = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=2)
+        for beam in (False, True):
+            assert entry(beam, "session.intra_op.allow_spinning") is None
+            assert engine.sessions.fused_for(beam).get_session_options().intra_op_num_threads == 2

@@ -409,10 +409,11 @@ def test_a_library_older_than_its_sources_is_not_used(tmp_path, monkeypatch):
         kernels.library.cache_clear()
 
 
-def int8_products_graph(rows_shape: list, seed: int = 0) -> onnx.ModelProto:
+def int8_products_graph(rows_shape: list, seed: int = 0, width: int = 64,
+                        hidden: int = 128) -> onnx.ModelProto:
     """x -> three QuantizeLinear -> MatMulIntegerToFloat pairs, as export.calibrate writes them:
-    (K 64, N 128) with a bias, (128, 64) without, and (64, 96), whose N our kernel does not
-    take. Weights int8 in 7 bits, per-column scales, zero points 0."""
+    (K width, N hidden) with a bias, (hidden, width) without, and (width, 96), whose N our
+    kernel does not take. Weights int8 in 7 bits, per-column scales, zero points 0."""
     from onnx import numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -435,11 +436,11 @@ def int8_products_graph(rows_shape: list, seed: int = 0) -> onnx.ModelProto:
                                       domain="com.microsoft"))
         return f"y{i}"
 
-    hidden = product(0, "x", 64, 128, bias=True)
-    nodes.append(helper.make_node("Relu", [hidden], ["h"]))
-    out = product(1, "h", 128, 64, bias=False)
-    other = product(2, "x", 64, 96, bias=True)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [*rows_shape, 64])
+    first = product(0, "x", width, hidden, bias=True)
+    nodes.append(helper.make_node("Relu", [first], ["h"]))
+    out = product(1, "h", hidden, width, bias=False)
+    other = product(2, "x", width, 96, bias=True)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [*rows_shape, width])
     graph = helper.make_graph(
         nodes, "products", [x],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in (out, other)], inits)
@@ -464,6 +465,27 @@ def test_int8_matmul_gives_onnxruntimes_outputs_to_the_bit(rows, three_d):
     ops = [n.op_type for n in model.graph.node]
     assert ops.count(kernels.MATMUL_OP) == 2 and ops.count("QuantizeLinear") == 1
     got = session(model.SerializeToString(), custom=True).run(None, {"x": x})
+    for a, b in zip(want, got, strict=True):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+@pytest.mark.skipif(kernels.library() is None or not kernels.matmul_supported(),
+                    reason="kernel library not built, or this CPU has no AVX-512 VNNI")
+@pytest.mark.parametrize("rows", [1, 4])
+def test_int8_matmul_shared_out_between_threads_gives_the_same_bits(rows):
+    """Products of 128 KiB of weights and more, of few rows, have their columns shared out
+    between the session's threads: the same bits as ONNX Runtime's on one thread."""
+    import onnxruntime as ort
+
+    model = int8_products_graph([rows], width=256, hidden=1024)  # 256 KiB each way
+    x = np.random.default_rng(rows).normal(0, 2.0, (rows, 256)).astype(np.float32)
+    want = session(model.SerializeToString(), custom=False).run(None, {"x": x})
+    assert kernels.swap_matmul(model) == 2
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.register_custom_ops_library(str(kernels.library()))
+    got = ort.InferenceSession(model.SerializeToString(), options,
+                               providers=["CPUExecutionProvider"]).run(None, {"x": x})
     for a, b in zip(want, got, strict=True):
         assert a.shape == b.shape and np.array_equal(a, b)
 
