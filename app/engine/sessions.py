@@ -372,8 +372,12 @@ class Seq2SeqSessions:
         library = rewritten = None
         if decoder and self.config.provider == "cpu":
             graph, library, rewritten = with_kernels(graph, matmul)
-        shared = (() if self.shared is None else self.shared.of(weights_of or graph)
-                  if rewritten is None else self.shared.of_graph(rewritten))
+        if self.shared is None:
+            shared = ()
+        elif rewritten is None:
+            shared = self.shared.of(weights_of or graph)
+        else:  # the rewritten graph's own (our product reads int8 weights that others pack)
+            shared = self.shared.of_graph(rewritten)
         return create_session(graph, config, shared, library)
 
     def decoder_for(self, beams: int, one_thread: bool = False) -> ort.InferenceSession:
@@ -437,7 +441,7 @@ class Seq2SeqSessions:
         60 MiB on top of a full cache (shipped int8 model, beam 4, 500 test sentences, two
         lanes: the pass's peak RSS, 340 MiB, was at that moment)."""
         if self.by_length and beams > 1:
-            self.decoder_for(beams, lane or self.config.small_rows > 0)
+            self.decoder_for(beams, lane)
 
     def lane_decoder_for(self, beams: int, one_thread: bool = True) -> ort.InferenceSession:
         """A lane's decoder session: always the one-thread copy."""
