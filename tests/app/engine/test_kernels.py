@@ -490,6 +490,26 @@ def test_int8_matmul_shared_out_between_threads_gives_the_same_bits(rows):
         assert a.shape == b.shape and np.array_equal(a, b)
 
 
+@pytest.mark.skipif(not kernels.matmul_supported(), reason="this CPU has no AVX-512 VNNI")
+def test_int8_weights_are_shared_only_where_our_product_reads_them():
+    """Int8 weights that feed ONNX Runtime's weight-packing products are each session's own (it
+    packs them); where our product reads them (it packs once per process) they are shared,
+    held once for every session."""
+    from app.engine.sessions import SharedWeights
+
+    model = int8_products_graph([1], width=256, hidden=1024)
+    int8 = {i.name for i in model.graph.initializer if i.data_type == TensorProto.INT8}
+    shared = SharedWeights()
+    assert not int8 & {name for name, _ in shared.of_graph(model.graph)}
+    assert kernels.swap_matmul(model) == 2
+    first, again = shared.of_graph(model.graph), shared.of_graph(model.graph)
+    swapped = {n.input[1] for n in model.graph.node if n.op_type == kernels.MATMUL_OP}
+    assert swapped and swapped <= {name for name, _ in first}
+    assert not (int8 - swapped) & {name for name, _ in first}  # the one left to ONNX Runtime
+    held = {id(value) for _, value in first}
+    assert all(id(value) in held for _, value in again)  # one copy for every session
+
+
 def test_swap_matmul_needs_avx512_vnni(monkeypatch):
     model = int8_products_graph([2])
     monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
