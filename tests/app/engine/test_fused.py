@@ -162,3 +162,16 @@ def test_the_spinning_beam_session_stops_spinning_after_each_call(tiny_bundle):
         for beam in (False, True):
             assert entry(beam, "session.intra_op.allow_spinning") is None
             assert engine.sessions.fused_for(beam).get_session_options().intra_op_num_threads == 2
+
+
+def test_the_multi_thread_encoder_is_made_only_when_a_call_needs_it(tiny_bundle, tiny_sentences):
+    """With decode lanes, every encoder call runs on the lanes' one-thread session; the session
+    of the configured threads is made at its first use only."""
+    t = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=2, workers=2)
+    assert not t.sessions._encoders
+    t.translate_batch(tiny_sentences[:1] * 3)  # lanes and the fused search
+    t.translate_batch(tiny_sentences[:1])
+    assert not t.sessions._encoders
+    assert t.sessions.encoder is t.sessions.encoder is not t.sessions.lane_encoder
+    one = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1)
+    assert one.sessions.encoder is one.sessions.lane_encoder  # one thread: one session
