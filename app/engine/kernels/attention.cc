@@ -244,17 +244,8 @@ struct Kernel {
   }
 };
 
-struct Op : Ort::CustomOpBase<Op, Kernel, true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-    try {
-      *kernel = new Kernel(api, info);
-      return nullptr;
-    } catch (const std::exception& e) {
-      return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string("OneQueryAttention: ") + e.what()).c_str());
-    }
-  }
+struct Op : nmt_kernels::CpuOp<Op, Kernel> {
   const char* GetName() const { return "OneQueryAttention"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return 7; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
     return i >= 5 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
@@ -368,17 +359,8 @@ struct CrossKernel {
   }
 };
 
-struct CrossOp : Ort::CustomOpBase<CrossOp, CrossKernel, true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-    try {
-      *kernel = new CrossKernel(api, info);
-      return nullptr;
-    } catch (const std::exception& e) {
-      return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string("CrossAttention: ") + e.what()).c_str());
-    }
-  }
+struct CrossOp : nmt_kernels::CpuOp<CrossOp, CrossKernel> {
   const char* GetName() const { return "CrossAttention"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return 5; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
     return i == 4 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;

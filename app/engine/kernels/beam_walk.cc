@@ -162,13 +162,8 @@ constexpr ONNXTensorElementDataType BOOL = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
 constexpr ONNXTensorElementDataType INPUTS[] = {F32, I64, F32, F64, I64, I64, I64, I64, I64, F64};
 constexpr ONNXTensorElementDataType OUTPUTS[] = {BOOL, I64, F32, I64, F64, I64, I64, F32, I64, BOOL, I64};
 
-struct Op : Ort::CustomOpBase<Op, Kernel, true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-    *kernel = new Kernel(api, info);
-    return nullptr;
-  }
+struct Op : nmt_kernels::CpuOp<Op, Kernel> {
   const char* GetName() const { return "BeamWalk"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return std::size(INPUTS); }
   ONNXTensorElementDataType GetInputType(size_t i) const { return INPUTS[i]; }
   size_t GetOutputTypeCount() const { return std::size(OUTPUTS); }

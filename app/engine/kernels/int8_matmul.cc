@@ -344,13 +344,8 @@ struct Kernel {
   const void* source_ = nullptr;
 };
 
-struct Op : Ort::CustomOpBase<Op, Kernel, true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-    *kernel = new Kernel(api, info);
-    return nullptr;
-  }
+struct Op : nmt_kernels::CpuOp<Op, Kernel> {
   const char* GetName() const { return "Int8MatMul"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return 6; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
     switch (i) {

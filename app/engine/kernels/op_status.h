@@ -1,5 +1,6 @@
 // What the kernels of this library share: a kernel's Compute with its errors turned into ONNX
-// Runtime's status, so that bad input fails the call with a message instead of ending the process.
+// Runtime's status, so that bad input fails the call with a message instead of ending the process,
+// and the declaration parts every operator repeats (CpuOp).
 #pragma once
 
 #include <onnxruntime_cxx_api.h>
@@ -19,5 +20,22 @@ OrtStatusPtr guarded_compute(const char* op, Kernel& kernel, OrtKernelContext* c
     return Ort::GetApi().CreateStatus(ORT_INVALID_ARGUMENT, (std::string(op) + ": " + e.what()).c_str());
   }
 }
+
+// An operator of this library on the CPU provider: makes its Kernel from the node's attributes
+// (an exception there becomes an ORT_INVALID_ARGUMENT status "name: what"). TOp names itself and
+// its input and output types.
+template <typename TOp, typename TKernel>
+struct CpuOp : Ort::CustomOpBase<TOp, TKernel, true> {
+  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
+    try {
+      *kernel = new TKernel(api, info);
+      return nullptr;
+    } catch (const std::exception& e) {
+      const char* name = static_cast<const TOp*>(this)->GetName();
+      return api.CreateStatus(ORT_INVALID_ARGUMENT, (std::string(name) + ": " + e.what()).c_str());
+    }
+  }
+  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
+};
 
 }  // namespace nmt_kernels

@@ -129,13 +129,8 @@ struct Kernel {
   }
 };
 
-struct Op : Ort::CustomOpBase<Op, Kernel, true> {
-  OrtStatusPtr CreateKernelV2(const OrtApi& api, const OrtKernelInfo* info, void** kernel) const {
-    *kernel = new Kernel(api, info);
-    return nullptr;
-  }
+struct Op : nmt_kernels::CpuOp<Op, Kernel> {
   const char* GetName() const { return "LogSoftmaxTopK"; }
-  const char* GetExecutionProviderType() const { return "CPUExecutionProvider"; }
   size_t GetInputTypeCount() const { return 2; }
   ONNXTensorElementDataType GetInputType(size_t i) const {
     return i == 0 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT : ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
