@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.engine.kernels import DOMAIN, WALK_OP  # the library's domain, beam_walk.cc's op
 from app.engine.search import Hypothesis, ranked
 from app.engine.specialize import read_graph
 
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 PREFIX = "fused/"  # names of the values added here
-WALK_DOMAIN, WALK_OP = "nmt", "BeamWalk"  # app/engine/kernels/beam_walk.cc
 # int8 matrix products: quantize_dynamic's, and export.calibrate's (fixed activation scales)
 INT8_PRODUCTS = {"MatMulInteger", "MatMulIntegerToFloat"}
 
@@ -201,7 +201,7 @@ def _loop(path: str | Path, beam: bool, walk_op: bool = False) -> bytes:
                                    [*graph.initializer, *b.consts])
     opsets = list(model.opset_import)
     if walk_op:
-        opsets.append(helper.make_opsetid(WALK_DOMAIN, 1))
+        opsets.append(helper.make_opsetid(DOMAIN, 1))
     fused = helper.make_model(loop_graph, opset_imports=opsets, ir_version=model.ir_version)
     return fused.SerializeToString()
 
@@ -304,7 +304,7 @@ def _beam_walk(b: _Nodes, carried: list[str], outputs: dict, t1: str):
     b.nodes.append(helper.make_node(
         WALK_OP, ["top_log_probs", "top_ids", P + "scores", P + "best_finished",
                   P + "n_finished", t1, "max_steps", "eos", "beam_size", "length_penalty"],
-        [P + x for x in names], name=P + "walk", domain=WALK_DOMAIN))
+        [P + x for x in names], name=P + "walk", domain=DOMAIN))
     more, tokens, scores, parents, best_finished, n_finished = (P + x for x in names[:6])
     moved = [b.op("Gather", [name + "_out", parents], name + "_moved", axis=0)
              for name in carried]
