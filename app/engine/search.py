@@ -36,11 +36,14 @@ from typing import Protocol
 
 import numpy as np
 
-from app.engine.step import grown
+from app.engine.step import GreedyRows, grown
 
 COMPACT_SHARE = 0.25  # compact the cache once this share of its rows is finished
 FIRST_POSITIONS = 32  # cache positions reserved at first; the cache grows as outputs do
 FEW_SENTENCES = 2  # steps of at most this many running sentences walk on Python scalars
+# the cross keys/values narrow to the longest running source once it is this share of their width
+# or less (DecodeState.fit_sources)
+GREEDY_FIT, BEAM_FIT = 0.25, 0.75
 
 
 class State(Protocol):
@@ -60,13 +63,16 @@ class State(Protocol):
 
     def ensure_positions(self, max_len: int, most: int | None = None) -> None: ...
 
-    def fit_sources(self, width: int) -> None: ...
+    def fit_sources(self, width: int, share: float = 0.75) -> None: ...
 
     def keep(self, rows: np.ndarray, sentences: np.ndarray, used: int) -> None: ...
 
 
 # (state, tokens, positions, past_lengths, k) -> top log-probs (R, k), top ids (R, k)
 StepFn = Callable[[State, np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+# (state, rows) -> rows.ended: a greedy step that updates the rows' arrays in place
+# (app.engine.step.StepDecoder.advance)
+AdvanceFn = Callable[[State, GreedyRows], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -105,8 +111,10 @@ class Search:
 
     def __init__(self, step_fn: StepFn, state: State, start_id: int, eos_id: int,
                  vocab_size: int, beam_size: int = 1, length_penalty: float = 1.0,
-                 n_best: int = 1) -> None:
+                 n_best: int = 1, advance: AdvanceFn | None = None) -> None:
         self.step_fn, self.state = step_fn, state
+        # greedy steps whose bookkeeping runs in the step graph (GreedyAdvance), where given
+        self.advance = advance if beam_size == 1 else None
         self.start_id, self.eos_id, self.vocab_size = start_id, eos_id, vocab_size
         self.greedy = beam_size == 1
         self.k = beam_size  # rows per sentence
@@ -114,7 +122,7 @@ class Search:
         self.length_penalty, self.n_best = length_penalty, n_best
         # per sentence
         self.keys: list[Hashable] = []
-        self.t = np.zeros(0, np.int64)  # steps done
+        self.t = np.zeros(0, np.int64)  # steps done (greedy: 0 once finished, its past length)
         self.limit = np.zeros(0, np.int64)
         self.alive = np.zeros(0, bool)
         self.src_len = np.zeros(0, np.int64)  # source positions, EOS included
@@ -127,11 +135,19 @@ class Search:
         # a joining sentence's rows: beam b gets rank b, the first scores 0 and the others -inf
         self._beams = np.arange(self.k)
         self._start_scores = np.r_[0.0, np.full(self.k - 1, -np.inf)].astype(np.float32)
+        self._running = 0  # count of alive, kept with it
+        # greedy: the past lengths as int32 and each step's finished lengths, for GreedyAdvance
+        self._past = np.zeros(0, np.int32)
+        self._ended = np.zeros(0, np.int32)
+        self._total, self._eos = np.ones((), np.int32), np.array(eos_id, np.int64)
+        self._bound: GreedyRows | None = None
+        self._rows = np.zeros(0, np.int64)  # arange(rows), for the greedy history's writes
+        self._fit_share = GREEDY_FIT if self.greedy else BEAM_FIT
 
     @property
     def running(self) -> int:
         """Sentences still searching."""
-        return int(np.count_nonzero(self.alive))
+        return self._running
 
     def admit(self, keys: list[Hashable], limits: np.ndarray, cross_k: np.ndarray,
               cross_v: np.ndarray, src_mask: np.ndarray) -> None:
@@ -144,7 +160,8 @@ class Search:
         limits = np.asarray(limits, np.int64)
         have = self.history.shape[1]
         width = max(have, int(limits.max()))
-        if width > have:
+        if width > have:  # with headroom: a new array means a new binding of the greedy step
+            width = max(width, have + have // 2)
             self.history = grown(self.history, (len(self.history), width),
                                  (slice(None), slice(0, have)))
         k, n = self.k, len(keys)
@@ -160,8 +177,11 @@ class Search:
         for slot, key in zip(slots.tolist(), keys, strict=True):
             self.keys[slot], self.finished[slot] = key, []
         self.t[slots], self.limit[slots], self.alive[slots] = 0, limits, True
+        if self.greedy:
+            self._past[slots] = 0
+        self._running += n
         self.src_len[slots] = np.count_nonzero(src_mask, axis=1)
-        self.state.fit_sources(int(self.src_len[self.alive].max()))
+        self.state.fit_sources(int(self.src_len[self.alive].max()), self._fit_share)
         rows = slots[:, None] * k + self._beams  # (n, K): each row gets its beam's start
         self.rank[rows] = self._beams
         self.score[rows] = self._start_scores
@@ -170,6 +190,7 @@ class Search:
     def _add_slots(self, n: int) -> None:
         """n more (blank) sentence slots in the bookkeeping, k rows each."""
         rows = n * self.k
+        self._rows = np.arange(len(self._rows) + rows)
         self.keys += [None] * n
         self.finished += [[] for _ in range(n)]
         self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
@@ -181,6 +202,9 @@ class Search:
         self.last = np.concatenate([self.last, np.zeros(rows, np.int64)])
         self.history = np.concatenate([self.history,
                                        np.zeros((rows, self.history.shape[1]), np.int64)])
+        if self.greedy:
+            self._past = np.concatenate([self._past, np.zeros(rows, np.int32)])
+            self._ended = np.zeros(len(self._past), np.int32)
 
     def run(self) -> dict[Hashable, list[Hypothesis]]:
         results: dict[Hashable, list[Hypothesis]] = {}
@@ -190,37 +214,75 @@ class Search:
 
     def step(self) -> list[tuple[Hashable, list[Hypothesis]]]:
         """One decoder step for every running sentence; the sentences it finished."""
-        past = np.where(self.alive, self.t, 0)  # per sentence; finished ones decode nothing
-        if not self.greedy:
-            past = np.repeat(past, self.k)
+        if self.advance is not None:
+            ended = self._advance_step()
+            done = [(self.keys[s], self._ranked(s)) for s in ended]
+            if _should_compact(self._running, len(self.rank)):
+                self._compact()
+            return done
+        # per row; finished ones decode nothing (a finished greedy row's t is 0)
+        past = self.t if self.greedy else np.repeat(np.where(self.alive, self.t, 0), self.k)
         needed = int(past.max()) + 1  # the cache grows with the outputs
         if needed > self.state.max_len:
             self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
         log_probs, ids = self.step_fn(self.state, self.last, past, past, self.m)
         if self.greedy:
-            few = self.running <= FEW_SENTENCES
+            few = self._running <= FEW_SENTENCES
             ended = self._greedy_few(log_probs, ids) if few else self._greedy(log_probs, ids)
         else:
             ended = self._beam(log_probs, ids)
+            self._running -= len(ended)
         done = [(self.keys[s], self._ranked(s)) for s in ended]
         if _should_compact(self.running * self.k, len(self.rank)):
             self._compact()
         return done
 
     def _greedy(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Every row updated, finished ones too (their score and history are set again when a
+        sentence takes their slot, and their t stays 0): a few whole-array operations a step,
+        the Python that a lane runs between its decoder calls (two lanes wait for each other
+        at the GIL for it)."""
         live, t = self.alive, self.t
         next_ids = ids[:, 0]
-        self.score[live] += log_probs[live, 0]
-        self.history[live, t[live]] = next_ids[live]
+        self.score += log_probs[:, 0]
+        self.history[self._rows, t] = next_ids
         is_eos = next_ids == self.eos_id
         ended = np.flatnonzero(live & (is_eos | (t + 1 >= self.limit)))
-        for s in ended:
-            n_tokens = int(t[s] + 1 - is_eos[s])
+        for s in ended.tolist():
+            n_tokens = int(t[s]) + 1 - bool(is_eos[s])
             self.finished[s].append((self.history[s, :n_tokens].tolist(), float(self.score[s]),
-                                     int(t[s] + 1)))
-        self.alive[ended] = False
-        self.last = next_ids.copy()  # the step overwrites its outputs next time
-        self.t[self.alive] += 1
+                                     int(t[s]) + 1))
+        if len(ended):
+            self.alive[ended] = False
+            self._running -= len(ended)
+        self.last[:] = next_ids  # the step overwrites its outputs next time
+        t += 1
+        t *= self.alive
+        return ended
+
+    def _advance_step(self) -> list[int]:
+        """A greedy step whose bookkeeping (scores, history, positions, which rows end) the step
+        graph's GreedyAdvance node does in place on the search's arrays: Python looks only at
+        the rows that finished. The same rules and float32 sums as _greedy."""
+        t = self.t
+        needed = int(t.max()) + 1
+        if needed > self.state.max_len:
+            self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
+        rows = self._bound
+        if rows is None or not rows.same(self.last, t, self._past, self.score, self.history,
+                                         self.limit, self.alive, self._ended):
+            rows = self._bound = GreedyRows(self.last, t, self._past, self.score, self.history,
+                                            self.limit, self.alive, self._ended, self._total,
+                                            self._eos)
+        self._total[...] = needed
+        lengths = self.advance(self.state, rows)
+        ended = np.flatnonzero(lengths).tolist()
+        for s in ended:
+            length = int(lengths[s])
+            n_tokens = length - int(self.history[s, length - 1] == self.eos_id)
+            self.finished[s].append((self.history[s, :n_tokens].tolist(), float(self.score[s]),
+                                     length))
+        self._running -= len(ended)
         return ended
 
     def _greedy_few(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -236,6 +298,8 @@ class Search:
                 self.finished[s].append((self.history[s, :n_tokens].tolist(),
                                          float(self.score[s]), t + 1))
                 self.alive[s] = False
+                self.t[s] = 0
+                self._running -= 1
                 ended.append(s)
             else:
                 self.t[s] = t + 1
@@ -364,9 +428,12 @@ class Search:
         self.t, self.limit, self.alive = self.t[kept], self.limit[kept], self.alive[kept]
         self.src_len = self.src_len[kept]
         if len(kept):
-            self.state.fit_sources(int(self.src_len.max()))
+            self.state.fit_sources(int(self.src_len.max()), self._fit_share)
         self.rank, self.score, self.last = self.rank[rows], self.score[rows], self.last[rows]
         self.history = self.history[rows]
+        self._rows = np.arange(len(rows))
+        if self.greedy:
+            self._past, self._ended = self._past[rows], np.zeros(len(rows), np.int32)
 
 
 def _fill_holes(alive: np.ndarray) -> np.ndarray:

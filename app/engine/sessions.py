@@ -147,14 +147,15 @@ def return_large_frees_to_the_os() -> None:
 _ANNOUNCED: set[Path] = set()  # kernel libraries already named in the log
 
 
-def with_kernels(graph: str | Path | bytes, matmul: bool = False
+def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool = False
                  ) -> tuple[str | Path | bytes, Path | None, onnx.GraphProto | None]:
     """A decoder graph (a path, or serialized) with its attention and its search tail
     (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, the
     library, and the rewritten graph (for SharedWeights); else graph as it is, None and
     None. matmul: its int8 matrix products too (`kernels.swap_matmul`: quicker than
     ONNX Runtime's for one to four rows on one thread; from eight rows on only on AMX, so
-    batched step graphs ask for it where there is AMX)."""
+    batched step graphs ask for it where there is AMX). advance: a greedy search's bookkeeping
+    after the top-k too (`kernels.add_greedy_advance`)."""
     library = kernels.library()
     if library is None:
         return graph, None, None
@@ -165,6 +166,8 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False
                + kernels.swap_tail(model))
     if matmul:
         swapped += kernels.swap_matmul(model)
+    if advance:
+        swapped += kernels.add_greedy_advance(model)
     if not swapped and not any(o.domain == kernels.DOMAIN for o in model.opset_import):
         return graph, None, None  # nothing of ours in it
     if library not in _ANNOUNCED:
@@ -312,7 +315,7 @@ class Seq2SeqSessions:
         self.shared = SharedWeights() if cpu else None
         # one-thread copies of the graphs: for small steps and for lanes
         self._one_thread = cpu and config.intra_op_threads != 1
-        self._decoders: dict[tuple[int, bool], ort.InferenceSession] = {}
+        self._decoders: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
         self._fused: dict[bool, ort.InferenceSession] = {}
         self._encoders: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
@@ -331,7 +334,7 @@ class Seq2SeqSessions:
             self.shared.of(decoder_path, decoder_graph)
         # the decoder session made now: the one the lanes use where there are lanes (the
         # multi-thread one is then made only if a step of many rows runs outside a lane)
-        self._decoder_key = (0, self._one_thread and workers > 1)
+        self._decoder_key = (0, self._one_thread and workers > 1, False)
         first = replace(config, intra_op_threads=1) if self._decoder_key[1] else config
         self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
                                      matmul=_our_products(first))
@@ -352,9 +355,14 @@ class Seq2SeqSessions:
         self.int8 = cpu and fusable(decoder_graph)  # its matrix products take int8 weights
         self.fused = cpu and (self.int8 if config.fused is None else config.fused)
         del decoder_graph  # its weights are in the shared arrays or the sessions now
+        # greedy steps end in our GreedyAdvance node (app/engine/kernels/greedy_advance.cc):
+        # on the graph specialized for one row per sentence, where our library is built
+        self.greedy_advance = self.by_length and kernels.library() is not None
         small_rows = config.small_rows if self._one_thread else 0
-        self.step = StepDecoder(self.decoder_for, n_layers, small_rows).step
-        self.lane_step = StepDecoder(self.lane_decoder_for, n_layers).step
+        decoder = StepDecoder(self.decoder_for, n_layers, small_rows)
+        lane = StepDecoder(self.lane_decoder_for, n_layers)
+        self.step, self.advance = decoder.step, decoder.advance
+        self.lane_step, self.lane_advance = lane.step, lane.advance
 
     @property
     def encoder(self) -> ort.InferenceSession:
@@ -365,13 +373,13 @@ class Seq2SeqSessions:
 
     def _session(self, graph: str | Path | bytes, config: SessionConfig,
                  weights_of: str | Path | None = None, decoder: bool = False,
-                 matmul: bool = False) -> ort.InferenceSession:
+                 matmul: bool = False, advance: bool = False) -> ort.InferenceSession:
         """A session of graph (a path, or serialized: then weights_of names the file whose
         initializers it has), with the shared weights where there are; a decoder graph on the
         CPU runs its attention on our kernel where it is built (app.engine.kernels)."""
         library = rewritten = None
         if decoder and self.config.provider == "cpu":
-            graph, library, rewritten = with_kernels(graph, matmul)
+            graph, library, rewritten = with_kernels(graph, matmul, advance)
         if self.shared is None:
             shared = ()
         elif rewritten is None:
@@ -380,13 +388,16 @@ class Seq2SeqSessions:
             shared = self.shared.of_graph(rewritten)
         return create_session(graph, config, shared, library)
 
-    def decoder_for(self, beams: int, one_thread: bool = False) -> ort.InferenceSession:
+    def decoder_for(self, beams: int, one_thread: bool = False, advance: bool = False
+                    ) -> ort.InferenceSession:
         """The decoder session for steps of `beams` rows per sentence: the graph specialized for
         that beam width where the CPU allows it, else (and for beams = 0) the bundle's graph;
-        one_thread: its one-thread copy (on the CPU)."""
+        one_thread: its one-thread copy (on the CPU); advance: for greedy steps (beams = 1)
+        where `greedy_advance`, the graph with our GreedyAdvance node at its end."""
         one_thread = one_thread and self._one_thread
         beams = beams if self.by_length else 0
-        key = (beams, one_thread)
+        advance = advance and beams == 1 and self.greedy_advance
+        key = (beams, one_thread, advance)
         if key == self._decoder_key:
             return self.decoder
 
@@ -394,7 +405,7 @@ class Seq2SeqSessions:
             graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
             config = replace(self.config, intra_op_threads=1) if one_thread else self.config
             return self._session(graph, config, self.decoder_path, decoder=True,
-                                 matmul=_our_products(config))
+                                 matmul=_our_products(config), advance=advance)
 
         return self._made(self._decoders, key, make)
 
@@ -443,9 +454,10 @@ class Seq2SeqSessions:
         if self.by_length and beams > 1:
             self.decoder_for(beams, lane)
 
-    def lane_decoder_for(self, beams: int, one_thread: bool = True) -> ort.InferenceSession:
+    def lane_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
+                         ) -> ort.InferenceSession:
         """A lane's decoder session: always the one-thread copy."""
-        return self.decoder_for(beams, True)
+        return self.decoder_for(beams, True, advance)
 
     def encode(self, src_ids: np.ndarray, lane: bool = False
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

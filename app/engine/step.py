@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 _NP_TO_ORT = {np.dtype(np.float32): np.float32, np.dtype(np.float16): np.float16,
-              np.dtype(np.int64): np.int64, np.dtype(np.int32): np.int32}
+              np.dtype(np.int64): np.int64, np.dtype(np.int32): np.int32,
+              np.dtype(np.bool_): np.bool_}
 
 
 def cache_head_dim(head_dim: int) -> int:
@@ -65,6 +66,9 @@ class DecodeState:
     cross_k: list[np.ndarray] = field(default_factory=list)
     cross_v: list[np.ndarray] = field(default_factory=list)
     cross_mask: np.ndarray | None = None
+    # the cross keys/values of all layers, (L, N, H, S, Dh): cross_k/cross_v are its views
+    _cross_k: Any = None
+    _cross_v: Any = None
     rows: int = 0
     sentences: int = 0
     layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
@@ -73,6 +77,8 @@ class DecodeState:
     # batch whose size is known up front (an offline lane) neither grows nor shrinks its rows
     planned: tuple[int, int] = (0, 0)
     bound: Any = None  # the StepDecoder's binding for the current layout
+    # (sources, slots) of the last `put`: the slots whose sources changed at that count
+    put_slots: tuple[int, Any] = (-1, None)
 
     @classmethod
     def start(cls, cross_k: np.ndarray, cross_v: np.ndarray, src_mask: np.ndarray,
@@ -100,24 +106,20 @@ class DecodeState:
             shape = (max(rows, self.planned[0]), self.heads, max_len, self.head_dim)  # R H M Dp
             self.keys = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
             self.values = [np.zeros(shape, self.dtype) for _ in range(self.n_layers)]
-            if sents >= self.planned[1]:
-                self.cross_k, self.cross_v = list(cross_k), list(cross_v)  # views, per layer
+            if sents >= self.planned[1]:  # taken as they are when contiguous
+                self._set_cross(np.ascontiguousarray(cross_k), np.ascontiguousarray(cross_v))
                 self.cross_mask = src_mask.astype(np.int32)
             else:
-                cross = (self.planned[1], *cross_k.shape[2:])  # (N, H, S, Dh)
-                self.cross_k = [np.zeros(cross, cross_k.dtype) for _ in range(self.n_layers)]
-                self.cross_v = [np.zeros(cross, cross_v.dtype) for _ in range(self.n_layers)]
+                cross = (self.n_layers, self.planned[1], *cross_k.shape[2:])  # (L, N, H, S, Dh)
+                self._set_cross(np.zeros(cross, cross_k.dtype), np.zeros(cross, cross_v.dtype))
                 self.cross_mask = np.zeros((self.planned[1], src_len), np.int32)
-                for i in range(self.n_layers):
-                    self.cross_k[i][:sents], self.cross_v[i][:sents] = cross_k[i], cross_v[i]
+                self._cross_k[:, :sents], self._cross_v[:, :sents] = cross_k, cross_v
                 self.cross_mask[:sents] = src_mask
         else:
             self._reserve(rows, sents, max_len, src_len)
-            for i in range(self.n_layers):
-                self.cross_k[i][self.sentences:sents] = 0
-                self.cross_v[i][self.sentences:sents] = 0
-                self.cross_k[i][self.sentences:sents, :, :src_len] = cross_k[i]
-                self.cross_v[i][self.sentences:sents, :, :src_len] = cross_v[i]
+            for base, new in ((self._cross_k, cross_k), (self._cross_v, cross_v)):
+                base[:, self.sentences:sents, :, :src_len] = new
+                base[:, self.sentences:sents, :, src_len:] = 0
             self.cross_mask[self.sentences:sents] = 0
             self.cross_mask[self.sentences:sents, :src_len] = src_mask
         self.rows, self.sentences = rows, sents
@@ -133,13 +135,22 @@ class DecodeState:
         if src_len > self.cross_mask.shape[1]:
             self._reserve(self.rows, self.sentences, self.max_len, src_len)
             self.layout += 1
-        for i in range(self.n_layers):
-            for buf, new in ((self.cross_k[i], cross_k[i]), (self.cross_v[i], cross_v[i])):
-                buf[slots, :, :src_len] = new
-                buf[slots, :, src_len:] = 0
-        self.cross_mask[slots] = 0
-        self.cross_mask[slots, :src_len] = src_mask
+        # by runs of consecutive slots (mostly one: a sentence joins as one finishes), all
+        # layers in one copy: each numpy copy lets the GIL go, and a lane that lets it go waits
+        # for the other lane's Python to get it back (a copy per layer, kind and slot cost
+        # two lanes of greedy search 5 % of their time)
+        at = 0
+        for start, stop in _runs(slots.tolist()):
+            first, n = int(slots[start]), stop - start
+            into, take = slice(first, first + n), slice(at, at + n)
+            for base, new in ((self._cross_k, cross_k), (self._cross_v, cross_v)):
+                base[:, into, :, :src_len] = new[:, take]
+                base[:, into, :, src_len:] = 0
+            self.cross_mask[into, :src_len] = src_mask[take]
+            self.cross_mask[into, src_len:] = 0
+            at += n
         self.sources += 1
+        self.put_slots = (self.sources, slots)
 
     def ensure_positions(self, max_len: int, most: int | None = None) -> None:
         """Room for max_len positions per row (the buffers grow by half again when short, to
@@ -148,15 +159,15 @@ class DecodeState:
             self._reserve(self.rows, self.sentences, max_len, self.cross_mask.shape[1], most)
             self.layout += 1
 
-    def fit_sources(self, width: int) -> None:
+    def fit_sources(self, width: int, share: float = 0.75) -> None:
         """Narrow the cross keys/values and mask to `width` source positions (the longest
         running source) once they are a third wider or more: cross-attention runs over the
         whole width for every sentence, so a long source that has finished would otherwise
         slow every later step of the batch."""
-        if 4 * width > 3 * self.cross_mask.shape[1]:
+        if width > share * self.cross_mask.shape[1]:
             return
-        self.cross_k = [np.ascontiguousarray(b[:, :, :width]) for b in self.cross_k]
-        self.cross_v = [np.ascontiguousarray(b[:, :, :width]) for b in self.cross_v]
+        self._set_cross(np.ascontiguousarray(self._cross_k[:, :, :, :width]),
+                        np.ascontiguousarray(self._cross_v[:, :, :, :width]))
         self.cross_mask = np.ascontiguousarray(self.cross_mask[:, :width])
         self.layout += 1
         self.sources += 1
@@ -169,7 +180,7 @@ class DecodeState:
     def _reserve(self, rows: int, sentences: int, max_len: int, src_len: int,
                  most: int | None = None) -> None:
         cap, _, length, _ = self.keys[0].shape
-        cap_n, _, s, dh = self.cross_k[0].shape
+        _, cap_n, _, s, dh = self._cross_k.shape
         if rows > cap or max_len > length:
             # a new buffer holds the running rows, with headroom when they grow; when they use
             # less than half of the old one (the tail of a pass: a few long outputs), no more
@@ -184,11 +195,18 @@ class DecodeState:
             _grow_each(self.keys, shape, keep)
             _grow_each(self.values, shape, keep)
         if sentences > cap_n or src_len > s:
-            cross = (_room(sentences, cap_n, 2), self.heads, _room(src_len, s, 4), dh)
-            keep = (slice(0, self.sentences), slice(None), slice(0, s))
-            _grow_each(self.cross_k, cross, keep)
-            _grow_each(self.cross_v, cross, keep)
-            self.cross_mask = grown(self.cross_mask, (cross[0], cross[2]), keep[::2])
+            cross = (self.n_layers, _room(sentences, cap_n, 2), self.heads,
+                     _room(src_len, s, 1), dh)
+            keep = (slice(None), slice(0, self.sentences), slice(None), slice(0, s))
+            self._set_cross(grown(self._cross_k, cross, keep), None)
+            self._set_cross(self._cross_k, grown(self._cross_v, cross, keep))
+            self.cross_mask = grown(self.cross_mask, (cross[1], cross[3]), keep[1::2])
+
+    def _set_cross(self, cross_k: np.ndarray, cross_v: np.ndarray | None) -> None:
+        """The cross keys/values (L, N, H, S, Dh), and cross_k/cross_v their layers' views."""
+        self._cross_k, self.cross_k = cross_k, list(cross_k)
+        if cross_v is not None:
+            self._cross_v, self.cross_v = cross_v, list(cross_v)
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None:
         """Row dst[j] takes row src[j]'s first used[j] positions (src and dst disjoint): each
@@ -207,8 +225,8 @@ class DecodeState:
         rows_floor, sentences_floor = self.planned
         self.keys = [_kept(buf, rows, used, rows_floor) for buf in self.keys]
         self.values = [_kept(buf, rows, used, rows_floor) for buf in self.values]
-        self.cross_k = [_kept(buf, sentences, floor=sentences_floor) for buf in self.cross_k]
-        self.cross_v = [_kept(buf, sentences, floor=sentences_floor) for buf in self.cross_v]
+        self._set_cross(_kept(self._cross_k, sentences, floor=sentences_floor, axis=1),
+                        _kept(self._cross_v, sentences, floor=sentences_floor, axis=1))
         self.cross_mask = _kept(self.cross_mask, sentences, floor=sentences_floor)
         self.rows, self.sentences = len(rows), len(sentences)
         self.layout += 1
@@ -225,18 +243,23 @@ def _grow_each(buffers: list[np.ndarray], shape: tuple[int, ...], keep: tuple[sl
 
 
 def _kept(buf: np.ndarray, index: np.ndarray, used: int | None = None,
-          floor: int = 0) -> np.ndarray:
-    """buf with buf[index[i]] (its first `used` positions along axis 2) at i: in place (as
-    DecodeState.keep orders them), or in a buffer of len(index) entries (floor at least) when
-    that is at most half of buf's. Copied by runs of consecutive entries; entries already in
-    place stay."""
+          floor: int = 0, axis: int = 0) -> np.ndarray:
+    """buf with buf[index[i]] along `axis` (0 or 1; with used, axis 0 and the first `used`
+    positions along axis 2) at i: in place (as DecodeState.keep orders them), or in a buffer of
+    len(index) entries (floor at least) when that is at most half of buf's. Copied by runs of
+    consecutive entries; entries already in place stay."""
     n = max(len(index), floor)
-    out = buf if 2 * n > len(buf) else np.zeros((n, *buf.shape[1:]), buf.dtype)
+    if 2 * n > buf.shape[axis]:
+        out = buf
+    else:
+        out = np.zeros((*buf.shape[:axis], n, *buf.shape[axis + 1:]), buf.dtype)
+    head = (slice(None),) * axis
     tail = () if used is None else (slice(None), slice(0, used))
     for start, stop in _runs(index.tolist()):
         first = int(index[start])
         if out is not buf or first != start:
-            out[(slice(start, stop), *tail)] = buf[(slice(first, first + stop - start), *tail)]
+            out[(*head, slice(start, stop), *tail)] = buf[
+                (*head, slice(first, first + stop - start), *tail)]
     return out
 
 
@@ -265,12 +288,40 @@ class _Binding:
     top_log_probs: np.ndarray
     top_ids: np.ndarray
     by_length: bool = False  # the session attends over each sentence's own source length
+    greedy: GreedyRows | None = None  # the greedy search's arrays bound, for GreedyAdvance
     # its extra inputs (app.engine.specialize.cross_input_names), filled from the state's
     # sources at `sources`
     last: list[np.ndarray] = field(default_factory=list)  # per layer k, v: (N, 1, H Dh)
+    last_all: np.ndarray | None = None  # their array (L, 2, N, 1, H Dh)
     seqlens: np.ndarray | None = None  # (N,) int32
     cross_total: np.ndarray | None = None  # () int32
     sources: int = -1
+
+
+@dataclass
+class GreedyRows:
+    """A greedy search's per-row arrays that the step graph's GreedyAdvance node reads and
+    writes in place (app/engine/kernels/greedy_advance.cc), as the search keeps them: tokens,
+    positions (steps so far; 0 for a finished row), the same as int32 past lengths, scores,
+    history, limits, alive, and the lengths of the rows that finished at the last step (else
+    0); total: the step's longest past + 1; eos: the end token."""
+
+    tokens: np.ndarray
+    positions: np.ndarray
+    past: np.ndarray
+    score: np.ndarray
+    history: np.ndarray
+    limit: np.ndarray
+    alive: np.ndarray
+    ended: np.ndarray
+    total: np.ndarray
+    eos: np.ndarray
+
+    def same(self, *arrays: np.ndarray) -> bool:
+        """Whether these are the arrays held (in field order, from tokens to ended)."""
+        held = (self.tokens, self.positions, self.past, self.score, self.history, self.limit,
+                self.alive, self.ended)
+        return all(a is b for a, b in zip(arrays, held, strict=True))
 
 
 # Beam steps attend over each sentence's own source length (a specialized graph) only when the
@@ -289,10 +340,23 @@ class StepDecoder:
     for that beam width (app.engine.specialize; 0 = the bundle's graph as it is), small = the
     step has at most small_rows rows (a one-thread session serves those best)."""
 
-    def __init__(self, session_for: Callable[[int, bool], ort.InferenceSession], n_layers: int,
+    def __init__(self, session_for: Callable[..., ort.InferenceSession], n_layers: int,
                  small_rows: int = 0) -> None:
         self.session_for, self.small_rows = session_for, small_rows
         self.n_layers = n_layers
+
+    def advance(self, state: DecodeState, rows: GreedyRows) -> np.ndarray:
+        """A greedy step of every running row on the graph with the GreedyAdvance node (its
+        session from session_for(1, small, advance=True)): the rows' arrays are updated in
+        place; returns rows.ended."""
+        b = state.bound
+        session = self.session_for(1, state.rows <= self.small_rows, True)
+        if b is None or b.key != (state.layout, 1, id(session)) or b.greedy is not rows:
+            b = state.bound = self._bind(session, state, 1, rows)
+        if b.by_length and b.sources != state.sources:
+            _fill_sources(b, state)
+        session.run_with_iobinding(b.binding)
+        return rows.ended
 
     def step(self, state: DecodeState, tokens: np.ndarray, positions: np.ndarray,
              past_lengths: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -318,18 +382,36 @@ class StepDecoder:
         session.run_with_iobinding(b.binding)
         return b.top_log_probs, b.top_ids
 
-    def _bind(self, session: ort.InferenceSession, state: DecodeState, k: int) -> _Binding:
+    def _bind(self, session: ort.InferenceSession, state: DecodeState, k: int,
+              greedy: GreedyRows | None = None) -> _Binding:
         rows, sents = state.rows, state.sentences
+        if greedy is None:
+            small = (np.zeros(rows, np.int64), np.zeros(rows, np.int64),
+                     np.zeros(rows, np.int32), np.ones((), np.int32))
+        else:  # the search's own arrays, which the GreedyAdvance node updates in place
+            small = (greedy.tokens, greedy.positions, greedy.past, greedy.total)
         b = _Binding(
             key=(state.layout, k, id(session)), binding=session.io_binding(),
-            tokens=np.zeros(rows, np.int64), positions=np.zeros(rows, np.int64),
-            past_lengths=np.zeros(rows, np.int32), total_length=np.ones((), np.int32),
+            tokens=small[0], positions=small[1], past_lengths=small[2], total_length=small[3],
             top_k=np.array([k], np.int64), top_log_probs=np.empty((rows, k), np.float32),
-            top_ids=np.empty((rows, k), np.int64),
+            top_ids=np.empty((rows, k), np.int64), greedy=greedy,
         )
         bind_in, bind_out = b.binding.bind_input, b.binding.bind_output
-        by_length = b.by_length = len(session.get_outputs()) > 2 + 2 * self.n_layers
-        for name in ("tokens", "positions", "past_lengths", "total_length", "top_k"):
+        if greedy is not None:
+            g = greedy
+            for name, array in (("greedy_score", g.score), ("greedy_history", g.history),
+                                ("greedy_limit", g.limit), ("greedy_alive", g.alive),
+                                ("greedy_eos", g.eos)):
+                _bind(bind_in, name, array, None if array.ndim == 0 else rows)
+            for name, array in (("tokens_next", g.tokens), ("positions_next", g.positions),
+                                ("past_lengths_next", g.past), ("greedy_score_next", g.score),
+                                ("greedy_history_next", g.history),
+                                ("greedy_alive_next", g.alive), ("greedy_ended", g.ended)):
+                _bind(bind_out, name, array, rows)  # in place
+        by_length = b.by_length = any(o.name == "cross_k_0_out" for o in session.get_outputs())
+        for name in ("tokens", "positions", "past_lengths"):
+            _bind(bind_in, name, getattr(b, name), rows)
+        for name in ("total_length", "top_k"):
             _bind(bind_in, name, getattr(b, name))
         _bind(bind_in, "cross_mask", state.cross_mask, sents)
         for i in range(self.n_layers):
@@ -341,8 +423,10 @@ class StepDecoder:
                 if by_length:  # written back in place (the same values)
                     _bind(bind_out, f"cross_{kind}_{i}_out", buf, sents)
         if by_length:
-            b.last = [np.zeros((sents, 1, state.heads * state.cross_head_dim), state.dtype)
-                      for _ in range(2 * self.n_layers)]
+            # (L, 2, N, 1, H Dh): per layer k, v, views of one array (filled in one copy)
+            b.last_all = np.zeros((self.n_layers, 2, sents, 1,
+                                   state.heads * state.cross_head_dim), state.dtype)
+            b.last = [b.last_all[i, j] for i in range(self.n_layers) for j in range(2)]
             b.seqlens, b.cross_total = np.zeros(sents, np.int32), np.zeros((), np.int32)
             names = cross_input_names(self.n_layers)
             for name, array in zip(names, [*b.last, b.seqlens, b.cross_total], strict=True):
@@ -357,13 +441,18 @@ def _fill_sources(b: _Binding, state: DecodeState) -> None:
     source length - 1 (at least 0: a slot without a source must not write before its start),
     the key and value at that position, and the buffers' width."""
     n = state.sentences
-    mask = state.cross_mask[:n]
-    np.maximum(np.count_nonzero(mask, axis=1) - 1, 0, out=b.seqlens, casting="unsafe")
-    b.cross_total[...] = mask.shape[1]
-    at = (np.arange(n), slice(None), b.seqlens)  # -> (N, H, Dh)
-    for i in range(state.n_layers):
-        for j, buf in enumerate((state.cross_k[i], state.cross_v[i])):
-            b.last[2 * i + j][:, 0] = buf[at].reshape(n, -1)
+    changed, slots = state.put_slots
+    if changed == state.sources and b.sources == changed - 1:  # only a put since: its slots
+        rows = slots
+    else:
+        rows = np.arange(n)
+        b.cross_total[...] = state.cross_mask.shape[1]
+    lengths = np.count_nonzero(state.cross_mask[rows], axis=1)
+    b.seqlens[rows] = np.maximum(lengths - 1, 0)
+    at = (slice(None), rows, slice(None), b.seqlens[rows])  # -> (n, L, H, Dh)
+    for j, base in enumerate((state._cross_k, state._cross_v)):
+        b.last_all[:, j, rows, 0] = base[at].transpose(1, 0, 2, 3).reshape(
+            state.n_layers, len(rows), -1)
     b.sources = state.sources
 
 

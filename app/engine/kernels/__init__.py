@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCES = [Path(__file__).with_name(name)
-           for name in ("attention.cc", "search_tail.cc", "int8_matmul.cc", "beam_walk.cc")]
+           for name in ("attention.cc", "search_tail.cc", "int8_matmul.cc", "beam_walk.cc",
+                        "greedy_advance.cc")]
 HEADERS = [Path(__file__).with_name(name) for name in ("simd_exp.h", "op_status.h")]  # included
 DEFAULT_LIBRARY = SOURCES[0].with_name("libnmt_kernels.so")
 DOMAIN, OP, TAIL_OP, WALK_OP = "nmt", "OneQueryAttention", "LogSoftmaxTopK", "BeamWalk"
@@ -289,6 +290,47 @@ def swap_tail(model: onnx.ModelProto) -> int:
         return True
 
     return _swap_everywhere(model, swap)
+
+
+# the inputs and outputs `add_greedy_advance` gives a step graph (greedy_advance.cc)
+ADVANCE_OP = "GreedyAdvance"
+ADVANCE_INPUTS = ("greedy_score", "greedy_history", "greedy_limit", "greedy_alive", "greedy_eos")
+ADVANCE_OUTPUTS = ("tokens_next", "positions_next", "past_lengths_next", "greedy_score_next",
+                   "greedy_history_next", "greedy_alive_next", "greedy_ended")
+
+
+def add_greedy_advance(model: onnx.ModelProto) -> bool:
+    """Give the step graph a GreedyAdvance node after its top-k (greedy_advance.cc): the search
+    step's bookkeeping, on arrays that the step decoder binds in place (ADVANCE_INPUTS, and
+    ADVANCE_OUTPUTS bound to the memory of the inputs they update). False where the graph lacks
+    the values it reads (then it is left as it is)."""
+    from onnx import TensorProto, helper
+
+    graph = model.graph
+    have = {x.name for x in graph.input}
+    made = {out for n in graph.node for out in n.output}
+    if not {"tokens", "positions"} <= have or not {"top_log_probs", "top_ids"} <= made or (
+            ADVANCE_INPUTS[0] in have):
+        return False
+    rows = ["rows"]
+    graph.input.extend([
+        helper.make_tensor_value_info("greedy_score", TensorProto.FLOAT, rows),
+        helper.make_tensor_value_info("greedy_history", TensorProto.INT64, ["rows", "width"]),
+        helper.make_tensor_value_info("greedy_limit", TensorProto.INT64, rows),
+        helper.make_tensor_value_info("greedy_alive", TensorProto.BOOL, rows),
+        helper.make_tensor_value_info("greedy_eos", TensorProto.INT64, []),
+    ])
+    graph.node.append(helper.make_node(
+        ADVANCE_OP, ["top_log_probs", "top_ids", "positions", *ADVANCE_INPUTS],
+        list(ADVANCE_OUTPUTS), name="nmt/greedy_advance", domain=DOMAIN))
+    types = [(TensorProto.INT64, rows), (TensorProto.INT64, rows), (TensorProto.INT32, rows),
+             (TensorProto.FLOAT, rows), (TensorProto.INT64, ["rows", "width"]),
+             (TensorProto.BOOL, rows), (TensorProto.INT32, rows)]
+    graph.output.extend(helper.make_tensor_value_info(name, elem, shape)
+                        for name, (elem, shape) in zip(ADVANCE_OUTPUTS, types, strict=True))
+    if not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return True
 
 
 MATMUL_OP = "Int8MatMul"

@@ -377,6 +377,7 @@ struct CrossOp : nmt_kernels::CpuOp<CrossOp, CrossKernel> {
 OrtCustomOp* search_tail_op();  // search_tail.cc
 OrtCustomOp* int8_matmul_op();  // int8_matmul.cc
 OrtCustomOp* beam_walk_op();  // beam_walk.cc
+OrtCustomOp* greedy_advance_op();  // greedy_advance.cc
 
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* base) {
   const OrtApi* api = base->GetApi(ORT_API_VERSION);
@@ -392,6 +393,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, search_tail_op())) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, int8_matmul_op())) return s;
     if (OrtStatus* s = api->CustomOpDomain_Add(domain, beam_walk_op())) return s;
+    if (OrtStatus* s = api->CustomOpDomain_Add(domain, greedy_advance_op())) return s;
   }
   return api->AddCustomOpDomain(options, domain);
 }

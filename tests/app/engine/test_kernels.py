@@ -527,3 +527,104 @@ def test_amx_only_where_the_cpu_has_it(monkeypatch):
         assert not kernels.amx_supported()
     finally:
         kernels.amx_supported.cache_clear()
+
+
+def advance_graph() -> bytes:
+    """One GreedyAdvance node over graph inputs, its outputs graph outputs (not bound: the
+    kernel copies each input it updates to its output first)."""
+    names = ["top_log_probs", "top_ids", "positions", *kernels.ADVANCE_INPUTS]
+    types = [(TensorProto.FLOAT, ["R", "k"]), (TensorProto.INT64, ["R", "k"]),
+             (TensorProto.INT64, ["R"]), (TensorProto.FLOAT, ["R"]),
+             (TensorProto.INT64, ["R", "W"]), (TensorProto.INT64, ["R"]),
+             (TensorProto.BOOL, ["R"]), (TensorProto.INT64, [])]
+    node = helper.make_node(kernels.ADVANCE_OP, names, list(kernels.ADVANCE_OUTPUTS),
+                            domain=kernels.DOMAIN)
+    graph = helper.make_graph(
+        [node], "advance",
+        [helper.make_tensor_value_info(n, e, s) for n, (e, s) in zip(names, types, strict=True)],
+        [helper.make_tensor_value_info(n, e, None) for n, e in zip(
+            kernels.ADVANCE_OUTPUTS, [TensorProto.INT64, TensorProto.INT64, TensorProto.INT32,
+                                      TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL,
+                                      TensorProto.INT32], strict=True)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                   helper.make_opsetid(kernels.DOMAIN, 1)]
+                             ).SerializeToString()
+
+
+def advance_inputs(eos: int = 2) -> dict:
+    """Six rows: one goes on, one ends at EOS, one at its limit, one finished already, one at
+    its first step ending at EOS, one taking EOS's neighbour."""
+    return {
+        "top_log_probs": np.array([[-0.5, -1], [-0.25, -2], [-1.5, -3], [-9, -9], [-0.125, -4],
+                                   [-2, -5]], np.float32),
+        "top_ids": np.array([[7, 3], [eos, 4], [5, 6], [eos, 1], [eos, 9], [eos + 1, 2]]),
+        "positions": np.array([3, 4, 5, 0, 0, 1]),
+        "greedy_score": np.array([-1, -2, -3, -4, 0, -1], np.float32),
+        "greedy_history": np.arange(6 * 8).reshape(6, 8),
+        "greedy_limit": np.array([8, 8, 6, 8, 8, 8]),
+        "greedy_alive": np.array([True, True, True, False, True, True]),
+        "greedy_eos": np.array(eos),
+    }
+
+
+@needs_library
+def test_greedy_advance_updates_the_rows_as_the_python_search_does():
+    """Each running row takes its best token: its score gains the token's log-prob (float32),
+    its history gets the token at its position, and it goes one position on, or finishes (at
+    EOS, or at its limit) with its length and position 0; a finished row stays as it was."""
+    feeds = advance_inputs()
+    out = dict(zip(kernels.ADVANCE_OUTPUTS, session(advance_graph(), True).run(None, feeds),
+                   strict=True))
+    np.testing.assert_array_equal(out["tokens_next"], [7, 2, 5, 2, 2, 3])
+    np.testing.assert_array_equal(out["positions_next"], [4, 0, 0, 0, 0, 2])
+    np.testing.assert_array_equal(out["past_lengths_next"], [4, 0, 0, 0, 0, 2])
+    assert out["past_lengths_next"].dtype == np.int32
+    np.testing.assert_array_equal(out["greedy_alive_next"],
+                                  [True, False, False, False, False, True])
+    np.testing.assert_array_equal(out["greedy_ended"], [0, 5, 6, 0, 1, 0])
+    want_score = feeds["greedy_score"] + np.where(feeds["greedy_alive"],
+                                                  feeds["top_log_probs"][:, 0], 0)
+    np.testing.assert_array_equal(out["greedy_score_next"], want_score.astype(np.float32))
+    history = feeds["greedy_history"].copy()
+    for row, at in ((0, 3), (1, 4), (2, 5), (4, 0), (5, 1)):
+        history[row, at] = feeds["top_ids"][row, 0]
+    np.testing.assert_array_equal(out["greedy_history_next"], history)
+
+
+@needs_library
+def test_greedy_advance_refuses_a_row_past_its_limit_or_history():
+    sess = session(advance_graph(), True)
+    for change in ({"positions": np.array([3, 4, 6, 0, 0, 1])},  # row 2 at its limit already
+                   {"greedy_history": np.zeros((6, 4), np.int64)}):  # row 1 beyond its width
+        with pytest.raises(Exception, match="past its limit or its history"):
+            sess.run(None, {**advance_inputs(), **change})
+    with pytest.raises(Exception, match=r"history is not \(R, W\)"):
+        sess.run(None, {**advance_inputs(), "greedy_history": np.zeros((5, 8), np.int64)})
+    assert sess.run(None, advance_inputs())[0].shape == (6,)  # and the session still runs
+
+
+@needs_library
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_greedy_search_gives_the_same_with_its_bookkeeping_in_the_graph(tiny_bundle, variant,
+                                                                        tiny_sentences):
+    """Offline and in a running batch that sentences join step by step: the tokens and scores
+    of greedy search with GreedyAdvance in the step graph are those of the Python bookkeeping,
+    to the bit."""
+    options = TranslationOptions(beam_size=1, return_scores=True)
+    texts = [*tiny_sentences, " ".join(tiny_sentences[:3]), "old", "the car"]
+    got = {}
+    for advance in (True, False):
+        t = Translator.from_dir(tiny_bundle, variant=variant, intra_threads=1, fused=False)
+        assert t.sessions.greedy_advance
+        t.sessions.greedy_advance = advance
+        offline = t.translate_batch(texts, options)
+        batch, done = t.start_batch(options), {}
+        batch.admit([0, 1], texts[:2])
+        for i, text in enumerate(texts[2:], start=2):
+            done.update(batch.step())
+            batch.admit([i], [text])
+        while batch.running:
+            done.update(batch.step())
+        got[advance] = [(r.tokens, r.score) for r in [*offline, *(done[i] for i in
+                                                                  range(len(texts)))]]
+    assert got[True] == got[False]

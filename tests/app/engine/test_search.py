@@ -64,7 +64,7 @@ class ScriptedState:
     def keep(self, rows, sentences, used):
         self.sentence, self.cache = self.sentence[rows], self.cache[rows]
 
-    def fit_sources(self, width):
+    def fit_sources(self, width, share=0.75):
         pass  # no cross keys/values here
 
 

@@ -127,7 +127,8 @@ def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_se
                                 cross_by_length=by_length)
         got[by_length] = translations(t, mixed, beams, joining)
         # sessions made besides the bundle's (one thread: no one-thread copies)
-        assert list(t.sessions._decoders) == ([(beams, False)] if by_length else [])
+        advance = beams == 1 and t.sessions.greedy_advance  # greedy: GreedyAdvance at its end
+        assert list(t.sessions._decoders) == ([(beams, False, advance)] if by_length else [])
     for new, old in zip(got[True], got[False], strict=True):
         assert (new.tokens, new.alternatives) == (old.tokens, old.alternatives)
         scores = [[x for x in (r.score, *r.alternative_scores) if x is not None]
@@ -137,8 +138,8 @@ def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_se
     t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1)
     steps, session_for, ran = t.sessions.step.__self__, t.sessions.decoder_for, []
 
-    def spy(beams: int, small: bool = False):
-        session = session_for(beams, small)
+    def spy(beams: int, small: bool = False, advance: bool = False):
+        session = session_for(beams, small, advance)
         ran.append("bundle's" if session is t.sessions.decoder else "specialized")
         return session
 
@@ -146,4 +147,4 @@ def test_the_engine_translates_the_same_with_and_without_it(tiny_bundle, tiny_se
     translations(t, ["the car", "a car", "the house"], beams)
     assert set(ran) == ({"specialized"} if beams == 1 else {"bundle's"})
     # a beam search makes the specialized session up front (before its cache takes memory)
-    assert list(t.sessions._decoders) == [(beams, False)]
+    assert list(t.sessions._decoders) == [(beams, False, beams == 1 and t.sessions.greedy_advance)]

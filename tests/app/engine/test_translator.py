@@ -255,9 +255,9 @@ def test_cross_buffers_narrow_after_long_sources_finish(translator, reference, s
     model, _ = reference
     fit, widths = DecodeState.fit_sources, []
 
-    def recording_fit(self, width):
+    def recording_fit(self, width, share=0.75):
         before = self.cross_mask.shape[1]
-        fit(self, width)
+        fit(self, width, share)
         if self.cross_mask.shape[1] < before:
             widths.append((before, self.cross_mask.shape[1]))
 
@@ -372,3 +372,29 @@ def test_decode_workers(monkeypatch):
     assert decode_workers(SessionConfig(provider="cuda", workers=3), 32) == 1
     with pytest.raises(ValueError, match="workers"):
         SessionConfig(workers=-1)
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_greedy_calls_start_with_the_longest_sources(tiny_bundle, reference, sources,
+                                                     monkeypatch, beam_size):
+    """A greedy call of several sentences starts its lane with the LONGEST_FIRST longest
+    sources (their long outputs then run beside the others, not alone at the end), then goes
+    shortest first; beam search goes shortest first from the start. Outputs equal PyTorch's."""
+    from app.engine.search import Search
+
+    model, _ = reference
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, max_batch_size=4)
+    first, admit = [], Search.admit
+
+    def spy_admit(self, keys, limits, cross_k, cross_v, src_mask):
+        first.extend(keys)
+        admit(self, keys, limits, cross_k, cross_v, src_mask)
+
+    monkeypatch.setattr(Search, "admit", spy_admit)
+    got = translator.translate_ids(sources, TranslationOptions(beam_size=beam_size))
+    if beam_size == 1:
+        assert [h[0].tokens for h in got] == greedy_search(model, sources)
+    by_length = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    n = translator_module.LONGEST_FIRST if beam_size == 1 else 0
+    want = by_length[::-1][:n] + by_length[:2]
+    assert [len(sources[i]) for i in first[:n + 2]] == [len(sources[i]) for i in want]
