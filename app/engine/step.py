@@ -196,7 +196,7 @@ class DecodeState:
             _grow_each(self.values, shape, keep)
         if sentences > cap_n or src_len > s:
             cross = (self.n_layers, _room(sentences, cap_n, 2), self.heads,
-                     _room(src_len, s, 1), dh)
+                     _room(src_len, s, 4), dh)
             keep = (slice(None), slice(0, self.sentences), slice(None), slice(0, s))
             self._set_cross(grown(self._cross_k, cross, keep), None)
             self._set_cross(self._cross_k, grown(self._cross_v, cross, keep))
