@@ -239,9 +239,8 @@ class Search:
 
     def _greedy(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Every row updated, finished ones too (their score and history are set again when a
-        sentence takes their slot, and their t stays 0): a few whole-array operations a step,
-        the Python that a lane runs between its decoder calls (two lanes wait for each other
-        at the GIL for it)."""
+        sentence takes their slot, and their t stays 0): a few whole-array operations a step.
+        Where the step graph has GreedyAdvance, _advance_step does this instead."""
         live, t = self.alive, self.t
         next_ids = ids[:, 0]
         self.score += log_probs[:, 0]

@@ -32,6 +32,11 @@ best tokens to the next rows, the finished hypotheses and the stop test, in one 
 loop body has forty-odd small ONNX nodes (app.engine.fused builds it in when the library is
 there): batch-1 beam 4 p50 about a tenth lower, the same hypotheses and scores to the bit.
 
+`greedy_advance.cc` is the bookkeeping of a greedy search step (`nmt.GreedyAdvance`): after the
+step's top-k, each running row's best token, score, history and position, and which rows
+finished, on the running batch's arrays bound in place (`add_greedy_advance` adds it to the
+greedy step graphs), so a decode lane runs almost no Python between two greedy steps.
+
 The library is built on the machine that runs it, from the source here and ONNX Runtime's C
 API header (`onnxruntime_c_api.h`, `onnxruntime_cxx_api.h`; the onnxruntime wheel does not ship
 them; Debian packages them as libonnxruntime-dev from trixie on; any version from 1.16 works

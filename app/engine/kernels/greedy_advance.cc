@@ -4,8 +4,7 @@
 // limit. The running batch's arrays are bound as both these inputs and the outputs of the same
 // name with "_next" (ONNX Runtime I/O binding, as the key/value cache is), so a step changes
 // them in place and Python only looks at the rows that finished: between two steps of a decode
-// lane there is then almost no Python to run (two lanes of one process wait for each other at
-// Python's GIL for it).
+// lane there is then almost no Python to run.
 //
 //   inputs  0 top_log_probs (R, k) float: the step's best log-probs per row, best first
 //           1 top_ids (R, k) int64: their token ids
