@@ -141,7 +141,6 @@ class Search:
         self._ended = np.zeros(0, np.int32)
         self._total, self._eos = np.ones((), np.int32), np.array(eos_id, np.int64)
         self._bound: GreedyRows | None = None
-        self._rows = np.zeros(0, np.int64)  # arange(rows), for the greedy history's writes
         self._fit_share = GREEDY_FIT if self.greedy else BEAM_FIT
 
     @property
@@ -190,7 +189,6 @@ class Search:
     def _add_slots(self, n: int) -> None:
         """n more (blank) sentence slots in the bookkeeping, k rows each."""
         rows = n * self.k
-        self._rows = np.arange(len(self._rows) + rows)
         self.keys += [None] * n
         self.finished += [[] for _ in range(n)]
         self.t = np.concatenate([self.t, np.zeros(n, np.int64)])
@@ -216,26 +214,29 @@ class Search:
         """One decoder step for every running sentence; the sentences it finished."""
         if self.advance is not None:
             ended = self._advance_step()
-            done = [(self.keys[s], self._ranked(s)) for s in ended]
-            if _should_compact(self._running, len(self.rank)):
-                self._compact()
-            return done
-        # per row; finished ones decode nothing (a finished greedy row's t is 0)
-        past = self.t if self.greedy else np.repeat(np.where(self.alive, self.t, 0), self.k)
-        needed = int(past.max()) + 1  # the cache grows with the outputs
-        if needed > self.state.max_len:
-            self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
-        log_probs, ids = self.step_fn(self.state, self.last, past, past, self.m)
-        if self.greedy:
-            few = self._running <= FEW_SENTENCES
-            ended = self._greedy_few(log_probs, ids) if few else self._greedy(log_probs, ids)
         else:
-            ended = self._beam(log_probs, ids)
-            self._running -= len(ended)
+            # per row; finished ones decode nothing (a finished greedy row's t is 0)
+            past = self.t if self.greedy else np.repeat(np.where(self.alive, self.t, 0), self.k)
+            self._room_for(past)
+            log_probs, ids = self.step_fn(self.state, self.last, past, past, self.m)
+            if self.greedy:
+                few = self._running <= FEW_SENTENCES
+                ended = self._greedy_few(log_probs, ids) if few else self._greedy(log_probs, ids)
+            else:
+                ended = self._beam(log_probs, ids)
+                self._running -= len(ended)
         done = [(self.keys[s], self._ranked(s)) for s in ended]
         if _should_compact(self.running * self.k, len(self.rank)):
             self._compact()
         return done
+
+    def _room_for(self, past: np.ndarray) -> int:
+        """The positions this step needs (the longest past + 1), the cache grown to them (it
+        grows with the outputs)."""
+        needed = int(past.max()) + 1
+        if needed > self.state.max_len:
+            self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
+        return needed
 
     def _greedy(self, log_probs: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Every row updated, finished ones too (their score and history are set again when a
@@ -244,7 +245,7 @@ class Search:
         live, t = self.alive, self.t
         next_ids = ids[:, 0]
         self.score += log_probs[:, 0]
-        self.history[self._rows, t] = next_ids
+        self.history[np.arange(len(t)), t] = next_ids
         is_eos = next_ids == self.eos_id
         ended = np.flatnonzero(live & (is_eos | (t + 1 >= self.limit)))
         for s in ended.tolist():
@@ -263,17 +264,12 @@ class Search:
         """A greedy step whose bookkeeping (scores, history, positions, which rows end) the step
         graph's GreedyAdvance node does in place on the search's arrays: Python looks only at
         the rows that finished. The same rules and float32 sums as _greedy."""
-        t = self.t
-        needed = int(t.max()) + 1
-        if needed > self.state.max_len:
-            self.state.ensure_positions(needed, int(self.limit[self.alive].max()) + 1)
+        arrays = (self.last, self.t, self._past, self.score, self.history, self.limit,
+                  self.alive, self._ended)
         rows = self._bound
-        if rows is None or not rows.same(self.last, t, self._past, self.score, self.history,
-                                         self.limit, self.alive, self._ended):
-            rows = self._bound = GreedyRows(self.last, t, self._past, self.score, self.history,
-                                            self.limit, self.alive, self._ended, self._total,
-                                            self._eos)
-        self._total[...] = needed
+        if rows is None or not rows.same(*arrays):  # one of them replaced: bound anew
+            rows = self._bound = GreedyRows(*arrays, self._total, self._eos)
+        self._total[...] = self._room_for(self.t)
         lengths = self.advance(self.state, rows)
         ended = np.flatnonzero(lengths).tolist()
         for s in ended:
@@ -430,7 +426,6 @@ class Search:
             self.state.fit_sources(int(self.src_len.max()), self._fit_share)
         self.rank, self.score, self.last = self.rank[rows], self.score[rows], self.last[rows]
         self.history = self.history[rows]
-        self._rows = np.arange(len(rows))
         if self.greedy:
             self._past, self._ended = self._past[rows], np.zeros(len(rows), np.int32)
 

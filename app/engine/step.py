@@ -162,9 +162,9 @@ class DecodeState:
 
     def fit_sources(self, width: int, share: float = 0.75) -> None:
         """Narrow the cross keys/values and mask to `width` source positions (the longest
-        running source) once they are a third wider or more: cross-attention runs over the
-        whole width for every sentence, so a long source that has finished would otherwise
-        slow every later step of the batch."""
+        running source) once it is `share` of their width or less (0.75: they are a third wider
+        or more): padded cross-attention runs over the whole width for every sentence, so a
+        long source that has finished would otherwise slow every later step of the batch."""
         if width > share * self.cross_mask.shape[1]:
             return
         self._set_cross(np.ascontiguousarray(self._cross_k[:, :, :, :width]),
@@ -199,15 +199,15 @@ class DecodeState:
             cross = (self.n_layers, _room(sentences, cap_n, 2), self.heads,
                      _room(src_len, s, 4), dh)
             keep = (slice(None), slice(0, self.sentences), slice(None), slice(0, s))
-            self._set_cross(grown(self._cross_k, cross, keep), None)
+            # one at a time: the old keys go before the values grow
+            self._set_cross(grown(self._cross_k, cross, keep), self._cross_v)
             self._set_cross(self._cross_k, grown(self._cross_v, cross, keep))
             self.cross_mask = grown(self.cross_mask, (cross[1], cross[3]), keep[1::2])
 
-    def _set_cross(self, cross_k: np.ndarray, cross_v: np.ndarray | None) -> None:
+    def _set_cross(self, cross_k: np.ndarray, cross_v: np.ndarray) -> None:
         """The cross keys/values (L, N, H, S, Dh), and cross_k/cross_v their layers' views."""
         self._cross_k, self.cross_k = cross_k, list(cross_k)
-        if cross_v is not None:
-            self._cross_v, self.cross_v = cross_v, list(cross_v)
+        self._cross_v, self.cross_v = cross_v, list(cross_v)
 
     def copy_rows(self, src: np.ndarray, dst: np.ndarray, used: np.ndarray) -> None:
         """Row dst[j] takes row src[j]'s first used[j] positions (src and dst disjoint): each

@@ -317,22 +317,19 @@ def add_greedy_advance(model: onnx.ModelProto) -> bool:
     if not {"tokens", "positions"} <= have or not {"top_log_probs", "top_ids"} <= made or (
             ADVANCE_INPUTS[0] in have):
         return False
-    rows = ["rows"]
-    graph.input.extend([
-        helper.make_tensor_value_info("greedy_score", TensorProto.FLOAT, rows),
-        helper.make_tensor_value_info("greedy_history", TensorProto.INT64, ["rows", "width"]),
-        helper.make_tensor_value_info("greedy_limit", TensorProto.INT64, rows),
-        helper.make_tensor_value_info("greedy_alive", TensorProto.BOOL, rows),
-        helper.make_tensor_value_info("greedy_eos", TensorProto.INT64, []),
-    ])
+    rows, table = ["rows"], ["rows", "width"]
+    i64, i32, f32, bool_ = TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT, TensorProto.BOOL
+    # (type, shape) of ADVANCE_INPUTS, then ADVANCE_OUTPUTS
+    inputs = [(f32, rows), (i64, table), (i64, rows), (bool_, rows), (i64, [])]
+    outputs = [(i64, rows), (i64, rows), (i32, rows), (f32, rows), (i64, table), (bool_, rows),
+               (i32, rows)]
+    for values, names, types in ((graph.input, ADVANCE_INPUTS, inputs),
+                                 (graph.output, ADVANCE_OUTPUTS, outputs)):
+        values.extend(helper.make_tensor_value_info(name, elem, shape)
+                      for name, (elem, shape) in zip(names, types, strict=True))
     graph.node.append(helper.make_node(
         ADVANCE_OP, ["top_log_probs", "top_ids", "positions", *ADVANCE_INPUTS],
         list(ADVANCE_OUTPUTS), name="nmt/greedy_advance", domain=DOMAIN))
-    types = [(TensorProto.INT64, rows), (TensorProto.INT64, rows), (TensorProto.INT32, rows),
-             (TensorProto.FLOAT, rows), (TensorProto.INT64, ["rows", "width"]),
-             (TensorProto.BOOL, rows), (TensorProto.INT32, rows)]
-    graph.output.extend(helper.make_tensor_value_info(name, elem, shape)
-                        for name, (elem, shape) in zip(ADVANCE_OUTPUTS, types, strict=True))
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, 1))
     return True
