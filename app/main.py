@@ -18,6 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
 from app.api import documents, health, libretranslate, metrics, models, translate, web
+from app.api.direct import DirectRoutes
 from app.api.errors import install_handlers
 from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
@@ -174,7 +175,12 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
     for module in (translate, documents, models, libretranslate, health, metrics, web):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
-    # the last added is the outermost: metrics see every answer, the 413 included
+    # the last added is the outermost: metrics see every answer, the 413 included; the hot
+    # translation routes are answered innermost (app.api.direct)
+    direct = {"/v1/translate": translate.direct, "/translate": libretranslate.direct}
+    app.add_middleware(DirectRoutes, handlers=direct, routes={
+        route.path: route for module in (translate, libretranslate)
+        for route in module.router.routes if route.path in direct and "POST" in route.methods})
     upload = settings.max_file_bytes + 64 * 1024  # the file and the form around it
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
                        per_path={"/translate_file": upload, "/v1/documents": upload})

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
 from pydantic import ValidationError
 
 from app.api.body import read_json
@@ -168,6 +168,12 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
         detected = found.libretranslate()
         out["detectedLanguage"] = detected if single else [detected] * len(results)
     return out
+
+
+async def direct(request: Request) -> JSONResponse:
+    """The route for app.api.direct: the same dependency and answer."""
+    state = await ready_state(await get_state(request))
+    return JSONResponse(await translate(request, state))
 
 
 @router.get("/languages", response_model=list[LibreLanguage], summary="Supported languages")

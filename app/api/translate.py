@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from pydantic import ValidationError
 
-from app.api.body import JSONBodyRoute
-from app.api.deps import authorized_state, disconnect_watch, require_json
+from app.api.body import JSONBodyRoute, is_json_type, read_json
+from app.api.deps import (
+    authorized_state,
+    disconnect_watch,
+    get_state,
+    media_type,
+    ready_state,
+    require_json,
+)
+from app.api.direct import Fallback
+from app.errors import ServiceError
 from app.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
 from app.service import RequestedOptions, TranslationRequest
 from app.state import AppState
@@ -48,6 +59,10 @@ ERRORS = {
 async def translate(
     body: TranslateRequest, request: Request, state: AppState = Depends(authorized_state)
 ) -> TranslateResponse:
+    return await run(body, request, state)
+
+
+async def run(body: TranslateRequest, request: Request, state: AppState) -> TranslateResponse:
     outcome = await state.service.translate(
         TranslationRequest(
             texts=[body.text] if isinstance(body.text, str) else body.text,
@@ -70,3 +85,18 @@ async def translate(
         sentences=outcome.sentences,
         elapsed_ms=outcome.elapsed_ms,
     )
+
+
+async def direct(request: Request) -> Response:
+    """The route for app.api.direct: a JSON body that parses and validates is checked (ready,
+    API key, rate limit: the route's dependencies, in their order) and translated here; any
+    other goes back to FastAPI (Fallback), whose parsing and validation come first there too."""
+    if not is_json_type(media_type(request)):
+        raise Fallback
+    try:
+        body = TranslateRequest.model_validate(read_json(await request.body()))
+    except (ServiceError, ValidationError):
+        raise Fallback from None
+    state = await authorized_state(request, await ready_state(await get_state(request)))
+    answer = await run(body, request, state)
+    return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")

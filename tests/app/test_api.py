@@ -286,6 +286,19 @@ def test_rate_limit_gives_429_per_client():
         assert keyed.status_code == 200  # another key, another bucket
 
 
+def test_a_request_the_direct_route_hands_to_fastapi_is_rate_limited_once():
+    """app.api.direct hands an invalid /v1/translate body back to FastAPI before touching the
+    rate limiter: FastAPI counts it (its dependencies run before body validation), once."""
+    with serve(rate_limit=60, rate_limit_burst=3) as srv, httpx.Client(base_url=srv.url) as c:
+        payload = {"text": "a b", "source": "en", "target": "de"}
+        invalid = c.post("/v1/translate", json={**payload, "options": {"beam_size": 0}})
+        assert invalid.status_code == 422 and invalid.json()["field"] == "options.beam_size"
+        not_json = c.post("/v1/translate", content=b"a b", headers={"Content-Type": "text/plain"})
+        assert not_json.status_code == 415  # refused before the rate limit, as before
+        codes = [c.post("/v1/translate", json=payload).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+
+
 def test_engine_failure_is_a_generic_500_and_the_next_request_works():
     engine = FakeTranslator()
     with serve(engine) as srv, httpx.Client(base_url=srv.url) as c:
