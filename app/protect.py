@@ -41,7 +41,7 @@ import functools
 import html
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 # One alternative per kind of span; the first that matches at a position wins.
@@ -81,6 +81,10 @@ SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
+# every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
+# "`" or "](", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
+# each of its alternatives at every position, this one scan is far quicker (`_spans`)
+_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -112,13 +116,19 @@ class Span:
     kind: str  # placeholder, tag, url, email, code
 
 
+def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
+    """pattern.finditer(text) for SPAN_RE, or a pattern whose every match is a span (the
+    masks), without running it over a text that has no span (_SPAN_HINT)."""
+    return pattern.finditer(text) if _SPAN_HINT.search(text) else iter(())
+
+
 def has_words(text: str) -> bool:
     """Whether text has a letter outside its protected spans."""
-    return bool(_LETTER.search(SPAN_RE.sub("", text)))
+    return bool(_LETTER.search(SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text))
 
 
 def find_spans(text: str) -> list[Span]:
-    return [Span(m.start(), m.end(), m.lastgroup or "") for m in SPAN_RE.finditer(text)]
+    return [Span(m.start(), m.end(), m.lastgroup or "") for m in _spans(SPAN_RE, text)]
 
 
 @dataclass(frozen=True)
@@ -229,7 +239,7 @@ def unmask(masked: Masked, translation: str) -> str:
             placed[a], placed[b] = placed[b], placed[a]
     clean, placed = _tighten_pairs(masked, clean, placed)
     out = _assemble(masked, clean, placed, spacing)
-    if Counter(m.group() for m in SPAN_RE.finditer(out)) != Counter(masked.originals):
+    if Counter(m.group() for m in _spans(SPAN_RE, out)) != Counter(masked.originals):
         # an original joined with a neighbour into another span ("%" + "<b>" reads "%<", "b>"):
         # space every original off
         out = _assemble(masked, clean, placed, dict.fromkeys(placed, (False, False)))
@@ -265,7 +275,7 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     clean, placed, pos = "", {}, 0
     # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
     # the printf "%2hi"
-    for m in _mask_pattern(frozenset(masked.masks)).finditer(translation):
+    for m in _spans(_mask_pattern(frozenset(masked.masks)), translation):
         clean += translation[pos : m.start()]
         pos = m.end()
         free = [i for i, t in enumerate(masked.masks) if t == m.group() and i not in placed]
@@ -276,7 +286,7 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     clean += translation[pos:]
     # deleting a span may join what was around it into a new one ("%%jm" + "p" -> "%p"):
     # delete until none is left, moving the places after each deletion
-    while found := SPAN_RE.search(clean):
+    while found := next(_spans(SPAN_RE, clean), None):
         a, b = found.span()
         clean = clean[:a] + clean[b:]
         placed = {i: at if at <= a else max(a, at - (b - a)) for i, at in placed.items()}

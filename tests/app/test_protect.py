@@ -6,10 +6,12 @@ from collections import Counter
 import pytest
 
 from app.protect import (
+    _SPAN_HINT,
     BRACE_STYLE,
     DEFAULT_STYLE,
     KEEP_STYLE,
     QT_STYLE,
+    SPAN_RE,
     find_spans,
     mask,
     protect,
@@ -21,24 +23,42 @@ def spans(text: str) -> list[str]:
     return [text[s.start : s.end] for s in find_spans(text)]
 
 
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ("Copy %s to %1$d of %(count)d", ["%s", "%1$d", "%(count)d"]),
-        ("Hello {name}, item {0} of {}", ["{name}", "{0}", "{}"]),
-        ("Set ${HOME} or $(CC) and $1", ["${HOME}", "$(CC)", "$1"]),
-        ("%PRODUCTNAME could not open %1", ["%PRODUCTNAME", "%1"]),
-        ("%<const%> and %qE and %m", ["%<", "%>", "%qE", "%m"]),
-        ("Click <b>here</b> or <a href=\"x.html\">there</a><br/>",
-         ["<b>", "</b>", '<a href="x.html">', "</a>", "<br/>"]),
-        ("See https://example.org/a?b=1. Or www.example.com, then", [
-            "https://example.org/a?b=1", "www.example.com"]),
-        ("Mail first.last+tag@mail.example.de today", ["first.last+tag@mail.example.de"]),
-        ("100% sure, 50 %, a <name of file> and <div>", []),  # not spans
-    ],
-)
+FIND_SPANS_CASES = [
+    ("Copy %s to %1$d of %(count)d", ["%s", "%1$d", "%(count)d"]),
+    ("Hello {name}, item {0} of {}", ["{name}", "{0}", "{}"]),
+    ("Set ${HOME} or $(CC) and $1", ["${HOME}", "$(CC)", "$1"]),
+    ("%PRODUCTNAME could not open %1", ["%PRODUCTNAME", "%1"]),
+    ("%<const%> and %qE and %m", ["%<", "%>", "%qE", "%m"]),
+    ("Click <b>here</b> or <a href=\"x.html\">there</a><br/>",
+     ["<b>", "</b>", '<a href="x.html">', "</a>", "<br/>"]),
+    ("See https://example.org/a?b=1. Or www.example.com, then", [
+        "https://example.org/a?b=1", "www.example.com"]),
+    ("Mail first.last+tag@mail.example.de today", ["first.last+tag@mail.example.de"]),
+    ("100% sure, 50 %, a <name of file> and <div>", []),  # not spans
+]
+
+
+@pytest.mark.parametrize("text, expected", FIND_SPANS_CASES)
 def test_find_spans(text, expected):
     assert spans(text) == expected
+
+
+def test_the_span_hint_is_in_every_span():
+    """SPAN_RE is skipped over text without _SPAN_HINT: every span of every kind must have it."""
+    rng = random.Random(0)
+    pieces = ["%", "$", "{", "}", "(", ")", "[", "]", "<", ">", "/", "`", "@", ":", ".", "-",
+              "_", "+", "'", "#", "*", "1", "2", "s", "d", "qE", "l", "A", "NAME", "b", "a",
+              "br", "x", "i", "http", "HTTPS", "ftp", "://", "www", "mail", "de", "org", " ",
+              "\n", "=", '"', "ä"]
+    texts = [text for text, _ in FIND_SPANS_CASES]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(30_000)]
+    kinds = set()
+    for text in texts:
+        for span in SPAN_RE.finditer(text):
+            kinds.add(span.lastgroup)
+            # the span itself, with the character before it (a link target's "]")
+            assert _SPAN_HINT.search(text, max(0, span.start() - 1), span.end()), (text, span)
+    assert kinds == {"url", "email", "tag", "code", "placeholder"}  # every kind was tried
 
 
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
