@@ -10,12 +10,13 @@ the lanes from 128-133 to 101-102 sentences/s as threads, and only to 121-126 as
 A lane process (`serve`) loads the bundle itself, on one-thread sessions, and runs one running
 batch (app.engine.translator.RunningBatch) step after step, without waiting for the parent: it
 takes new sentences from its pipe between steps and sends back, after every step, the results
-that finished. In the parent, a `ProcessBatch` is what `Translator.start_batch` gives the batcher
-in place of a RunningBatch (same `admit`, `step`, `running`), and a `LaneProcesses` pool hands
-each batcher worker a lane of its own. Each batch has a number, and messages of an earlier batch
-(one the parent gave up on) are dropped on both sides. A lane process that dies fails its batch's
-sentences (EngineFailure in the batcher) and is started again for the next batch; one whose
-parent dies sees its pipe close and exits.
+that finished (nothing when none did and the batch is full). In the parent, a `ProcessBatch` is
+what `Translator.start_batch` gives the batcher in place of a RunningBatch (same `admit`,
+`step`, `running`), and a `LaneProcesses` pool hands each batcher worker a lane of its own.
+Each batch has a number, and messages of an earlier batch (one the parent gave up on) are
+dropped on both sides. A lane process that dies fails its batch's sentences (EngineFailure in
+the batcher) and is started again for the next batch; one whose parent dies sees its pipe close
+and exits.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
     """A lane process's life: load, warm up, say ready, then run batches until told to close or
     the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
     ("close",). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
-    Result)]), or ("error", n, text) when batch n failed (it is then dropped)."""
+    Result)]), or ("error", n, text) when batch n failed (it is then dropped). A step that
+    finished nothing while the batch is full sends nothing: the parent could admit no one."""
     from app.engine.bundle import load_bundle
     from app.engine.translator import Translator
 
@@ -102,7 +104,8 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
                 conn.send(("error", number, f"{type(exc).__name__}: {exc}"))
                 batch = number = None
                 continue
-            conn.send(("done", number, done))
+            if done or batch.running < spec.max_batch_size:  # a full batch's empty step: no news
+                conn.send(("done", number, done))
     except (EOFError, OSError):  # the parent has gone
         return
 

@@ -47,6 +47,24 @@ def test_a_lane_process_translates_as_a_running_batch_here(translator, tiny_sent
         assert found[key] == expected[key], key
 
 
+def test_a_full_lane_sends_only_the_steps_that_finished_something(translator, tiny_sentences):
+    """A full batch's step that finished nothing is no news to the parent (it could admit no
+    one): the lane sends nothing for it, and the parent's next step waits for one that did."""
+    size = translator.lane_processes.spec.max_batch_size
+    texts = [tiny_sentences[i % len(tiny_sentences)] for i in range(size)]
+    batch = translator.start_batch(TranslationOptions(beam_size=1), lane=True)
+    try:
+        batch.admit(list(range(size)), texts)
+        answers = []
+        while batch.running:
+            full = batch.running == size
+            answers.append((full, batch.step()))
+    finally:
+        batch.close()
+    assert answers[0][0] and all(got for full, got in answers if full)
+    assert sorted(key for _, got in answers for key, _ in got) == list(range(size))
+
+
 def test_sentences_join_a_lane_between_steps(translator, tiny_sentences):
     options = TranslationOptions(beam_size=1)
     expected = translator.translate_batch(tiny_sentences[:4], options)
