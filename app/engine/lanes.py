@@ -66,7 +66,8 @@ class LaneError(RuntimeError):
 def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child process
     """A lane process's life: load, warm up, say ready, then run batches until told to close or
     the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
-    ("close",). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
+    ("close",); the admits that wait when a step ends join the batch together (one encoder
+    call). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
     Result)]), or ("error", n, text) when batch n failed (it is then dropped). A step that
     finished nothing while the batch is full sends nothing: the parent could admit no one."""
     from app.engine.bundle import load_bundle
@@ -77,26 +78,43 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
     translator = Translator(bundle, config, spec.max_batch_size)
     translator.warmup()
     batch, number = None, None
+    keys: list = []  # admitted since the last step: encoded together, before the next step
+    texts: list[str] = []
+
+    def admit_waiting() -> None:
+        nonlocal batch, number
+        if keys:
+            try:
+                batch.admit(keys, texts)
+            except Exception as exc:
+                conn.send(("error", number, f"{type(exc).__name__}: {exc}"))
+                batch = number = None
+            keys.clear()
+            texts.clear()
+
     try:
         conn.send(("ready", os.getpid()))
         while True:
-            if batch is None or not batch.running or conn.poll():
+            if (batch is None or not (batch.running or keys)) or conn.poll():
                 message = conn.recv()
                 kind = message[0]
+                if kind == "admit" and message[1] == number:
+                    keys += message[2]
+                    texts += message[3]
+                    continue
+                if kind == "drop" and message[1] == number:
+                    batch = number = None
+                    keys.clear()
+                    texts.clear()
+                    continue
+                admit_waiting()
                 if kind == "close":
                     return
                 if kind == "start":
                     batch, number = translator.start_batch(message[2]), message[1]
-                elif message[1] != number:
-                    continue  # for a batch given up on
-                elif kind == "drop":
-                    batch = number = None
-                elif kind == "admit":
-                    try:
-                        batch.admit(message[2], message[3])
-                    except Exception as exc:
-                        conn.send(("error", number, f"{type(exc).__name__}: {exc}"))
-                        batch = number = None
+                continue  # (a message for a batch given up on is dropped)
+            admit_waiting()
+            if batch is None:
                 continue
             try:
                 done = batch.step()
