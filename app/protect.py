@@ -229,6 +229,8 @@ def _tag_pairs(spans: list[Span], originals: tuple[str, ...]) -> tuple[tuple[int
 def unmask(masked: Masked, translation: str) -> str:
     """The translation with every mask replaced by its original; see the module doc for how
     dropped, duplicated, unknown and crossed masks are handled."""
+    if not masked.count and not _SPAN_HINT.search(translation):
+        return translation  # nothing to put back, no span the model made up to take out
     clean, placed = _strip_masks(masked, translation)
     spacing = {i: (True, True) for i in placed}  # (glued left, glued right)
     for i in range(masked.count):
