@@ -23,11 +23,12 @@ engines in alternation, each loaded in a process of its own, one working at a ti
 minutes apart on a machine whose speed drifts.
 
 Then the service: `python -m app.server` on 127.0.0.1 (bench.service's start/stop), driven by 1,
-8, 32 and 64 concurrent clients, each sending one test sentence per request, bounded by
---service-seconds and --service-requests per level: requests/s, p50/p99 latency, errors. The
-32- and 64-client levels also run between two offline passes of the served variant over the
-service's own sentences (a worker process idle while the server works), for a share of the
-offline rate on the same text and from the same minutes.
+8, 32 and 64 concurrent clients, each sending one of the throughput sentences per request (the
+same sentences as the engine rounds, so that its share of their rate compares like with like),
+bounded by --service-seconds and --service-requests per level: requests/s, p50/p99 latency,
+errors. The 32- and 64-client levels also run between two offline passes of the served variant
+over the same sentences (a worker process idle while the server works), for a share of the
+offline rate from the same minutes.
 
 Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
 bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
@@ -511,7 +512,7 @@ def service_text(svc: ServiceResult | None, seconds: float,
     out = [
         "",
         f"### Service end to end (app.server, variant {svc.variant}, "
-        f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one test "
+        f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one throughput "
         f"sentence per request, {seconds:g} s per level; server peak RSS "
         f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
         f"server and its lane processes)",
@@ -764,8 +765,8 @@ def main(argv: list[str] | None = None) -> int:
                                            tmp, args.threads, log)
         elif pair:
             log(f"no paired comparison: {args.paired} are not two engines that ran")
-        service = None if args.no_service else service_result(bundle, manifest, latency_texts,
-                                                               args, spec, tmp)
+        service = None if args.no_service else service_result(bundle, manifest, texts, args,
+                                                               spec, tmp)
 
     settings = RunSettings(
         bundle=str(bundle),
