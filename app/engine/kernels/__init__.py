@@ -51,7 +51,8 @@ when it is not or when NMT_KERNELS=off: nothing depends on it.
 `source: "auto"` (app.langid) in one call, built by the same command into a library of its own
 (`libnmt_langid.so`, no ONNX Runtime headers needed). In the server at 32 clients, py3langid's
 walk and NumPy scoring took about 0.15 ms of CPU a request (27 us quiet: beside the decode
-lanes, NumPy's many small calls run cold); this call about 0.03 ms.
+lanes, NumPy's many small calls run cold); this call saved 0.09-0.13 ms of it (BENCHMARKS.md,
+session 28).
 """
 
 from __future__ import annotations
