@@ -101,11 +101,16 @@ def library_path() -> Path:
 API_VERSION = re.compile(r"#define ORT_API_VERSION (\d+)")
 
 
+def turned_off() -> bool:
+    """NMT_KERNELS=off (or 0, false, no): ONNX Runtime's kernels and py3langid's scoring."""
+    return os.environ.get("NMT_KERNELS", "on").lower() in ("off", "0", "false", "no")
+
+
 @functools.cache
 def library() -> Path | None:
     """The built library when it is there, not turned off (NMT_KERNELS=off) and this
     onnxruntime is new enough for it, else None."""
-    if os.environ.get("NMT_KERNELS", "on").lower() in ("off", "0", "false", "no"):
+    if turned_off():
         return None
     path = library_path()
     if not path.is_file():
@@ -137,7 +142,7 @@ def _api_version(path: Path) -> int:
 def langid_library() -> Path | None:
     """The language identification library when it is built, current and not turned off
     (NMT_KERNELS=off), else None (app.langid then scores in Python)."""
-    if os.environ.get("NMT_KERNELS", "on").lower() in ("off", "0", "false", "no"):
+    if turned_off():
         return None
     if not LANGID_LIBRARY.is_file():
         return None
