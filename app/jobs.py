@@ -228,15 +228,23 @@ class JobRunner:
     """Runs the queued jobs one at a time on the event loop's side, the document work in a
     worker thread (TranslationService.translate_document)."""
 
-    def __init__(self, store: JobStore, max_pending: int) -> None:
+    def __init__(self, store: JobStore, max_pending: int, runs: bool = True,
+                 poll: float | None = None) -> None:
+        """`runs`: this runner translates jobs (False: it only queues and answers, another
+        process's runner translates); `poll`: look at the store this often for jobs queued
+        elsewhere (None: only this runner queues)."""
         self.store = store
         self.max_pending = max_pending
+        self.runs = runs
+        self.poll = poll
         self._service: TranslationService | None = None
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
 
     def start(self, service: TranslationService) -> None:
+        if not self.runs:
+            return
         requeued = self.store.requeue()
         if requeued:
             log.info("resuming %d unfinished document job(s)", requeued)
@@ -272,7 +280,7 @@ class JobRunner:
         return self.store.get(job.id) or dataclasses.replace(job, state="cancelled")
 
     async def _loop(self) -> None:
-        sweep_every = min(60.0, max(self.store.expiry / 2, 0.2))
+        sweep_every = min(60.0, max(self.store.expiry / 2, 0.2), self.poll or 60.0)
         while not self._stopping:
             try:
                 await asyncio.to_thread(self.store.sweep)

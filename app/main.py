@@ -12,6 +12,7 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -29,7 +30,10 @@ from app.metrics import Metrics, MetricsMiddleware
 from app.middleware import BodySizeLimit
 from app.registry import LoadedModel, Registry, load_models
 from app.service import TranslationService
-from app.state import AppState, RateLimiter
+from app.state import AppState, RateLimiter, SharedRateLimiter
+
+if TYPE_CHECKING:
+    from app.processes import Peers
 
 log = logging.getLogger("app.main")
 
@@ -81,8 +85,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     )
     if app_state.jobs is not None and not app_state.draining:
         app_state.jobs.start(app_state.service)  # resumes the unfinished document jobs
-    app_state.ready = not app_state.draining
-    app_state.metrics.ready.set(1 if app_state.ready else 0)
+    app_state.set_ready(not app_state.draining)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
              time.perf_counter() - started)
 
@@ -140,12 +143,17 @@ async def _drain(app_state: AppState) -> None:
         await asyncio.to_thread(getattr(model.translator, "close", lambda: None))
 
 
-def create_app(settings: Settings | None = None, loader: Loader | None = None) -> FastAPI:
-    """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes)."""
+def create_app(settings: Settings | None = None, loader: Loader | None = None,
+               peers: Peers | None = None) -> FastAPI:
+    """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes); `peers`:
+    one of several server processes (app.processes)."""
     settings = settings or Settings()
-    app_state = AppState(settings=settings, metrics=Metrics(),
-                         files=FileStore(settings.files_dir, settings.files_expiry))
-    if settings.rate_limit:
+    app_state = AppState(settings=settings, metrics=Metrics(multiprocess=peers is not None),
+                         files=FileStore(settings.files_dir, settings.files_expiry), peers=peers)
+    if settings.rate_limit and peers is not None:
+        app_state.limiter = SharedRateLimiter(peers.rate_limit_db, settings.rate_limit,
+                                              settings.rate_limit_capacity)
+    elif settings.rate_limit:
         app_state.limiter = RateLimiter(settings.rate_limit, settings.rate_limit_capacity)
 
     @asynccontextmanager
@@ -155,7 +163,10 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None) -
             app_state.files = None
         store = await asyncio.to_thread(_open_jobs, settings)
         if store is not None:
-            app_state.jobs = JobRunner(store, settings.max_pending_jobs)
+            app_state.jobs = JobRunner(
+                store, settings.max_pending_jobs,
+                runs=peers is None or peers.runs_jobs,  # one process runs them, all queue
+                poll=None if peers is None else 1.0)  # others' jobs come through the store
         app_state.loader_task = asyncio.create_task(_load(app_state, loader or load_models))
         yield
         await _drain(app_state)

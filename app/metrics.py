@@ -1,4 +1,10 @@
-"""Prometheus metrics on a per-app registry, and the ASGI middleware that counts requests."""
+"""Prometheus metrics on a per-app registry, and the ASGI middleware that counts requests.
+
+Under several server processes (app.processes) every process writes its values to files in
+the supervisor's directory (prometheus-client's multiprocess mode, which app.processes turns on
+in each server process before its metrics are made) and a scrape of any process reads them all:
+counters and histograms add up, gauges are summed or taken per their meaning.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.batcher import BatchStats
@@ -48,8 +55,9 @@ class Metrics:
 
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self) -> None:
+    def __init__(self, multiprocess: bool = False) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
+        self.multiprocess = multiprocess
         self.requests = Counter(
             "nmt_http_requests", "HTTP requests by route, method and status.",
             ["route", "method", "status"], registry=r,
@@ -59,10 +67,12 @@ class Metrics:
             ["route"], buckets=LATENCY_BUCKETS, registry=r,
         )
         self.in_progress = Gauge(
-            "nmt_http_requests_in_progress", "HTTP requests being served.", registry=r
+            "nmt_http_requests_in_progress", "HTTP requests being served.", registry=r,
+            multiprocess_mode="livesum",
         )
         self.queue_depth = Gauge(
-            "nmt_queue_depth", "Sentences waiting in the batcher queue.", registry=r
+            "nmt_queue_depth", "Sentences waiting in the batcher queue.", registry=r,
+            multiprocess_mode="livesum",
         )
         self.batches = Counter(
             "nmt_engine_batches", "Engine batches by model and outcome.", ["model", "outcome"],
@@ -86,7 +96,7 @@ class Metrics:
         )
         self.tokens_per_second = Gauge(
             "nmt_tokens_per_second", "Output tokens per second of the last engine batch.",
-            registry=r,
+            registry=r, multiprocess_mode="mostrecent",
         )
         self.sentences = Counter(
             "nmt_sentences", "Sentences translated.", ["model"], registry=r
@@ -95,7 +105,8 @@ class Metrics:
             "nmt_rejected_requests", "Requests refused before translation, by reason.",
             ["reason"], registry=r,
         )
-        self.ready = Gauge("nmt_ready", "1 when the service is ready to translate.", registry=r)
+        self.ready = Gauge("nmt_ready", "1 when the service is ready to translate (every "
+                           "server process is).", registry=r, multiprocess_mode="livemin")
         self.lanes = LaneCollector()
         r.register(self.lanes)
 
@@ -112,7 +123,12 @@ class Metrics:
                 self.tokens_per_second.set(stats.output_tokens / stats.seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        registry.register(self.lanes)
+        return generate_latest(registry)
 
 
 class MetricsMiddleware:

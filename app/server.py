@@ -7,18 +7,23 @@ requests in flight finish within the grace period, and the process exits 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import logging
 import logging.config
 import signal
+import socket
 import sys
 import time
 from types import FrameType
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
 from app.config import Settings
+
+if TYPE_CHECKING:
+    from app.processes import Peers
 
 log = logging.getLogger("app.server")
 
@@ -106,10 +111,6 @@ def warn_if_exposed(settings: Settings) -> None:
 def serve_main(argv: list[str] | None = None) -> int:
     """Run the server until SIGTERM/SIGINT; 0 after a graceful stop, 2 on bad settings,
     1 when the models cannot be loaded."""
-    import uvicorn
-
-    from app.main import create_app
-
     try:
         settings = settings_from_args(argv)
     except ValidationError as exc:
@@ -117,7 +118,25 @@ def serve_main(argv: list[str] | None = None) -> int:
         return 2
     logging.config.dictConfig(log_config(settings))
     warn_if_exposed(settings)
-    app = create_app(settings)
+    from app.processes import process_count, supervise
+
+    count = process_count(settings)
+    if count > 1:
+        return supervise(settings, count)
+    return run_server(settings)
+
+
+def run_server(settings: Settings, peers: Peers | None = None,
+               channel: socket.socket | None = None) -> int:
+    """One server process: its own listening socket, or (`channel`, under app.processes) the
+    connections its supervisor hands over."""
+    import uvicorn
+
+    from app.main import create_app
+
+    if peers is not None:
+        logging.config.dictConfig(log_config(settings))
+    app = create_app(settings, peers=peers)
     state = app.state.nmt
 
     class Server(uvicorn.Server):
@@ -126,6 +145,15 @@ def serve_main(argv: list[str] | None = None) -> int:
                 log.info("signal %s: draining (grace period %gs)", sig, settings.grace_period)
             state.begin_drain()
             super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            if channel is None:
+                await super().startup(sockets)
+                return
+            await super().startup(sockets=[])  # no listener of its own
+            if self.started:
+                assert peers is not None
+                _receive_connections(self, channel, peers)
 
     config = uvicorn.Config(
         app,
@@ -154,6 +182,47 @@ def serve_main(argv: list[str] | None = None) -> int:
     if state.load_error or not server.started:
         return 1
     return 0
+
+
+def _receive_connections(server: Any, channel: socket.socket, peers: Peers) -> None:
+    """Serve each connection the supervisor sends over `channel` (one descriptor a message);
+    count the closed ones in `peers.closed` (the supervisor balances on them). The supervisor
+    gone (end of file), the server stops."""
+    loop = asyncio.get_running_loop()
+    config = server.config
+
+    class Counted(config.http_protocol_class):  # type: ignore[name-defined, misc]
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            peers.closed[peers.index] += 1
+
+    def protocol() -> asyncio.Protocol:
+        return Counted(config=config, server_state=server.server_state,
+                       app_state=server.lifespan.state)
+
+    def receive() -> None:
+        while True:
+            try:
+                message, fds, _, _ = socket.recv_fds(channel, 1, 1)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                message, fds = b"", []
+            if not message and not fds:  # the supervisor is gone
+                loop.remove_reader(channel.fileno())
+                server.should_exit = True
+                return
+            for fd in fds:
+                conn = socket.socket(fileno=fd)
+                if server.should_exit:
+                    conn.close()
+                    peers.closed[peers.index] += 1
+                    continue
+                conn.setblocking(False)
+                loop.create_task(loop.connect_accepted_socket(protocol, conn))
+
+    channel.setblocking(False)
+    loop.add_reader(channel.fileno(), receive)
 
 
 if __name__ == "__main__":

@@ -26,4 +26,7 @@ async def ready(state: AppState = Depends(get_state)) -> JSONResponse:
         return JSONResponse({"status": "failed", "error": state.load_error}, status_code=503)
     if not state.ready or state.registry is None:
         return JSONResponse({"status": "loading"}, status_code=503)
+    if state.peers is not None and not state.peers.all_ready:  # another server process is not
+        return JSONResponse({"status": "loading", "processes": state.peers.count,
+                             "processes_ready": state.peers.ready_count()}, status_code=503)
     return JSONResponse({"status": "ready", "models": [m.name for m in state.registry]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -86,11 +87,15 @@ def test_serve_main_refuses_bad_settings(capsys):
     assert "invalid settings" in capsys.readouterr().err
 
 
-def test_serve_main_exits_1_when_no_bundle_loads(tmp_path, restore_logging):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_serve_main_exits_1_when_no_bundle_loads(tmp_path, restore_logging, processes):
     from app.server import serve_main
 
     assert serve_main(["--models-dir", str(tmp_path), "--port", "0", "--log-level",
-                       "critical"]) == 1
+                       "critical", "--processes", processes]) == 1
+    # the supervisor leaves this process's environment as it was (servers started later
+    # from it must not inherit a removed metrics directory)
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ
 
 
 def test_json_log_lines():

@@ -1,0 +1,259 @@
+"""Several server processes behind one port (`processes` > 1): one per core, each whole.
+
+On 2 cores one process (its event loop, HTTP and JSON beside two decode lanes) served 418-428
+requests/s at 32 clients where two independent processes, each with one in-process lane, served
+452-457 (BENCHMARKS.md, session 28): a second process's event loop costs less than the hand-off
+between one loop and lanes elsewhere. This module makes that one service:
+
+* the **supervisor** (the process `nmt serve` started) binds the port, starts the server
+  processes, accepts each connection and hands it (SCM_RIGHTS over a Unix socket pair) to the
+  process with the fewest open connections: 32 keep-alive clients end up 16 and 16, where
+  processes accepting from one shared socket split them 14/28 or 35/7. It restarts a process
+  that dies once it had been ready; one that fails to start stops the service (exit 1). On
+  SIGTERM or SIGINT it stops accepting and lets every process drain (exit 0 once all did).
+* each **server process** is the ordinary app on its share of the settings (lanes, threads,
+  batch size, token budget, queue), serving the connections it is handed.
+* what the processes share (`Peers`): readiness (the service is ready once every process is),
+  the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
+  supervisor's), the rate limits (app.state.SharedRateLimiter, one SQLite file there) and the
+  document jobs (one SQLite store; the first process runs them, the others queue and answer).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import os
+import selectors
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.config import Settings
+
+log = logging.getLogger("app.processes")
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@dataclass
+class Peers:
+    """What a server process knows of the others: its place, the shared directory, and two
+    arrays in shared memory (each slot written by one process only)."""
+
+    index: int
+    count: int
+    shared_dir: Path
+    metrics_dir: Path  # prometheus-client's multiprocess files
+    ready_flags: Any  # multiprocessing RawArray of bytes: 1 once that process is ready
+    closed: Any  # RawArray of int64: connections that process has closed
+
+    def set_ready(self, ready: bool) -> None:
+        self.ready_flags[self.index] = 1 if ready else 0
+
+    def ready_count(self) -> int:
+        return sum(1 for flag in self.ready_flags if flag)
+
+    @property
+    def all_ready(self) -> bool:
+        return self.ready_count() == self.count
+
+    @property
+    def runs_jobs(self) -> bool:
+        return self.index == 0
+
+    @property
+    def rate_limit_db(self) -> Path:
+        return self.shared_dir / "rate_limits.sqlite"
+
+
+def process_count(settings: Settings) -> int:
+    """`processes`, or with 0 one per decode lane the CPU would run (app.engine.sessions.
+    decode_workers): one per core (`threads` when set, else the cores this process may use),
+    at most max_batch_size / 16; 1 on CUDA."""
+    if settings.processes:
+        return settings.processes
+    if settings.provider == "cuda":
+        return 1
+    return max(1, min(_cores(settings), settings.max_batch_size // 16))
+
+
+def _cores(settings: Settings) -> int:
+    return settings.threads or len(os.sched_getaffinity(0))
+
+
+def share(settings: Settings, count: int) -> Settings:
+    """One process's settings: its part of the lanes, threads, batch, token budget and queue."""
+    return settings.model_copy(update={
+        "processes": 1,
+        "workers": max(1, settings.workers // count) if settings.workers else 0,
+        "threads": max(1, _cores(settings) // count),
+        "max_batch_size": math.ceil(settings.max_batch_size / count),
+        "max_batch_tokens": math.ceil(settings.max_batch_tokens / count),
+        "queue_size": math.ceil(settings.queue_size / count),
+    })
+
+
+# ------------------------------------------------------------------ the supervisor
+
+
+class _Child:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.process: multiprocessing.process.BaseProcess | None = None
+        self.channel: socket.socket | None = None
+        self.sent = 0  # connections handed over (the supervisor's count)
+        self.was_ready = False
+
+
+def bind(settings: Settings) -> socket.socket:
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.create_server((settings.host, settings.port), family=family, backlog=2048,
+                                reuse_port=False)
+    sock.setblocking(False)
+    return sock
+
+
+def supervise(settings: Settings, count: int) -> int:
+    """Run `count` server processes behind one listening socket until SIGTERM/SIGINT; 0 after a
+    graceful stop, 1 when a process could not start (its log says why)."""
+    try:
+        listener = bind(settings)
+    except OSError as exc:
+        log.error("cannot listen on %s:%s: %s", settings.host, settings.port, exc)
+        return 1
+    port = listener.getsockname()[1]
+    shared_dir = Path(tempfile.mkdtemp(prefix="nmt-processes-"))
+    metrics_dir = shared_dir / "metrics"  # prometheus-client reads every *.db file there
+    metrics_dir.mkdir()
+    context = multiprocessing.get_context("spawn")
+    ready_flags = context.RawArray("b", count)
+    closed = context.RawArray("q", count)
+    child_settings = share(settings, count).model_dump()
+    children = [_Child(i) for i in range(count)]
+    stopping = False
+
+    def on_signal(sig: int, _frame: object) -> None:
+        nonlocal stopping
+        if not stopping:
+            log.info("signal %s: stopping; the server processes drain (grace period %gs)", sig,
+                     settings.grace_period)
+        stopping = True
+
+    def start(child: _Child) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ready_flags[child.index] = 0
+        closed[child.index] = 0
+        child.sent = 0
+        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed)
+        child.process = context.Process(target=_serve_child, args=(child_settings, peers, theirs),
+                                        name=f"nmt-server-{child.index}")
+        child.process.start()
+        theirs.close()
+        child.channel = ours
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    selector = selectors.DefaultSelector()
+    failed = False
+    try:
+        for child in children:
+            start(child)
+        selector.register(listener, selectors.EVENT_READ)
+        log.info("serving on http://%s:%d with %d server processes", settings.host, port, count)
+        while not stopping:
+            if selector.select(timeout=0.2):
+                _hand_over(listener, children, closed)
+            for child in children:
+                assert child.process is not None
+                if ready_flags[child.index]:
+                    child.was_ready = True
+                if child.process.is_alive():
+                    continue
+                code = child.process.exitcode
+                _forget(child, metrics_dir)
+                if not child.was_ready:
+                    log.error("server process %d exited with %s before it was ready; stopping",
+                              child.index, code)
+                    failed = stopping = True
+                    break
+                log.error("server process %d exited with %s; starting it again", child.index,
+                          code)
+                child.was_ready = False
+                start(child)
+    finally:
+        selector.close()
+        listener.close()
+        for child in children:
+            if child.process is not None and child.process.is_alive():
+                os.kill(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + settings.grace_period + 10
+        for child in children:
+            if child.process is None:
+                continue
+            child.process.join(max(0.0, deadline - time.monotonic()))
+            if child.process.is_alive():
+                log.warning("server process %d did not stop in time; killed", child.index)
+                child.process.kill()
+                child.process.join()
+                failed = True
+            elif child.process.exitcode not in (0, None):
+                failed = True
+            if child.channel is not None:
+                child.channel.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(shared_dir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> None:
+    """Accept what is waiting; each connection goes to the process with the fewest open ones."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # out of file descriptors, say: the next pass tries again
+            log.warning("accept failed: %s", exc)
+            return
+        with conn:
+            live = [c for c in children if c.process is not None and c.process.is_alive()]
+            for child in sorted(live, key=lambda c: c.sent - closed[c.index]):
+                try:
+                    socket.send_fds(child.channel, [b"c"], [conn.fileno()])
+                except OSError:
+                    continue  # it is going away; the next one takes it
+                child.sent += 1
+                break
+
+
+def _forget(child: _Child, metrics_dir: Path) -> None:
+    """A process that ended: its live gauges leave the metrics, its channel closes."""
+    if child.channel is not None:
+        child.channel.close()
+        child.channel = None
+    if child.process is not None and child.process.pid is not None:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(child.process.pid, str(metrics_dir))
+
+
+# ------------------------------------------------------------------ a server process
+
+
+def _serve_child(settings_data: dict[str, Any], peers: Peers, channel: socket.socket) -> None:
+    from prometheus_client import values
+
+    os.environ[MULTIPROC_ENV] = str(peers.metrics_dir)
+    values.ValueClass = values.get_value_class()  # metrics made from here on write the files
+
+    from app.server import run_server
+
+    settings = Settings(**settings_data)
+    raise SystemExit(run_server(settings, peers=peers, channel=channel))

@@ -1,0 +1,195 @@
+"""Several server processes behind one port (`--processes 2`, app.processes), on real
+`python -m app.server` processes with the tiny bundle: connections spread evenly, metrics, rate
+limits, readiness and document jobs hold across the processes, a dead process is replaced, and
+SIGTERM drains them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.config import Settings
+from app.processes import process_count, share
+from bench.common import process_tree
+from tests.app.fakes import free_port, spawn_server, wait_ready, wait_until
+from tests.app.test_jobs import submit, wait_for
+
+
+def server_processes(supervisor: int) -> list[int]:
+    """The supervisor's server processes (its children that run the app, not the helpers)."""
+    found = []
+    for pid in process_tree(supervisor):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in command and Path(f"/proc/{pid}/status").read_text().count(
+                f"PPid:\t{supervisor}\n"):
+            found.append(pid)
+    return sorted(found)
+
+
+def sockets(pid: int) -> int:
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            continue
+    return count
+
+
+def metric_sum(url: str, prefix: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(prefix))
+
+
+@pytest.fixture()
+def two(tiny_bundle, tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, "--processes", "2", "--rate-limit", "40",
+                        "--files-dir", str(tmp_path / "files"), "--grace-period", "60")
+    try:
+        wait_ready(url, 180)
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except Exception:
+                proc.kill()
+                proc.wait()
+
+
+def translate(client: httpx.Client, url: str, text: str = "the house is small.") -> httpx.Response:
+    return client.post(f"{url}/v1/translate", json={"text": text, "source": "en", "target": "de"},
+                       timeout=60)
+
+
+def test_connections_spread_evenly_and_metrics_add_up(two):
+    proc, url = two
+    children = server_processes(proc.pid)
+    assert len(children) == 2
+    # the readiness probes' connections gone: both processes hold the same sockets
+    wait_until(lambda: sockets(children[0]) == sockets(children[1]), 30)
+    before = [sockets(pid) for pid in children]
+    clients = [httpx.Client() for _ in range(8)]  # eight keep-alive connections
+    try:
+        assert all(translate(c, url).status_code == 200 for c in clients)
+        assert [sockets(pid) - b for pid, b in zip(children, before, strict=True)] == [4, 4]
+        served = metric_sum(url, 'nmt_http_requests_total{method="POST",route="/v1/translate"')
+        assert served == 8  # both processes' requests, from whichever answered the scrape
+        assert metric_sum(url, "nmt_ready ") == 1
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_one_rate_limit_across_the_processes(tiny_bundle, tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = spawn_server(tiny_bundle, port, "--processes", "2", "--rate-limit", "3",
+                        "--files-dir", str(tmp_path))
+    try:
+        wait_ready(url, 180)
+        codes = []
+        for _ in range(6):  # a fresh connection each: they alternate between the processes
+            with httpx.Client() as client:
+                codes.append(translate(client, url).status_code)
+        assert codes == [200, 200, 200, 429, 429, 429]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+
+
+def test_jobs_queued_through_either_process_are_done(two, tiny_sentences):
+    _, url = two
+    ids = []
+    for i in range(4):  # fresh connections: both processes take uploads
+        r = submit(url, f"doc{i}.txt", "\n\n".join(tiny_sentences[i:i + 3]).encode())
+        assert r.status_code == 202, r.text
+        ids.append(r.json()["id"])
+    for job_id in ids:
+        assert wait_for(url, job_id, timeout=120)["state"] == "done"
+
+
+def test_a_dead_process_is_replaced_and_the_service_keeps_serving(two):
+    proc, url = two
+    victim, survivor = server_processes(proc.pid)
+    os.kill(victim, signal.SIGKILL)
+    with httpx.Client() as client:  # the survivor answers meanwhile
+        assert translate(client, url).status_code == 200
+    wait_until(lambda: len(server_processes(proc.pid)) == 2
+               and victim not in server_processes(proc.pid), 60)
+    assert survivor in server_processes(proc.pid)
+    wait_ready(url, 180)
+    replacement = [p for p in server_processes(proc.pid) if p != survivor][0]
+    before = sockets(replacement)
+    clients = [httpx.Client() for _ in range(4)]
+    try:  # the new process takes its share of the new connections
+        assert all(translate(c, url).status_code == 200 for c in clients)
+        assert sockets(replacement) - before >= 1
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_sigterm_drains_every_process_and_exits_0(two, tiny_sentences):
+    proc, url = two
+    children = server_processes(proc.pid)
+    text = [f"{s}." for s in tiny_sentences] * 6
+    clients = [httpx.Client() for _ in range(4)]
+    results: list[int] = []
+
+    def run(client: httpx.Client) -> None:
+        r = client.post(f"{url}/v1/translate", timeout=120, json={
+            "text": text, "source": "en", "target": "de", "options": {"beam_size": 2}})
+        results.append(r.status_code)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    wait_until(lambda: metric_sum(url, "nmt_http_requests_in_progress ") >= 4, 60)
+    proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(120)
+    assert proc.wait(60) == 0
+    assert results == [200] * 4
+    assert not any(Path(f"/proc/{pid}").exists() for pid in children)
+    for c in clients:
+        c.close()
+
+
+def test_a_process_that_cannot_start_stops_the_service(tmp_path):
+    port = free_port()
+    proc = spawn_server(tmp_path / "no-models", port, "--processes", "2")
+    try:
+        assert proc.wait(120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "before it was ready" in proc.stdout.read()
+
+
+def test_each_process_gets_its_share_of_the_settings():
+    settings = Settings(processes=2, threads=4, max_batch_size=32, max_batch_tokens=8191,
+                        queue_size=1024, workers=0)
+    part = share(settings, 2)
+    assert (part.processes, part.threads, part.max_batch_size, part.max_batch_tokens,
+            part.queue_size, part.workers) == (1, 2, 16, 4096, 512, 0)
+    assert share(settings.model_copy(update={"workers": 4}), 2).workers == 2
+    # 0: one per decode lane, as app.engine.sessions.decode_workers counts them
+    assert process_count(Settings(processes=0)) == min(len(os.sched_getaffinity(0)), 2)
+    assert process_count(Settings(processes=0, threads=4, max_batch_size=64)) == 4
+    assert process_count(Settings(processes=0, threads=1)) == 1
+    assert process_count(Settings(processes=0, threads=4, max_batch_size=16)) == 1
+    assert process_count(Settings(processes=0, provider="cuda")) == 1
+    assert process_count(Settings(processes=3)) == 3
