@@ -515,7 +515,7 @@ def service_text(svc: ServiceResult | None, seconds: float,
         f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one throughput "
         f"sentence per request, {seconds:g} s per level; server peak RSS "
         f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
-        f"server and its lane processes)",
+        f"server, or the supervisor and its server processes, and any lane processes)",
         "",
         "| clients | requests/s | share of the offline rate (the engine rounds' best, on the "
         "throughput sentences; beside it: the service's own sentences offline, the mean of "

@@ -2,9 +2,9 @@
 
 Starts `python -m app.server` on 127.0.0.1 (a free port) for each mode, drives it with 1, 8, 32
 and 64 concurrent clients (each client: one request at a time, one sentence per request), and
-reports requests/s, p50/p95 latency, the engine batches the server used and the server's CPU time
-per request (which, unlike requests/s, holds on a machine shared with other work). Every run is
-bounded by --seconds and --max-requests; traffic goes to loopback only.
+reports requests/s, p50/p95 latency, the engine batches the server used and the CPU time of all
+the server's processes per request (which, unlike requests/s, holds on a machine shared with
+other work). Every run is bounded by --seconds and --max-requests; traffic goes to loopback only.
 
     python -m bench.service --models-dir bundles            # table on stdout
     python -m bench.service --models-dir /tmp/b --seconds 3 --json bench/results/service.json
@@ -100,6 +100,14 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float | None:
+    """cpu_seconds summed over the server and its processes (server processes, lanes)."""
+    from bench.common import process_tree
+
+    times = [cpu_seconds(p) for p in process_tree(pid)]
+    return sum(t for t in times if t is not None) if times[0] is not None else None
 
 
 def engine_batches(url: str) -> float:
@@ -240,12 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for concurrency in levels:
             for mode, (proc, url) in servers.items():
-                before, cpu_before = engine_batches(url), cpu_seconds(proc.pid)
+                before, cpu_before = engine_batches(url), tree_cpu_seconds(proc.pid)
                 row = asyncio.run(
                     drive(url, concurrency, args.seconds, args.max_requests, args.target)
                 )
                 batches = engine_batches(url) - before
-                cpu_after = cpu_seconds(proc.pid)
+                cpu_after = tree_cpu_seconds(proc.pid)
                 cpu = cpu_after - cpu_before if cpu_after is not None else None
                 row.update(mode=mode, concurrency=concurrency, engine_batches=int(batches),
                            sentences_per_batch=round(row["requests"] / batches, 2)
