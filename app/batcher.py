@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
@@ -77,6 +77,18 @@ class BatchStats:
 
 
 _DELIVERY = threading.Lock()  # the workers' deliveries to one request
+SPILL_RECHECK_S = 0.02  # how often an idle spare lane looks again at waiting live work
+
+
+class Spill(Protocol):
+    """When a server process's spare lanes may take work (app.processes.Peers): only while
+    another process of the service is idle, so one process uses a free core and never takes a
+    busy one's share of the machine."""
+
+    def allowed(self) -> bool: ...
+
+    def report(self, running: int) -> None:
+        """This process's sentences in running batches now."""
 
 
 @dataclass
@@ -111,11 +123,18 @@ class Batcher:
         on_batch: Callable[[BatchStats], None] | None = None,
         on_queue: Callable[[int], None] | None = None,
         workers: int = 1,
+        spill: Spill | None = None,
     ) -> None:
+        """spill: the workers after the first running one are spare lanes: they take live work
+        only when the running batches of its model and options are full and `spill` allows."""
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.config = config
         self.workers = workers
+        self.spill = spill
+        self._lane = threading.local()  # .index: which worker this thread is
+        self._running: dict[int, tuple[int, TranslationOptions, int]] = {}  # worker -> its
+        # running batch's engine, options and sentences (step-wise engines)
         # one worker's share of the caps
         self._size_cap = -(-config.max_batch_size // workers)
         self._budget = -(-config.max_batch_tokens // workers)
@@ -134,7 +153,8 @@ class Batcher:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._run, name=f"nmt-batcher-{i}", daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"nmt-batcher-{i}",
+                                          daemon=True)
                          for i in range(self.workers)]
         for thread in self._threads:
             thread.start()
@@ -234,7 +254,8 @@ class Batcher:
 
     # ------------------------------------------------------------ the worker threads
 
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
+        self._lane.index = index
         while True:
             taken = self._next_batch()
             if taken is None:
@@ -248,6 +269,7 @@ class Batcher:
             finally:
                 with self._cond:
                     self._busy -= 1
+                    self._set_running(None)
                     self._cond.notify_all()
 
     def _next_batch(self) -> tuple[Engine, TranslationOptions, list[_Item]] | None:
@@ -267,6 +289,10 @@ class Batcher:
                 if remaining > 0 and not self._full(group):
                     self._cond.wait(remaining)
                     continue
+                if self.spill is not None and self._running and not self._may_spill(
+                        key, len(group)):
+                    self._cond.wait(SPILL_RECHECK_S)  # the running batches take them
+                    continue
                 items = self._pick(group)
                 picked = {id(item) for item in items}
                 kept = [item for item in group if id(item) not in picked]
@@ -276,10 +302,36 @@ class Batcher:
                     del self._groups[key]
                 self._depth -= len(items)
                 self._busy += 1
+                if hasattr(self._engines[key[1]], "start_batch"):  # it takes newcomers
+                    self._set_running((key[1], key[2], len(items)))
                 depth = self._depth
                 break
         self._on_queue(depth)
         return self._engines[key[1]], key[2], items
+
+    def _set_running(self, entry: tuple[int, TranslationOptions, int] | None) -> None:
+        """This worker's running batch (None: none); reported to `spill`. Under the lock."""
+        if entry is None:
+            self._running.pop(self._lane.index, None)
+        else:
+            self._running[self._lane.index] = entry
+        if self.spill is not None:
+            self.spill.report(sum(n for _, _, n in self._running.values()))
+
+    def _room_before(self, engine: int, options: TranslationOptions, lane: int | None) -> int:
+        """Free slots of the running batches of this engine and options on the workers before
+        `lane` (None: on every worker)."""
+        return sum(self._size_cap - n for index, (e, o, n) in self._running.items()
+                   if (e, o) == (engine, options) and (lane is None or index < lane))
+
+    def _may_spill(self, key: _GroupKey, waiting: int) -> bool:
+        """Whether an idle worker, a spare lane while others run, starts a batch of this group:
+        only while `spill` allows it, and of live work only what the running batches have no
+        room for. Under the lock."""
+        assert self.spill is not None
+        if key[0] is not Priority.INTERACTIVE:  # the running batches take a few between theirs
+            return self.spill.allowed()
+        return waiting > self._room_before(key[1], key[2], None) and self.spill.allowed()
 
     def _cap(self, group: list[_Item]) -> int:
         if group[0].priority is Priority.BACKGROUND:
@@ -362,7 +414,11 @@ class Batcher:
         stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
         ok = True
         try:
-            batch = engine.start_batch(options, lane=self.workers > 1)
+            # a lane beside others; with spill, the first worker mostly runs alone on its core,
+            # on the engine's own sessions: 1-6 % more requests/s than on a lane's (BENCHMARKS.md,
+            # session 29)
+            beside = self.workers > 1 and not (self.spill is not None and self._lane.index == 0)
+            batch = engine.start_batch(options, lane=beside)
             while items or running:
                 live = [item for item in items if not item.request.cancelled]
                 if live:
@@ -400,8 +456,20 @@ class Batcher:
             mine = [k for k in self._groups if k[1] == id(engine) and k[2] == options]
             others = [g[0] for k, g in self._groups.items() if k not in mine]
             if self._closed or not mine or any(now - item.enqueued > wait_s for item in others):
+                self._set_running((id(engine), options, len(running)))
                 return []
             free = self._size_cap - len(running)
+            live = free
+            if self.spill is not None and any(i < self._lane.index for i in self._running):
+                # a spare lane: only while spill allows it (else it drains and ends), and of
+                # live work only what the lanes before it have no room for
+                if not self.spill.allowed():
+                    self._set_running((id(engine), options, len(running)))
+                    return []
+                waiting = sum(len(self._groups[k]) for k in mine
+                              if k[0] is Priority.INTERACTIVE)
+                live = min(free, max(0, waiting - self._room_before(id(engine), options,
+                                                                     self._lane.index)))
             background = sum(i.priority is Priority.BACKGROUND for i in running.values())
             longest = max((i.tokens for i in running.values()), default=0)
             taken: list[_Item] = []
@@ -410,6 +478,8 @@ class Batcher:
                 room = free - len(taken)
                 if key[0] is Priority.BACKGROUND:
                     room = min(room, self.config.document_batch_size - background)
+                else:
+                    room = min(room, live - len(taken))
                 chosen = []
                 for item in group[: max(room, 0)]:
                     longest = max(longest, item.tokens)
@@ -422,6 +492,7 @@ class Batcher:
                 else:
                     self._groups[key] = group[len(chosen):]
             self._depth -= len(taken)
+            self._set_running((id(engine), options, len(running) + len(taken)))
             depth = self._depth
         if taken:
             self._on_queue(depth)

@@ -75,6 +75,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
         workers=app_state.registry.workers,  # one batcher worker per decode lane
+        spill=app_state.peers,  # one of several processes: spare lanes while another idles
     )
     batcher.start()
     app_state.batcher = batcher

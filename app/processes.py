@@ -53,6 +53,7 @@ class Peers:
     metrics_dir: Path  # prometheus-client's multiprocess files
     ready_flags: Any  # multiprocessing RawArray of bytes: 1 once that process is ready
     closed: Any  # RawArray of int64: connections that process has closed
+    load: Any  # RawArray of int32: sentences in that process's running batches
 
     def set_ready(self, ready: bool) -> None:
         self.ready_flags[self.index] = 1 if ready else 0
@@ -63,6 +64,15 @@ class Peers:
     @property
     def all_ready(self) -> bool:
         return self.ready_count() == self.count
+
+    def report(self, running: int) -> None:
+        """app.batcher.Spill: this process's running sentences, at every decoder step."""
+        self.load[self.index] = running
+
+    def allowed(self) -> bool:
+        """app.batcher.Spill: this process's spare lanes may work while another process idles
+        (its core is free)."""
+        return any(self.load[i] == 0 for i in range(self.count) if i != self.index)
 
     @property
     def runs_jobs(self) -> bool:
@@ -89,13 +99,17 @@ def _cores(settings: Settings) -> int:
 
 
 def share(settings: Settings, count: int) -> Settings:
-    """One process's settings: its part of the lanes, threads, batch, token budget and queue."""
+    """One process's settings. Its lanes: its own share of them (one by default) and, as many
+    times over as there are processes, spare ones that take its live work only when its own
+    are full (app.batcher's spill): under an even load each process decodes on its own lanes,
+    and one request of many sentences on an idle service still runs on every core. So a
+    process may hold the whole batch size and token budget; the queue is shared out."""
+    own = max(1, settings.workers // count) if settings.workers else 1
     return settings.model_copy(update={
         "processes": 1,
-        "workers": max(1, settings.workers // count) if settings.workers else 0,
-        "threads": max(1, _cores(settings) // count),
-        "max_batch_size": math.ceil(settings.max_batch_size / count),
-        "max_batch_tokens": math.ceil(settings.max_batch_tokens / count),
+        "workers": own * count,
+        "lane_processes": False,  # threads: a spare lane idles unless this process is busiest
+        "threads": max(1, _cores(settings) // count // own),
         "queue_size": math.ceil(settings.queue_size / count),
     })
 
@@ -135,6 +149,7 @@ def supervise(settings: Settings, count: int) -> int:
     context = multiprocessing.get_context("spawn")
     ready_flags = context.RawArray("b", count)
     closed = context.RawArray("q", count)
+    load = context.RawArray("i", count)
     child_settings = share(settings, count).model_dump()
     children = [_Child(i) for i in range(count)]
     stopping = False
@@ -150,8 +165,9 @@ def supervise(settings: Settings, count: int) -> int:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ready_flags[child.index] = 0
         closed[child.index] = 0
+        load[child.index] = 0
         child.sent = 0
-        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed)
+        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load)
         child.process = context.Process(target=_serve_child, args=(child_settings, peers, theirs),
                                         name=f"nmt-server-{child.index}")
         child.process.start()

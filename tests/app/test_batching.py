@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import httpx
+import pytest
 
 from app.main import create_app
 from tests.app.conftest import real_settings
@@ -192,6 +193,88 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
     assert seen["most"] == 2  # two running batches stepped at once
     assert seen["sentences"] <= 3  # half of max_batch_size each
     assert len(seen["threads"]) == 2
+
+
+class Others:
+    """app.batcher.Spill of a process whose peers are idle or busy."""
+
+    def __init__(self, idle: bool) -> None:
+        self.idle, self.reports = idle, []
+
+    def allowed(self) -> bool:
+        return self.idle
+
+    def report(self, running: int) -> None:
+        self.reports.append(running)
+
+
+@pytest.mark.parametrize("others", ["idle", "busy", "no spill"])
+def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bundle, others):
+    """A server process's spare lanes (app.processes): sentences that arrive while a batch runs
+    with room join it rather than start a second lane; a request larger than one lane's share
+    runs on both lanes while another process idles, on one while they are busy. Without spill
+    an idle lane takes work at once."""
+    import asyncio
+    import time
+
+    from app.batcher import Batcher, BatcherConfig
+    from app.engine import TranslationOptions, Translator
+
+    translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2)
+    lock = threading.Lock()
+    seen = {"now": 0, "most": 0, "threads": set(), "steps": 0}
+
+    def spying(step):  # the first worker steps on the engine's own sessions, spare ones on lanes'
+        def spy(state, *args):
+            with lock:
+                seen["now"] += 1
+                seen["steps"] += 1
+                seen["most"] = max(seen["most"], seen["now"])
+                seen["threads"].add(threading.current_thread().name)
+            time.sleep(0.005)
+            try:
+                return step(state, *args)
+            finally:
+                with lock:
+                    seen["now"] -= 1
+        return spy
+
+    sessions = translator.sessions
+    sessions.step, sessions.lane_step = spying(sessions.step), spying(sessions.lane_step)
+    options = TranslationOptions(beam_size=2)
+    texts = [src for src, _ in toy_pairs(24, seed=5)][:8]
+    config = BatcherConfig(max_batch_tokens=4096, max_batch_size=8, document_batch_size=8,
+                           max_wait_ms=0, queue_size=100)
+    spill = None if others == "no spill" else Others(others == "idle")
+
+    async def one_by_one():
+        batcher = Batcher(config, workers=2, spill=spill)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.translate(translator, texts[:1], options))
+        while not seen["steps"]:
+            await asyncio.sleep(0.001)
+        later = []
+        for text in texts[1:4]:  # three more, while the first batch (room 3) runs
+            later.append(asyncio.ensure_future(batcher.translate(translator, [text], options)))
+            await asyncio.sleep(0.002)
+        await asyncio.gather(first, *later)
+        batcher.close()
+
+    asyncio.run(one_by_one())
+    assert (len(seen["threads"]), seen["most"]) == ((2, 2) if spill is None else (1, 1))
+
+    seen.update(most=0, threads=set(), steps=0)
+
+    async def all_at_once():
+        batcher = Batcher(config, workers=2, spill=spill)
+        batcher.start()
+        await batcher.translate(translator, texts, options)  # 8 sentences: two lanes' worth
+        batcher.close()
+
+    asyncio.run(all_at_once())
+    assert seen["most"] == (1 if others == "busy" else 2)
+    if spill is not None:  # what it told the other processes: its sentences, then none
+        assert max(spill.reports) == (4 if others == "busy" else 8) and spill.reports[-1] == 0
 
 
 def two_worker_batcher():
