@@ -46,11 +46,10 @@ class Settings(BaseSettings):
     )
     processes: int = Field(
         0, ge=0, description="Server processes behind the one port, each with its own event "
-        "loop and its share of the decode lanes, threads, batch size, token budget and queue; "
-        "each new connection goes to the one with the fewest (app.processes). 0 = one per decode "
-        "lane: per core, at most max_batch_size / 16 (so NMT_THREADS=1 keeps one; 1 on CUDA). "
-        "At 32 clients on 2 cores two processes served 6-8 per cent more than one; one request of "
-        "many sentences then decodes on one core.",
+        "loop, its share of the decode lanes and queue, and a spare lane per other process for "
+        "when they idle; each new connection goes to the one with the fewest (app.processes). "
+        "0 = one per decode lane: per core, at most max_batch_size / 16 (so NMT_THREADS=1 "
+        "keeps one; 1 on CUDA).",
     )
     lane_processes: bool = Field(
         True, description="Run the decode lanes in processes of their own (CPU, two lanes or "

@@ -11,8 +11,11 @@ between one loop and lanes elsewhere. This module makes that one service:
   processes accepting from one shared socket split them 14/28 or 35/7. It restarts a process
   that dies once it had been ready; one that fails to start stops the service (exit 1). On
   SIGTERM or SIGINT it stops accepting and lets every process drain (exit 0 once all did).
-* each **server process** is the ordinary app on its share of the settings (lanes, threads,
-  batch size, token budget, queue), serving the connections it is handed.
+* each **server process** is the ordinary app on its share of the settings (its lane, threads,
+  queue), serving the connections it is handed, plus one spare lane per other process: the
+  spare lanes take live work only when the process's own lane is full and another process
+  idles (app.batcher's spill, fed by `Peers.load`), so one request of many sentences on an
+  idle service still decodes on every core.
 * what the processes share (`Peers`): readiness (the service is ready once every process is),
   the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
   supervisor's), the rate limits (app.state.SharedRateLimiter, one SQLite file there) and the
