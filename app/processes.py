@@ -24,6 +24,7 @@ between one loop and lanes elsewhere. This module makes that one service:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import multiprocessing
@@ -32,6 +33,7 @@ import selectors
 import shutil
 import signal
 import socket
+import sqlite3
 import tempfile
 import time
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from app.config import Settings
 log = logging.getLogger("app.processes")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+RATE_LIMIT_DB = "rate_limits.sqlite"
 
 
 @dataclass
@@ -83,7 +86,7 @@ class Peers:
 
     @property
     def rate_limit_db(self) -> Path:
-        return self.shared_dir / "rate_limits.sqlite"
+        return self.shared_dir / RATE_LIMIT_DB
 
 
 def process_count(settings: Settings) -> int:
@@ -149,6 +152,7 @@ def supervise(settings: Settings, count: int) -> int:
     shared_dir = Path(tempfile.mkdtemp(prefix="nmt-processes-"))
     metrics_dir = shared_dir / "metrics"  # prometheus-client reads every *.db file there
     metrics_dir.mkdir()
+    prepare_databases(settings, shared_dir)
     context = multiprocessing.get_context("spawn")
     ready_flags = context.RawArray("b", count)
     closed = context.RawArray("q", count)
@@ -166,6 +170,7 @@ def supervise(settings: Settings, count: int) -> int:
 
     def start(child: _Child) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.setblocking(False)  # a process that stops reading never stalls the supervisor
         ready_flags[child.index] = 0
         closed[child.index] = 0
         load[child.index] = 0
@@ -246,10 +251,26 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> 
             for child in sorted(live, key=lambda c: c.sent - closed[c.index]):
                 try:
                     socket.send_fds(child.channel, [b"c"], [conn.fileno()])
-                except OSError:
-                    continue  # it is going away; the next one takes it
+                except OSError:  # its channel is full or it is going away: the next one
+                    continue
                 child.sent += 1
                 break
+            else:
+                log.warning("no server process took a connection; it was closed")
+
+
+def prepare_databases(settings: Settings, shared_dir: Path) -> None:
+    """The SQLite files the server processes share, switched to WAL before they start: two
+    processes switching a new file at once fail one of them with "database is locked" (1 in 10
+    tries here; SQLite's busy wait does not cover the switch). Where a file cannot be made,
+    the process that opens it says so."""
+    for path in (shared_dir / RATE_LIMIT_DB, settings.jobs_path / "jobs.db"):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(sqlite3.connect(path, timeout=5)) as db:
+                db.execute("PRAGMA journal_mode=WAL").fetchall()
+        except (OSError, sqlite3.Error) as exc:
+            log.debug("cannot prepare %s: %s", path, exc)
 
 
 def _forget(child: _Child, metrics_dir: Path) -> None:

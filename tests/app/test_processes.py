@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.processes import process_count, share
+from app.processes import RATE_LIMIT_DB, prepare_databases, process_count, share
 from bench.common import process_tree
 from tests.app.fakes import free_port, spawn_server, wait_ready, wait_until
 from tests.app.test_jobs import submit, wait_for
@@ -195,3 +195,16 @@ def test_each_process_gets_its_share_of_the_settings():
     assert process_count(Settings(processes=0, threads=4, max_batch_size=16)) == 1
     assert process_count(Settings(processes=0, provider="cuda")) == 1
     assert process_count(Settings(processes=3)) == 3
+
+
+def test_the_shared_databases_are_in_wal_before_the_processes_start(tmp_path):
+    """Two processes switching one new SQLite file to WAL at once fail one of them ("database
+    is locked"): the supervisor switches them first."""
+    import sqlite3
+
+    settings = Settings(jobs_dir=tmp_path / "jobs")
+    prepare_databases(settings, tmp_path)
+    for path in (tmp_path / RATE_LIMIT_DB, tmp_path / "jobs" / "jobs.db"):
+        mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal", path
+    prepare_databases(Settings(jobs_dir=Path("/proc/no/such/dir")), tmp_path)  # no raise
