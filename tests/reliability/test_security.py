@@ -147,7 +147,8 @@ def test_the_service_has_no_code_that_fetches_from_the_network():
     for path in sorted(APP_DIR.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (isinstance(node, ast.Attribute) and node.attr in OUTGOING
-                    and path.name in SERVING):
+                    and path.name in SERVING
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "sqlite3")):
                 found.append(f"{path.name}: .{node.attr}")
                 continue
             if isinstance(node, ast.Import):
