@@ -8,7 +8,10 @@ options whose lengths are closest to it into one batch under the token budget (l
 batch size) and the size cap. `translate_batch` runs in that thread, never on the event loop;
 results go back to each request's future. With `workers` > 1, that many worker threads decode
 batches side by side (the engine's decode lanes, one per core), and the size cap and the token
-budget are shared out among them.
+budget are shared out among them. With `spill` (one of several server processes,
+app.processes), the workers after the first running one are spare lanes: they take live work
+only when the running batches are full and another process idles, so an even load stays on one
+lane per process and one large request still uses a free core.
 
 Priority: INTERACTIVE work (live requests, the default) is always served before BACKGROUND work
 (document jobs). Background items form a batch only when no interactive item waits, and their
