@@ -313,13 +313,15 @@ class Batcher:
         return self._engines[key[1]], key[2], items
 
     def _set_running(self, entry: tuple[int, TranslationOptions, int] | None) -> None:
-        """This worker's running batch (None: none); reported to `spill`. Under the lock."""
+        """This worker's running batch (None: none); reported to `spill`. Under the lock. Only
+        spill reads them: without it, nothing to keep."""
+        if self.spill is None:
+            return
         if entry is None:
             self._running.pop(self._lane.index, None)
         else:
             self._running[self._lane.index] = entry
-        if self.spill is not None:
-            self.spill.report(sum(n for _, _, n in self._running.values()))
+        self.spill.report(sum(n for _, _, n in self._running.values()))
 
     def _room_before(self, engine: int, options: TranslationOptions, lane: int | None) -> int:
         """Free slots of the running batches of this engine and options on the workers before

@@ -50,7 +50,7 @@ RATE_LIMIT_DB = "rate_limits.sqlite"
 
 @dataclass
 class Peers:
-    """What a server process knows of the others: its place, the shared directory, and two
+    """What a server process knows of the others: its place, the shared directories, and three
     arrays in shared memory (each slot written by one process only)."""
 
     index: int
@@ -90,14 +90,15 @@ class Peers:
 
 
 def process_count(settings: Settings) -> int:
-    """`processes`, or with 0 one per decode lane the CPU would run (app.engine.sessions.
-    decode_workers): one per core (`threads` when set, else the cores this process may use),
-    at most max_batch_size / 16; 1 on CUDA."""
+    """`processes`, or with 0 one per decode lane one process would run by default
+    (app.engine.sessions.decode_workers): one per core (`threads` when set), at most
+    max_batch_size / 16; 1 on CUDA."""
+    from app.engine.sessions import SessionConfig, decode_workers  # no ONNX Runtime yet
+
     if settings.processes:
         return settings.processes
-    if settings.provider == "cuda":
-        return 1
-    return max(1, min(_cores(settings), settings.max_batch_size // 16))
+    config = SessionConfig(provider=settings.provider, intra_op_threads=settings.threads)
+    return decode_workers(config, settings.max_batch_size)
 
 
 def _cores(settings: Settings) -> int:
@@ -114,7 +115,7 @@ def share(settings: Settings, count: int) -> Settings:
     return settings.model_copy(update={
         "processes": 1,
         "workers": own * count,
-        "lane_processes": False,  # threads: a spare lane idles unless this process is busiest
+        "lane_processes": False,  # threads: a spare lane idles unless another process does
         "threads": max(1, _cores(settings) // count // own),
         "queue_size": math.ceil(settings.queue_size / count),
     })
