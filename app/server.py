@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from app.config import Settings
 
 if TYPE_CHECKING:
-    from app.processes import Peers
+    from app.serving.supervisor import Peers
 
 log = logging.getLogger("app.server")
 
@@ -118,7 +118,7 @@ def serve_main(argv: list[str] | None = None) -> int:
         return 2
     logging.config.dictConfig(log_config(settings))
     warn_if_exposed(settings)
-    from app.processes import process_count, supervise
+    from app.serving.supervisor import process_count, supervise
 
     count = process_count(settings)
     if count > 1:
@@ -132,7 +132,7 @@ def run_server(settings: Settings, peers: Peers | None = None,
     connections its supervisor hands over."""
     import uvicorn
 
-    from app.main import create_app
+    from app.http.app import create_app
 
     if peers is not None:
         logging.config.dictConfig(log_config(settings))

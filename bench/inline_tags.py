@@ -30,10 +30,10 @@ import re
 import time
 from pathlib import Path
 
-from app import tags
 from app.documents import html_file, translate_document
 from app.engine import Translator
-from app.protect import find_spans, mask, unmask
+from app.text import tags
+from app.text.protect import find_spans, mask, unmask
 from bench.common import print_row, quality_parser, write_json
 
 ATOMS = ('<img src="icon.png"/>', '<x id="1"/>')

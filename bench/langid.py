@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.langid import LanguageDetector
+from app.text.langid import LanguageDetector
 
 
 def score(label: Callable[[str], str | None], rows: list[tuple[str, str]], short: int) -> dict:

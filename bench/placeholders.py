@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from app.engine import Translator
-from app.protect import (
+from app.text.protect import (
     BRACE_STYLE,
     KEEP_BRACE_STYLE,
     KEEP_STYLE,

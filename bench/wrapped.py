@@ -28,7 +28,7 @@ from pathlib import Path
 
 from app.documents import translate_segments
 from app.engine import Translator
-from app.text import always, segment_text, soft_wrap
+from app.text.segment import always, segment_text, soft_wrap
 from bench.common import print_row, quality_parser, write_json
 
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from app import tags
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
-from app.protect import mask, unmask
-from app.text import Wraps, segment_text, soft_wrap
+from app.text import tags
+from app.text.protect import mask, unmask
+from app.text.segment import Wraps, segment_text, soft_wrap
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
 FORMATS = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
-from app.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
-from app.text import _HtmlSplitter, always
+from app.text.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
+from app.text.segment import _HtmlSplitter, always
 
 
 class _BlockSplitter(_HtmlSplitter):

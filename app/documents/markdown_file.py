@@ -12,7 +12,7 @@ import re
 
 from app.documents import Document
 from app.documents.txt_file import decode_text, replace_stripped, split_lines
-from app.text import always
+from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")

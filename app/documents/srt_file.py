@@ -9,7 +9,7 @@ import srt as srtlib
 
 from app.documents import Document
 from app.documents.txt_file import decode_text
-from app.text import subtitle_wrap
+from app.text.segment import subtitle_wrap
 
 
 def extract(data: bytes) -> Document:

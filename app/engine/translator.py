@@ -18,12 +18,12 @@ import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.fused import FusedDecoder
-from app.engine.lanes import LaneProcesses, LaneSpec, ProcessBatch
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
+from app.engine.worker_processes import LaneProcesses, LaneSpec, ProcessBatch
 
 # offline batches take new sentences once 1/16 of their slots are free (one in a lane of 16):
 # sentences are encoded ahead, so one joining costs no encoder call. Against 1/8, session 22,

@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 
 from app.engine.types import Result, TranslationOptions
-from app.registry import LoadedModel
+from app.translation.registry import LoadedModel
 
 
 class FakeTranslator:

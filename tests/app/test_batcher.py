@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from app.batcher import Batcher, BatcherConfig, Priority
 from app.config import Settings
 from app.engine.types import TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+from app.translation.batcher import Batcher, BatcherConfig, Priority
 from tests.app.fakes import FakeTranslator, until
 
 GREEDY = TranslationOptions()

@@ -8,7 +8,7 @@ import threading
 import httpx
 import pytest
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import running
 from tests.conftest import toy_pairs
@@ -64,8 +64,8 @@ def test_a_short_request_joins_a_running_batch_and_finishes_first(tiny_bundle):
     import asyncio
     import time
 
-    from app.batcher import Batcher, BatcherConfig
     from app.engine import TranslationOptions, Translator
+    from app.translation.batcher import Batcher, BatcherConfig
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1)
     step = translator.sessions.step
@@ -116,9 +116,9 @@ def test_an_engine_error_in_a_running_batch_fails_its_requests_only(tiny_bundle)
 
     import pytest
 
-    from app.batcher import Batcher, BatcherConfig
     from app.engine import TranslationOptions, Translator
     from app.errors import EngineFailure
+    from app.translation.batcher import Batcher, BatcherConfig
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1)
     step = translator.sessions.step
@@ -153,8 +153,8 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
     import asyncio
     import time
 
-    from app.batcher import Batcher, BatcherConfig
     from app.engine import TranslationOptions, Translator
+    from app.translation.batcher import Batcher, BatcherConfig
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2)
     lane_step = translator.sessions.lane_step
@@ -217,8 +217,8 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
     import asyncio
     import time
 
-    from app.batcher import Batcher, BatcherConfig
     from app.engine import TranslationOptions, Translator
+    from app.translation.batcher import Batcher, BatcherConfig
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2)
     lock = threading.Lock()
@@ -279,7 +279,7 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
 
 def two_worker_batcher():
     """A started batcher with two workers (decode lanes), joining quickly."""
-    from app.batcher import Batcher, BatcherConfig
+    from app.translation.batcher import Batcher, BatcherConfig
 
     batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=32,
                                     document_batch_size=8, max_wait_ms=1, queue_size=100),

@@ -3,7 +3,7 @@ numbers come from bench/langid.py)."""
 
 import pytest
 
-from app.langid import LanguageDetector, libretranslate_detections
+from app.text.langid import LanguageDetector, libretranslate_detections
 
 ENGLISH = ["The file could not be saved.", "Open the settings", "Print", "Where is the station?"]
 GERMAN = ["Die Datei konnte nicht gespeichert werden.", "Einstellungen öffnen", "Drucken",

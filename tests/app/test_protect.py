@@ -5,7 +5,7 @@ from collections import Counter
 
 import pytest
 
-from app.protect import (
+from app.text.protect import (
     _SPAN_HINT,
     BRACE_STYLE,
     DEFAULT_STYLE,
@@ -181,6 +181,6 @@ def test_deleting_a_made_up_span_does_not_leave_a_new_one():
     ],
 )
 def test_a_sentence_runs_on_over_a_line_break_tag(before, after, joined):
-    from app.protect import joins_at_break
+    from app.text.protect import joins_at_break
 
     assert joins_at_break(before, after) is joined

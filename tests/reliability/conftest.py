@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from app.registry import load_models
+from app.translation.registry import load_models
 
 API_KEY = "reliability-test-key"
 

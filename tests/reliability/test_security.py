@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.errors import Unauthorized
-from app.main import create_app
-from app.metrics import Metrics
+from app.http.app import create_app
+from app.http.metrics import Metrics
+from app.http.state import AppState
 from app.server import serve_main
-from app.state import AppState
 from tests.app.fakes import fake_model, running
 
 APP_DIR = Path(__file__).resolve().parents[2] / "app"
@@ -54,7 +54,7 @@ def test_serving_beyond_loopback_without_keys_warns(clean_env, monkeypatch, caps
 
 
 def test_keys_are_compared_in_constant_time(monkeypatch):
-    import app.state
+    import app.http.state
 
     calls: list[tuple[int, int]] = []
     real = app.state.hmac.compare_digest

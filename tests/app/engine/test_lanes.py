@@ -9,7 +9,7 @@ import signal
 import pytest
 
 from app.engine import TranslationOptions, Translator
-from app.engine.lanes import LaneError
+from app.engine.worker_processes import LaneError
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from email.message import Message
 from fastapi import Depends, Request
 
 from app.errors import Unavailable, UnsupportedMediaType, excerpt
-from app.state import AppState
+from app.http.state import AppState
 
 
 async def get_state(request: Request) -> AppState:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import error_response
 from app.errors import BodyTooLarge
+from app.http.errors import error_response
 
 
 class BodySizeLimit:

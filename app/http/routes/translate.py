@@ -6,8 +6,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from app.api.body import JSONBodyRoute, is_json_type, read_json
-from app.api.deps import (
+from app.errors import ServiceError
+from app.http.body import JSONBodyRoute, is_json_type, read_json
+from app.http.checks import (
     authorized_state,
     disconnect_watch,
     get_state,
@@ -15,11 +16,10 @@ from app.api.deps import (
     ready_state,
     require_json,
 )
-from app.api.direct import Fallback
-from app.errors import ServiceError
-from app.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
-from app.service import RequestedOptions, TranslationRequest
-from app.state import AppState
+from app.http.direct import Fallback
+from app.http.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
+from app.http.state import AppState
+from app.translation.service import RequestedOptions, TranslationRequest
 
 router = APIRouter(prefix="/v1", tags=["v1"], route_class=JSONBodyRoute)
 

@@ -20,8 +20,8 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from app.api.deps import media_type
 from app.errors import BadRequest, InvalidInput
+from app.http.checks import media_type
 
 
 class _Object(dict):

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from app.batcher import Batcher
 from app.config import Settings
+from app.documents.filestore import FileStore
 from app.errors import RateLimited, Unauthorized
-from app.filestore import FileStore
-from app.jobs import JobRunner
-from app.metrics import Metrics
-from app.registry import Registry
-from app.service import TranslationService
+from app.http.metrics import Metrics
+from app.translation.batcher import Batcher
+from app.translation.jobs import JobRunner
+from app.translation.registry import Registry
+from app.translation.service import TranslationService
 
 if TYPE_CHECKING:
-    from app.processes import Peers
+    from app.serving.supervisor import Peers
 
 
 @dataclass

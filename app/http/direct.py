@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import error_response
 from app.errors import ServiceError
+from app.http.errors import error_response
 
 Handler = Callable[[Request], Awaitable[Response]]
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from app.protect import SPAN_RE
+from app.text.protect import SPAN_RE
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 
-from app.api.deps import get_state
-from app.state import AppState
+from app.http.checks import get_state
+from app.http.state import AppState
 
 router = APIRouter(prefix="/health", tags=["operations"])
 

@@ -19,16 +19,6 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from pydantic import ValidationError
 
-from app.api.body import read_json
-from app.api.deps import (
-    disconnect_watch,
-    get_state,
-    header_api_key,
-    media_type,
-    rate_limit,
-    ready_state,
-)
-from app.api.errors import invalid_input
 from app.errors import (
     BadRequest,
     Forbidden,
@@ -37,10 +27,20 @@ from app.errors import (
     UnsupportedMediaType,
     excerpt,
 )
-from app.langid import Detection, libretranslate_detections
-from app.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
-from app.service import FieldNames, RequestedOptions, TranslationRequest
-from app.state import AppState
+from app.http.body import read_json
+from app.http.checks import (
+    disconnect_watch,
+    get_state,
+    header_api_key,
+    media_type,
+    rate_limit,
+    ready_state,
+)
+from app.http.errors import invalid_input
+from app.http.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
+from app.http.state import AppState
+from app.text.langid import Detection, libretranslate_detections
+from app.translation.service import FieldNames, RequestedOptions, TranslationRequest
 
 log = logging.getLogger("app.api.libretranslate")
 router = APIRouter(tags=["LibreTranslate"])

@@ -11,12 +11,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 
-from app.api.deps import authorized_state, get_state, header_api_key
-from app.api.libretranslate import files_enabled, parse_upload, required_text
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
-from app.jobs import Job, JobRunner
-from app.schemas import DocumentJob, ErrorBody, JobProgress
-from app.state import AppState
+from app.http.checks import authorized_state, get_state, header_api_key
+from app.http.routes.libretranslate import files_enabled, parse_upload, required_text
+from app.http.schemas import DocumentJob, ErrorBody, JobProgress
+from app.http.state import AppState
+from app.translation.jobs import Job, JobRunner
 
 router = APIRouter(prefix="/v1/documents", tags=["v1 documents"])
 

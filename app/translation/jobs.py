@@ -31,10 +31,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.batcher import Priority
+from app.documents.filestore import safe_name
 from app.errors import Overloaded, ServiceError
-from app.filestore import safe_name
-from app.service import TranslationService
+from app.translation.batcher import Priority
+from app.translation.service import TranslationService
 
 log = logging.getLogger("app.jobs")
 

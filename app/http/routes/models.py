@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from app.api.deps import ready_state
 from app.engine.bundle import DECODING_KEYS
-from app.schemas import ModelInfo, ModelsResponse, PivotInfo
-from app.state import AppState
+from app.http.checks import ready_state
+from app.http.schemas import ModelInfo, ModelsResponse, PivotInfo
+from app.http.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["v1"])
 

@@ -18,22 +18,22 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.staticfiles import StaticFiles
 
-from app.api import documents, health, libretranslate, metrics, models, translate, web
-from app.api.direct import DirectRoutes
-from app.api.errors import install_handlers
-from app.batcher import Batcher, BatcherConfig
 from app.config import Settings
-from app.filestore import FileStore
-from app.jobs import JobRunner, JobStore
-from app.langid import LanguageDetector
-from app.metrics import Metrics, MetricsMiddleware
-from app.middleware import BodySizeLimit
-from app.registry import LoadedModel, Registry, load_models
-from app.service import TranslationService
-from app.state import AppState, RateLimiter, SharedRateLimiter
+from app.documents.filestore import FileStore
+from app.http.direct import DirectRoutes
+from app.http.errors import install_handlers
+from app.http.metrics import Metrics, MetricsMiddleware
+from app.http.middleware import BodySizeLimit
+from app.http.routes import documents, health, libretranslate, metrics, models, translate, web
+from app.http.state import AppState, RateLimiter, SharedRateLimiter
+from app.text.langid import LanguageDetector
+from app.translation.batcher import Batcher, BatcherConfig
+from app.translation.jobs import JobRunner, JobStore
+from app.translation.registry import LoadedModel, Registry, load_models
+from app.translation.service import TranslationService
 
 if TYPE_CHECKING:
-    from app.processes import Peers
+    from app.serving.supervisor import Peers
 
 log = logging.getLogger("app.main")
 

@@ -140,7 +140,7 @@ class _Lane:
         env = dict(os.environ)  # the child imports app from where this process did
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from app.engine.lanes import main; "
+            [sys.executable, "-c", "import sys; from app.engine.worker_processes import main; "
              "main(sys.argv[1:])", str(theirs.fileno()), spec_json],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
         )

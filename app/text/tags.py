@@ -42,7 +42,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.types import Result
-from app.protect import Masked, has_words
+from app.text.protect import Masked, has_words
 
 MIN_SIMILARITY = 0.5  # below it a window is not a match: the pair goes by relative position
 COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window

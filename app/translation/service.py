@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from app import documents, tags
-from app.batcher import Batcher, Priority
+from app import documents
 from app.config import Settings
 from app.documents.html_file import chunks as html_chunks
 from app.engine.types import Result, TranslationOptions
@@ -30,10 +29,12 @@ from app.errors import (
     TooLarge,
     UnsupportedLanguage,
 )
-from app.langid import Detection, LanguageDetector
-from app.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
-from app.registry import LoadedModel, Registry
-from app.text import Segments, always, fits_engine, segment, translate_fitting
+from app.text import tags
+from app.text.langid import Detection, LanguageDetector
+from app.text.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
+from app.text.segment import Segments, always, fits_engine, segment, translate_fitting
+from app.translation.batcher import Batcher, Priority
+from app.translation.registry import LoadedModel, Registry
 
 T = TypeVar("T")
 
