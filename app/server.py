@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from app.config import Settings
 
 if TYPE_CHECKING:
-    from app.serving.supervisor import Peers
+    from app.serving.peers import Peers
 
 log = logging.getLogger("app.server")
 
@@ -122,7 +122,7 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     count = process_count(settings)
     if count > 1:
-        return supervise(settings, count)
+        return supervise(settings, count, run_server)
     return run_server(settings)
 
 

@@ -27,13 +27,11 @@ import itertools
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from multiprocessing import Pipe
-from multiprocessing.connection import Connection
 from typing import Any
 
 from app.engine.sessions import SessionConfig
@@ -63,71 +61,6 @@ class LaneError(RuntimeError):
     """A lane process failed a batch, or is gone."""
 
 
-def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child process
-    """A lane process's life: load, warm up, say ready, then run batches until told to close or
-    the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
-    ("close",); the admits that wait when a step ends join the batch together (one encoder
-    call). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
-    Result)]), or ("error", n, text) when batch n failed (it is then dropped). A step that
-    finished nothing while the batch is full sends nothing: the parent could admit no one."""
-    from app.engine.bundle import load_bundle
-    from app.engine.translator import Translator
-
-    config = replace(spec.config, intra_op_threads=1, inter_op_threads=1, workers=1, fused=False)
-    bundle = load_bundle(spec.path, spec.variant, verify_checksums=False)
-    translator = Translator(bundle, config, spec.max_batch_size)
-    translator.warmup()
-    batch, number = None, None
-    keys: list = []  # admitted since the last step: encoded together, before the next step
-    texts: list[str] = []
-
-    def admit_waiting() -> None:
-        nonlocal batch, number
-        if keys:
-            try:
-                batch.admit(keys, texts)
-            except Exception as exc:
-                conn.send(("error", number, f"{type(exc).__name__}: {exc}"))
-                batch = number = None
-            keys.clear()
-            texts.clear()
-
-    try:
-        conn.send(("ready", os.getpid()))
-        while True:
-            if (batch is None or not (batch.running or keys)) or conn.poll():
-                message = conn.recv()
-                kind = message[0]
-                if kind == "admit" and message[1] == number:
-                    keys += message[2]
-                    texts += message[3]
-                    continue
-                if kind == "drop" and message[1] == number:
-                    batch = number = None
-                    keys.clear()
-                    texts.clear()
-                    continue
-                admit_waiting()
-                if kind == "close":
-                    return
-                if kind == "start":
-                    batch, number = translator.start_batch(message[2]), message[1]
-                continue  # (a message for a batch given up on is dropped)
-            admit_waiting()
-            if batch is None:
-                continue
-            try:
-                done = batch.step()
-            except Exception as exc:
-                conn.send(("error", number, f"{type(exc).__name__}: {exc}"))
-                batch = number = None
-                continue
-            if done or batch.running < spec.max_batch_size:  # a full batch's empty step: no news
-                conn.send(("done", number, done))
-    except (EOFError, OSError):  # the parent has gone
-        return
-
-
 class _Lane:
     """One lane process (a fresh interpreter running `main`: nothing of the parent is imported
     or forked) and the parent's end of its pipe (a socket pair). Made, it loads its bundle;
@@ -140,7 +73,7 @@ class _Lane:
         env = dict(os.environ)  # the child imports app from where this process did
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from app.engine.worker_processes import main; "
+            [sys.executable, "-c", "import sys; from app.engine.worker_child import main; "
              "main(sys.argv[1:])", str(theirs.fileno()), spec_json],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env,
         )
@@ -315,11 +248,3 @@ class LaneProcesses:
             lanes, self._all, self._free = self._all, [], []
         for lane in lanes:
             lane.close()
-
-
-def main(argv: list[str]) -> None:  # pragma: no cover - the lane process
-    # Ctrl-C in a terminal reaches the whole process group: the server ends its lanes itself
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, spec = int(argv[0]), json.loads(argv[1])
-    spec["config"] = SessionConfig(**spec["config"])
-    serve(Connection(fd), LaneSpec(**spec))

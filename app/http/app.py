@@ -12,7 +12,6 @@ import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -20,20 +19,19 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.documents.filestore import FileStore
+from app.http.access import rate_limiter
 from app.http.direct import DirectRoutes
 from app.http.errors import install_handlers
 from app.http.metrics import Metrics, MetricsMiddleware
 from app.http.middleware import BodySizeLimit
 from app.http.routes import documents, health, libretranslate, metrics, models, translate, web
-from app.http.state import AppState, RateLimiter, SharedRateLimiter
+from app.http.state import AppState
+from app.serving.peers import Peers
 from app.text.langid import LanguageDetector
 from app.translation.batcher import Batcher, BatcherConfig
 from app.translation.jobs import JobRunner, JobStore
 from app.translation.registry import LoadedModel, Registry, load_models
 from app.translation.service import TranslationService
-
-if TYPE_CHECKING:
-    from app.serving.supervisor import Peers
 
 log = logging.getLogger("app.main")
 
@@ -151,11 +149,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
     settings = settings or Settings()
     app_state = AppState(settings=settings, metrics=Metrics(multiprocess=peers is not None),
                          files=FileStore(settings.files_dir, settings.files_expiry), peers=peers)
-    if settings.rate_limit and peers is not None:
-        app_state.limiter = SharedRateLimiter(peers.rate_limit_db, settings.rate_limit,
-                                              settings.rate_limit_capacity)
-    elif settings.rate_limit:
-        app_state.limiter = RateLimiter(settings.rate_limit, settings.rate_limit_capacity)
+    app_state.limiter = rate_limiter(settings, None if peers is None else peers.rate_limit_db)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -1,9 +1,12 @@
-"""Dependencies: how routes reach the app state, and the checks they share.
+"""The one chain of checks a request passes before it may translate, in this order: the service
+is ready (503 while loading or draining), the API key is valid (when keys are set), the caller is
+within its rate limit. FastAPI's routes declare these functions as dependencies, and the hot
+routes answered without FastAPI (app.http.direct) call the very same functions, so a new check
+goes here once.
 
 The dependencies are coroutines although none awaits anything (they only read memory): FastAPI
-runs a plain-function dependency in its thread pool, and a /v1/translate request went through
-four, a thread hand-off each. Measured on 2 cores, 32 clients, one sentence per request: 110-120
--> 125-128 requests/s, server CPU 15.2-16.5 -> 14.5-14.9 ms per request."""
+runs a plain-function dependency in its thread pool, a thread hand-off per dependency on every
+request (BENCHMARKS.md has what that cost)."""
 
 from __future__ import annotations
 
@@ -11,9 +14,10 @@ import functools
 from collections.abc import Awaitable, Callable
 from email.message import Message
 
-from fastapi import Depends, Request
+from fastapi import Request
 
 from app.errors import Unavailable, UnsupportedMediaType, excerpt
+from app.http.access import client_id, header_api_key
 from app.http.state import AppState
 
 
@@ -21,8 +25,9 @@ async def get_state(request: Request) -> AppState:
     return request.app.state.nmt
 
 
-async def ready_state(state: AppState = Depends(get_state)) -> AppState:
+async def ready_state(request: Request) -> AppState:
     """The state of a service that can translate now; 503 otherwise."""
+    state = await get_state(request)
     if state.draining:
         raise Unavailable("the server is shutting down", retry_after=5)
     if not state.ready or state.registry is None or state.service is None:
@@ -30,24 +35,13 @@ async def ready_state(state: AppState = Depends(get_state)) -> AppState:
     return state
 
 
-def header_api_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return request.headers.get("x-api-key")
-
-
-def client_id(request: Request, api_key: str | None) -> str:
-    if api_key:
-        return f"key:{api_key}"
-    return f"ip:{request.client.host if request.client else 'unknown'}"
-
-
-def rate_limit(state: AppState, request: Request, api_key: str | None) -> None:
-    """Per API key when keys are configured (the key was checked), else per client address: an
-    unchecked key must not open a fresh bucket for each made-up value."""
+def admit(request: Request, state: AppState, api_key: str | None) -> None:
+    """The caller's API key (when keys are set), then its rate limit: per API key when keys are
+    configured (the key was checked), else per client address: an unchecked key must not open a
+    fresh bucket for each made-up value."""
+    state.keys.check(api_key)
     if state.limiter is not None:
-        key = api_key if state.settings.api_keys else None
+        key = api_key if state.keys else None
         try:
             state.limiter.hit(client_id(request, key))
         except Exception:
@@ -55,11 +49,10 @@ def rate_limit(state: AppState, request: Request, api_key: str | None) -> None:
             raise
 
 
-async def authorized_state(request: Request, state: AppState = Depends(ready_state)) -> AppState:
-    """Ready, with a valid API key from the headers (when keys are set), within the rate limit."""
-    api_key = header_api_key(request)
-    state.check_api_key(api_key)
-    rate_limit(state, request, api_key)
+async def authorized_state(request: Request) -> AppState:
+    """The whole chain for a key sent in the headers: ready, API key, rate limit."""
+    state = await ready_state(request)
+    admit(request, state, header_api_key(request))
     return state
 
 

@@ -36,57 +36,15 @@ import socket
 import sqlite3
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from app.config import Settings
+from app.serving.peers import RATE_LIMIT_DB, Peers
 
 log = logging.getLogger("app.processes")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-RATE_LIMIT_DB = "rate_limits.sqlite"
-
-
-@dataclass
-class Peers:
-    """What a server process knows of the others: its place, the shared directories, and three
-    arrays in shared memory (each slot written by one process only)."""
-
-    index: int
-    count: int
-    shared_dir: Path
-    metrics_dir: Path  # prometheus-client's multiprocess files
-    ready_flags: Any  # multiprocessing RawArray of bytes: 1 once that process is ready
-    closed: Any  # RawArray of int64: connections that process has closed
-    load: Any  # RawArray of int32: sentences in that process's running batches
-
-    def set_ready(self, ready: bool) -> None:
-        self.ready_flags[self.index] = 1 if ready else 0
-
-    def ready_count(self) -> int:
-        return sum(1 for flag in self.ready_flags if flag)
-
-    @property
-    def all_ready(self) -> bool:
-        return self.ready_count() == self.count
-
-    def report(self, running: int) -> None:
-        """app.batcher.Spill: this process's running sentences, at every decoder step."""
-        self.load[self.index] = running
-
-    def allowed(self) -> bool:
-        """app.batcher.Spill: this process's spare lanes may work while another process idles
-        (its core is free)."""
-        return any(self.load[i] == 0 for i in range(self.count) if i != self.index)
-
-    @property
-    def runs_jobs(self) -> bool:
-        return self.index == 0
-
-    @property
-    def rate_limit_db(self) -> Path:
-        return self.shared_dir / RATE_LIMIT_DB
 
 
 def process_count(settings: Settings) -> int:
@@ -141,9 +99,18 @@ def bind(settings: Settings) -> socket.socket:
     return sock
 
 
-def supervise(settings: Settings, count: int) -> int:
-    """Run `count` server processes behind one listening socket until SIGTERM/SIGINT; 0 after a
-    graceful stop, 1 when a process could not start (its log says why)."""
+class ServerProcess(Protocol):
+    """What one server process runs (app.server.run_server): given by the entry point, so this
+    module never imports the layers above it. It must be a module-level function: the processes
+    are spawned, and it travels to them by name."""
+
+    def __call__(self, settings: Settings, *, peers: Peers, channel: socket.socket) -> int: ...
+
+
+def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
+    """Run `count` server processes (each `serve`) behind one listening socket until
+    SIGTERM/SIGINT; 0 after a graceful stop, 1 when a process could not start (its log says
+    why)."""
     try:
         listener = bind(settings)
     except OSError as exc:
@@ -177,7 +144,8 @@ def supervise(settings: Settings, count: int) -> int:
         load[child.index] = 0
         child.sent = 0
         peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load)
-        child.process = context.Process(target=_serve_child, args=(child_settings, peers, theirs),
+        child.process = context.Process(target=_serve_child,
+                                        args=(serve, child_settings, peers, theirs),
                                         name=f"nmt-server-{child.index}")
         child.process.start()
         theirs.close()
@@ -288,13 +256,12 @@ def _forget(child: _Child, metrics_dir: Path) -> None:
 # ------------------------------------------------------------------ a server process
 
 
-def _serve_child(settings_data: dict[str, Any], peers: Peers, channel: socket.socket) -> None:
+def _serve_child(serve: ServerProcess, settings_data: dict[str, Any], peers: Peers,
+                 channel: socket.socket) -> None:
     from prometheus_client import values
 
     os.environ[MULTIPROC_ENV] = str(peers.metrics_dir)
     values.ValueClass = values.get_value_class()  # metrics made from here on write the files
 
-    from app.server import run_server
-
     settings = Settings(**settings_data)
-    raise SystemExit(run_server(settings, peers=peers, channel=channel))
+    raise SystemExit(serve(settings, peers=peers, channel=channel))

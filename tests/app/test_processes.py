@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.serving.supervisor import RATE_LIMIT_DB, prepare_databases, process_count, share
+from app.serving.peers import RATE_LIMIT_DB
+from app.serving.supervisor import prepare_databases, process_count, share
 from bench.common import process_tree
 from tests.app.fakes import free_port, spawn_server, wait_ready, wait_until
 from tests.app.test_jobs import submit, wait_for

@@ -4,7 +4,6 @@ DELETE /v1/documents/{id} (the jobs themselves: app.jobs)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -12,7 +11,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
-from app.http.checks import authorized_state, get_state, header_api_key
+from app.http.access import header_api_key
+from app.http.checks import authorized_state, get_state
 from app.http.routes.libretranslate import files_enabled, parse_upload, required_text
 from app.http.schemas import DocumentJob, ErrorBody, JobProgress
 from app.http.state import AppState
@@ -54,11 +54,7 @@ ERRORS = {
 
 def _owner(request: Request, state: AppState) -> str:
     """Whose jobs the caller sees: its API key's digest when keys are set, else everyone's."""
-    if not state.settings.api_keys:
-        return ""
-    key = header_api_key(request)
-    state.check_api_key(key)
-    return hashlib.sha256((key or "").encode("utf-8", "surrogatepass")).hexdigest()
+    return state.keys.owner(header_api_key(request))
 
 
 def _runner(state: AppState) -> JobRunner:

@@ -27,15 +27,9 @@ from app.errors import (
     UnsupportedMediaType,
     excerpt,
 )
+from app.http.access import header_api_key
 from app.http.body import read_json
-from app.http.checks import (
-    disconnect_watch,
-    get_state,
-    header_api_key,
-    media_type,
-    rate_limit,
-    ready_state,
-)
+from app.http.checks import admit, disconnect_watch, get_state, media_type, ready_state
 from app.http.errors import invalid_input
 from app.http.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.http.state import AppState
@@ -136,10 +130,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
 )
 async def translate(request: Request, state: AppState = Depends(ready_state)) -> dict[str, Any]:
     data, typed = await parse_body(request)
-    api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
-    api_key = api_key or header_api_key(request)
-    state.check_api_key(api_key)
-    rate_limit(state, request, api_key)
+    authorize(request, state, data)
     try:
         body = LibreTranslateRequest.model_validate(data, strict=typed)  # JSON: false is no 0
     except ValidationError as exc:
@@ -172,7 +163,7 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
 
 async def direct(request: Request) -> JSONResponse:
     """The route for app.api.direct: the same dependency and answer."""
-    state = await ready_state(await get_state(request))
+    state = await ready_state(request)
     return JSONResponse(await translate(request, state))
 
 
@@ -188,11 +179,10 @@ async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguag
 
 
 def authorize(request: Request, state: AppState, data: dict[str, Any]) -> None:
-    """The api_key field (or header) checked when keys are set, and the rate limit."""
+    """The rest of the chain of checks (app.http.checks.admit) for LibreTranslate's clients,
+    whose key may come in the body's api_key field as well as in the headers."""
     api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
-    api_key = api_key or header_api_key(request)
-    state.check_api_key(api_key)
-    rate_limit(state, request, api_key)
+    admit(request, state, api_key or header_api_key(request))
 
 
 def required_text(data: dict[str, Any], name: str) -> str:

@@ -11,9 +11,7 @@ from app.http.body import JSONBodyRoute, is_json_type, read_json
 from app.http.checks import (
     authorized_state,
     disconnect_watch,
-    get_state,
     media_type,
-    ready_state,
     require_json,
 )
 from app.http.direct import Fallback
@@ -97,6 +95,6 @@ async def direct(request: Request) -> Response:
         body = TranslateRequest.model_validate(read_json(await request.body()))
     except (ServiceError, ValidationError):
         raise Fallback from None
-    state = await authorized_state(request, await ready_state(await get_state(request)))
+    state = await authorized_state(request)  # the route's dependency, called as it is
     answer = await run(body, request, state)
     return Response(answer.model_dump_json(exclude_none=True), media_type="application/json")
