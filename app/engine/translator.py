@@ -243,6 +243,10 @@ class Translator:
             self.lane_processes = LaneProcesses(
                 LaneSpec(str(self.bundle.path), self.variant, config, size))
 
+    def worker_process_counts(self) -> tuple[int, int] | None:
+        pool = self.lane_processes
+        return None if pool is None else (pool.alive, pool.started)
+
     def close(self) -> None:
         """End the lane processes, if any (the translator itself needs no closing)."""
         if self.lane_processes is not None:

@@ -65,8 +65,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         return
     app_state.registry = Registry(loaded)
     app_state.metrics.lanes.source = lambda: [
-        (model.name, pool.alive, pool.started) for model in app_state.registry or []
-        if (pool := getattr(model.translator, "lane_processes", None)) is not None]
+        (model.name, *counts) for model in app_state.registry or []
+        if (counts := model.translator.worker_process_counts()) is not None]
     detector = await asyncio.to_thread(_detector, app_state.registry.languages)
     batcher = Batcher(
         BatcherConfig.from_settings(settings),
@@ -139,7 +139,7 @@ async def _drain(app_state: AppState) -> None:
         await asyncio.sleep(0.05)
     await asyncio.to_thread(batcher.close)
     for model in app_state.registry or []:  # lane processes end with the batcher
-        await asyncio.to_thread(getattr(model.translator, "close", lambda: None))
+        await asyncio.to_thread(model.translator.close)
 
 
 def create_app(settings: Settings | None = None, loader: Loader | None = None,

@@ -265,10 +265,7 @@ class Batcher:
                 return
             engine, options, items = taken
             try:
-                if hasattr(engine, "start_batch"):  # an engine that decodes step by step
-                    self._decode(engine, options, items)
-                else:
-                    self._execute(engine, options, items)
+                self._decode(engine, options, items)
             finally:
                 with self._cond:
                     self._busy -= 1
@@ -305,8 +302,7 @@ class Batcher:
                     del self._groups[key]
                 self._depth -= len(items)
                 self._busy += 1
-                if hasattr(self._engines[key[1]], "start_batch"):  # it takes newcomers
-                    self._set_running((key[1], key[2], len(items)))
+                self._set_running((key[1], key[2], len(items)))  # it takes newcomers
                 depth = self._depth
                 break
         self._on_queue(depth)
@@ -377,39 +373,7 @@ class Batcher:
                 longest = new_longest
         return by_length[lo:hi]
 
-    def _execute(self, engine: Engine, options: TranslationOptions, items: list[_Item]) -> None:
-        live = [item for item in items if not item.request.cancelled]
-        if not live:
-            return
-        started = time.perf_counter()
-        try:
-            results = engine.translate_batch([item.text for item in live], options)
-            if len(results) != len(live):
-                raise RuntimeError(f"engine returned {len(results)} results for {len(live)}")
-            ok = True
-        except Exception:
-            log.exception("engine batch of %d sentences failed", len(live))
-            results, ok = [], False
-        seconds = time.perf_counter() - started
-        with self._cond:
-            self.batches += 1
-        self._on_batch(
-            BatchStats(
-                model=getattr(engine, "name", "?"),
-                **_source_stats(live),
-                output_tokens=sum(len(r.tokens) for r in results),
-                seconds=seconds,
-                ok=ok,
-            )
-        )
-        if not ok:
-            _fail_all(live)
-            return
-        for item, result in zip(live, results, strict=True):
-            _deliver(item, result)
-
-
-    def _decode(self, engine: Any, options: TranslationOptions, items: list[_Item]) -> None:
+    def _decode(self, engine: Engine, options: TranslationOptions, items: list[_Item]) -> None:
         """Continuous batching: run a batch step by step; between steps, waiting items of the
         same engine and options join it (interactive ones first, background ones up to
         document_batch_size), and finished sentences go back to their requests at once."""
@@ -447,10 +411,10 @@ class Batcher:
                 batch.close()  # a lane process goes back to its pool
         with self._cond:
             self.batches += 1
-        self._on_batch(BatchStats(model=getattr(engine, "name", "?"),
+        self._on_batch(BatchStats(model=engine.name,
                                   seconds=time.perf_counter() - started, ok=ok, **stats))
 
-    def _join(self, engine: Any, options: TranslationOptions,
+    def _join(self, engine: Engine, options: TranslationOptions,
               running: dict[int, _Item]) -> list[_Item]:
         """Waiting items that may join the running batch now: same engine and options, within
         the size cap and the token budget. None while an item of another engine or options has

@@ -69,8 +69,8 @@ class Registry:
 
     @property
     def workers(self) -> int:
-        """The most decode lanes of any engine (engines without lanes count as one)."""
-        return max((getattr(m.translator, "workers", 1) for m in self), default=1)
+        """The most decode workers of any engine."""
+        return max((m.translator.workers for m in self), default=1)
 
     @property
     def sources(self) -> list[str]:
