@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine.kernels import DOMAIN, WALK_OP  # the library's domain, beam_walk.cc's op
+from app.engine.kernels.rewrite import DOMAIN, WALK_OP  # the library's domain, beam_walk.cc's op
 from app.engine.search import Hypothesis, ranked
 from app.engine.specialize import read_graph
 

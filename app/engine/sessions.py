@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine import kernels
 from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
 from app.engine.fused import beam_loop, fusable, greedy_loop
+from app.engine.kernels import rewrite, runtime
 from app.engine.specialize import by_source_length, read_graph, specializable
 from app.engine.step import StepDecoder
 
@@ -152,23 +152,23 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool 
     """A decoder graph (a path, or serialized) with its attention and its search tail
     (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, the
     library, and the rewritten graph (for SharedWeights); else graph as it is, None and
-    None. matmul: its int8 matrix products too (`kernels.swap_matmul`: quicker than
+    None. matmul: its int8 matrix products too (`rewrite.swap_matmul`: quicker than
     ONNX Runtime's for one to four rows on one thread; from eight rows on only on AMX, so
     batched step graphs ask for it where there is AMX). advance: a greedy search's bookkeeping
-    after the top-k too (`kernels.add_greedy_advance`)."""
-    library = kernels.library()
+    after the top-k too (`rewrite.add_greedy_advance`)."""
+    library = runtime.library()
     if library is None:
         return graph, None, None
     import onnx
 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
-    swapped = (kernels.swap_attention(model) + kernels.swap_cross_attention(model)
-               + kernels.swap_tail(model))
+    swapped = (rewrite.swap_attention(model) + rewrite.swap_cross_attention(model)
+               + rewrite.swap_tail(model))
     if matmul:
-        swapped += kernels.swap_matmul(model)
+        swapped += rewrite.swap_matmul(model)
     if advance:
-        swapped += kernels.add_greedy_advance(model)
-    if not swapped and not any(o.domain == kernels.DOMAIN for o in model.opset_import):
+        swapped += rewrite.add_greedy_advance(model)
+    if not swapped and not any(o.domain == rewrite.DOMAIN for o in model.opset_import):
         return graph, None, None  # nothing of ours in it
     if library not in _ANNOUNCED:
         _ANNOUNCED.add(library)
@@ -286,10 +286,10 @@ class SharedWeights:
 
 
 def _our_products(config: SessionConfig) -> bool:
-    """Whether a decoder step session takes our int8 products (`kernels.swap_matmul`) for its
+    """Whether a decoder step session takes our int8 products (`rewrite.swap_matmul`) for its
     batched steps: where they run on AMX, and on one thread (ours are one-thread kernels,
     where ONNX Runtime's split a product among the session's threads)."""
-    return config.intra_op_threads == 1 and kernels.amx_supported()
+    return config.intra_op_threads == 1 and runtime.amx_supported()
 
 
 class Seq2SeqSessions:
@@ -357,7 +357,7 @@ class Seq2SeqSessions:
         del decoder_graph  # its weights are in the shared arrays or the sessions now
         # greedy steps end in our GreedyAdvance node (app/engine/kernels/greedy_advance.cc):
         # on the graph specialized for one row per sentence, where our library is built
-        self.greedy_advance = self.by_length and kernels.library() is not None
+        self.greedy_advance = self.by_length and runtime.library() is not None
         small_rows = config.small_rows if self._one_thread else 0
         decoder = StepDecoder(self.decoder_for, n_layers, small_rows)
         lane = StepDecoder(self.lane_decoder_for, n_layers)
@@ -423,7 +423,7 @@ class Seq2SeqSessions:
     def fused_for(self, beam: bool) -> ort.InferenceSession:
         """The session of the fused search (app.engine.fused) for one sentence, made at first
         use. Its int8 products run on our kernel where the library and the CPU have it
-        (`kernels.swap_matmul`): measured on 2 cores of an Intel Xeon (shipped int8 model, 100
+        (`rewrite.swap_matmul`): measured on 2 cores of an Intel Xeon (shipped int8 model, 100
         test sentences), batch-1 p50 greedy 5.3-5.6 ms against 7.2 ms with ONNX Runtime's
         products, beam 4 7.6 ms against 9.7-9.8. The session has two spinning threads where
         there are two: our products of one row or K share their columns out between them (a
@@ -435,11 +435,11 @@ class Seq2SeqSessions:
         def make() -> ort.InferenceSession:
             threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
             config = replace(self.config, intra_op_threads=1)
-            ours = (kernels.library() is not None and kernels.matmul_supported()
+            ours = (runtime.library() is not None and runtime.matmul_supported()
                     and self.int8)  # int8 products to swap
             if threads > 1 and (beam or ours):
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
-            graph = (beam_loop(self.decoder_path, walk_op=kernels.library() is not None)
+            graph = (beam_loop(self.decoder_path, walk_op=runtime.library() is not None)
                      if beam else greedy_loop(self.decoder_path))
             return self._session(graph, config, self.decoder_path, decoder=True, matmul=True)
 

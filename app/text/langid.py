@@ -11,7 +11,7 @@ this shared 2-core machine, lingua 0.2-1.7 ms, from a 96 MB package.
 Load a LanguageDetector once (it reads the model: about a second) in the service's lifespan and
 share it: `detect` only reads it (the native scores' scratch arrays are used with the GIL held).
 
-The scores come from `app/engine/kernels/langid_score.cc` (the same model's tables, one call a
+The scores come from `app/text/langid_score.cc` (the same model's tables, one call a
 text) where that library is built, else from py3langid's own walk and NumPy scoring: the same
 probabilities within float rounding (a test compares them), about 0.1 ms less of the server's
 CPU a request beside the decode lanes, where py3langid's NumPy calls and its walk over a 39 MB
@@ -126,7 +126,7 @@ class _NativeScores:
 def _native_scores(model: LanguageIdentifier) -> _NativeScores | None:
     """The native scores for this model, or None (py3langid scores) when the library is not
     built, or this py3langid's model is not laid out as the library expects."""
-    from app.engine.kernels import langid_library
+    from app.engine.kernels.runtime import langid_library
 
     path = langid_library()
     if path is None or getattr(model, "_alias_pairs", None) or not getattr(model, "_norm_probs",

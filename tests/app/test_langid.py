@@ -50,7 +50,7 @@ def _texts() -> list[str]:
 
 
 def test_native_scores_are_py3langids(detector):
-    """The native library (app/engine/kernels/langid_score.cc) scores py3langid's model as
+    """The native library (app/text/langid_score.cc) scores py3langid's model as
     py3langid does: the same probabilities within float rounding, the same ranking."""
     if not detector.native:
         pytest.skip("the language identification library is not built "
