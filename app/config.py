@@ -40,21 +40,22 @@ class Settings(BaseSettings):
     provider: Literal["cpu", "cuda"] = Field("cpu", description="ONNX Runtime execution provider.")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = its default).")
     workers: int = Field(
-        0, ge=0, description="Decode lanes: running batches decoded side by side, each on its own "
-        "thread with one-thread sessions (0 = one per core, at most max_batch_size / 16; 1 on "
-        "CUDA). The batch size cap and token budget are shared out among them.",
+        0, ge=0, description="Decode workers: running batches decoded side by side, each on its "
+        "own thread (or worker process) with single-thread sessions (0 = one per core, at most "
+        "max_batch_size / 16; 1 on CUDA). The batch size cap and token budget are shared out "
+        "among them.",
     )
     processes: int = Field(
         0, ge=0, description="Server processes behind the one port, each with its own event "
-        "loop, its share of the decode lanes and queue, and a spare lane per other process for "
-        "when they idle; each new connection goes to the one with the fewest (app.processes). "
-        "0 = one per decode lane: per core, at most max_batch_size / 16 (so NMT_THREADS=1 "
-        "keeps one; 1 on CUDA).",
+        "loop, its share of the decode workers and queue, and a spare decode worker per other "
+        "process for when they idle; each new connection goes to the one with the fewest "
+        "(app.serving). 0 = one per decode worker: per core, at most max_batch_size / 16 (so "
+        "NMT_THREADS=1 keeps one; 1 on CUDA).",
     )
     lane_processes: bool = Field(
-        True, description="Run the decode lanes in processes of their own (CPU, two lanes or "
-        "more), so they never wait for the event loop at Python's GIL: at 32 clients on 2 cores "
-        "the lanes got 0.82 of a core each as threads. Costs one bundle's memory per lane.",
+        True, description="Run the decode workers as worker processes (CPU, two decode "
+        "workers or more), so they never wait for the event loop at Python's GIL. Costs one "
+        "bundle's memory per worker process.",
     )
     variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")

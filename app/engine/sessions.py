@@ -39,10 +39,8 @@ OPTIMIZATION_LEVELS = {  # names of onnxruntime.GraphOptimizationLevel members
     "all": "ORT_ENABLE_ALL",
 }
 M_MMAP_THRESHOLD = -3  # mallopt parameter (glibc malloc.h)
-# Blocks over this size are mmap'd (see return_large_frees_to_the_os). Measured on 2 cores
-# (AVX-512 machine, shipped int8 model, 500 test sentences, two lanes, 5 alternating runs each,
-# medians): 128 KiB 14,304 / 4,445 greedy / beam-4 tok/s, peak RSS 292 MiB; 1 MiB 14,691 /
-# 4,754, 304 MiB; 2 MiB 14,820 / 4,619, 319 MiB; glibc's own (dynamic) 350 MiB in 3 runs.
+# Blocks over this size are mmap'd (see return_large_frees_to_the_os): of the thresholds
+# measured (BENCHMARKS.md), the one with nearly the lowest peak memory at nearly the best speed.
 MMAP_THRESHOLD = 1024 * 1024
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -52,16 +50,14 @@ class SessionConfig:
     """provider: "cpu" or "cuda"; threads 0 = ONNX Runtime's default (one per physical core).
     small_rows: on the CPU, decoder steps of at most this many rows run on a one-thread copy of
     the decoder session, because handing each small op to other threads costs more than it saves
-    (on 2 cores a batch-1 greedy step took 0.82 ms with 2 threads, 0.43 ms with 1); 0 = off.
+    (a batch-1 step is quicker on one thread than on two); 0 = off.
     spinning: ONNX Runtime's idle intra-op threads busy-wait for the next op. Off by default:
     between decoder steps the search (numpy) and the server's request handling need those
-    cores; measured on 2 cores, spinning off made offline beam-4 translation 9 % faster and
-    halved the server's CPU time per request (88 -> 47 ms at 32 clients). Where on, the
-    threads stop spinning when a call ends (`session.force_spinning_stop`): the fused beam
-    search's still-spinning threads slowed the next sentence's encoder from 0.90-0.97 to
-    1.3-1.9 ms; stopping them made the batch-1 beam-4 p50 quicker in 10 of 12 alternating
-    passes of 100 test sentences (median 12.75 against 13.37 ms; outputs the same).
-    workers: decode lanes on the CPU (see `decode_workers`); 0 = one per core.
+    cores (offline translation is quicker and the server spends less CPU a request without
+    it). Where on, the threads stop spinning when a call ends
+    (`session.force_spinning_stop`): still-spinning threads of the fused beam search slowed the
+    next sentence's encoder (BENCHMARKS.md has the measurements).
+    workers: decode workers on the CPU (see `decode_workers`); 0 = one per core.
     cross_by_length: on the CPU, decoder steps attend over each sentence's own source length
     (app.engine.specialize) instead of the batch's longest; measured on 2 cores (shipped int8
     model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
@@ -132,11 +128,10 @@ def return_large_frees_to_the_os() -> None:
     """Make glibc serve every allocation over MMAP_THRESHOLD by mmap, so the decoder's cache
     buffers go back to the OS when freed. By default glibc raises that threshold (up to 32 MiB)
     after the first large frees, and later buffers of a few MiB come from the heap, which keeps
-    them: measured on the shipped model, two passes of 500 sentences peaked at 440 MiB with the
-    default and 310 MiB with a threshold of 128 KiB. Below the threshold, blocks are reused
-    from the heap: every mmap'd block is new memory, page-faulted in as it is written, and its
-    unmapping interrupts the other lane's core to flush its TLB. No-op where the C library is
-    not glibc."""
+    them (measured on the shipped model: a markedly higher peak memory with glibc's default).
+    Below the threshold, blocks are reused from the heap: every mmap'd block is new memory,
+    page-faulted in as it is written, and its unmapping interrupts the other decode worker's
+    core to flush its TLB. No-op where the C library is not glibc."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
@@ -212,7 +207,7 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     if isinstance(path, bytes) and config.provider == "cpu":
         # the Python session keeps a serialized graph for as long as it lives, only to remake
         # itself on another provider after a failure (which the CPU provider has no use for):
-        # 13 MiB per decoder session of the shipped model, 4 to 7 sessions
+        # a serialized decoder per session, and a model has several sessions
         session._model_bytes = None
     return session
 
@@ -237,11 +232,10 @@ class SharedWeights:
     whose embedding table (8000 x 256 float32 in the shipped model) is also in both the encoder
     and the decoder. Each initializer here is read once, kept by content (the encoder's and the
     decoder's tables are one array), and handed to every session by
-    `SessionOptions.add_initializer`. Measured on the shipped int8 decoder: four sessions took
-    76 MiB apart and 54 MiB sharing the float weights. The int8 weights are shared with the
-    sessions whose graphs read them with our product (app.engine.kernels), which packs them once
-    per process, and not with those that pack them: four swapped step sessions took 54 MiB with
-    their own int8 weights and 23 MiB sharing them."""
+    `SessionOptions.add_initializer` (less memory for the same sessions: BENCHMARKS.md). The int8
+    weights are shared with the sessions whose graphs read them with our product
+    (app.engine.kernels), which packs them once per process, and not with those that pack
+    them."""
 
     def __init__(self) -> None:
         self._arrays: dict[tuple, tuple[np.ndarray, ort.OrtValue]] = {}
@@ -423,15 +417,12 @@ class Seq2SeqSessions:
     def fused_for(self, beam: bool) -> ort.InferenceSession:
         """The session of the fused search (app.engine.fused) for one sentence, made at first
         use. Its int8 products run on our kernel where the library and the CPU have it
-        (`rewrite.swap_matmul`): measured on 2 cores of an Intel Xeon (shipped int8 model, 100
-        test sentences), batch-1 p50 greedy 5.3-5.6 ms against 7.2 ms with ONNX Runtime's
-        products, beam 4 7.6 ms against 9.7-9.8. The session has two spinning threads where
-        there are two: our products of one row or K share their columns out between them (a
-        row's product takes the time its weights take to stream in, and two cores stream twice
-        as fast; 200 test sentences: greedy 4.4-4.6 -> 3.2-3.3 ms, beam 4 6.1-6.2 -> 4.9-5.0;
-        without spinning 5.1 / 7.5). Without our kernel: greedy on one thread; beam search on
-        two spinning threads (on 2 cores of an AMD EPYC, p50 10.0-10.6 ms against 11.4-11.9 ms
-        on one thread, 14-16 ms on two without spinning)."""
+        (`rewrite.swap_matmul`), quicker than ONNX Runtime's products for one row or K. The
+        session has two spinning threads where there are two: our products of one row or K
+        share their columns out between them (a row's product takes the time its weights take
+        to stream in, and two cores stream twice as fast). Without our kernel: greedy on one
+        thread; beam search on two spinning threads, quicker there than one thread or two
+        without spinning (BENCHMARKS.md has each measurement)."""
         def make() -> ort.InferenceSession:
             threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
             config = replace(self.config, intra_op_threads=1)
@@ -448,9 +439,8 @@ class Seq2SeqSessions:
     def prepare(self, beams: int, lane: bool = False) -> None:
         """Make the step session a search of `beams` rows per sentence switches to when its
         sources' padding grows (the graph specialized for that width), before the search's cache
-        takes memory: made in the middle of a search, it raised the RSS for a moment by about
-        60 MiB on top of a full cache (shipped int8 model, beam 4, 500 test sentences, two
-        lanes: the pass's peak RSS, 340 MiB, was at that moment)."""
+        takes memory: made in the middle of a search, it added its own build-time memory on top
+        of a full cache, and made the pass's peak."""
         if self.by_length and beams > 1:
             self.decoder_for(beams, lane)
 

@@ -26,22 +26,19 @@ from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import LaneProcesses, LaneSpec, ProcessBatch
 
 # offline batches take new sentences once 1/16 of their slots are free (one in a lane of 16):
-# sentences are encoded ahead, so one joining costs no encoder call. Against 1/8, session 22,
-# each engine in a process of its own, alternating passes: greedy +2.4 % (9), beam 4 +3.4 % (8)
+# sentences are encoded ahead, so one joining costs no encoder call (quicker than 1/8 in
+# alternating passes: BENCHMARKS.md)
 REFILL_SHARE = 16
 # sentences encoded together have sources at least this share of the longest's length, or at
-# most LENGTH_SLACK tokens shorter (for short sources a call costs more than the padding). 250
-# test sentences in groups of at most 16, one thread, best of 3: shortest first 5,064 padded
-# positions, 16 calls, 159 ms for groups of 16; 4,556, 23 calls, 133 ms like this
+# most LENGTH_SLACK tokens shorter (for short sources a call costs more than the padding): fewer
+# padded positions and less encoder time than fixed groups taken shortest first
 LIKE_LENGTHS = 0.9
 LENGTH_SLACK = 3
 # a greedy call of several sentences starts with the LONGEST_FIRST longest sources per lane, then
 # takes the others shortest first: the longest outputs then run beside the others instead of
-# alone at the end, on one core while the other idles (500 test sentences, two lanes: the
-# longest source, 213 tokens, loops to its limit of 329 and finished 110 ms after the other lane;
-# 8 alternating passes, best / median: 628 / 644 ms shortest first, 552 / 592 with 1, 558 / 569
-# with 2). Not for beam search: there its cache holds K rows per sentence at the longest's
-# length (beam 4: 1,331 / 1,370 ms shortest first against 1,382 / 1,409, and a higher peak RSS)
+# alone at the end, on one core while the other idles (a long source may loop to its length
+# limit long after the other decode worker finished). Not for beam search: there its cache
+# holds K rows per sentence at the longest's length (no quicker, and a higher peak memory)
 LONGEST_FIRST = 2
 # texts whose source ids a translator keeps: the service tokenizes a request's text for its
 # length check, the batcher's token count and the engine's admission, within milliseconds
@@ -301,7 +298,7 @@ class Translator:
         does not pay for lazy initialisation (sessions are made per beam width). With lane
         processes, only they are started, each warming up its own sessions: the service's
         batches run there, and this process's sessions stay as loaded (offline calls still
-        work, paying the lazy initialisation once; 60-100 MiB less here)."""
+        work, paying the lazy initialisation once; less memory here)."""
         if self.lane_processes is not None:
             self.lane_processes.start(self.workers)
             return
@@ -318,10 +315,9 @@ class Translator:
         running batches, one per lane (at most
         max_batch_size sentences in all): as sentences finish, the next ones take their slots
         (a few at a time; encoded a batch's worth of like lengths at a time), and no sentence
-        waits for the longest of its batch. (Longest first was no quicker across processes,
-        greedy +10.4 % against +9.7 % over session 21's engine, and it holds the longest
-        outputs' positions for all of a lane's rows at once: peak RSS 525 against 339 MiB in
-        beam 4, 500 test sentences, int8.)"""
+        waits for the longest of its batch. (Longest first was no quicker, and it holds the
+        longest outputs' positions for all of a decode worker's rows at once: a much higher
+        peak memory.)"""
         options = options or self.default_options
         if len(sources) == 1 and self.fused is not None:
             return [self._fused(sources, options)]
@@ -345,11 +341,9 @@ class Translator:
         return results
 
     def _fused(self, sources: list[list[int]], options: TranslationOptions) -> list[Hypothesis]:
-        """One sentence, its whole search in one ONNX Runtime call (app.engine.fused): batch-1
-        greedy p50 on the shipped int8 model 5.95-7.13 ms against 7.73-9.40 ms by steps. Its
-        encoder pass runs on the one-thread session where there is one: one sentence's products
-        are too small to share out (200 test sentences, 2 cores, p50 0.52-0.53 ms on one thread
-        against 0.73-0.79 ms on two)."""
+        """One sentence, its whole search in one ONNX Runtime call (app.engine.fused): quicker
+        than by steps at batch 1. Its encoder pass runs on the single-thread session where there
+        is one: one sentence's products are too small to share out between threads."""
         cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), lane=True)
         return self.fused.search(cross_k, cross_v, src_mask,
                                  int(self.output_limits(sources, options)[0]),

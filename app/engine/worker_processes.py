@@ -1,11 +1,10 @@
-"""Decode lanes in processes of their own, for the service's running batches.
+"""Worker processes: decode workers in processes of their own, for the service's running batches.
 
-In the server, the event loop (HTTP, JSON, language detection) and the decode lanes are threads of
-one process, so they take turns at Python's GIL: a lane that comes back from ONNX Runtime waits
-while the event loop runs Python, and its core idles meanwhile. Measured on 2 cores (shipped int8
-model, beam 4, two lanes each keeping 16 sentences in flight, 1,000 sentences in arrival order): a
-thread running Python in 2 ms bursts at 0.17 cores, as the event loop does at 32 clients, took
-the lanes from 128-133 to 101-102 sentences/s as threads, and only to 121-126 as processes.
+In the server, the event loop (HTTP, JSON, language detection) and the decode workers are threads
+of one process, so they take turns at Python's GIL: a decode worker that comes back from ONNX
+Runtime waits while the event loop runs Python, and its core idles meanwhile. A busy event loop
+slowed decode workers run as threads much more than the same workers run as processes
+(BENCHMARKS.md).
 
 A lane process (`serve`) loads the bundle itself, on one-thread sessions, and runs one running
 batch (app.engine.translator.RunningBatch) step after step, without waiting for the parent: it

@@ -3,11 +3,11 @@
 POST /v1/translate and LibreTranslate's POST /translate stay declared as FastAPI routes (their
 OpenAPI schema, /docs, every error they answer), but a request for one of them is answered here
 first, by the same code: the route's checks, the service, the same error responses
-(app.api.errors). What FastAPI adds per request on top of that (route matching over every
+(app.http.errors). What FastAPI adds per request on top of that (route matching over every
 route, dependency solving, the body validated twice over, the response validated again and
-encoded through jsonable_encoder) took about a fifth of the server's CPU time per request at
-32 clients on 2 cores (1.23 -> 1.01 ms, beam 4, one sentence a request), CPU time that comes out
-of the decode lanes' share of the cores.
+encoded through jsonable_encoder) took a sizeable share of the server's CPU time per request
+(BENCHMARKS.md), CPU time that comes out of the decode workers' share of the cores. The checks
+are app.http.checks' chain, the one the FastAPI routes declare.
 
 A handler that meets a request it does not take the usual way raises `Fallback` before any
 side effect (the rate limiter untouched); FastAPI then answers it from the start, with the body

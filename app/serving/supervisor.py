@@ -1,9 +1,9 @@
 """Several server processes behind one port (`processes` > 1): one per core, each whole.
 
-On 2 cores one process (its event loop, HTTP and JSON beside two decode lanes) served 418-428
-requests/s at 32 clients where two independent processes, each with one in-process lane, served
-452-457 (BENCHMARKS.md, session 28): a second process's event loop costs less than the hand-off
-between one loop and lanes elsewhere. This module makes that one service:
+One process (its event loop, HTTP and JSON beside two decode workers) served fewer requests
+than two independent processes with one decode worker each (BENCHMARKS.md): a second process's
+event loop costs less than the hand-off between one loop and decode workers elsewhere. This
+module makes that one service:
 
 * the **supervisor** (the process `nmt serve` started) binds the port, starts the server
   processes, accepts each connection and hands it (SCM_RIGHTS over a Unix socket pair) to the

@@ -1,21 +1,20 @@
 """Language identification for `source: "auto"` and LibreTranslate's /detect.
 
-py3langid (BSD-3-Clause; langid.py's naive Bayes model over byte n-grams, 97 languages, about
-4.5 MB with its model inside the package: nothing is downloaded at run time), restricted to the
-languages the service serves. Chosen by measurement (bench/langid.py; README), restricted to
-en/de: on our dev sets it labels 99.7% of segments right (lingua-language-detector: 99.2%); on
-strings of at most 3 words (from the training side of the corpus) 93.4% (lingua: 95.6%, many
-such strings, "Status", "Name", "OK", are the same in both languages); 0.2-0.4 ms a segment on
-this shared 2-core machine, lingua 0.2-1.7 ms, from a 96 MB package.
+py3langid (BSD-3-Clause; langid.py's naive Bayes model over byte n-grams, 97 languages, its
+model inside the package: nothing is downloaded at run time), restricted to the languages the
+service serves. Chosen by measurement against lingua-language-detector (bench/langid.py; the
+accuracy and timings are in BENCHMARKS.md): as accurate on whole segments, a little less on
+strings of a few words (many such strings, "Status", "Name", "OK", are the same in both
+languages), quicker, and from a much smaller package.
 
 Load a LanguageDetector once (it reads the model: about a second) in the service's lifespan and
 share it: `detect` only reads it (the native scores' scratch arrays are used with the GIL held).
 
 The scores come from `app/text/langid_score.cc` (the same model's tables, one call a
 text) where that library is built, else from py3langid's own walk and NumPy scoring: the same
-probabilities within float rounding (a test compares them), about 0.1 ms less of the server's
-CPU a request beside the decode lanes, where py3langid's NumPy calls and its walk over a 39 MB
-table run cold (0.15 ms there, 27 us quiet; this call 4.6 us quiet).
+probabilities within float rounding (a test compares them), and less of the server's CPU a
+request beside the decode workers, where py3langid's many small NumPy calls and its walk over a
+large table run cold (BENCHMARKS.md).
 """
 
 from __future__ import annotations

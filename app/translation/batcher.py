@@ -383,9 +383,8 @@ class Batcher:
         stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
         ok = True
         try:
-            # a lane beside others; with spill, the first worker mostly runs alone on its core,
-            # on the engine's own sessions: 1-6 % more requests/s than on a lane's (BENCHMARKS.md,
-            # session 29)
+            # a decode worker beside others; with spill, the first worker mostly runs alone on
+            # its core, on the engine's own sessions: quicker there (BENCHMARKS.md)
             beside = self.workers > 1 and not (self.spill is not None and self._lane.index == 0)
             batch = engine.start_batch(options, lane=beside)
             while items or running:
