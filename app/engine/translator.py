@@ -231,7 +231,8 @@ class Translator:
 
     def use_lane_processes(self) -> None:
         """Run the running batches that `start_batch(lane=True)` gives (the service's decode
-        lanes) in processes of their own (app.engine.lanes), so that they never wait for the
+        lanes) in processes of their own (app.engine.worker_processes), so that they never wait for
+        the
         server's event loop at the GIL; offline calls (translate_batch) stay in this process.
         Only on the CPU with two lanes or more (`lane_processes` stays None otherwise)."""
         config = self.sessions.config

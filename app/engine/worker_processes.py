@@ -36,7 +36,7 @@ from typing import Any
 from app.engine.sessions import SessionConfig
 from app.engine.types import Result, TranslationOptions
 
-log = logging.getLogger("app.engine.lanes")
+log = logging.getLogger("app.engine.worker_processes")
 
 READY_TIMEOUT = 120.0  # seconds a new lane process may take to load its bundle
 # seconds a running batch may go without a step's message before its lane process is taken for

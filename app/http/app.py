@@ -33,7 +33,7 @@ from app.translation.jobs import JobRunner, JobStore
 from app.translation.registry import LoadedModel, Registry, load_models
 from app.translation.service import TranslationService
 
-log = logging.getLogger("app.main")
+log = logging.getLogger("app.http.app")
 
 Loader = Callable[[Settings], list[LoadedModel]]
 
@@ -145,7 +145,7 @@ async def _drain(app_state: AppState) -> None:
 def create_app(settings: Settings | None = None, loader: Loader | None = None,
                peers: Peers | None = None) -> FastAPI:
     """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes); `peers`:
-    one of several server processes (app.processes)."""
+    one of several server processes (app.serving.supervisor)."""
     settings = settings or Settings()
     app_state = AppState(settings=settings, metrics=Metrics(multiprocess=peers is not None),
                          files=FileStore(settings.files_dir, settings.files_expiry), peers=peers)
@@ -173,7 +173,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url=None,  # served by app.api.web from the vendored Swagger UI
+        docs_url=None,  # served by app.http.routes.web from the vendored Swagger UI
         redoc_url=None,
     )
     app.state.nmt = app_state
@@ -182,7 +182,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
     # the last added is the outermost: metrics see every answer, the 413 included; the hot
-    # translation routes are answered innermost (app.api.direct)
+    # translation routes are answered innermost (app.http.direct)
     direct = {"/v1/translate": translate.direct, "/translate": libretranslate.direct}
     app.add_middleware(DirectRoutes, handlers=direct, routes={
         route.path: route for module in (translate, libretranslate)

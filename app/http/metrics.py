@@ -1,7 +1,8 @@
 """Prometheus metrics on a per-app registry, and the ASGI middleware that counts requests.
 
-Under several server processes (app.processes) every process writes its values to files in
-the supervisor's directory (prometheus-client's multiprocess mode, which app.processes turns on
+Under several server processes (app.serving.supervisor) every process writes its values to files in
+the supervisor's directory (prometheus-client's multiprocess mode, which app.serving.supervisor
+turns on
 in each server process before its metrics are made) and a scrape of any process reads them all:
 counters and histograms add up, gauges are summed or taken per their meaning.
 """

@@ -14,11 +14,12 @@ module makes that one service:
 * each **server process** is the ordinary app on its share of the settings (its lane, threads,
   queue), serving the connections it is handed, plus one spare lane per other process: the
   spare lanes take live work only when the process's own lane is full and another process
-  idles (app.batcher's spill, fed by `Peers.load`), so one request of many sentences on an
+  idles (app.translation.batcher's spill, fed by `Peers.load`), so one request of many sentences on
+  an
   idle service still decodes on every core.
 * what the processes share (`Peers`): readiness (the service is ready once every process is),
   the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
-  supervisor's), the rate limits (app.state.SharedRateLimiter, one SQLite file there) and the
+  supervisor's), the rate limits (app.http.access.SharedRateLimiter, one SQLite file there) and the
   document jobs (one SQLite store; the first process runs them, the others queue and answer).
 """
 
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 from app.config import Settings
 from app.serving.peers import RATE_LIMIT_DB, Peers
 
-log = logging.getLogger("app.processes")
+log = logging.getLogger("app.serving.supervisor")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -66,7 +67,8 @@ def _cores(settings: Settings) -> int:
 def share(settings: Settings, count: int) -> Settings:
     """One process's settings. Its lanes: its own share of them (one by default) and, as many
     times over as there are processes, spare ones that take its live work only when its own
-    are full (app.batcher's spill): under an even load each process decodes on its own lanes,
+    are full (app.translation.batcher's spill): under an even load each process decodes on its own
+    lanes,
     and one request of many sentences on an idle service still runs on every core. So a
     process may hold the whole batch size and token budget; the queue is shared out."""
     own = max(1, settings.workers // count) if settings.workers else 1

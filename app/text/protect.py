@@ -63,7 +63,7 @@ _INLINE_TAGS = (
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
 # a line break in markup ends the sentence there, the text on each side translated apart and
 # the tag kept between, unless the sentence goes on after it (`joins_at_break`): then the tag
-# stands alone in the sentence, and app.tags takes it out and puts it back (with its mask in
+# stands alone in the sentence, and app.text.tags takes it out and puts it back (with its mask in
 # the sentence, the model lost words: "Save the file<br>and close the window." -> "Speichert
 # die Datei<br>and das Fenster."; cut there, each half lost the other)
 LINE_BREAK_TAGS = frozenset({"br"})
@@ -341,7 +341,8 @@ def _assemble(
         if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
             a, b = sorted((index, nxt))
             between = masked.text[masked.where[a][1] : masked.where[b][0]]
-            # two tags whose words went elsewhere (app.tags: "<em>x</em> y</a>" -> "...x</em></a>")
+            # two tags whose words went elsewhere (app.text.tags: "<em>x</em> y</a>" ->
+            # "...x</em></a>")
             # close up; otherwise text between them in the source keeps them apart
             both_tags = all(masked.originals[i].startswith("<") for i in (a, b))
             piece += " " if between and not (both_tags and between.strip()) else ""

@@ -18,7 +18,7 @@ subtitles every break but a speaker's turn (`subtitle_wrap`).
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
 byte for byte. (The service does this only with span protection off; with it, HTML is cut into
-blocks of text with their inline tags: app.service._layout.)
+blocks of text with their inline tags: app.translation.service._layout.)
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ batch size) and the size cap. `translate_batch` runs in that thread, never on th
 results go back to each request's future. With `workers` > 1, that many worker threads decode
 batches side by side (the engine's decode lanes, one per core), and the size cap and the token
 budget are shared out among them. With `spill` (one of several server processes,
-app.processes), the workers after the first running one are spare lanes: they take live work
+app.serving.supervisor), the workers after the first running one are spare lanes: they take live
+work
 only when the running batches are full and another process idles, so an even load stays on one
 lane per process and one large request still uses a free core.
 
@@ -40,7 +41,7 @@ from typing import Any, Protocol
 from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 
-log = logging.getLogger("app.batcher")
+log = logging.getLogger("app.translation.batcher")
 
 
 class Priority(enum.IntEnum):
@@ -84,7 +85,7 @@ SPILL_RECHECK_S = 0.02  # how often an idle spare lane looks again at waiting li
 
 
 class Spill(Protocol):
-    """When a server process's spare lanes may take work (app.processes.Peers): only while
+    """When a server process's spare lanes may take work (app.serving.supervisor.Peers): only while
     another process of the service is idle, so one process uses a free core and never takes a
     busy one's share of the machine."""
 

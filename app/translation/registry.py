@@ -13,7 +13,7 @@ from app.engine.bundle import MANIFEST, BundleError, find_bundles
 from app.engine.types import Engine, TranslationOptions
 from app.errors import UnsupportedLanguage, excerpt
 
-log = logging.getLogger("app.registry")
+log = logging.getLogger("app.translation.registry")
 
 
 @dataclass

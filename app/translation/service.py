@@ -314,7 +314,7 @@ class TranslationService:
         timeout: float,
     ) -> tuple[list[TextResult], int]:
         # placeholders, inline tags, URLs and addresses are masked before the model
-        # (app.protect), on every hop: plain text whole, HTML block by block (_layout)
+        # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
         protect = self.settings.protect_spans
         layouts = [_layout(text, fmt, protect) for text in texts]
         units = [u for layout in layouts for u in layout if not isinstance(u, str)]
@@ -325,7 +325,7 @@ class TranslationService:
                 seg.refine(fits)
         sentences = [s for seg, _ in units for s in seg.sentences]
         # inline tags: the model translates the plain sentence and what each pair wrapped, then
-        # the pairs are carried over; tags that stand alone leave the sentence (app.tags)
+        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags)
         marks = [tags.tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
         plans, inputs = tags.plan(sentences, marks)
         results = tags.carried_results(plans, await self.batcher.translate(
@@ -448,10 +448,11 @@ Layout = list["str | tuple[Segments, Masked | None]"]
 
 def _layout(text: str, fmt: str, protect: bool) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
-    (app.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
-    sentence runs on after it: app.protect.join_breaks). HTML is cut
+    (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
+    sentence runs on after it: app.text.protect.join_breaks). HTML is cut
     into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
-    inside a sentence stays in it, and app.tags carries it over) and markup kept verbatim (block
+    inside a sentence stays in it, and app.text.tags carries it over) and markup kept verbatim
+    (block
     tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
     its own, so a span the model dropped goes back into its own block. Without protection, HTML
     is cut at every tag as before."""

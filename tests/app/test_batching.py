@@ -196,7 +196,7 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
 
 
 class Others:
-    """app.batcher.Spill of a process whose peers are idle or busy."""
+    """app.translation.batcher.Spill of a process whose peers are idle or busy."""
 
     def __init__(self, idle: bool) -> None:
         self.idle, self.reports = idle, []
@@ -210,7 +210,8 @@ class Others:
 
 @pytest.mark.parametrize("others", ["idle", "busy", "no spill"])
 def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bundle, others):
-    """A server process's spare lanes (app.processes): sentences that arrive while a batch runs
+    """A server process's spare lanes (app.serving.supervisor): sentences that arrive while a batch
+    runs
     with room join it rather than start a second lane; a request larger than one lane's share
     runs on both lanes while another process idles, on one while they are busy. Without spill
     an idle lane takes work at once."""

@@ -1,4 +1,4 @@
-"""Several server processes behind one port (`--processes 2`, app.processes), on real
+"""Several server processes behind one port (`--processes 2`, app.serving.supervisor), on real
 `python -m app.server` processes with the tiny bundle: connections spread evenly, metrics, rate
 limits, readiness and document jobs hold across the processes, a dead process is replaced, and
 SIGTERM drains them all."""

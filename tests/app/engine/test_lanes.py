@@ -1,4 +1,5 @@
-"""Decode lanes in processes of their own (app.engine.lanes): the same translations as a running
+"""Decode lanes in processes of their own (app.engine.worker_processes): the same translations as a
+running
 batch in this process, blank texts, failures that end one batch and not the service."""
 
 from __future__ import annotations
