@@ -64,7 +64,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
             app_state.on_fatal()
         return
     app_state.registry = Registry(loaded)
-    app_state.metrics.lanes.source = lambda: [
+    app_state.metrics.worker_processes.source = lambda: [
         (model.name, *counts) for model in app_state.registry or []
         if (counts := model.translator.worker_process_counts()) is not None]
     detector = await asyncio.to_thread(_detector, app_state.registry.languages)
@@ -72,8 +72,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
-        workers=app_state.registry.workers,  # one batcher worker per decode lane
-        spill=app_state.peers,  # one of several processes: spare lanes while another idles
+        workers=app_state.registry.workers,  # one batcher worker per decode worker
+        spill=app_state.peers,  # one of several processes: spare decode workers while another idles
     )
     batcher.start()
     app_state.batcher = batcher
@@ -138,7 +138,7 @@ async def _drain(app_state: AppState) -> None:
     while not batcher.idle and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.to_thread(batcher.close)
-    for model in app_state.registry or []:  # lane processes end with the batcher
+    for model in app_state.registry or []:  # worker processes end with the batcher
         await asyncio.to_thread(model.translator.close)
 
 

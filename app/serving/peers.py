@@ -42,8 +42,8 @@ class Peers:
         self.load[self.index] = running
 
     def allowed(self) -> bool:
-        """app.translation.batcher.Spill: this process's spare lanes may work while another process
-        idles
+        """app.translation.batcher.Spill: this process's spare decode workers may work while another
+        process idles
         (its core is free)."""
         return any(self.load[i] == 0 for i in range(self.count) if i != self.index)
 
