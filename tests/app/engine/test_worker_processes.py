@@ -1,6 +1,5 @@
 """Decode workers in worker processes (app.engine.worker_processes): the same translations as a
-translations as a running
-batch in this process, blank texts, failures that end one batch and not the service."""
+running batch in this process, blank texts, failures that end one batch and not the service."""
 
 from __future__ import annotations
 
