@@ -59,9 +59,8 @@ class SessionConfig:
     next sentence's encoder (BENCHMARKS.md has the measurements).
     workers: decode workers on the CPU (see `decode_workers`); 0 = one per core.
     cross_by_length: on the CPU, decoder steps attend over each sentence's own source length
-    (app.engine.specialize) instead of the batch's longest; measured on 2 cores (shipped int8
-    model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
-    wall time, greedy -11 to -28 %; length-sorted batches within noise.
+    (app.engine.specialize) instead of the batch's longest: quicker on batches of mixed lengths,
+    as a service's are, and within noise on length-sorted ones (BENCHMARKS.md).
     fused: on the CPU, a sentence translated alone runs its whole search in one ONNX Runtime
     call (app.engine.fused) instead of one call per step: None = where the graphs' matrix
     products take int8 weights (app.engine.fused.fusable: there it is quicker and lighter),
@@ -98,9 +97,8 @@ def decode_workers(config: SessionConfig, max_batch_size: int) -> int:
 
     On the CPU a decode worker runs single-thread sessions, and decode workers run side by side,
     each on a core: the ops of one decoder step are small (a few rows), so two threads splitting
-    each op wait on each other at every op, while two decode workers never wait. Measured on 2 cores
-    (shipped int8 model, 500 sentences): 2 decode workers of 16 sentences against 1 batch of 32 on 2
-    threads, 1.3-1.5x the greedy and beam-4 throughput. `config.workers` when set; else one per core
+    each op wait on each other at every op, while two decode workers never wait (more throughput
+    than one batch on two threads: BENCHMARKS.md). `config.workers` when set; else one per core
     (the intra-op thread count when set), with at least WORKER_SENTENCES sentences per decode
     worker; 1 on CUDA."""
     if config.provider != "cpu":
@@ -198,9 +196,8 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     else:  # spin between the ops of a call, not after it: the next call may be another session's
         options.add_session_config_entry("session.force_spinning_stop", "1")
     # on the CPU the residual Add and the LayerNormalization stay two nodes: the fused
-    # SkipLayerNormalization kernel is slower than both (measured on the shipped model, the
-    # graphs with Add + LayerNormalization: fp32 greedy +9-15 %, int8 beam 4 +4-7 %, batch-1
-    # p50 -2 to -7 %); graphs that carry SkipLayerNormalization nodes run them as they are
+    # SkipLayerNormalization kernel is slower than both (measured on the shipped model;
+    # BENCHMARKS.md); graphs that carry SkipLayerNormalization nodes run them as they are
     disabled = ["SkipLayerNormFusion"] if config.provider == "cpu" else []
     session = ort.InferenceSession(
         path if isinstance(path, bytes) else str(path), sess_options=options,

@@ -12,10 +12,10 @@ Which masks: measured with the shipped en-de model by bench/placeholders.py (num
 README). Placeholders are their own masks (`keep_placeholders`): the corpus kept them intact,
 so the model has learned to copy `%s`, `%1`, `{0}` and to read them as a hint of the string's
 origin; numbering every span instead (QT_STYLE `%1, %2, ...` or BRACE_STYLE `{1}, {2}, ...`)
-made the model return its masks less often (90% / 93% of test segments, against 96% when
-placeholders stay) and cost 2-3 chrF points. Tags, URLs, addresses and code, which the corpus
-stripped or dropped, get numbered `{N}` masks (skipping numbers the text itself uses): the model
-returned all of them in 89% of segments, against 81% with `%N` masks. DEFAULT_STYLE is that
+made the model return its masks less often and cost chrF points. Tags, URLs, addresses and
+code, which the corpus stripped or dropped, get numbered `{N}` masks (skipping numbers the text
+itself uses): the model returned all of them more often than `%N` masks (`python -m
+bench.placeholders`; BENCHMARKS.md). DEFAULT_STYLE is that
 combination.
 
 Restoring is robust to what a model does to masks (`unmask`):
@@ -265,7 +265,7 @@ def _tighten_pairs(
 @functools.lru_cache(maxsize=1024)
 def _mask_pattern(masks: frozenset[str]) -> re.Pattern:
     """The masks (longest first), then any span, compiled once per set of masks: compiling it
-    per translation was 4 % of the event loop's samples in a server profile at 32 clients."""
+    per translation showed in a server profile of the event loop."""
     ours = "|".join(re.escape(t) for t in sorted(masks, key=len, reverse=True))
     return re.compile(f"{ours}|{SPAN_RE.pattern}") if ours else SPAN_RE
 

@@ -42,9 +42,8 @@ T = TypeVar("T")
 # no UTF-8 encoder, tokenizer or JSON response can carry
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # source "auto" takes a language that no model reads (a target language only) only from this
-# detector confidence up: on the en-de test splits (3,248 English and 3,248 German segments,
-# detector over en and de) no English segment reached 90 (the highest 83.6; nine were ranked
-# German at 50-66) and 96.7 % of the German ones did, so English text is not left untranslated
+# detector confidence up: on the en-de test splits no English segment reached it and nearly
+# every German one did (BENCHMARKS.md), so English text is not left untranslated
 AUTO_UNREAD_CONFIDENCE = 90.0
 
 
