@@ -2,7 +2,7 @@
 out. It owns every step between parsing and formatting: limits -> model and options -> sentence
 segmentation -> one batched engine call for all sentences of all texts -> rejoin, scores and
 alternatives; and it counts the requests it rejects. The API modules only speak their wire
-formats (app/api/translate.py: v1, app/api/libretranslate.py: LibreTranslate)."""
+formats (app/http/routes/translate.py: v1, app/http/routes/libretranslate.py: LibreTranslate)."""
 
 from __future__ import annotations
 
