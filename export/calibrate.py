@@ -5,8 +5,9 @@
 The int8 graphs of export.variants quantize each matrix product's input with a scale computed
 from that input at run time (`DynamicQuantizeLinear`): one scale for the whole matrix, so for
 every row of a running batch. A sentence's translation then depends on the sentences decoded
-beside it (greedy: 29 of 200 test sentences changed between alone and in one batch), and, since
-the engine's lanes take sentences as they free up, two identical calls can differ.
+beside it (many test sentences changed between alone and in one batch: BENCHMARKS.md), and,
+since the engine's decode workers take sentences as they free up, two identical calls can
+differ.
 
 Here the int8 graphs are quantized again from the fp32 ones, the range of each quantized input
 is measured by running them over the sentences (the encoder in batches, the decoder step by step

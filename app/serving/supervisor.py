@@ -233,9 +233,9 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> 
 
 def prepare_databases(settings: Settings, shared_dir: Path) -> None:
     """The SQLite files the server processes share, switched to WAL before they start: two
-    processes switching a new file at once fail one of them with "database is locked" (1 in 10
-    tries here; SQLite's busy wait does not cover the switch). Where a file cannot be made,
-    the process that opens it says so."""
+    processes switching a new file at once fail one of them with "database is locked" (it
+    happened in tests here; SQLite's busy wait does not cover the switch). Where a file cannot
+    be made, the process that opens it says so."""
     for path in (shared_dir / RATE_LIMIT_DB, settings.jobs_path / "jobs.db"):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
