@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import RENAMED, Settings
 
 if TYPE_CHECKING:
     from app.serving.peers import Peers
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{field.description or ''} [NMT_{name.upper()}, default {shown}]",
             **_argument(field.annotation),
         )
+    for first, name in RENAMED.items():  # a renamed setting's first flag, still taken
+        parser.add_argument("--" + first.replace("_", "-"), dest=first, default=None,
+                            help=argparse.SUPPRESS,
+                            **_argument(Settings.model_fields[name].annotation))
     return parser
 
 

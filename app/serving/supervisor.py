@@ -76,7 +76,8 @@ def share(settings: Settings, count: int) -> Settings:
     return settings.model_copy(update={
         "processes": 1,
         "workers": own * count,
-        "lane_processes": False,  # threads: a spare decode worker idles unless another process does
+        # threads: a spare decode worker idles unless another process does
+        "worker_processes": False,
         "threads": max(1, _cores(settings) // count // own),
         "queue_size": math.ceil(settings.queue_size / count),
     })

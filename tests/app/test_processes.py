@@ -186,7 +186,7 @@ def test_each_process_gets_its_share_of_the_settings():
     part = share(settings, 2)
     # its own decode worker and a spare one (of the same size as every decode worker: half the batch
     # and budget)
-    assert (part.processes, part.workers, part.lane_processes, part.threads) == (1, 2, False, 2)
+    assert (part.processes, part.workers, part.worker_processes, part.threads) == (1, 2, False, 2)
     assert (part.max_batch_size, part.max_batch_tokens, part.queue_size) == (32, 8191, 512)
     more = share(settings.model_copy(update={"workers": 4}), 2)  # two of its own, two spare
     assert (more.workers, more.threads) == (4, 1)
