@@ -23,7 +23,7 @@ from app.batcher import BatchStats
 from app.config import Settings
 from app.metrics import LATENCY_BUCKETS, Metrics
 from tests.deploy.kustomize import render
-from tests.deploy.test_kubernetes import KUBE
+from tests.deploy.test_kubernetes import KUBE, kustomize_command
 
 promql = pytest.importorskip("promql_parser", reason="promql-parser (the dev extra) is missing")
 
@@ -245,6 +245,16 @@ def test_the_service_monitor_scrapes_the_services_metrics_route():
     assert annotations["prometheus.io/path"] == endpoint["path"]
 
 
+@pytest.mark.skipif(kustomize_command() is None, reason="neither kustomize nor kubectl installed")
+def test_kustomize_builds_what_the_test_renderer_renders():
+    out = subprocess.run([*kustomize_command(), str(MONITORING)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    built = [doc for doc in yaml.safe_load_all(out) if doc]
+    assert sorted(built, key=lambda r: r["kind"]) == sorted(render(MONITORING),
+                                                            key=lambda r: r["kind"])
+
+
+@pytest.mark.slow  # importing the generated models takes seconds
 def test_the_crds_pass_the_prometheus_operators_schemas():
     models_v1 = pytest.importorskip("cloudcoil.models.prometheus_operator.v1",
                                     reason="cloudcoil-models-prometheus-operator is missing")
