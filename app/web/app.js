@@ -14,6 +14,7 @@ const page = {
   alternatives: [],
   busy: false,
   ready: false,
+  files: false,         // whether the server translates documents (/frontend/settings)
   chosenFile: null,
   run: null,            // the document being translated: {xhr, controller, jobUrl, cancelled}
 };
@@ -192,9 +193,11 @@ function updateCounter() {
   const limit = page.charLimit;
   const over = limit !== null && n > limit;
   const counter = $("counter");
-  counter.textContent = limit === null ? `${n}` : `${n} / ${limit}` +
-    (over ? ` — ${n - limit} over the server's limit` : "");
+  counter.textContent = limit === null ? `${n}` : `${n} / ${limit}`;
   counter.classList.toggle("over", over);
+  // announced once when the text goes over, not at every key as the count itself would be
+  const note = over ? `over the server's limit of ${limit} characters` : "";
+  if ($("limit-note").textContent !== note) $("limit-note").textContent = note;
   $("source-text").setAttribute("aria-invalid", String(over));
   $("translate").disabled = !page.ready || over || page.busy;
 }

@@ -125,9 +125,12 @@ class Browser:
         """One key ('Enter', 'Tab', ...) pressed and released, with Ctrl or Shift held."""
         codes = {"Enter": 13, "Tab": 9, "Escape": 27}
         modifiers = (2 if ctrl else 0) | (8 if shift else 0)
-        for kind in ("rawKeyDown", "keyUp"):
-            self.send("Input.dispatchKeyEvent", type=kind, key=key, code=key,
-                      windowsVirtualKeyCode=codes[key], modifiers=modifiers)
+        # a plain Enter carries its character, as a keyboard's does: that is what submits a form
+        text = {"text": "\r"} if key == "Enter" and not modifiers else {}
+        self.send("Input.dispatchKeyEvent", type="keyDown" if text else "rawKeyDown", key=key,
+                  code=key, windowsVirtualKeyCode=codes[key], modifiers=modifiers, **text)
+        self.send("Input.dispatchKeyEvent", type="keyUp", key=key, code=key,
+                  windowsVirtualKeyCode=codes[key], modifiers=modifiers)
 
     def throttle_uploads(self, bytes_per_second: float) -> None:
         """Uploads at most this fast (-1: as fast as they go), so their progress can be seen."""

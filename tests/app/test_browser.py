@@ -42,7 +42,7 @@ def pair_server(tiny_bundle, tmp_path_factory):
     manifest = json.loads((reverse / "manifest.json").read_text())
     manifest.update(name="de-en", source_lang="de", target_lang="en")
     (reverse / "manifest.json").write_text(json.dumps(manifest))
-    app = create_app(real_settings(models, max_chars_per_text=LIMIT,
+    app = create_app(real_settings(models, max_chars_per_text=LIMIT, warmup=False,
                                    files_dir=tmp_path_factory.mktemp("two-way-files")))
     with running(app) as server:
         yield server
@@ -158,6 +158,11 @@ def test_keyboard_alone_translates_with_a_visible_focus(browser, pair_server, ti
     assert "from English to German" in status
     assert value_of(browser, "source-text") == tiny_sentences[1]  # Ctrl+Enter added no newline
     assert text_of(browser, "output").strip()
+    # Enter in a one-line field submits too
+    browser.evaluate("document.getElementById('status').textContent = ''; true")
+    type_into(browser, "beam", "3")
+    browser.press("Enter")
+    browser.wait_for("document.getElementById('status').textContent.startsWith('Translated')")
 
 
 def test_alternatives_are_shown_and_one_can_be_used(browser, real_server, tiny_sentences):
@@ -187,11 +192,13 @@ def test_counter_follows_the_text_and_warns_over_the_servers_limit(browser, real
     assert text_of(browser, "counter") == f"{LIMIT} / {LIMIT}"
     assert not browser.evaluate("document.getElementById('translate').disabled")
     browser.type_text("🙂")  # one character, two UTF-16 units
-    assert text_of(browser, "counter") == f"{LIMIT + 1} / {LIMIT} — 1 over the server's limit"
+    assert text_of(browser, "counter") == f"{LIMIT + 1} / {LIMIT}"
+    assert text_of(browser, "limit-note") == f"over the server's limit of {LIMIT} characters"
     assert browser.evaluate("document.getElementById('counter').classList.contains('over')")
     assert browser.evaluate("document.getElementById('translate').disabled")
     browser.click("#clear")
     assert text_of(browser, "counter") == f"0 / {LIMIT}"
+    assert text_of(browser, "limit-note") == ""
     assert not browser.evaluate("document.getElementById('translate').disabled")
 
 
@@ -280,10 +287,14 @@ def test_a_dropped_document_uploads_with_progress_and_downloads(browser, real_se
     browser.screenshot(ARTIFACTS / "web_documents.png")
 
 
+# large enough for an upload sent in many pieces (on loopback a small body goes in one) and a
+# job that runs for seconds on the tiny model
+LONG = "a small cat sees the old house.\n" * 20_000
+
+
 def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
     open_page(browser, pair_server)
-    # large enough for the upload to be sent in many pieces: on loopback a small body goes in one
-    big = "a small cat sees the old house.\n" * 20_000
+    big = LONG
     drop(browser, "long.txt", big)
     browser.evaluate(RECORD_PROGRESS)
     browser.throttle_uploads(len(big) / 2)  # two seconds, unless cancelled
@@ -303,6 +314,22 @@ def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
     cancelled = [f for f in browser.failed[failed_before:] if f.get("canceled")]
     assert cancelled, browser.failed
     browser.throttle_uploads(-1)
+
+
+def test_cancel_stops_a_running_job(browser, pair_server):
+    open_page(browser, pair_server)
+    drop(browser, "long.txt", LONG)
+    browser.click("#doc-upload")
+    browser.wait_for("document.getElementById('doc-phase').textContent.startsWith('Translating')")
+    browser.click("#doc-cancel")
+    browser.wait_for("document.getElementById('doc-status').textContent"
+                     " === 'Cancelled: the server stopped the job.'", timeout=10)
+    assert browser.evaluate("document.getElementById('doc-download').hidden")
+    # the server agrees: the job the page polled is cancelled
+    job_url = [u for u in browser.requests if "/v1/documents/" in u][-1]
+    job = browser.evaluate(f"fetch({js(job_url)}).then(r => r.json())")
+    assert job["state"] == "cancelled", job
+    assert job["progress"]["done"] < job["progress"]["total"]
 
 
 def test_a_refused_document_is_explained(browser, real_server):
