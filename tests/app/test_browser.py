@@ -60,6 +60,12 @@ def value_of(browser, element_id: str):
     return browser.evaluate(f"document.getElementById({js(element_id)}).value")
 
 
+def shown(browser, element_id: str) -> bool:
+    """Whether a person sees the element: laid out and visible (the hidden attribute can lose
+    to a style rule, so it is not asked)."""
+    return browser.evaluate(f"document.getElementById({js(element_id)}).checkVisibility()")
+
+
 def open_page(browser, server) -> None:
     browser.throttle_uploads(-1)
     browser.navigate(f"{server.url}/")
@@ -167,6 +173,7 @@ def test_keyboard_alone_translates_with_a_visible_focus(browser, pair_server, ti
 
 def test_alternatives_are_shown_and_one_can_be_used(browser, real_server, tiny_sentences):
     open_page(browser, real_server)
+    assert not shown(browser, "alternatives-box")
     browser.evaluate("document.getElementById('alternative-count').value = '2'; true")
     type_into(browser, "source-text", tiny_sentences[2])
     assert translate_by_click(browser).startswith("Translated")
@@ -174,7 +181,7 @@ def test_alternatives_are_shown_and_one_can_be_used(browser, real_server, tiny_s
     alternatives = browser.evaluate(
         "[...document.querySelectorAll('#alternatives button')].map(b => b.textContent)")
     assert len(alternatives) == 2
-    assert browser.evaluate("!document.getElementById('alternatives-box').hidden")
+    assert shown(browser, "alternatives-box")
 
     browser.click("#alternatives li:nth-child(2) button")
     assert text_of(browser, "output") == alternatives[1]
@@ -263,15 +270,17 @@ def test_a_dropped_document_uploads_with_progress_and_downloads(browser, real_se
     from tests.app.test_translate_file import SRT, srt_shape
 
     open_page(browser, real_server)
+    assert not any(shown(browser, i) for i in ("doc-download", "doc-progress-label", "doc-cancel"))
     drop(browser, "film.srt", SRT)
     assert text_of(browser, "doc-chosen") == f"Chosen: film.srt ({len(SRT)} bytes)"
     browser.evaluate(RECORD_PROGRESS)
     browser.click("#doc-upload")
     status = browser.wait_for(
-        "!document.getElementById('doc-download').hidden &&"
+        "document.getElementById('doc-download').checkVisibility() &&"
         " document.getElementById('doc-status').textContent", timeout=60,
     )
     assert status == "film.srt: done, 2 sentences translated."
+    assert shown(browser, "doc-progress-label") and not shown(browser, "doc-cancel")
     # the phases in order: the upload (its progress events), the job, the result
     phases = [phase.split()[0] for phase, _ in browser.evaluate("window.progressSeen")]
     phases = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
@@ -306,8 +315,9 @@ def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
     browser.click("#doc-cancel")
     browser.wait_for("document.getElementById('doc-status').textContent === 'Upload cancelled.'",
                      timeout=5)
-    assert browser.evaluate("document.getElementById('doc-cancel').hidden")
-    assert browser.evaluate("document.getElementById('doc-download').hidden")
+    assert not shown(browser, "doc-cancel")
+    assert not shown(browser, "doc-download")
+    assert not shown(browser, "doc-progress-label")
     assert not browser.evaluate("document.getElementById('doc-upload').disabled")  # try again
     # the browser reports the request itself as cancelled, not finished
     browser.wait_for("new Promise(r => setTimeout(() => r(true), 100))")
@@ -324,7 +334,7 @@ def test_cancel_stops_a_running_job(browser, pair_server):
     browser.click("#doc-cancel")
     browser.wait_for("document.getElementById('doc-status').textContent"
                      " === 'Cancelled: the server stopped the job.'", timeout=10)
-    assert browser.evaluate("document.getElementById('doc-download').hidden")
+    assert not shown(browser, "doc-download")
     # the server agrees: the job the page polled is cancelled
     job_url = [u for u in browser.requests if "/v1/documents/" in u][-1]
     job = browser.evaluate(f"fetch({js(job_url)}).then(r => r.json())")
