@@ -66,8 +66,25 @@ function errorWords(status, statusText, body, retryAfter) {
   return words;
 }
 
-async function responseError(response) {
+// The control that holds a field the server names in an error ({"field": "options.beam_size"}).
+const FIELD_CONTROLS = {
+  "text": "source-text", "source": "source", "target": "target",
+  "options.beam_size": "beam", "options.alternatives": "alternative-count",
+};
+
+// Marked invalid (and described by the message) until the person changes it.
+function markInvalid(field, messageId) {
+  const control = $(FIELD_CONTROLS[field] ?? "");
+  if (!control) return;
+  control.setAttribute("aria-invalid", "true");
+  control.setAttribute("aria-describedby", messageId);
+  control.addEventListener("change", () => control.removeAttribute("aria-invalid"),
+                           { once: true });
+}
+
+async function responseError(response, messageId) {
   const body = parseJSON(await response.text().catch(() => ""));
+  if (messageId && body?.field) markInvalid(body.field, messageId);
   return errorWords(response.status, response.statusText, body,
                     response.headers.get("Retry-After"));
 }
@@ -266,7 +283,7 @@ async function translate(event) {
       headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify({ text, source, target, options }),
     });
-    if (!response.ok) return setStatus(await responseError(response), true);
+    if (!response.ok) return setStatus(await responseError(response, "status"), true);
     const body = await response.json();
     const ms = (performance.now() - started).toFixed(0);
     const result = body.translations[0];

@@ -219,6 +219,16 @@ def test_copy_puts_the_translation_on_the_clipboard(browser, real_server, tiny_s
     browser.click("#copy")
     browser.wait_for("document.getElementById('copied').textContent === 'Copied.'")
     assert browser.evaluate("navigator.clipboard.readText()") == text_of(browser, "output")
+    # a page served over plain http from another host has no navigator.clipboard: the older
+    # copy command takes over, onto the same clipboard
+    browser.evaluate("navigator.clipboard.writeText('something else')")
+    assert browser.evaluate("Object.defineProperty(window, 'isSecureContext', {value: false});"
+                            " document.getElementById('copied').textContent = '';"
+                            " window.isSecureContext") is False
+    browser.click("#copy")
+    browser.wait_for("document.getElementById('copied').textContent === 'Copied.'")
+    assert browser.evaluate("navigator.clipboard.readText()") == text_of(browser, "output")
+    assert browser.evaluate("document.activeElement.id") == "copy"  # focus stays on the button
 
 
 def test_server_and_network_errors_are_shown_in_words(browser, real_server, tiny_sentences):
@@ -232,6 +242,11 @@ def test_server_and_network_errors_are_shown_in_words(browser, real_server, tiny
                       "options.alternatives (3)")
     assert browser.evaluate("document.getElementById('status').classList.contains('error')")
     assert browser.evaluate("document.getElementById('status').getAttribute('role')") == "status"
+    # the field the server names is marked, and described by the message
+    assert browser.evaluate("document.getElementById('beam').getAttribute('aria-invalid')") == (
+        "true")
+    assert browser.evaluate("document.getElementById('beam').getAttribute('aria-describedby')"
+                            ) == "status"
     # the connection refused: the request goes to a port where nothing listens
     browser.evaluate(
         "window.fetch = ((real) => (url, init) => real('http://127.0.0.1:9/', init))"
