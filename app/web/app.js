@@ -75,11 +75,15 @@ const FIELD_CONTROLS = {
 // Marked invalid (and described by the message) until the person changes it.
 function markInvalid(field, messageId) {
   const control = $(FIELD_CONTROLS[field] ?? "");
-  if (!control) return;
+  if (!control || control.getAttribute("aria-invalid") === "true") return;
+  const described = control.getAttribute("aria-describedby");
   control.setAttribute("aria-invalid", "true");
   control.setAttribute("aria-describedby", messageId);
-  control.addEventListener("change", () => control.removeAttribute("aria-invalid"),
-                           { once: true });
+  control.addEventListener("change", () => {
+    control.removeAttribute("aria-invalid");
+    if (described) control.setAttribute("aria-describedby", described);
+    else control.removeAttribute("aria-describedby");
+  }, { once: true });
 }
 
 async function responseError(response, messageId) {
