@@ -220,7 +220,9 @@ function updateCounter() {
   const note = over ? `over the server's limit of ${limit} characters` : "";
   if ($("limit-note").textContent !== note) $("limit-note").textContent = note;
   $("source-text").setAttribute("aria-invalid", String(over));
-  $("translate").disabled = !page.ready || over || page.busy;
+  // not turned off while a translation runs (translate() waits for it): a focused button that
+  // turns off loses the keyboard's place
+  $("translate").disabled = !page.ready || over;
 }
 
 function setOutput(text) {
@@ -387,6 +389,7 @@ function showProgress(phase, value, max = 1) {
 }
 
 function setRunning(running) {
+  const focused = document.activeElement;
   $("doc-upload").disabled = running || !page.chosenFile;
   $("doc-cancel").hidden = !running;
   $("doc-file").disabled = running || !page.files;
@@ -394,6 +397,12 @@ function setRunning(running) {
   if (running) {
     $("doc-progress-label").hidden = false;
     $("doc-download").hidden = true;
+  }
+  // the keyboard's place moves on with the control it was on, which turns off or disappears:
+  // to Cancel while the document runs, then to the download (or back to the button)
+  if (running && focused === $("doc-upload")) $("doc-cancel").focus();
+  if (!running && (focused === $("doc-cancel") || focused === document.body)) {
+    ($("doc-download").hidden ? $("doc-upload") : $("doc-download")).focus();
   }
 }
 

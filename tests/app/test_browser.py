@@ -98,6 +98,7 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     assert status.startswith("Translated 1 sentence(s) from English to German with en-de")
     assert " ms" in status
     assert text_of(browser, "output").strip()
+    assert browser.evaluate("document.activeElement.id") == "translate"  # kept through the wait
     # de -> en is not served here: no swap to offer, and the button says why
     assert browser.evaluate("document.getElementById('swap').disabled")
     assert browser.evaluate("document.getElementById('swap').title") == (
@@ -296,6 +297,8 @@ def test_a_dropped_document_uploads_with_progress_and_downloads(browser, real_se
     )
     assert status == "film.srt: done, 2 sentences translated."
     assert shown(browser, "doc-progress-label") and not shown(browser, "doc-cancel")
+    # the button pressed gave way to Cancel, and Cancel to the download: the keyboard follows
+    assert browser.evaluate("document.activeElement.id") == "doc-download"
     # the phases in order: the upload (its progress events), the job, the result
     phases = [phase.split()[0] for phase, _ in browser.evaluate("window.progressSeen")]
     phases = [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p]
@@ -334,6 +337,7 @@ def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
     assert not shown(browser, "doc-download")
     assert not shown(browser, "doc-progress-label")
     assert not browser.evaluate("document.getElementById('doc-upload').disabled")  # try again
+    assert browser.evaluate("document.activeElement.id") == "doc-upload"
     # the browser reports the request itself as cancelled, not finished
     browser.wait_for("new Promise(r => setTimeout(() => r(true), 100))")
     cancelled = [f for f in browser.failed[failed_before:] if f.get("canceled")]
