@@ -426,7 +426,8 @@ function upload(run, form) {
 }
 
 async function getJob(run) {
-  const response = await fetch(run.jobUrl, { headers: authHeaders(), signal: run.controller.signal });
+  const response = await fetch(run.jobUrl, { headers: authHeaders(),
+                                             signal: run.controller.signal });
   if (!response.ok) throw new Error(await responseError(response));
   return response.json();
 }

@@ -19,6 +19,7 @@ from tests.app.fakes import running
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 LIMIT = 400  # real_server's max_chars_per_text, which the page reads from /frontend/settings
+KEY = "page-test-key"  # pair_server's API key
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +35,16 @@ def browser():
 @pytest.fixture(scope="module")
 def pair_server(tiny_bundle, tmp_path_factory):
     """A server with both directions between en and de, so that swapping has a pair to go to
-    and detection has two languages to tell apart. The de -> en model is the tiny en -> de one
-    under the reverse name: the page's behaviour is under test here, not what it translates."""
+    and detection has two languages to tell apart, and an API key (KEY). The de -> en model is
+    the tiny en -> de one under the reverse name: the page's behaviour is under test here, not
+    what it translates."""
     models = tmp_path_factory.mktemp("two-way")
     shutil.copytree(tiny_bundle, models / "en-de")
     reverse = shutil.copytree(tiny_bundle, models / "de-en")
     manifest = json.loads((reverse / "manifest.json").read_text())
     manifest.update(name="de-en", source_lang="de", target_lang="en")
     (reverse / "manifest.json").write_text(json.dumps(manifest))
-    app = create_app(real_settings(models, max_chars_per_text=LIMIT, warmup=False,
+    app = create_app(real_settings(models, max_chars_per_text=LIMIT, warmup=False, api_keys=[KEY],
                                    files_dir=tmp_path_factory.mktemp("two-way-files")))
     with running(app) as server:
         yield server
@@ -66,10 +68,12 @@ def shown(browser, element_id: str) -> bool:
     return browser.evaluate(f"document.getElementById({js(element_id)}).checkVisibility()")
 
 
-def open_page(browser, server) -> None:
+def open_page(browser, server, key: str | None = None) -> None:
     browser.throttle_uploads(-1)
     browser.navigate(f"{server.url}/")
     browser.wait_for("document.getElementById('status').textContent === 'Ready.'")
+    if key:
+        type_into(browser, "api-key", key)
 
 
 def type_into(browser, element_id: str, text: str) -> None:
@@ -120,7 +124,7 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
 
 def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_server,
                                                                  tiny_sentences):
-    open_page(browser, pair_server)
+    open_page(browser, pair_server, KEY)
     # two source languages: the server's default is "auto"
     assert value_of(browser, "source") == "auto"
     assert browser.evaluate("document.getElementById('swap').disabled")  # nothing detected yet
@@ -147,7 +151,7 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
 
 
 def test_keyboard_alone_translates_with_a_visible_focus(browser, pair_server, tiny_sentences):
-    open_page(browser, pair_server)
+    open_page(browser, pair_server, KEY)
     browser.evaluate("document.getElementById('source').value = 'en';"
                      " document.getElementById('source').dispatchEvent(new Event('change'));"
                      " document.getElementById('source').focus(); true")
@@ -320,7 +324,7 @@ LONG = "a small cat sees the old house.\n" * 20_000
 
 
 def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
-    open_page(browser, pair_server)
+    open_page(browser, pair_server, KEY)
     big = LONG
     drop(browser, "long.txt", big)
     browser.evaluate(RECORD_PROGRESS)
@@ -346,7 +350,7 @@ def test_upload_progress_shows_and_cancel_aborts_it(browser, pair_server):
 
 
 def test_cancel_stops_a_running_job(browser, pair_server):
-    open_page(browser, pair_server)
+    open_page(browser, pair_server, KEY)
     drop(browser, "long.txt", LONG)
     browser.click("#doc-upload")
     browser.wait_for("document.getElementById('doc-phase').textContent.startsWith('Translating')")
@@ -356,7 +360,8 @@ def test_cancel_stops_a_running_job(browser, pair_server):
     assert not shown(browser, "doc-download")
     # the server agrees: the job the page polled is cancelled
     job_url = [u for u in browser.requests if "/v1/documents/" in u][-1]
-    job = browser.evaluate(f"fetch({js(job_url)}).then(r => r.json())")
+    job = browser.evaluate(f"fetch({js(job_url)}, {{headers: {{Authorization: 'Bearer {KEY}'}}}})"
+                           ".then(r => r.json())")
     assert job["state"] == "cancelled", job
     assert job["progress"]["done"] < job["progress"]["total"]
 
@@ -370,3 +375,20 @@ def test_a_refused_document_is_explained(browser, real_server):
     assert status.startswith("Error 415: unsupported file format .exe; supported: ")
     assert browser.evaluate("document.getElementById('doc-status').classList.contains('error')")
 
+
+
+def test_a_server_that_needs_a_key_asks_for_it(browser, pair_server, tiny_sentences):
+    open_page(browser, pair_server)
+    assert text_of(browser, "api-key-label") == "API key (required)"
+    browser.evaluate("document.getElementById('source').value = 'en';"
+                     " document.getElementById('source').dispatchEvent(new Event('change')); true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    browser.click("#translate")
+    # the browser's own check stops the form and takes the person to the empty field
+    assert browser.evaluate("document.activeElement.id") == "api-key"
+    assert browser.evaluate("document.getElementById('api-key').validity.valueMissing")
+    assert text_of(browser, "status") == "Ready."
+    type_into(browser, "api-key", "wrong")
+    assert translate_by_click(browser) == "Error 401: invalid API key"
+    type_into(browser, "api-key", KEY)
+    assert translate_by_click(browser).startswith("Translated 1 sentence(s) from English")
