@@ -61,6 +61,7 @@ class Browser:
         self.ids = itertools.count(1)
         self.requests: list[str] = []
         self.failed: list[dict] = []  # Network.loadingFailed: canceled, errorText, requestId
+        self.exceptions: list[str] = []  # the page's uncaught errors and unhandled rejections
         self.send("Page.enable")
         self.send("Network.enable")
         self.send("Runtime.enable")
@@ -74,6 +75,10 @@ class Browser:
                 self.requests.append(message["params"]["request"]["url"])
             elif message.get("method") == "Network.loadingFailed":
                 self.failed.append(message["params"])
+            elif message.get("method") == "Runtime.exceptionThrown":
+                details = message["params"]["exceptionDetails"]
+                self.exceptions.append(details.get("exception", {}).get("description")
+                                       or details.get("text", ""))
             if message.get("id") == msg_id:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")

@@ -32,6 +32,15 @@ def browser():
     b.close()
 
 
+@pytest.fixture(autouse=True)
+def no_script_errors(browser):
+    """Whatever a test does, the page's script throws nothing that it leaves uncaught."""
+    before = len(browser.exceptions)
+    yield
+    browser.evaluate("new Promise(r => setTimeout(() => r(true), 50))")  # late events in
+    assert browser.exceptions[before:] == []
+
+
 @pytest.fixture(scope="module")
 def pair_server(tiny_bundle, tmp_path_factory):
     """A server with both directions between en and de, so that swapping has a pair to go to
