@@ -16,6 +16,10 @@ between one loop and lanes elsewhere. This module makes that one service:
   spare lanes take live work only when the process's own lane is full and another process
   idles (app.batcher's spill, fed by `Peers.load`), so one request of many sentences on an
   idle service still decodes on every core.
+* each server process's event loop writes the time into shared memory every HEARTBEAT
+  seconds; one that has not for STALE_AFTER seconds (its loop is blocked: a stuck request, a
+  thread that holds the GIL, a stopped process) is handed no new connection until it beats
+  again, unless none beats (then the least loaded one still takes it, as before).
 * what the processes share (`Peers`): readiness (the service is ready once every process is),
   the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
   supervisor's), the rate limits (app.state.SharedRateLimiter, one SQLite file there) and the
@@ -44,6 +48,12 @@ from app.config import Settings
 
 log = logging.getLogger("app.processes")
 
+# the server processes' heartbeat: how often each event loop writes the time, and how old
+# the last beat may be before the supervisor stops handing that process new connections (a
+# loop that is only busy beats within a fraction of a second)
+HEARTBEAT = 0.25
+STALE_AFTER = 2.0
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 RATE_LIMIT_DB = "rate_limits.sqlite"
 
@@ -60,6 +70,7 @@ class Peers:
     ready_flags: Any  # multiprocessing RawArray of bytes: 1 once that process is ready
     closed: Any  # RawArray of int64: connections that process has closed
     load: Any  # RawArray of int32: sentences in that process's running batches
+    beats: Any = None  # RawArray of doubles: time.monotonic() of that loop's last heartbeat
 
     def set_ready(self, ready: bool) -> None:
         self.ready_flags[self.index] = 1 if ready else 0
@@ -70,6 +81,11 @@ class Peers:
     @property
     def all_ready(self) -> bool:
         return self.ready_count() == self.count
+
+    def beat(self) -> None:
+        """From this process's event loop, every HEARTBEAT seconds (app.server)."""
+        if self.beats is not None:
+            self.beats[self.index] = time.monotonic()
 
     def report(self, running: int) -> None:
         """app.batcher.Spill: this process's running sentences, at every decoder step."""
@@ -131,6 +147,7 @@ class _Child:
         self.channel: socket.socket | None = None
         self.sent = 0  # connections handed over (the supervisor's count)
         self.was_ready = False
+        self.answering = True  # its heartbeat is fresh (the supervisor logs the changes)
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -158,6 +175,7 @@ def supervise(settings: Settings, count: int) -> int:
     ready_flags = context.RawArray("b", count)
     closed = context.RawArray("q", count)
     load = context.RawArray("i", count)
+    beats = context.RawArray("d", count)
     child_settings = share(settings, count).model_dump()
     children = [_Child(i) for i in range(count)]
     stopping = False
@@ -175,8 +193,11 @@ def supervise(settings: Settings, count: int) -> int:
         ready_flags[child.index] = 0
         closed[child.index] = 0
         load[child.index] = 0
+        beats[child.index] = 0.0
         child.sent = 0
-        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load)
+        child.answering = True
+        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load,
+                      beats)
         child.process = context.Process(target=_serve_child, args=(child_settings, peers, theirs),
                                         name=f"nmt-server-{child.index}")
         child.process.start()
@@ -193,11 +214,12 @@ def supervise(settings: Settings, count: int) -> int:
         log.info("serving on http://%s:%d with %d server processes", settings.host, port, count)
         while not stopping:
             if selector.select(timeout=0.2):
-                _hand_over(listener, children, closed)
+                _hand_over(listener, children, closed, beats)
             for child in children:
                 assert child.process is not None
                 if ready_flags[child.index]:
                     child.was_ready = True
+                _note_answering(child, beats)
                 if child.process.is_alive():
                     continue
                 code = child.process.exitcode
@@ -237,8 +259,38 @@ def supervise(settings: Settings, count: int) -> int:
     return 1 if failed else 0
 
 
-def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> None:
-    """Accept what is waiting; each connection goes to the process with the fewest open ones."""
+def _fresh(child: _Child, beats: Any, now: float) -> bool:
+    return now - beats[child.index] <= STALE_AFTER
+
+
+def _note_answering(child: _Child, beats: Any) -> None:
+    """Log when a started process stops beating, and when it beats again."""
+    if not beats[child.index]:
+        return  # not started yet: its loop has not beaten once
+    fresh = _fresh(child, beats, time.monotonic())
+    if fresh != child.answering:
+        child.answering = fresh
+        if fresh:
+            log.warning("server process %d answers again; it takes new connections",
+                        child.index)
+        else:
+            log.warning("server process %d has not answered for %gs (its event loop is "
+                        "blocked); new connections go to the others", child.index, STALE_AFTER)
+
+
+def candidates(children: list[_Child], closed: Any, beats: Any) -> list[_Child]:
+    """The live processes in the order they are offered a new connection: those whose heartbeat
+    is fresh, fewest open connections first; where none is fresh, every live one."""
+    live = [c for c in children if c.process is not None and c.process.is_alive()]
+    now = time.monotonic()
+    answering = [c for c in live if _fresh(c, beats, now)] or live
+    return sorted(answering, key=lambda c: c.sent - closed[c.index])
+
+
+def _hand_over(listener: socket.socket, children: list[_Child], closed: Any,
+               beats: Any) -> None:
+    """Accept what is waiting; each connection goes to the answering process with the fewest
+    open ones."""
     while True:
         try:
             conn, _ = listener.accept()
@@ -248,8 +300,7 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> 
             log.warning("accept failed: %s", exc)
             return
         with conn:
-            live = [c for c in children if c.process is not None and c.process.is_alive()]
-            for child in sorted(live, key=lambda c: c.sent - closed[c.index]):
+            for child in candidates(children, closed, beats):
                 try:
                     socket.send_fds(child.channel, [b"c"], [conn.fileno()])
                 except OSError:  # its channel is full or it is going away: the next one
