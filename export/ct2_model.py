@@ -99,8 +99,9 @@ class CT2Model:
         dtype = self.dtypes[stored]
         if dtype in FLOATS:
             return value.astype(np.float32)
-        if dtype in QUANTIZED:
-            scale_name = f"{name}_scale"
+        if dtype in QUANTIZED:  # the scale beside the stored variable, or beside the alias
+            scale_name = next((n for n in (f"{stored}_scale", f"{name}_scale") if self.has(n)),
+                              f"{name}_scale")
             if not self.has(scale_name):
                 raise CT2FormatError(f"{self.path / MODEL_FILE}: {dtype} variable {name} has no "
                                      f"{scale_name}")

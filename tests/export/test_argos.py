@@ -1,0 +1,290 @@
+"""Argos Translate packages built from random CTranslate2 weights (tests/export/argos_fixtures.py)
+import with `nmt import`, and the bundles translate like `ctranslate2.Translator` on the same
+model: greedy and beam-4 output identical on every one of 60 inputs, for pre-norm and post-norm,
+ReLU and GELU, shared and separate vocabularies, float32, float16 and int8 model.bin. What
+cannot be run is refused, naming the field."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.cli import main as nmt_main
+from app.engine import Translator
+from export import argos
+from export.ct2_model import CT2FormatError, read_model_bin
+from tests.export import argos_fixtures as fx
+
+INPUTS = 60
+# EOS biases at which some outputs end early and others run to their limit (found by trying
+# 0 to 12; post-norm models put a larger margin on their favourite token)
+PRE_EOS, POST_EOS = 0.0, 12.0
+
+
+@pytest.fixture(scope="module")
+def sp_model(tmp_path_factory) -> Path:
+    from model.tokenizer import train_tokenizer
+    from tests.conftest import toy_pairs
+
+    texts = [t for pair in toy_pairs(600) for t in pair]
+    return train_tokenizer(texts, tmp_path_factory.mktemp("argos_sp") / "sp.model", vocab_size=80)
+
+
+@pytest.fixture(scope="module")
+def texts(sp_model) -> list[str]:
+    """Random runs of the model's pieces, and a few with characters it has never seen."""
+    found = argos.sample_texts(sp_model, INPUTS - 4, seed=7)
+    return found + ["Ωmega the car", "ñandú", "the 🚗 dog", "open the window ✓"]
+
+
+def make_package(tmp: Path, sp_model: Path, name: str, codes=("en", "de"), **options) -> Path:
+    model_dir = fx.build_ct2_model(tmp / f"{name}-ct2", sp_model, **options)
+    return fx.package(model_dir, sp_model, tmp / f"{name}.argosmodel", *codes)
+
+
+def ct2_outputs(model_dir: Path, sp_model: Path, translator: Translator, texts: list[str],
+                beam: int, length_penalty: float) -> list[list[int]]:
+    """CTranslate2's output tokens as our target ids, each text with our length limit."""
+    import ctranslate2
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(sp_model))
+    peer = ctranslate2.Translator(str(model_dir), compute_type="float32", intra_threads=1)
+    options = replace(translator.default_options, beam_size=beam)
+    limits = translator.output_limits(translator.encode(texts), options)
+    vocab = translator.tokenizer
+    out = []
+    for text, limit in zip(texts, limits, strict=True):
+        (result,) = peer.translate_batch([sp.encode(text, out_type=str)], beam_size=beam,
+                                         length_penalty=length_penalty,
+                                         max_decoding_length=int(limit), min_decoding_length=0)
+        out.append([vocab.target_ids[p] for p in result.hypotheses[0]])
+    return out
+
+
+def ours(bundle: Path, texts: list[str], beam: int, length_penalty: float, variant="fp32"):
+    translator = Translator.from_dir(bundle, variant=variant, intra_threads=1, workers=1)
+    options = replace(translator.default_options, beam_size=beam, length_penalty=length_penalty)
+    return translator, translator.translate_batch(texts, options)
+
+
+def assert_like_ctranslate2(bundle: Path, model_dir: Path, sp_model: Path, texts: list[str]):
+    """Greedy and beam 4 (no length penalty) identical to CTranslate2 on every text; with
+    LibreTranslate's length penalty 0.2, beam 4 agrees on most (the two normalize a
+    hypothesis's score by different lengths, CTranslate2's without EOS, and stop the search by
+    different rules)."""
+    for beam, lp in ((1, 1.0), (4, 0.0), (4, 0.2)):
+        translator, results = ours(bundle, texts, beam, lp)
+        theirs = ct2_outputs(model_dir, sp_model, translator, texts, beam, lp)
+        got = [list(r.tokens) for r in results]
+        if lp == 0.2:
+            same = sum(a == b for a, b in zip(got, theirs, strict=True))
+            assert same >= 0.9 * len(texts), f"beam {beam}, length penalty {lp}: {same}"
+            continue
+        assert got == theirs, f"beam {beam}"
+        assert [r.text for r in results] == [translator.decode(ids) for ids in theirs]
+        lengths = [len(ids) for ids in theirs]
+        limits = translator.output_limits(translator.encode(texts), translator.default_options)
+        ended = sum(n + 1 < limit for n, limit in zip(lengths, limits, strict=True))
+        assert len(set(lengths)) >= 3 and 0 < ended < len(texts), lengths  # lengths vary
+
+
+def test_prenorm_package_imports_with_nmt_import_and_matches_ctranslate2(
+        sp_model, texts, tmp_path, capfd):
+    path = make_package(tmp_path, sp_model, "pre", pre_norm=True, eos_bias=PRE_EOS)
+    out = tmp_path / "bundle"
+    assert nmt_main(["import", str(path), "--out", str(out)]) == 0
+    assert_like_ctranslate2(out, tmp_path / "pre-ct2", sp_model, texts)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["decoding"]["beam_size"] == 4 and manifest["decoding"]["length_penalty"] == 0.2
+    assert manifest["architecture"]["pre_norm"] is True
+    checks = manifest["import_checks"]
+    assert checks["fp32_vs_ctranslate2"]["rate"] == 1.0
+    assert 0.5 <= checks["int8_vs_fp32"]["rate"] <= 1.0
+    assert manifest["variants"]["int8"]["quantization"]["method"] == "static activations"
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "translate-en_de-1_0" in card and "CC0" in card and "pre-norm" in card
+    # int8 translates (its agreement is reported, not required)
+    _, results = ours(out, texts[:8], 1, 1.0, variant="int8")
+    assert all(isinstance(r.text, str) for r in results)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("post-gelu-separate-fp16", dict(pre_norm=False, activation="gelu", shared=False,
+                                     quantization="float16", eos_bias=POST_EOS)),
+    ("pre-gelu-int8", dict(pre_norm=True, activation="gelu", quantization="int8",
+                           eos_bias=PRE_EOS)),
+    ("post-relu-builtin-positions", dict(pre_norm=False, stored_positions=False, seed=3,
+                                         eos_bias=POST_EOS)),
+])
+def test_architecture_variants_match_ctranslate2(name, options, sp_model, texts, tmp_path):
+    path = make_package(tmp_path, sp_model, name, **options)
+    out = argos.import_package(path, tmp_path / "bundle", variants=("fp32",))
+    assert_like_ctranslate2(out, tmp_path / f"{name}-ct2", sp_model, texts)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert vocab["source_tokens"][:4] == fx.SPECIALS  # CTranslate2's order, not SentencePiece's
+    assert (vocab["source_tokens"] == vocab["target_tokens"]) == options.get("shared", True)
+
+
+def test_unknown_pieces_become_unk_as_in_ctranslate2(sp_model, tmp_path):
+    import sentencepiece as spm
+
+    path = make_package(tmp_path, sp_model, "unk")
+    out = argos.import_package(path, tmp_path / "bundle", variants=("fp32",))
+    translator = Translator.from_dir(out, intra_threads=1)
+    tok = translator.tokenizer
+    sp = spm.SentencePieceProcessor(model_file=str(sp_model))
+    dropped = [p for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size()))
+               if p not in tok.vocab and not p.startswith("<")]
+    assert dropped  # the fixture's vocabulary lacks one piece of the model
+    ids = tok.encode([sp.decode_pieces([dropped[0]])])[0]
+    assert tok.unk_id in ids
+    # a token the SentencePiece model lacks decodes as argostranslate decodes it
+    extra = tok.target_ids[fx.EXTRA_TOKEN]
+    surface = sp.decode_pieces([fx.EXTRA_TOKEN]).replace("\u2581", " ").replace("_", " ")
+    assert tok.decode([extra]) == (surface[1:] if surface.startswith(" ") else surface)
+
+
+def _refused(tmp_path: Path, path: Path, capfd) -> str:
+    """The importer's command line, in this process (`nmt import` runs the same in a child)."""
+    assert argos.main([str(path), "--out", str(tmp_path / "refused")]) == 2
+    return capfd.readouterr().err
+
+
+@pytest.mark.parametrize("options, field", [
+    (dict(with_relative_position=True), "relative_position_keys"),
+    (dict(multi_query_attention=True), "multi_query_attention"),
+    (dict(alignment_layer=0, alignment_heads=2), "decoder/alignment_layer"),
+    (dict(layernorm_embedding=True), "layernorm_embedding"),
+])
+def test_what_we_cannot_run_is_refused_naming_the_field(options, field, sp_model, tmp_path,
+                                                        capfd):
+    path = make_package(tmp_path, sp_model, "bad", **options)
+    err = _refused(tmp_path, path, capfd)
+    assert field in err and "cannot be imported" in err
+    assert not (tmp_path / "refused" / "manifest.json").exists()
+
+
+def test_target_prefix_and_bad_dtypes_are_refused(sp_model, tmp_path, capfd):
+    path = make_package(tmp_path, sp_model, "prefix")
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        z.extractall(tmp_path / "unpacked")
+    root = tmp_path / "unpacked" / names[0].split("/")[0]
+    meta = json.loads((root / "metadata.json").read_text())
+    (root / "metadata.json").write_text(json.dumps({**meta, "target_prefix": "__de__"}))
+    assert "target_prefix" in _refused(tmp_path, root, capfd)
+
+    # a model.bin whose weight is int32: the reader names the variable and the dtype
+    binary = tmp_path / "model.bin"
+    name = b"encoder/embeddings_0/weight\0"
+    data = np.arange(6, dtype=np.int32).tobytes()
+    binary.write_bytes(struct.pack("<I", 6) + struct.pack("<H", 16) + b"TransformerSpec\0"
+                       + struct.pack("<II", 7, 1) + struct.pack("<H", len(name)) + name
+                       + struct.pack("<BII", 2, 2, 3) + struct.pack("<BI", 3, len(data)) + data
+                       + struct.pack("<I", 0))
+    model = read_model_bin(binary)
+    with pytest.raises(CT2FormatError, match="encoder/embeddings_0/weight has dtype int32"):
+        model.dequantized("encoder/embeddings_0/weight")
+    binary.write_bytes(binary.read_bytes()[:-10])
+    with pytest.raises(CT2FormatError, match="truncated"):
+        read_model_bin(binary)
+
+
+def test_argos_packages_directory_imports_each_once(sp_model, tmp_path, capfd):
+    installed = tmp_path / "packages"
+    for name, options in (("good", {}), ("bad", dict(with_relative_position=True))):
+        path = make_package(tmp_path, sp_model, name, **options)
+        with zipfile.ZipFile(path) as z:
+            z.extractall(installed / name)
+        (installed / name / "translate-en_de-1_0").rename(installed / f"{name}-pkg")
+        (installed / name).rmdir()
+    meta = json.loads((installed / "bad-pkg" / "metadata.json").read_text())
+    (installed / "bad-pkg" / "metadata.json").write_text(json.dumps({**meta, "to_code": "fr"}))
+    bundles = tmp_path / "bundles"
+    args = ["--argos-packages", str(installed), "--out", str(bundles), "--variants", "fp32"]
+    assert argos.main(args) == 1  # one refusal
+    lines = capfd.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("bad-pkg: refused:") and "relative_position_keys" in lines[0]
+    assert lines[1] == f"good-pkg: imported into {bundles / 'en-de'}"
+    assert (bundles / "en-de" / "manifest.json").is_file()
+    assert argos.main(args) == 1
+    lines = capfd.readouterr().out.strip().splitlines()
+    assert "skipped, already imported" in lines[1]
+
+
+def test_default_package_directory_follows_argos_settings(monkeypatch, tmp_path):
+    monkeypatch.delenv("ARGOS_PACKAGES_DIR", raising=False)
+    monkeypatch.delenv("SNAP", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert argos.argos_packages_dir() == tmp_path / "argos-translate" / "packages"
+    monkeypatch.setenv("ARGOS_PACKAGES_DIR", str(tmp_path / "elsewhere"))
+    assert argos.argos_packages_dir() == tmp_path / "elsewhere"
+
+
+def test_argostranslate_loader_accepts_the_test_packages(sp_model, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("argostranslate") is None:
+        pytest.skip("argostranslate is not installed (it installs with `pip install --no-deps "
+                    "argostranslate`; its own dependencies would pull in torch)")
+    path = make_package(tmp_path, sp_model, "loader")
+    env = {**os.environ, **{k: str(tmp_path / k) for k in ("XDG_DATA_HOME", "XDG_CONFIG_HOME",
+                                                            "XDG_CACHE_HOME")}}
+    env.pop("ARGOS_PACKAGES_DIR", None)
+    # unpacked as install_from_path does (which also imports the translator and its
+    # sentence splitter, stanza, absent here), then read by the package loader
+    code = ("import sys, zipfile; from pathlib import Path; import argostranslate.package as p;"
+            "from argostranslate import settings;"
+            "zipfile.ZipFile(sys.argv[1]).extractall(settings.package_data_dir);"
+            "(pkg,) = p.get_installed_packages();"
+            "print(pkg.from_code, pkg.to_code, pkg.package_version,"
+            " pkg.tokenizer.encode('the red car')[:2])")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import sentencepiece as spm
+
+    pieces = spm.SentencePieceProcessor(model_file=str(sp_model)).encode("the red car",
+                                                                         out_type=str)
+    assert done.stdout.strip() == f"en de 1.0 {pieces[:2]}"
+    installed = tmp_path / "XDG_DATA_HOME" / "argos-translate" / "packages"
+    (unpacked,) = installed.iterdir()
+    out = argos.import_package(unpacked, tmp_path / "bundle", variants=("fp32",))
+    assert (out / "manifest.json").is_file()
+
+
+def test_imported_package_is_served_on_both_apis(tiny_bundle, sp_model, texts, tmp_path):
+    import httpx
+
+    from app.config import Settings
+    from app.main import create_app
+    from tests.app.fakes import running
+
+    models = tmp_path / "models"
+    models.mkdir()
+    shutil.copytree(tiny_bundle, models / "en-de")
+    fx_texts = texts[:3]
+    path = make_package(tmp_path, sp_model, "served", eos_bias=PRE_EOS, codes=("fr", "es"))
+    argos.import_package(path, variants=("fp32",), out=models / "fr-es")
+    translator, expected = ours(models / "fr-es", fx_texts, 4, 0.2)
+    app = create_app(Settings(models_dir=models, threads=1, max_wait_ms=2))
+    with running(app) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        r = client.post("/v1/translate", json={"text": fx_texts, "source": "fr", "target": "es"})
+        assert r.status_code == 200, r.text
+        assert [t["text"] for t in r.json()["translations"]] == [e.text.strip() for e in expected]
+        r = client.post("/translate", json={"q": fx_texts[0], "source": "fr", "target": "es"})
+        assert r.status_code == 200, r.text
+        assert r.json()["translatedText"] == expected[0].text.strip()
+        langs = {x["code"] for x in client.get("/languages").json()}
+        assert {"fr", "es", "en", "de"} <= langs
