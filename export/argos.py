@@ -248,7 +248,8 @@ def build_checkpoint(package: Package, checkpoint: Path) -> dict[str, Any]:
             "argos_version": package.metadata.get("argos_version", ""),
             "licence": licence(package),
             "ctranslate2_spec": f"{ct2.spec} revision {ct2.revision} (binary {ct2.binary_version})",
-            "stored_dtypes": ", ".join(sorted(set(ct2.dtypes.values()))),
+            "weight_dtypes": ", ".join(sorted({t for n, t in ct2.dtypes.items()
+                                               if ct2.variables[n].ndim >= 2})),
             "vocabulary": "shared" if shared else "source and target",
         },
         "source_lang": package.from_code,
@@ -344,7 +345,8 @@ def import_package(path: Path, out: Path | None = None, variants: tuple[str, ...
         checkpoint = Path(tmp) / "imported.pt"
         try:
             recipe = build_checkpoint(package, checkpoint)
-        except (UnsupportedCT2Model, CT2FormatError) as exc:
+        except (UnsupportedCT2Model, CT2FormatError, json.JSONDecodeError,
+                UnicodeDecodeError) as exc:
             raise ImportRefused(f"{package.model_dir}: {exc}") from None
         if out.exists() and any(out.iterdir()) and not (out / "manifest.json").is_file():
             raise ImportRefused(f"{out}: exists and is not a bundle; choose another --out")

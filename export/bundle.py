@@ -383,6 +383,21 @@ def _provenance_rows(source: dict[str, Any] | None) -> list[str]:
     return [*rows, ""]
 
 
+def _import_check_rows(checks: dict[str, Any] | None) -> list[str]:
+    """An imported bundle's agreement checks (export.argos fills `import_checks`)."""
+    if not checks:
+        return []
+    rows = ["## Import checks", "", f"On {checks.get('texts')}:", ""]
+    names = {"int8_vs_fp32": "int8 against fp32",
+             "fp32_vs_ctranslate2": "fp32 against CTranslate2 on the package's model"}
+    for key, label in names.items():
+        found = checks.get(key)
+        if found:
+            rows.append(f"- {label}, {found['decoding']}: {found['identical']} of "
+                        f"{found['sentences']} translations identical ({found['rate']:.1%})")
+    return [*rows, ""]
+
+
 def _tuning_rows(tuning: dict[str, Any] | None) -> list[str]:
     """How the default length penalty was chosen (python -m export.evaluate
     --tune-length-penalty), when it was."""
@@ -418,6 +433,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         + ", exported to ONNX with an incremental KV-cache decoder.",
         "",
         *_provenance_rows(manifest.get("imported_from")),
+        *_import_check_rows(manifest.get("import_checks")),
         "## Architecture",
         "",
         f"- {a['n_encoder_layers']} encoder + {a['n_decoder_layers']} decoder layers, "

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.argos import fill_random, opennmt_positions
+
 SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]  # OpenNMT-py's order
 EXTRA_TOKEN = "\u2581zzqx"  # in the vocabulary, not in the SentencePiece model
 D_MODEL, HEADS, D_FF, LAYERS = 32, 4, 64, 2
-GAIN = 4.0  # weights larger than an initialisation, so outputs depend on the input
 
 
 def vocabulary(sp_model: Path, seed: int, drop: int = 1) -> list[str]:
@@ -33,60 +34,6 @@ def vocabulary(sp_model: Path, seed: int, drop: int = 1) -> list[str]:
               if not sp.is_control(i) and not sp.is_unknown(i)]
     random.Random(seed).shuffle(pieces)
     return SPECIALS + pieces[drop:] + [EXTRA_TOKEN]
-
-
-def _fill(spec, rng: np.random.Generator, sizes: dict[str, int]) -> None:
-    """Random values for every weight the spec leaves unset, shaped by its scope name."""
-    from ctranslate2.specs import model_spec
-
-    d = D_MODEL
-
-    def shape(name: str) -> tuple[int, ...] | None:
-        parts = name.split("/")
-        leaf, owner = parts[-1], "/".join(parts[:-1])
-        if leaf in ("gamma", "beta"):
-            return (d,)
-        if leaf.startswith("relative_position_"):  # (2 x max distance + 1, head size)
-            return (17, d // HEADS)
-        if "embeddings" in owner:
-            return (sizes["source" if name.startswith("encoder") else "target"], d)
-        if owner.endswith("projection"):
-            return (sizes["target"], d) if leaf == "weight" else None
-        out_in = {"self_attention/linear_0": (3 * d, d), "self_attention/linear_1": (d, d),
-                  "attention/linear_0": (d, d), "attention/linear_1": (2 * d, d),
-                  "attention/linear_2": (d, d), "ffn/linear_0": (D_FF, d),
-                  "ffn/linear_1": (d, D_FF)}
-        for key, (o, i) in out_in.items():
-            if owner.endswith(key):
-                return (o, i) if leaf == "weight" else (o,) if leaf == "bias" else None
-        return None
-
-    def fn(layer, name, value):
-        leaf = name.split("/")[-1]
-        if not (value is None or (leaf == "bias" and value == model_spec.OPTIONAL)):
-            return
-        dims = shape(name)
-        if dims is None:
-            return
-        if leaf == "gamma":
-            array = 1.0 + 0.2 * rng.standard_normal(dims)
-        elif leaf in ("beta", "bias"):
-            array = 0.2 * rng.standard_normal(dims)
-        else:
-            array = GAIN * rng.standard_normal(dims) / np.sqrt(dims[-1])
-        setattr(layer, leaf, array.astype(np.float32))
-
-    model_spec.visit_spec(spec, fn)
-
-
-def opennmt_positions(n: int, d: int) -> np.ndarray:
-    """OpenNMT-py's sinusoidal table (sin on even, cos on odd dimensions), which its
-    CTranslate2 converter stores in the model."""
-    position = np.arange(n, dtype=np.float32)[:, None]
-    inv = np.exp(np.arange(0, d, 2, dtype=np.float32) * -(np.log(10000.0) / d))
-    table = np.zeros((n, d), np.float32)
-    table[:, 0::2], table[:, 1::2] = np.sin(position * inv), np.cos(position * inv)
-    return table
 
 
 def build_ct2_model(out: Path, sp_model: Path, *, pre_norm: bool = True,
@@ -103,7 +50,8 @@ def build_ct2_model(out: Path, sp_model: Path, *, pre_norm: bool = True,
     source = vocabulary(sp_model, seed)
     target = source if shared else vocabulary(sp_model, seed + 1, drop=2)
     rng = np.random.default_rng(seed)
-    _fill(spec, rng, {"source": len(source), "target": len(target)})
+    fill_random(spec, rng, {"source": len(source), "target": len(target), "d_model": D_MODEL},
+                D_FF, HEADS)
     if shared:  # one matrix: CTranslate2 stores it once, the others as aliases
         spec.decoder.embeddings.weight = spec.encoder.embeddings[0].weight
     spec.decoder.projection.weight = spec.decoder.embeddings.weight
