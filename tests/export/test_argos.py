@@ -310,3 +310,15 @@ def test_imported_package_is_served_on_both_apis(tiny_bundle, sp_model, texts, t
         assert r.json()["translatedText"] == expected[0].text.strip()
         langs = {x["code"] for x in client.get("/languages").json()}
         assert {"fr", "es", "en", "de"} <= langs
+
+
+def test_bare_ctranslate2_directory_needs_the_sentencepiece_model_and_languages(
+        sp_model, tmp_path, capfd):
+    model_dir = fx.build_ct2_model(tmp_path / "bare", sp_model)
+    assert argos.main([str(model_dir), "--out", str(tmp_path / "b")]) == 2
+    assert "--sp-model" in capfd.readouterr().err
+    out = argos.import_package(model_dir, tmp_path / "b", variants=("fp32",), sp_model=sp_model,
+                               source_lang="it", target_lang="pt")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["source_lang"], manifest["target_lang"]) == ("it", "pt")
+    assert manifest["imported_from"]["format"] == "ctranslate2"
