@@ -162,7 +162,7 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def worker(engine: str, work: Path, threads: int) -> dict:
+def worker(engine: str, work: Path, threads: int, workers: int = 0) -> dict:
     """One engine's measurements, in this process."""
     sentences = json.loads((work / "texts.json").read_text())
     limit = int(10 + 1.5 * SOURCE_TOKENS)
@@ -171,12 +171,13 @@ def worker(engine: str, work: Path, threads: int) -> dict:
 
         from app.engine import Translator
 
-        translator = Translator.from_dir(work / "bundle", variant="int8", intra_threads=threads)
+        translator = Translator.from_dir(work / "bundle", variant="int8", intra_threads=threads,
+                                         workers=workers)
         base = replace(translator.default_options, length_penalty=1.0)
 
         def run(batch: list[str], beam: int) -> int:
             out = translator.translate_batch(batch, replace(base, beam_size=beam))
-            return sum(len(r.tokens) + 1 for r in out)
+            return sum(len(r.tokens) for r in out)
     else:
         import ctranslate2
         import sentencepiece as spm
@@ -188,8 +189,8 @@ def worker(engine: str, work: Path, threads: int) -> dict:
         def run(batch: list[str], beam: int) -> int:
             out = peer.translate_batch([sp.encode(t, out_type=str) for t in batch],
                                        beam_size=beam, max_batch_size=32,
-                                       max_decoding_length=limit - 1, min_decoding_length=0)
-            return sum(len(r.hypotheses[0]) + 1 for r in out)  # EOS or the limit's last token
+                                       max_decoding_length=limit, min_decoding_length=0)
+            return sum(len(r.hypotheses[0]) for r in out)
 
     run(sentences[:4], 1)
     run(sentences[:4], 4)
@@ -226,9 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=64)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--worker", choices=["ours", "ct2"], help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=int, default=0,
+                   help="our engine's decode lanes (0: its default for the threads)")
     args = p.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.work, args.threads)))
+        print(json.dumps(worker(args.worker, args.work, args.threads, args.workers)))
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     if not (args.work / "bundle" / "manifest.json").is_file():
@@ -249,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         found = {}
         for engine in ("ours", "ct2") if round_ % 2 == 0 else ("ct2", "ours"):
             done = subprocess.run([sys.executable, "-m", "bench.argos", "--work", str(args.work),
-                                   "--threads", str(args.threads), "--worker", engine],
+                                   "--threads", str(args.threads), "--worker", engine,
+                                   "--workers", str(args.workers)],
                                   capture_output=True, text=True, env=env, check=True)
             found[engine] = json.loads(done.stdout.strip().splitlines()[-1])
         ours, ct2 = found["ours"], found["ct2"]
