@@ -440,7 +440,10 @@ def import_all(root: Path, bundles: Path, variants: tuple[str, ...], out=None) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="nmt import", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="nmt import", description=__doc__.splitlines()[0],
+        epilog="A Transformers Marian (OPUS-MT) directory given to `nmt import` goes to "
+               "export.marian instead (python -m export.marian --help). See docs/import.md.")
     p.add_argument("path", nargs="?", type=Path,
                    help=".argosmodel file, unpacked Argos package, or CTranslate2 directory")
     p.add_argument("--argos-packages", nargs="?", const=argos_packages_dir(), type=Path,
