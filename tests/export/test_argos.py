@@ -212,13 +212,8 @@ def test_target_prefix_and_bad_dtypes_are_refused(sp_model, tmp_path, capfd):
     assert "target_prefix" in _refused(tmp_path, root, capfd)
 
     # a model.bin whose weight is int32: the reader names the variable and the dtype
-    binary = tmp_path / "model.bin"
-    name = b"encoder/embeddings_0/weight\0"
-    data = np.arange(6, dtype=np.int32).tobytes()
-    binary.write_bytes(struct.pack("<I", 6) + struct.pack("<H", 16) + b"TransformerSpec\0"
-                       + struct.pack("<II", 7, 1) + struct.pack("<H", len(name)) + name
-                       + struct.pack("<BII", 2, 2, 3) + struct.pack("<BI", 3, len(data)) + data
-                       + struct.pack("<I", 0))
+    binary = _model_bin(tmp_path / "model.bin", [
+        ("encoder/embeddings_0/weight", 3, np.arange(6, dtype=np.int32).reshape(2, 3))])
     model = read_model_bin(binary)
     with pytest.raises(CT2FormatError, match="encoder/embeddings_0/weight has dtype int32"):
         model.dequantized("encoder/embeddings_0/weight")
@@ -327,3 +322,36 @@ def test_bare_ctranslate2_directory_needs_the_sentencepiece_model_and_languages(
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["source_lang"], manifest["target_lang"]) == ("it", "pt")
     assert manifest["imported_from"]["format"] == "ctranslate2"
+
+
+def _model_bin(path: Path, variables: list[tuple[str, int, np.ndarray]]) -> Path:
+    """A model.bin (binary version 6) of (name, dtype id, array) variables, no aliases."""
+    def string(text: str) -> bytes:
+        data = text.encode() + b"\0"
+        return struct.pack("<H", len(data)) + data
+
+    out = struct.pack("<I", 6) + string("TransformerSpec") + struct.pack("<II", 7, len(variables))
+    for name, type_id, array in variables:
+        raw = array.tobytes()
+        out += string(name) + struct.pack("<B", array.ndim)
+        out += struct.pack(f"<{array.ndim}I", *array.shape)
+        out += struct.pack("<BI", type_id, len(raw)) + raw
+    path.write_bytes(out + struct.pack("<I", 0))
+    return path
+
+
+def test_reader_dequantizes_bfloat16_int16_and_int8(tmp_path):
+    x = np.array([[1.5, -2.25], [0.125, 3.0]], np.float32)
+    bf16 = (x.view(np.uint32) >> 16).astype(np.uint16)  # these values are exact in bfloat16
+    q8 = np.array([[10, -20, 30], [1, 2, -3]], np.int8)
+    model = read_model_bin(_model_bin(tmp_path / "model.bin", [
+        ("a", 5, bf16),
+        ("b", 2, np.array([100, -300], np.int16)), ("b_scale", 0, np.array(50.0, np.float32)),
+        ("c", 1, q8), ("c_scale", 0, np.array([10.0, 2.0], np.float32)),
+        ("d", 4, x.astype(np.float16)),
+    ]))
+    np.testing.assert_array_equal(model.dequantized("a"), x)
+    np.testing.assert_allclose(model.dequantized("b"), [2.0, -6.0])
+    np.testing.assert_allclose(model.dequantized("c"), q8 / np.array([[10.0], [2.0]]))
+    np.testing.assert_array_equal(model.dequantized("d"), x)
+    assert (model.spec, model.revision, model.dtypes["a"]) == ("TransformerSpec", 7, "bfloat16")
