@@ -109,6 +109,11 @@ class Settings(BaseSettings):
     max_file_chars: int = Field(
         1_000_000, ge=1, description="Characters to translate in a document at most."
     )
+    file_timeout: float = Field(
+        300.0, gt=0, description="Seconds a synchronous /translate_file may take (reading, "
+        "translating, rebuilding, keeping the file) before a 504; its work stops then. Larger "
+        "documents belong in document jobs (/v1/documents), which have none.",
+    )
     # document jobs (/v1/documents)
     jobs_dir: Path | None = Field(
         None, description="Where document jobs keep their database and files (default: "

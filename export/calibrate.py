@@ -198,7 +198,7 @@ def calibrate(bundle_dir: Path, sentences: Path, limit: int = 1000,
     """Quantize the bundle's int8 graphs again from its fp32 ones, with fixed activation scales
     measured on the first `limit` non-empty lines of `sentences`; returns the new int8 entry."""
     from app.engine.bundle import file_entry, load_bundle
-    from export.bundle import save_manifest
+    from export.bundle import save_manifest, share_variant
 
     texts = [line.strip() for line in sentences.read_text(encoding="utf-8").splitlines()
              if line.strip()][:limit]
@@ -211,6 +211,8 @@ def calibrate(bundle_dir: Path, sentences: Path, limit: int = 1000,
     for graph in ("encoder", "decoder"):
         make_static(bundle_dir / entry[graph]["file"], ranges)
         entry[graph] = file_entry(bundle_dir, entry[graph]["file"])
+    if "weights" in entry:  # make_static wrote the weights back into the graphs
+        share_variant(bundle_dir, entry, "int8")
     entry["quantization"].update(
         method="static activations",
         calibration={"sentences": sentences.name, "count": len(texts), "search": "greedy",
