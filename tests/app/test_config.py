@@ -125,3 +125,12 @@ def test_a_renamed_setting_is_still_read_by_its_first_name(monkeypatch):
     assert settings_from_args(["--no-lane-processes"]).worker_processes is False
     usage = build_parser().format_usage()
     assert "--worker-processes" in usage and "--lane-processes" not in usage  # taken, not shown
+
+
+def test_every_setting_is_documented():
+    """docs/configuration.md has a row for every setting: its variable and its flag."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = [name for name in Settings.model_fields
+               if f"`NMT_{name.upper()}`" not in doc or f"--{name.replace('_', '-')}`" not in doc
+               and f"--[no-]{name.replace('_', '-')}`" not in doc]
+    assert missing == []
