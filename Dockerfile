@@ -42,7 +42,7 @@ RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
     if [ -s /run/secrets/pipenv ]; then set -a; . /run/secrets/pipenv; set +a; fi; \
     pip install --no-deps . ; \
     pip check; \
-    python -c "import app.main, onnxruntime, sentencepiece"; \
+    python -c "import app.http.app, onnxruntime, sentencepiece"; \
     if python -c "import torch" 2>/dev/null; then echo "torch must not be installed" >&2; exit 1; fi
 
 # --- runtime: the venv, the shipped bundles, a non-root user --------------------------------

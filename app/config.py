@@ -5,6 +5,7 @@ List settings (API keys, CORS origins) are read from the environment as comma-se
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,6 +14,9 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# settings renamed since they were released: first name -> name. The first name is still read,
+# as a keyword, an NMT_ variable and a flag, so existing deployments keep working.
+RENAMED = {"lane_processes": "worker_processes"}
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # scheme://, e.g. an http(s), s3 or file URL
 
 
@@ -40,21 +44,23 @@ class Settings(BaseSettings):
     provider: Literal["cpu", "cuda"] = Field("cpu", description="ONNX Runtime execution provider.")
     threads: int = Field(0, ge=0, description="ONNX Runtime intra-op threads (0 = its default).")
     workers: int = Field(
-        0, ge=0, description="Decode lanes: running batches decoded side by side, each on its own "
-        "thread with one-thread sessions (0 = one per core, at most max_batch_size / 16; 1 on "
-        "CUDA). The batch size cap and token budget are shared out among them.",
+        0, ge=0, description="Decode workers: running batches decoded side by side, each on its "
+        "own thread (or worker process) with single-thread sessions (0 = one per core, at most "
+        "max_batch_size / 16; 1 on CUDA). The batch size cap and token budget are shared out "
+        "among them.",
     )
     processes: int = Field(
         0, ge=0, description="Server processes behind the one port, each with its own event "
-        "loop, its share of the decode lanes and queue, and a spare lane per other process for "
-        "when they idle; each new connection goes to the one with the fewest (app.processes). "
-        "0 = one per decode lane: per core, at most max_batch_size / 16 (so NMT_THREADS=1 "
-        "keeps one; 1 on CUDA).",
+        "loop, its share of the decode workers and queue, and a spare decode worker per other "
+        "process for when they idle; each new connection goes to the one with the fewest "
+        "(app.serving). 0 = one per decode worker: per core, at most max_batch_size / 16 (so "
+        "NMT_THREADS=1 keeps one; 1 on CUDA).",
     )
-    lane_processes: bool = Field(
-        True, description="Run the decode lanes in processes of their own (CPU, two lanes or "
-        "more), so they never wait for the event loop at Python's GIL: at 32 clients on 2 cores "
-        "the lanes got 0.82 of a core each as threads. Costs one bundle's memory per lane.",
+    worker_processes: bool = Field(
+        True, description="Run the decode workers as worker processes (CPU, two decode "
+        "workers or more), so they never wait for the event loop at Python's GIL. Costs one "
+        "bundle's memory per worker process. Its first name, lane_processes "
+        "(NMT_LANE_PROCESSES, --lane-processes), is still read.",
     )
     variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
@@ -84,7 +90,7 @@ class Settings(BaseSettings):
     max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
     protect_spans: bool = Field(
         True, description="Keep placeholders, inline tags, URLs and e-mail addresses of plain "
-        "text away from the model and put them back unchanged (app.protect).",
+        "text away from the model and put them back unchanged (app.text.protect).",
     )
     # documents (LibreTranslate /translate_file)
     files_translation: bool = Field(True, description="Serve /translate_file.")
@@ -141,6 +147,26 @@ class Settings(BaseSettings):
     grace_period: float = Field(
         20.0, ge=0, description="Seconds to finish in-flight work after SIGTERM."
     )
+
+    def __init__(self, **values: object) -> None:
+        # a renamed setting's first name as a keyword (a flag, a caller): the same as its name
+        for first, name in RENAMED.items():
+            if first in values:
+                given = values.pop(first)
+                values.setdefault(name, given)
+        super().__init__(**values)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_names(cls, data: object) -> object:
+        """A renamed setting's first NMT_ variable (RENAMED) counts when neither its name (as a
+        keyword or variable) is given: the settings sources read only the new name."""
+        if isinstance(data, dict):
+            for first, name in RENAMED.items():
+                given = os.environ.get(f"NMT_{first.upper()}")
+                if given is not None and name not in data:
+                    data[name] = given
+        return data
 
     @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import RENAMED, Settings
 
 if TYPE_CHECKING:
-    from app.processes import Peers
+    from app.serving.peers import Peers
 
 log = logging.getLogger("app.server")
 
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{field.description or ''} [NMT_{name.upper()}, default {shown}]",
             **_argument(field.annotation),
         )
+    for first, name in RENAMED.items():  # a renamed setting's first flag, still taken
+        parser.add_argument("--" + first.replace("_", "-"), dest=first, default=None,
+                            help=argparse.SUPPRESS,
+                            **_argument(Settings.model_fields[name].annotation))
     return parser
 
 
@@ -118,21 +122,22 @@ def serve_main(argv: list[str] | None = None) -> int:
         return 2
     logging.config.dictConfig(log_config(settings))
     warn_if_exposed(settings)
-    from app.processes import process_count, supervise
+    from app.serving.supervisor import process_count, supervise
 
     count = process_count(settings)
     if count > 1:
-        return supervise(settings, count)
+        return supervise(settings, count, run_server)
     return run_server(settings)
 
 
 def run_server(settings: Settings, peers: Peers | None = None,
                channel: socket.socket | None = None) -> int:
-    """One server process: its own listening socket, or (`channel`, under app.processes) the
+    """One server process: its own listening socket, or (`channel`, under app.serving.supervisor)
+    the
     connections its supervisor hands over."""
     import uvicorn
 
-    from app.main import create_app
+    from app.http.app import create_app
 
     if peers is not None:
         logging.config.dictConfig(log_config(settings))
@@ -188,7 +193,7 @@ def _receive_connections(server: Any, channel: socket.socket, peers: Peers) -> N
     """Serve each connection the supervisor sends over `channel` (one descriptor a message);
     count the closed ones in `peers.closed` (the supervisor balances on them). The supervisor
     gone (end of file), the server stops."""
-    from app.processes import HEARTBEAT
+    from app.serving.supervisor import HEARTBEAT
 
     loop = asyncio.get_running_loop()
     config = server.config

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--worker", choices=["ours", "ct2"], help=argparse.SUPPRESS)
     p.add_argument("--workers", type=int, default=0,
-                   help="our engine's decode lanes (0: its default for the threads)")
+                   help="our engine's decode workers (0: its default for the threads)")
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.work, args.threads, args.workers)))

@@ -100,9 +100,9 @@ class _Builder:
         pre-norm (residual: the model's ResidualNorm at `path`)."""
         if residual.pre_norm:
             return self.op("Add", [x, out])
-        # standard Add + LayerNormalization: ONNX Runtime's fused SkipLayerNormalization CPU
-        # kernel took 88 us for 52 rows of 256 on one thread, these two 23 us (the CPU sessions
-        # keep them apart; other providers may fuse them)
+        # standard Add + LayerNormalization: quicker than ONNX Runtime's fused
+        # SkipLayerNormalization CPU kernel (the CPU sessions keep them apart; other providers
+        # may fuse them)
         return self.norm(self.op("Add", [x, out]), residual.norm, f"{path}.norm")
 
     def feed_forward(self, x: str, layer, path: str, activation: str) -> str:
@@ -148,15 +148,14 @@ def block_top_k(g: _Builder, scores: str, vocab: int, k: str, outputs: tuple[str
     """outputs = (values, ids) of the k best entries of each row of scores (R, V), best first and
     the lower id first among equal values: the same as one TopK node, found in two stages.
 
-    ONNX Runtime's TopK scans a row one entry at a time (136 us for 16 rows of 8,000 on one
-    thread, even for k = 1), while ReduceMax is vectorized (20 us). So: the row is cut into
+    ONNX Runtime's TopK scans a row one entry at a time (even for k = 1), while ReduceMax is
+    vectorized. So: the row is cut into
     blocks of TOP_K_BLOCK entries (padded with -inf), the k blocks with the highest maxima are
     found (a TopK over V / TOP_K_BLOCK values), and a TopK over their k x TOP_K_BLOCK entries
     gives the result. Each of the k best entries lies in one of those blocks: a block ranked
     below k others has k entries (their maxima) ranked above its own best. Taking the chosen
-    blocks in ascending order keeps ties resolved by the lower id. Measured alone on one thread,
-    log-softmax included: 16 rows, k = 1: 229 -> 112 us; 64 rows, k = 8: 734 -> 510 us; 1 row:
-    25 -> 27 us."""
+    blocks in ascending order keeps ties resolved by the lower id. Quicker for batches, the same
+    for one row (BENCHMARKS.md)."""
     blocks = -(-vocab // TOP_K_BLOCK)
     if blocks * TOP_K_BLOCK > vocab:  # pad the row to whole blocks with -inf
         pads = g.const("top_k_pads", np.array([0, 0, 0, blocks * TOP_K_BLOCK - vocab]))

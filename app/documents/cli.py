@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from app.documents import DocumentError, format_of, translate_document
-from app.text import fits_engine
+from app.text.segment import fits_engine
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

@@ -1,8 +1,8 @@
 """A single sentence decoded in one ONNX Runtime call: the step graph inside an ONNX `Loop`.
 
 A sentence translated alone spends a share of its time between decoder steps: the search's
-numpy and Python work, the session call, the I/O binding of a new state. Measured on the shipped
-int8 model (2 cores, batch-1 greedy, 100 test sentences): about 1.5 ms of 8-9 ms. Here the whole
+numpy and Python work, the session call, the I/O binding of a new state: a sizeable share of a
+short sentence's time (BENCHMARKS.md). Here the whole
 search runs inside ONNX Runtime: the bundle's step graph becomes the body of a `Loop` whose
 loop-carried values are the last tokens, the running scores and the key/value cache, and whose
 scan outputs record what each step chose. Python then only rebuilds the hypotheses from those
@@ -21,9 +21,8 @@ the bit:
   `Gather` then expands.
 
 The cache starts empty and grows by one position a step (GroupQueryAttention's present output,
-copying the past), so the reorder copies only the positions in use. Measured on the shipped
-int8 model, one thread, a loop of T steps: greedy about 300 us a step against 357 us through
-the step path's session call (no fixed cost: T = 1 took 346 us); beam 4 about 580 us a step.
+copying the past), so the reorder copies only the positions in use; a loop step costs less
+than a step through the step path's session call, with no fixed cost per call.
 
 The graphs are made for one bundle when a session is created; the bundle's files are unchanged.
 """
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine.kernels import DOMAIN, WALK_OP  # the library's domain, beam_walk.cc's op
+from app.engine.kernels.rewrite import DOMAIN, WALK_OP  # the library's domain, beam_walk.cc's op
 from app.engine.search import Hypothesis, ranked
 from app.engine.specialize import read_graph
 
@@ -53,11 +52,9 @@ def fusable(path: str | Path | onnx.GraphProto) -> bool:
     """Whether the fused search pays for the step graph at path (or this parsed graph): where its
     matrix products take
     int8 weights (INT8_PRODUCTS). Inside a Loop body ONNX Runtime does not pre-pack the weights
-    that the body reads from the outer graph, so each call packs them. Measured on the shipped
-    decoder (one thread, 30 steps, one session): int8 8.95 ms and 12 MiB for the session
-    (against 8.67 ms and 36 MiB with the weights moved into the body, where they are packed
-    once, and 27 MiB for a step-graph session); fp32 22.3 ms and 63 MiB, or 17.3 ms and 95 MiB
-    in the body, so float weights stay with the step path."""
+    that the body reads from the outer graph, so each call packs them: cheap for int8 weights
+    (and less memory than packing them once), too slow for float weights, which stay with the
+    step path (measured on the shipped decoder; BENCHMARKS.md)."""
     return any(n.op_type in INT8_PRODUCTS for n in read_graph(path).node)
 
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from app.engine import kernels
 from app.engine.bundle import ENCODER_NAMES, BundleError, graph_names
 from app.engine.fused import beam_loop, fusable, greedy_loop
+from app.engine.kernels import rewrite, runtime
 from app.engine.specialize import by_source_length, read_graph, specializable
 from app.engine.step import StepDecoder
 
@@ -39,10 +39,8 @@ OPTIMIZATION_LEVELS = {  # names of onnxruntime.GraphOptimizationLevel members
     "all": "ORT_ENABLE_ALL",
 }
 M_MMAP_THRESHOLD = -3  # mallopt parameter (glibc malloc.h)
-# Blocks over this size are mmap'd (see return_large_frees_to_the_os). Measured on 2 cores
-# (AVX-512 machine, shipped int8 model, 500 test sentences, two lanes, 5 alternating runs each,
-# medians): 128 KiB 14,304 / 4,445 greedy / beam-4 tok/s, peak RSS 292 MiB; 1 MiB 14,691 /
-# 4,754, 304 MiB; 2 MiB 14,820 / 4,619, 319 MiB; glibc's own (dynamic) 350 MiB in 3 runs.
+# Blocks over this size are mmap'd (see return_large_frees_to_the_os): of the thresholds
+# measured (BENCHMARKS.md), the one with nearly the lowest peak memory at nearly the best speed.
 MMAP_THRESHOLD = 1024 * 1024
 _NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
 
@@ -52,20 +50,17 @@ class SessionConfig:
     """provider: "cpu" or "cuda"; threads 0 = ONNX Runtime's default (one per physical core).
     small_rows: on the CPU, decoder steps of at most this many rows run on a one-thread copy of
     the decoder session, because handing each small op to other threads costs more than it saves
-    (on 2 cores a batch-1 greedy step took 0.82 ms with 2 threads, 0.43 ms with 1); 0 = off.
+    (a batch-1 step is quicker on one thread than on two); 0 = off.
     spinning: ONNX Runtime's idle intra-op threads busy-wait for the next op. Off by default:
     between decoder steps the search (numpy) and the server's request handling need those
-    cores; measured on 2 cores, spinning off made offline beam-4 translation 9 % faster and
-    halved the server's CPU time per request (88 -> 47 ms at 32 clients). Where on, the
-    threads stop spinning when a call ends (`session.force_spinning_stop`): the fused beam
-    search's still-spinning threads slowed the next sentence's encoder from 0.90-0.97 to
-    1.3-1.9 ms; stopping them made the batch-1 beam-4 p50 quicker in 10 of 12 alternating
-    passes of 100 test sentences (median 12.75 against 13.37 ms; outputs the same).
-    workers: decode lanes on the CPU (see `decode_workers`); 0 = one per core.
+    cores (offline translation is quicker and the server spends less CPU a request without
+    it). Where on, the threads stop spinning when a call ends
+    (`session.force_spinning_stop`): still-spinning threads of the fused beam search slowed the
+    next sentence's encoder (BENCHMARKS.md has the measurements).
+    workers: decode workers on the CPU (see `decode_workers`); 0 = one per core.
     cross_by_length: on the CPU, decoder steps attend over each sentence's own source length
-    (app.engine.specialize) instead of the batch's longest; measured on 2 cores (shipped int8
-    model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
-    wall time, greedy -11 to -28 %; length-sorted batches within noise.
+    (app.engine.specialize) instead of the batch's longest: quicker on batches of mixed lengths,
+    as a service's are, and within noise on length-sorted ones (BENCHMARKS.md).
     fused: on the CPU, a sentence translated alone runs its whole search in one ONNX Runtime
     call (app.engine.fused) instead of one call per step: None = where the graphs' matrix
     products take int8 weights (app.engine.fused.fusable: there it is quicker and lighter),
@@ -93,24 +88,25 @@ class SessionConfig:
             raise ValueError("thread counts, small_rows and workers must be >= 0")
 
 
-LANE_SENTENCES = 16  # automatic lanes keep at least this many sentences each in a full batch
+# automatic decode workers keep at least this many sentences each in a full batch
+WORKER_SENTENCES = 16
 
 
 def decode_workers(config: SessionConfig, max_batch_size: int) -> int:
-    """How many decode lanes (running batches on their own threads) a translator uses.
+    """How many decode workers (running batches on their own threads) a translator uses.
 
-    On the CPU a lane runs one-thread sessions, and lanes run side by side, each on a core: the
-    ops of one decoder step are small (a few rows), so two threads splitting each op wait on each
-    other at every op, while two lanes never wait. Measured on 2 cores (shipped int8 model, 500
-    sentences): 2 lanes of 16 sentences against 1 batch of 32 on 2 threads, 1.3-1.5x the greedy
-    and beam-4 throughput. `config.workers` when set; else one per core (the intra-op thread
-    count when set), with at least LANE_SENTENCES sentences per lane; 1 on CUDA."""
+    On the CPU a decode worker runs single-thread sessions, and decode workers run side by side,
+    each on a core: the ops of one decoder step are small (a few rows), so two threads splitting
+    each op wait on each other at every op, while two decode workers never wait (more throughput
+    than one batch on two threads: BENCHMARKS.md). `config.workers` when set; else one per core
+    (the intra-op thread count when set), with at least WORKER_SENTENCES sentences per decode
+    worker; 1 on CUDA."""
     if config.provider != "cpu":
         return 1
     if config.workers:
         return config.workers
     cores = config.intra_op_threads or len(os.sched_getaffinity(0))
-    return max(1, min(cores, max_batch_size // LANE_SENTENCES))
+    return max(1, min(cores, max_batch_size // WORKER_SENTENCES))
 
 
 def execution_providers(provider: str) -> list[str]:
@@ -132,11 +128,10 @@ def return_large_frees_to_the_os() -> None:
     """Make glibc serve every allocation over MMAP_THRESHOLD by mmap, so the decoder's cache
     buffers go back to the OS when freed. By default glibc raises that threshold (up to 32 MiB)
     after the first large frees, and later buffers of a few MiB come from the heap, which keeps
-    them: measured on the shipped model, two passes of 500 sentences peaked at 440 MiB with the
-    default and 310 MiB with a threshold of 128 KiB. Below the threshold, blocks are reused
-    from the heap: every mmap'd block is new memory, page-faulted in as it is written, and its
-    unmapping interrupts the other lane's core to flush its TLB. No-op where the C library is
-    not glibc."""
+    them (measured on the shipped model: a markedly higher peak memory with glibc's default).
+    Below the threshold, blocks are reused from the heap: every mmap'd block is new memory,
+    page-faulted in as it is written, and its unmapping interrupts the other decode worker's
+    core to flush its TLB. No-op where the C library is not glibc."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
@@ -152,23 +147,23 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool 
     """A decoder graph (a path, or serialized) with its attention and its search tail
     (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, the
     library, and the rewritten graph (for SharedWeights); else graph as it is, None and
-    None. matmul: its int8 matrix products too (`kernels.swap_matmul`: quicker than
+    None. matmul: its int8 matrix products too (`rewrite.swap_matmul`: quicker than
     ONNX Runtime's for one to four rows on one thread; from eight rows on only on AMX, so
     batched step graphs ask for it where there is AMX). advance: a greedy search's bookkeeping
-    after the top-k too (`kernels.add_greedy_advance`)."""
-    library = kernels.library()
+    after the top-k too (`rewrite.add_greedy_advance`)."""
+    library = runtime.library()
     if library is None:
         return graph, None, None
     import onnx
 
     model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
-    swapped = (kernels.swap_attention(model) + kernels.swap_cross_attention(model)
-               + kernels.swap_tail(model))
+    swapped = (rewrite.swap_attention(model) + rewrite.swap_cross_attention(model)
+               + rewrite.swap_tail(model))
     if matmul:
-        swapped += kernels.swap_matmul(model)
+        swapped += rewrite.swap_matmul(model)
     if advance:
-        swapped += kernels.add_greedy_advance(model)
-    if not swapped and not any(o.domain == kernels.DOMAIN for o in model.opset_import):
+        swapped += rewrite.add_greedy_advance(model)
+    if not swapped and not any(o.domain == rewrite.DOMAIN for o in model.opset_import):
         return graph, None, None  # nothing of ours in it
     if library not in _ANNOUNCED:
         _ANNOUNCED.add(library)
@@ -201,9 +196,8 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     else:  # spin between the ops of a call, not after it: the next call may be another session's
         options.add_session_config_entry("session.force_spinning_stop", "1")
     # on the CPU the residual Add and the LayerNormalization stay two nodes: the fused
-    # SkipLayerNormalization kernel is slower than both (measured on the shipped model, the
-    # graphs with Add + LayerNormalization: fp32 greedy +9-15 %, int8 beam 4 +4-7 %, batch-1
-    # p50 -2 to -7 %); graphs that carry SkipLayerNormalization nodes run them as they are
+    # SkipLayerNormalization kernel is slower than both (measured on the shipped model;
+    # BENCHMARKS.md); graphs that carry SkipLayerNormalization nodes run them as they are
     disabled = ["SkipLayerNormFusion"] if config.provider == "cpu" else []
     session = ort.InferenceSession(
         path if isinstance(path, bytes) else str(path), sess_options=options,
@@ -212,7 +206,7 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     if isinstance(path, bytes) and config.provider == "cpu":
         # the Python session keeps a serialized graph for as long as it lives, only to remake
         # itself on another provider after a failure (which the CPU provider has no use for):
-        # 13 MiB per decoder session of the shipped model, 4 to 7 sessions
+        # a serialized decoder per session, and a model has several sessions
         session._model_bytes = None
     return session
 
@@ -237,11 +231,10 @@ class SharedWeights:
     whose embedding table (8000 x 256 float32 in the shipped model) is also in both the encoder
     and the decoder. Each initializer here is read once, kept by content (the encoder's and the
     decoder's tables are one array), and handed to every session by
-    `SessionOptions.add_initializer`. Measured on the shipped int8 decoder: four sessions took
-    76 MiB apart and 54 MiB sharing the float weights. The int8 weights are shared with the
-    sessions whose graphs read them with our product (app.engine.kernels), which packs them once
-    per process, and not with those that pack them: four swapped step sessions took 54 MiB with
-    their own int8 weights and 23 MiB sharing them."""
+    `SessionOptions.add_initializer` (less memory for the same sessions: BENCHMARKS.md). The int8
+    weights are shared with the sessions whose graphs read them with our product
+    (app.engine.kernels), which packs them once per process, and not with those that pack
+    them."""
 
     def __init__(self) -> None:
         self._arrays: dict[tuple, tuple[np.ndarray, ort.OrtValue]] = {}
@@ -286,10 +279,10 @@ class SharedWeights:
 
 
 def _our_products(config: SessionConfig) -> bool:
-    """Whether a decoder step session takes our int8 products (`kernels.swap_matmul`) for its
+    """Whether a decoder step session takes our int8 products (`rewrite.swap_matmul`) for its
     batched steps: where they run on AMX, and on one thread (ours are one-thread kernels,
     where ONNX Runtime's split a product among the session's threads)."""
-    return config.intra_op_threads == 1 and kernels.amx_supported()
+    return config.intra_op_threads == 1 and runtime.amx_supported()
 
 
 class Seq2SeqSessions:
@@ -297,8 +290,9 @@ class Seq2SeqSessions:
 
     encode(src_ids (B, S)) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)
     step: the decoder step over a DecodeState (app.engine.step), cache written in place.
-    With workers > 1 on the CPU, `encode(..., lane=True)` and `lane_step` run on one-thread
-    sessions of the same graphs, for lanes that run side by side (decode_workers).
+    With workers > 1 on the CPU, `encode(..., beside=True)` and `one_thread_step` run on
+    single-thread sessions of the same graphs, for decode workers that run side by side
+    (decode_workers).
 
     On the CPU (config.cross_by_length), steps run on the step graph specialized for their
     beam width (app.engine.specialize: cross-attention over each sentence's own source
@@ -313,33 +307,35 @@ class Seq2SeqSessions:
             return_large_frees_to_the_os()
         # on the CPU, weights the sessions would each copy are held once
         self.shared = SharedWeights() if cpu else None
-        # one-thread copies of the graphs: for small steps and for lanes
+        # one-thread copies of the graphs: for small steps and for decode workers
         self._one_thread = cpu and config.intra_op_threads != 1
         self._decoders: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
         self._fused: dict[bool, ort.InferenceSession] = {}
         self._encoders: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
-        # the encoder session made now: the lanes' one-thread one where there are lanes (they
-        # encode every sentence of a call of several and, on one thread, every single sentence;
-        # the session of config's threads is made only if a call runs outside a lane)
+        # the encoder session made now: the decode workers' one-thread one where there are decode
+        # workers (they encode every sentence of a call of several and, on one thread, every single
+        # sentence; the session of config's threads is made only if a call runs outside a decode
+        # worker)
         self.encoder_path = encoder_path
-        lanes = self._one_thread and workers > 1
-        self.lane_encoder = self._session(
-            encoder_path, replace(config, intra_op_threads=1) if lanes else config)
-        if not lanes:
-            self._encoders[False] = self.lane_encoder
+        side_by_side = self._one_thread and workers > 1
+        self.one_thread_encoder = self._session(
+            encoder_path, replace(config, intra_op_threads=1) if side_by_side else config)
+        if not side_by_side:
+            self._encoders[False] = self.one_thread_encoder
         # the decoder file is parsed once for the shared weights and the questions below
         decoder_graph = read_graph(decoder_path) if cpu else None
         if cpu:
             self.shared.of(decoder_path, decoder_graph)
-        # the decoder session made now: the one the lanes use where there are lanes (the
-        # multi-thread one is then made only if a step of many rows runs outside a lane)
+        # the decoder session made now: the one the decode workers use where there are decode
+        # workers (the multi-thread one is then made only if a step of many rows runs outside a
+        # decode worker)
         self._decoder_key = (0, self._one_thread and workers > 1, False)
         first = replace(config, intra_op_threads=1) if self._decoder_key[1] else config
         self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
                                      matmul=_our_products(first))
         names = graph_names(n_layers)
-        for path, session, graph in ((encoder_path, self.lane_encoder, "encoder"),
+        for path, session, graph in ((encoder_path, self.one_thread_encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
             found = {"inputs": [x.name for x in session.get_inputs()],
                      "outputs": [x.name for x in session.get_outputs()]}
@@ -357,17 +353,17 @@ class Seq2SeqSessions:
         del decoder_graph  # its weights are in the shared arrays or the sessions now
         # greedy steps end in our GreedyAdvance node (app/engine/kernels/greedy_advance.cc):
         # on the graph specialized for one row per sentence, where our library is built
-        self.greedy_advance = self.by_length and kernels.library() is not None
+        self.greedy_advance = self.by_length and runtime.library() is not None
         small_rows = config.small_rows if self._one_thread else 0
         decoder = StepDecoder(self.decoder_for, n_layers, small_rows)
-        lane = StepDecoder(self.lane_decoder_for, n_layers)
+        beside = StepDecoder(self.one_thread_decoder_for, n_layers)
         self.step, self.advance = decoder.step, decoder.advance
-        self.lane_step, self.lane_advance = lane.step, lane.advance
+        self.one_thread_step, self.one_thread_advance = beside.step, beside.advance
 
     @property
     def encoder(self) -> ort.InferenceSession:
         """The encoder session of config's threads (made at its first use where there are
-        lanes)."""
+        decode workers)."""
         return self._made(self._encoders, False,
                           lambda: self._session(self.encoder_path, self.config))
 
@@ -423,45 +419,41 @@ class Seq2SeqSessions:
     def fused_for(self, beam: bool) -> ort.InferenceSession:
         """The session of the fused search (app.engine.fused) for one sentence, made at first
         use. Its int8 products run on our kernel where the library and the CPU have it
-        (`kernels.swap_matmul`): measured on 2 cores of an Intel Xeon (shipped int8 model, 100
-        test sentences), batch-1 p50 greedy 5.3-5.6 ms against 7.2 ms with ONNX Runtime's
-        products, beam 4 7.6 ms against 9.7-9.8. The session has two spinning threads where
-        there are two: our products of one row or K share their columns out between them (a
-        row's product takes the time its weights take to stream in, and two cores stream twice
-        as fast; 200 test sentences: greedy 4.4-4.6 -> 3.2-3.3 ms, beam 4 6.1-6.2 -> 4.9-5.0;
-        without spinning 5.1 / 7.5). Without our kernel: greedy on one thread; beam search on
-        two spinning threads (on 2 cores of an AMD EPYC, p50 10.0-10.6 ms against 11.4-11.9 ms
-        on one thread, 14-16 ms on two without spinning)."""
+        (`rewrite.swap_matmul`), quicker than ONNX Runtime's products for one row or K. The
+        session has two spinning threads where there are two: our products of one row or K
+        share their columns out between them (a row's product takes the time its weights take
+        to stream in, and two cores stream twice as fast). Without our kernel: greedy on one
+        thread; beam search on two spinning threads, quicker there than one thread or two
+        without spinning (BENCHMARKS.md has each measurement)."""
         def make() -> ort.InferenceSession:
             threads = min(2, self.config.intra_op_threads or len(os.sched_getaffinity(0)))
             config = replace(self.config, intra_op_threads=1)
-            ours = (kernels.library() is not None and kernels.matmul_supported()
+            ours = (runtime.library() is not None and runtime.matmul_supported()
                     and self.int8)  # int8 products to swap
             if threads > 1 and (beam or ours):
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
-            graph = (beam_loop(self.decoder_path, walk_op=kernels.library() is not None)
+            graph = (beam_loop(self.decoder_path, walk_op=runtime.library() is not None)
                      if beam else greedy_loop(self.decoder_path))
             return self._session(graph, config, self.decoder_path, decoder=True, matmul=True)
 
         return self._made(self._fused, beam, make)
 
-    def prepare(self, beams: int, lane: bool = False) -> None:
+    def prepare(self, beams: int, beside: bool = False) -> None:
         """Make the step session a search of `beams` rows per sentence switches to when its
         sources' padding grows (the graph specialized for that width), before the search's cache
-        takes memory: made in the middle of a search, it raised the RSS for a moment by about
-        60 MiB on top of a full cache (shipped int8 model, beam 4, 500 test sentences, two
-        lanes: the pass's peak RSS, 340 MiB, was at that moment)."""
+        takes memory: made in the middle of a search, it added its own build-time memory on top
+        of a full cache, and made the pass's peak."""
         if self.by_length and beams > 1:
-            self.decoder_for(beams, lane)
+            self.decoder_for(beams, beside)
 
-    def lane_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
+    def one_thread_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
                          ) -> ort.InferenceSession:
-        """A lane's decoder session: always the one-thread copy."""
+        """A decode worker's decoder session: always the one-thread copy."""
         return self.decoder_for(beams, True, advance)
 
-    def encode(self, src_ids: np.ndarray, lane: bool = False
+    def encode(self, src_ids: np.ndarray, beside: bool = False
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         feeds = {ENCODER_NAMES["inputs"][0]: src_ids}
-        session = self.lane_encoder if lane else self.encoder
+        session = self.one_thread_encoder if beside else self.encoder
         cross_k, cross_v, src_mask = session.run(ENCODER_NAMES["outputs"], feeds)
         return cross_k, cross_v, src_mask

@@ -3,9 +3,8 @@ graph for one beam width, made when a session is created (the bundle's graph sta
 
 The bundle's step graph runs cross-attention as `MultiHeadAttention` over the padded sources
 with a key padding mask, so every sentence of a running batch attends over the longest source
-in it. A service's batch mixes lengths (sentences join as they arrive), and the padding costs:
-measured on the shipped model, 16 sentences of mean length 12 padded to 47 took 99 us per call
-against 41 us over their own lengths (bench.cross_attention).
+in it. A service's batch mixes lengths (sentences join as they arrive), and the padding costs
+(bench.cross_attention measures it; BENCHMARKS.md).
 
 `GroupQueryAttention` reads each sentence's keys only up to its own length (`seqlens_k`). Fed
 the cross keys/values as its past (bound as its present outputs too, so nothing is copied), the
@@ -19,10 +18,9 @@ The specialized graph has the inputs of the bundle's plus the ones `cross_input_
 per layer the last source position's key and value of each sentence, (N, 1, H Dh), each
 sentence's length - 1 (`cross_seqlens`, (N,) int32) and the buffers' source width
 (`cross_total`, () int32). The step decoder fills them from its state when the sources change
-(a sentence joins or leaves), not at every step: gathered in the graph, they took 27 small
-nodes a step (one thread, shipped int8 model: a 16-row step 1,900 -> 1,809 us without them, a
-1-row step 382 -> 299 us). Its extra outputs, cross_k_<i>_out and cross_v_<i>_out, are bound to
-the cross buffers (in place).
+(a sentence joins or leaves), not at every step: gathered in the graph, they took a few dozen
+small nodes a step, a noticeable share of a small step. Its extra outputs, cross_k_<i>_out and
+cross_v_<i>_out, are bound to the cross buffers (in place).
 """
 
 from __future__ import annotations

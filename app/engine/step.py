@@ -74,7 +74,8 @@ class DecodeState:
     layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
     sources: int = 0  # changes whenever the cross keys/values or the mask change
     # (rows, sentences) the buffers hold from the first append on and never shrink below: a
-    # batch whose size is known up front (an offline lane) neither grows nor shrinks its rows
+    # batch whose size is known up front (an offline decode worker) neither grows nor shrinks its
+    # rows
     planned: tuple[int, int] = (0, 0)
     bound: Any = None  # the StepDecoder's binding for the current layout
     # (sources, slots) of the last `put`: the slots whose sources changed at that count
@@ -136,11 +137,10 @@ class DecodeState:
             self._reserve(self.rows, self.sentences, self.max_len, src_len)
             self.layout += 1
         # by runs of consecutive slots (mostly one: a sentence joins as one finishes), all
-        # layers in one copy (a copy per layer, kind and slot was a greedy lane's largest
+        # layers in one copy (a copy per layer, kind and slot was a greedy decode worker's largest
         # Python cost). The keys/values past the source stay as they were: cross-attention
         # reads only unmasked positions (ours), or weighs them by exactly 0 (ONNX Runtime's);
-        # zeroing them cost a greedy pass whose cross buffers were as wide as its longest
-        # source (213 positions) 80 ms of CPU a pass
+        # zeroing them cost a greedy pass with wide cross buffers a noticeable share of its CPU
         at = 0
         for start, stop in _runs(slots.tolist()):
             first, n = int(slots[start]), stop - start
@@ -185,8 +185,7 @@ class DecodeState:
         if rows > cap or max_len > length:
             # a new buffer holds the running rows, with headroom when they grow; when they use
             # less than half of the old one (the tail of a pass: a few long outputs), no more
-            # (beam 4, 500 test sentences, two lanes: the last rows' positions grew the cache
-            # of all 64 planned rows of a lane to 83 MiB, for 4 rows)
+            # (else the last rows' positions grow the cache of every planned row)
             new_rows = _room(rows, cap, 2) if rows > cap else cap if 2 * rows > cap else rows
             positions = _room(max_len, length, 2)
             if most is not None:
@@ -327,11 +326,10 @@ class GreedyRows:
 
 # Beam steps attend over each sentence's own source length (a specialized graph) only when the
 # running sources are mostly padding: on batches of like lengths the padded attention is quicker
-# for K > 1 beams. One call, one thread, 16 sentences x 4 beams, padded to 32 positions: 111 us
-# padded against 179 us over own lengths at 2 % padding, 109 / 192 at 30 %, 108 / 123 at 42 %,
-# 114 / 95 at 55 % (at 16 positions the two meet near 35 %). Between the two shares a step keeps
-# the graph it has (no rebinding back and forth). Greedy steps always use the specialized graph
-# (16 sentences: 66 against 57 us at 2 % padding, 33 us at 55 %).
+# for K > 1 beams; the specialized graph wins once about half of the positions are padding
+# (bench.cross_attention; BENCHMARKS.md). Between the two shares a step keeps the graph it has
+# (no rebinding back and forth). Greedy steps always use the specialized graph, quicker at any
+# padding.
 PADDING_SWITCH_ON, PADDING_SWITCH_OFF = 0.5, 0.4
 
 

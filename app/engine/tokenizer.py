@@ -41,7 +41,7 @@ class JointTokenizer:
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         # one call per text: SentencePiece encodes a list on a pool of threads that it starts
-        # for each call, which cost 190 us for a list of one text against 4 us for the text
+        # for each call, which costs far more than encoding a short text
         return [self.sp.encode(text) for text in texts]
 
     def decode(self, ids: list[int]) -> str:

@@ -1,5 +1,7 @@
-"""The engine's public face: decoding options in, one result per input text out, and the
-`Engine` protocol that the ONNX Runtime Translator and every test double implement."""
+"""The engine's public face: decoding options in, one result per input text out, and the one
+seam between the service and an engine: `Engine` (with the `DecodingBatch` it starts), which the
+ONNX Runtime Translator and every test double implement. The batcher and the registry call
+nothing else on an engine."""
 
 from __future__ import annotations
 
@@ -46,13 +48,31 @@ class Result:
 
 
 @runtime_checkable
+class DecodingBatch(Protocol):
+    """A running batch (continuous batching): `admit` adds texts under the caller's keys at any
+    step boundary, `step` advances every running sentence by one decoder step and returns the
+    (key, Result) pairs that finished, `running` counts the sentences not yet returned. The
+    caller closes it when done (a worker process's batch gives the process back)."""
+
+    @property
+    def running(self) -> int: ...
+
+    def admit(self, keys: list, texts: list[str]) -> None: ...
+
+    def step(self) -> list[tuple[Any, Result]]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class Engine(Protocol):
     """What the service needs of a translation engine: one loaded model of one language pair.
 
     `default_options` are the model's own decoding defaults (the only source of them);
     `max_source_tokens` is the longest input the encoder takes (None: no limit), and
     `count_tokens` measures a text in the same units; `manifest` is the bundle's manifest as
-    shown by the API (variants, scores)."""
+    shown by the API (variants, scores); `workers` is how many decode workers (running batches
+    side by side) the engine is made for: the batcher runs that many."""
 
     name: str
     source_lang: str
@@ -61,6 +81,7 @@ class Engine(Protocol):
     manifest: dict[str, Any]
     default_options: TranslationOptions
     max_source_tokens: int | None
+    workers: int
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -69,3 +90,17 @@ class Engine(Protocol):
     ) -> list[Result]: ...
 
     def warmup(self) -> None: ...
+
+    def start_batch(self, options: TranslationOptions, beside: bool = False) -> DecodingBatch:
+        """An empty running batch for these options. beside: it runs beside other running
+        batches (one per decode worker), on the engine's single-thread sessions or in a worker
+        process of its own."""
+        ...
+
+    def worker_process_counts(self) -> tuple[int, int] | None:
+        """(alive, started) of the engine's worker processes; None when it runs none."""
+        ...
+
+    def close(self) -> None:
+        """Ends what the engine started (its worker processes)."""
+        ...

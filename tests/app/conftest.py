@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.config import Settings
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.fakes import running
 
 # one ONNX Runtime thread: the test machine's cores are shared

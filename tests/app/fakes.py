@@ -9,18 +9,50 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
 
 from app.engine.types import Result, TranslationOptions
-from app.registry import LoadedModel
+from app.translation.registry import LoadedModel
+
+
+class StepBatch:
+    """app.engine.types.DecodingBatch for a test double: each step translates, in one call of
+    `translate` (the double's translate_batch, which records it as one batch), every text
+    admitted since the last step; they all finish in that step. So the batcher drives a double
+    step by step, between steps admitting the waiting texts, as it drives the real engine."""
+
+    def __init__(self, translate: Callable[[list[str], TranslationOptions], list[Result]],
+                 options: TranslationOptions) -> None:
+        self.translate, self.options = translate, options
+        self.pending: list[tuple[Any, str]] = []
+        self.closed = False
+
+    @property
+    def running(self) -> int:
+        return len(self.pending)
+
+    def admit(self, keys: list, texts: list[str]) -> None:
+        self.pending += zip(keys, texts, strict=True)
+
+    def step(self) -> list[tuple[Any, Result]]:
+        taken, self.pending = self.pending, []
+        if not taken:
+            return []
+        results = self.translate([text for _, text in taken], self.options)
+        return [(key, result) for (key, _), result in zip(taken, results, strict=True)]
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class FakeTranslator:
-    """The engine's interface: reverses the words of each text and records every batch."""
+    """The engine's interface: reverses the words of each text and records every batch (each
+    step of a running batch: see StepBatch)."""
 
     def __init__(self, name: str = "en-de", source: str = "en", target: str = "de",
                  delay: float = 0.0) -> None:
@@ -30,6 +62,7 @@ class FakeTranslator:
                          "scores": {"bleu": 12.3, "test_set": "toy"}}
         self.default_options = TranslationOptions()
         self.max_source_tokens: int | None = None
+        self.workers = 1
         self.delay = delay
         self.fail_next = 0  # raise on this many coming batches
         self.batches: list[tuple[list[str], TranslationOptions]] = []
@@ -41,6 +74,15 @@ class FakeTranslator:
         return len(text.split()) + 1
 
     def warmup(self) -> None:
+        pass
+
+    def start_batch(self, options: TranslationOptions, beside: bool = False) -> StepBatch:
+        return StepBatch(self.translate_batch, options)
+
+    def worker_process_counts(self) -> None:
+        return None
+
+    def close(self) -> None:
         pass
 
     def translate_batch(self, texts: list[str], options: TranslationOptions | None = None

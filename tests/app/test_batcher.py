@@ -6,13 +6,14 @@ import asyncio
 
 import pytest
 
-from app.batcher import Batcher, BatcherConfig, Priority
 from app.config import Settings
 from app.engine.types import TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+from app.translation.batcher import Batcher, BatcherConfig, Priority
 from tests.app.fakes import FakeTranslator, until
 
 GREEDY = TranslationOptions()
+SCORED = TranslationOptions(return_scores=True)
 
 
 def run(coro):
@@ -51,7 +52,9 @@ def test_batches_respect_size_and_token_budget_and_group_similar_lengths():
     texts = ["w " * n for n in (1, 9, 2, 8, 3, 7, 1, 9, 2, 8)]
 
     async def main():
-        task = asyncio.ensure_future(batcher.translate(engine, ["first"], GREEDY))
+        # other options: the queued texts cannot join its running batch, which then ends, so
+        # theirs is a batch taken fresh from the queue
+        task = asyncio.ensure_future(batcher.translate(engine, ["first"], SCORED))
         await until(lambda: engine.entered == 1)
         rest = asyncio.ensure_future(batcher.translate(engine, texts, GREEDY))
         await until(lambda: batcher.depth == len(texts))
@@ -64,9 +67,10 @@ def test_batches_respect_size_and_token_budget_and_group_similar_lengths():
         counts = [engine.count_tokens(t) for t in batch]
         assert len(batch) <= 4
         assert max(counts) * len(batch) <= 40 or len(batch) == 1
-    # sorted by length: the long sentences travel together
     lengths = [sorted(map(engine.count_tokens, b)) for b, _ in engine.batches[1:]]
-    assert lengths == [[2, 2, 3, 3], [9, 9, 10, 10], [4, 8]]
+    # a batch taken from the queue: the oldest text and those closest to it in length; then,
+    # between steps, the waiting texts join in their order, within the size cap and budget
+    assert lengths == [[2, 2, 3, 3], [4, 8, 9, 10], [9, 10]]
 
 
 def test_different_options_never_share_a_batch():
@@ -206,15 +210,17 @@ def test_interactive_items_are_served_before_waiting_background_items():
     batcher.close()
     texts = [batch for batch, _ in engine.batches]
     assert texts[0] == ["hold"]
-    # the live items, queued after the whole document, form the next batch together
-    assert sorted(texts[1]) == ["live 0", "live 1", "live 2"]
+    # the live items, queued after the whole document, join the running batch first; the
+    # document's sentences only up to document_batch_size at a time
+    assert texts[1][:3] == ["live 0", "live 1", "live 2"]
+    assert texts[1][3:] == document[:4]
     assert all(len(batch) <= 4 for batch in texts[2:])  # background batches stay small
-    assert sorted(s for batch in texts[2:] for s in batch) == sorted(document)
+    assert [s for batch in texts[1:] for s in batch if s.startswith("doc")] == document
     assert [r.text for r in doc] == [" ".join(reversed(s.split())) for s in document]
     assert [r[0].text for r in live] == ["0 live", "1 live", "2 live"]
 
 
-def test_background_never_batches_with_interactive_and_yields_between_batches():
+def test_interactive_items_join_a_running_background_batch_ahead_of_queued_background():
     engine = FakeTranslator()
     engine.release.clear()
     batcher, _ = make(max_wait_ms=0, max_batch_size=32, document_batch_size=2)
@@ -232,5 +238,7 @@ def test_background_never_batches_with_interactive_and_yields_between_batches():
     batcher.close()
     texts = [batch for batch, _ in engine.batches]
     assert texts[0] == ["d0", "d1"]
-    assert texts[1] == ["live"]  # next, ahead of the 4 background items queued before it
-    assert [len(b) for b in texts[2:]] == [2, 2]
+    # at the next step, ahead of the 4 background items queued before it, with as many of them
+    # as document_batch_size leaves room for
+    assert texts[1] == ["live", "d2", "d3"]
+    assert texts[2:] == [["d4", "d5"]]

@@ -14,7 +14,7 @@ import pytest
 from libretranslatepy import LibreTranslateAPI
 
 from app.config import Settings
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.fakes import FakeTranslator, fake_model, running
 
 TEXT = "Open the file."

@@ -15,8 +15,8 @@ import pytest
 
 from app.config import Settings
 from app.documents import txt_file
-from app.filestore import FileStore
-from app.main import create_app
+from app.documents.filestore import FileStore
+from app.http.app import create_app
 from tests.app import hostile
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 from tests.app.test_stoppable import Spin

@@ -8,7 +8,7 @@ import polib
 
 from app.documents.cli import main, output_path
 from app.engine import Translator
-from app.text import segment
+from app.text.segment import segment
 
 BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
 ARGS = ["--bundles", str(BUNDLES), "--threads", "1", "--no-progress"]

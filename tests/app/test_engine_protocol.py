@@ -1,11 +1,12 @@
-"""The ONNX Runtime Translator and the test doubles are held to one interface: app.engine.Engine."""
+"""The ONNX Runtime Translator and the test doubles are held to one interface: app.engine.Engine,
+and the running batches they start to app.engine.types.DecodingBatch."""
 
 from __future__ import annotations
 
 import inspect
 
 from app.engine import Translator
-from app.engine.types import Engine
+from app.engine.types import DecodingBatch, Engine, TranslationOptions
 from tests.app.fakes import FakeTranslator
 from tests.reliability.conftest import EngineDouble
 
@@ -18,11 +19,19 @@ def _check(engine: object) -> None:
     assert not missing, missing
     params = list(inspect.signature(engine.translate_batch).parameters)
     assert params[:2] == ["texts", "options"], params
+    batch = engine.start_batch(TranslationOptions())
+    assert isinstance(batch, DecodingBatch)
+    batch.admit(["k"], ["A small test."])
+    done = []
+    while batch.running:
+        done += batch.step()
+    batch.close()
+    assert [key for key, _ in done] == ["k"] and done[0][1].text  # the seam decodes, step-wise
 
 
 def test_translator_and_fakes_implement_the_engine_protocol(tiny_bundle) -> None:
-    assert {"default_options", "max_source_tokens", "translate_batch", "count_tokens"} <= set(
-        MEMBERS)
+    assert {"default_options", "max_source_tokens", "translate_batch", "count_tokens",
+            "start_batch", "workers", "worker_process_counts", "close"} <= set(MEMBERS)
     real = Translator.from_dir(tiny_bundle, intra_threads=1)
     for engine in (real, FakeTranslator(), EngineDouble(real)):
         _check(engine)

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from app.processes import HEARTBEAT, STALE_AFTER
+from app.serving.supervisor import HEARTBEAT, STALE_AFTER
 from bench.service import stop_server
 from tests.app import hostile
 from tests.app.fakes import free_port, spawn_server, wait_ready

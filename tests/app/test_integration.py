@@ -10,9 +10,9 @@ import pytest
 
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
-from app.main import create_app
-from app.registry import load_models
-from app.text import segment
+from app.http.app import create_app
+from app.text.segment import segment
+from app.translation.registry import load_models
 from tests.app.conftest import real_settings
 from tests.app.fakes import running, wait_until
 

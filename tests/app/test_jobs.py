@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.fakes import (
     FakeTranslator,
     fake_model,

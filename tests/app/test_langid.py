@@ -1,9 +1,9 @@
-"""app.langid on sentences written for the test (the dev sets are not in the repository; their
+"""app.text.langid on sentences written for the test (the dev sets are not in the repository; their
 numbers come from bench/langid.py)."""
 
 import pytest
 
-from app.langid import LanguageDetector, libretranslate_detections
+from app.text.langid import LanguageDetector, libretranslate_detections
 
 ENGLISH = ["The file could not be saved.", "Open the settings", "Print", "Where is the station?"]
 GERMAN = ["Die Datei konnte nicht gespeichert werden.", "Einstellungen öffnen", "Drucken",
@@ -50,7 +50,7 @@ def _texts() -> list[str]:
 
 
 def test_native_scores_are_py3langids(detector):
-    """The native library (app/engine/kernels/langid_score.cc) scores py3langid's model as
+    """The native library (app/text/langid_score.cc) scores py3langid's model as
     py3langid does: the same probabilities within float rounding, the same ranking."""
     if not detector.native:
         pytest.skip("the language identification library is not built "

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.engine.translator import Translator
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import REAL
 from tests.app.fakes import running
 

@@ -1,4 +1,4 @@
-"""Several server processes behind one port (`--processes 2`, app.processes), on real
+"""Several server processes behind one port (`--processes 2`, app.serving.supervisor), on real
 `python -m app.server` processes with the tiny bundle: connections spread evenly, metrics, rate
 limits, readiness and document jobs hold across the processes, a dead process is replaced, and
 SIGTERM drains them all."""
@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.processes import RATE_LIMIT_DB, prepare_databases, process_count, share
+from app.serving.peers import RATE_LIMIT_DB
+from app.serving.supervisor import prepare_databases, process_count, share
 from bench.common import process_tree
 from tests.app.fakes import free_port, spawn_server, wait_ready, wait_until
 from tests.app.test_jobs import submit, wait_for
@@ -183,12 +184,13 @@ def test_each_process_gets_its_share_of_the_settings():
     settings = Settings(processes=2, threads=4, max_batch_size=32, max_batch_tokens=8191,
                         queue_size=1024, workers=0)
     part = share(settings, 2)
-    # its own lane and a spare one (of the same size as every lane: half the batch and budget)
-    assert (part.processes, part.workers, part.lane_processes, part.threads) == (1, 2, False, 2)
+    # its own decode worker and a spare one (of the same size as every decode worker: half the batch
+    # and budget)
+    assert (part.processes, part.workers, part.worker_processes, part.threads) == (1, 2, False, 2)
     assert (part.max_batch_size, part.max_batch_tokens, part.queue_size) == (32, 8191, 512)
     more = share(settings.model_copy(update={"workers": 4}), 2)  # two of its own, two spare
     assert (more.workers, more.threads) == (4, 1)
-    # 0: one per decode lane, as app.engine.sessions.decode_workers counts them
+    # 0: one per decode worker, as app.engine.sessions.decode_workers counts them
     assert process_count(Settings(processes=0)) == min(len(os.sched_getaffinity(0)), 2)
     assert process_count(Settings(processes=0, threads=4, max_batch_size=64)) == 4
     assert process_count(Settings(processes=0, threads=1)) == 1
@@ -211,11 +213,11 @@ def test_the_shared_databases_are_in_wal_before_the_processes_start(tmp_path):
 
 
 def test_new_connections_go_only_to_processes_whose_heartbeat_is_fresh():
-    """app.processes.candidates: a process whose loop has not beaten for STALE_AFTER seconds is
-    offered no connection; where none beats, every live one is (as before heartbeats)."""
+    """app.serving.supervisor.candidates: a process whose loop has not beaten for STALE_AFTER
+    seconds is offered no connection; where none beats, every live one is (as before heartbeats)."""
     import time
 
-    from app.processes import STALE_AFTER, _Child, candidates
+    from app.serving.supervisor import STALE_AFTER, _Child, candidates
 
     class Alive:
         def is_alive(self) -> bool:

@@ -1,11 +1,11 @@
-"""app.protect: which spans are masked, and how unmask repairs what a model does to masks."""
+"""app.text.protect: which spans are masked, and how unmask repairs what a model does to masks."""
 
 import random
 from collections import Counter
 
 import pytest
 
-from app.protect import (
+from app.text.protect import (
     _SPAN_HINT,
     BRACE_STYLE,
     DEFAULT_STYLE,
@@ -181,7 +181,7 @@ def test_deleting_a_made_up_span_does_not_leave_a_new_one():
     ],
 )
 def test_a_sentence_runs_on_over_a_line_break_tag(before, after, joined):
-    from app.protect import joins_at_break
+    from app.text.protect import joins_at_break
 
     assert joins_at_break(before, after) is joined
 

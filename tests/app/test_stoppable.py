@@ -1,5 +1,6 @@
-"""app.stoppable: work in a thread of its own that stops when its awaiting task is cancelled,
-whether it is in pure-Python work that never checks, in a check, or waiting on a future."""
+"""app.translation.stoppable: work in a thread of its own that stops when its awaiting task is
+cancelled, whether it is in pure-Python work that never checks, in a check, or waiting on a
+future."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from app.stoppable import Stop, Stopped, run_stoppable
+from app.translation.stoppable import Stop, Stopped, run_stoppable
 
 
 class Spin:

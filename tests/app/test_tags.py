@@ -1,4 +1,4 @@
-"""app.tags: inline tag pairs carried over a translation of the plain sentence."""
+"""app.text.tags: inline tag pairs carried over a translation of the plain sentence."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app import documents, tags
+from app import documents
 from app.engine.types import Result
-from app.protect import mask, unmask
-from app.tags import TagMarks, TagPlan, tag_marks
+from app.text import tags
+from app.text.protect import mask, unmask
+from app.text.tags import TagMarks, TagPlan, tag_marks
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 PAIR = (("{1}", "{2}"),)
@@ -164,7 +165,7 @@ def test_the_service_sends_no_tag_masks_and_returns_the_tags():
     import httpx
 
     from app.config import Settings
-    from app.main import create_app
+    from app.http.app import create_app
     from tests.app.fakes import FakeTranslator, fake_model, running
 
     engine = FakeTranslator()  # reverses the order of the words
@@ -190,7 +191,7 @@ def test_html_sentences_keep_their_inline_tags_and_words_through_the_server():
     import httpx
 
     from app.config import Settings
-    from app.main import create_app
+    from app.http.app import create_app
     from tests.app.fakes import running
 
     app = create_app(Settings(models_dir=SHIPPED, variant="fp32", threads=1, max_wait_ms=1))
@@ -225,7 +226,7 @@ def test_a_line_break_tag_ends_a_sentence_or_stands_alone_in_one():
 
     from app.config import Settings
     from app.documents import html_file
-    from app.main import create_app
+    from app.http.app import create_app
     from tests.app.fakes import FakeTranslator, fake_model, running
 
     engine = FakeTranslator()  # reverses the order of the words

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from app.text import (
+from app.text.segment import (
     MAX_SENTENCE_CHARS,
     always,
     rewrap,

@@ -20,8 +20,8 @@ from odf import text as odftext
 
 from app.config import Settings
 from app.engine import Translator
-from app.main import create_app
-from app.text import segment
+from app.http.app import create_app
+from app.text.segment import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 from tests.app.samples import docx_bytes, docx_document, odt_file
 

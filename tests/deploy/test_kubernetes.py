@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from app.config import Settings
-from app.metrics import Metrics
+from app.http.metrics import Metrics
 from tests.deploy.kustomize import render
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
@@ -121,7 +121,7 @@ def test_base_matches_the_image_and_the_service(rendered):
     assert all("emptyDir" in volumes[name] for name in mounts.values())
 
     # probes on the service's real health routes
-    from app.api.health import router
+    from app.http.routes.health import router
     routes = {route.path for route in router.routes}
     assert container["livenessProbe"]["httpGet"]["path"] == "/health/live"
     assert container["readinessProbe"]["httpGet"]["path"] == "/health/ready"

@@ -18,10 +18,10 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.api import documents, health, libretranslate, metrics, models, translate, web
-from app.batcher import BatchStats
 from app.config import Settings
-from app.metrics import LATENCY_BUCKETS, Metrics
+from app.http.metrics import LATENCY_BUCKETS, Metrics
+from app.http.routes import documents, health, libretranslate, metrics, models, translate, web
+from app.translation.batcher import BatchStats
 from tests.deploy.kustomize import render
 from tests.deploy.test_kubernetes import KUBE, kustomize_command
 
@@ -45,7 +45,7 @@ def exported() -> dict[str, set[str]]:
     m.rejected.labels("overloaded").inc()
     for ok in (True, False):
         m.observe_batch(BatchStats("en-de", 2, 16, 10, 12, 0.5, ok))
-    m.lanes.source = lambda: [("en-de", 2, 2)]
+    m.worker_processes.source = lambda: [("en-de", 2, 2)]
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
         for sample in family.samples:

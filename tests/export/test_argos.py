@@ -290,7 +290,7 @@ def test_imported_package_is_served_on_both_apis(tiny_bundle, sp_model, texts, t
     import httpx
 
     from app.config import Settings
-    from app.main import create_app
+    from app.http.app import create_app
     from tests.app.fakes import running
 
     models = tmp_path / "models"

@@ -9,16 +9,17 @@ from typing import Any
 
 import httpx
 
-from app.registry import load_models
+from app.translation.registry import load_models
+from tests.app.fakes import StepBatch
 
 API_KEY = "reliability-test-key"
 
 
 class EngineDouble:
     """The real engine behind a seam. `gate` cleared holds batches; `delay` slows each one;
-    a batch with `fail_marker` in a text raises an error full of internals. It decodes each batch
-    to its end (translate_batch): the engine's step-by-step batches (start_batch) are not
-    forwarded, so every batch passes the seam."""
+    a batch with `fail_marker` in a text raises an error full of internals. Its running batches
+    (tests.app.fakes.StepBatch) decode each step's admitted texts to their end with the real
+    engine's translate_batch, so every batch passes the seam."""
 
     def __init__(self, inner: Any, delay: float = 0.0) -> None:
         self.inner = inner
@@ -34,9 +35,13 @@ class EngineDouble:
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:  # max_source_tokens, variant, warmup, ...
-        if name == "start_batch":
-            raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def start_batch(self, options: Any, beside: bool = False) -> StepBatch:
+        return StepBatch(self.translate_batch, options)
+
+    def worker_process_counts(self) -> None:
+        return None
 
     def count_tokens(self, text: str) -> int:
         with self._lock:

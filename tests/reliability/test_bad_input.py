@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import running
 from tests.reliability.conftest import API_KEY, EngineDouble, double_loader

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import free_port, running, wait_until
 from tests.reliability.conftest import EngineDouble, double_loader

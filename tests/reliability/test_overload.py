@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import running, wait_until
 from tests.reliability.conftest import EngineDouble, double_loader, percentile, rss_mib

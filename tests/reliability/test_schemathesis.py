@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import running
 

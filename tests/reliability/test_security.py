@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.errors import Unauthorized
-from app.main import create_app
-from app.metrics import Metrics
+from app.http.app import create_app
+from app.http.metrics import Metrics
+from app.http.state import AppState
 from app.server import serve_main
-from app.state import AppState
 from tests.app.fakes import fake_model, running
 
 APP_DIR = Path(__file__).resolve().parents[2] / "app"
@@ -54,22 +54,22 @@ def test_serving_beyond_loopback_without_keys_warns(clean_env, monkeypatch, caps
 
 
 def test_keys_are_compared_in_constant_time(monkeypatch):
-    import app.state
+    import app.http.access
 
     calls: list[tuple[int, int]] = []
-    real = app.state.hmac.compare_digest
+    real = app.http.access.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         calls.append((len(a), len(b)))
         return real(a, b)
 
-    monkeypatch.setattr(app.state.hmac, "compare_digest", spy)
+    monkeypatch.setattr(app.http.access.hmac, "compare_digest", spy)
     state = AppState(settings=Settings(api_keys=["short", "a-much-longer-key-" * 4]),
                      metrics=Metrics())
     for given in ("short", "x", "a-much-longer-key-" * 4, "\ud800"):
         calls.clear()
         with contextlib.suppress(Unauthorized):  # a wrong key: the comparisons are the point
-            state.check_api_key(given)
+            state.keys.check(given)
         # every configured key is compared, always on equal-length digests: no early exit and
         # nothing that depends on the length of the key given
         assert calls == [(32, 32), (32, 32)], (given, calls)
@@ -136,7 +136,7 @@ def test_models_dir_must_be_a_local_path(url, capsys):
 
 
 # the modules that accept connections (the listener, the hand-over between server processes)
-SERVING = {"processes.py", "server.py"}
+SERVING = {"supervisor.py", "server.py"}
 OUTGOING = {"connect", "connect_ex", "create_connection", "open_connection", "getaddrinfo"}
 
 

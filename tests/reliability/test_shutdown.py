@@ -16,7 +16,7 @@ import time
 
 import httpx
 
-from app.main import create_app
+from app.http.app import create_app
 from tests.app.conftest import real_settings
 from tests.app.fakes import free_port, running, spawn_server, wait_ready, wait_until
 from tests.reliability.conftest import EngineDouble, double_loader

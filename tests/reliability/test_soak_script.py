@@ -7,7 +7,7 @@ import os
 import pytest
 
 from app.config import Settings
-from app.main import create_app
+from app.http.app import create_app
 from bench.soak import Soak, listening_pid, loopback_url, process_sample, trend
 from tests.app.fakes import fake_model, running
 

@@ -223,7 +223,7 @@ def _nodes(graph, op):
 
 
 def test_missing_headers_name_the_package(tmp_path, monkeypatch):
-    monkeypatch.setattr(kernels, "HEADER_DIRS", ())
+    monkeypatch.setattr(kernels.builder, "HEADER_DIRS", ())
     monkeypatch.delenv("NMT_ORT_INCLUDE", raising=False)
     with pytest.raises(FileNotFoundError, match="libonnxruntime-dev"):
         kernels.find_headers(tmp_path)
@@ -239,7 +239,7 @@ def test_translations_equal_pytorch_with_either_attention(tiny_bundle, reference
     if kernel and kernels.library() is None:
         pytest.skip("kernel library not built (python -m app.engine.kernels build)")
     if not kernel:
-        monkeypatch.setattr(kernels, "library", lambda: None)
+        monkeypatch.setattr(kernels.runtime, "library", lambda: None)
     model, _ = reference
     translator = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1, fused=fused)
     for source in sources[:12]:
@@ -512,7 +512,7 @@ def test_int8_weights_are_shared_only_where_our_product_reads_them():
 
 def test_swap_matmul_needs_avx512_vnni(monkeypatch):
     model = int8_products_graph([2])
-    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
+    monkeypatch.setattr(kernels.runtime, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
     assert kernels.swap_matmul(model) == 0
     assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 3
 
@@ -520,7 +520,7 @@ def test_swap_matmul_needs_avx512_vnni(monkeypatch):
 def test_amx_only_where_the_cpu_has_it(monkeypatch):
     """The batched step graphs take our product only where its AMX path runs: never on a CPU
     without AMX flags (asked again after the cache is cleared)."""
-    monkeypatch.setattr(kernels, "cpu_flags", lambda: {"avx2", "fma", "avx512f", "avx512bw",
+    monkeypatch.setattr(kernels.runtime, "cpu_flags", lambda: {"avx2", "fma", "avx512f", "avx512bw",
                                                        "avx512_vnni"})
     kernels.amx_supported.cache_clear()
     try:

@@ -1,0 +1,1 @@
+"""Running the service as several server processes behind one port."""

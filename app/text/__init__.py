@@ -1,0 +1,2 @@
+"""Text processing around the engine: segmentation, protected spans, inline tags, language
+identification."""

@@ -1,0 +1,421 @@
+"""Protected spans: what must come back from the model exactly as it went in.
+
+Placeholders (printf `%s` `%1$d`, Python `%(name)s`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
+LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
+XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` and Markdown link targets are found
+by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
+
+    mask("Open <b>%s</b> at https://example.org")
+      .text == "Open {1}%s{2} at {3}"    # masks: "{1}" "%s" "{2}" "{3}"
+
+Which masks: measured with the shipped en-de model by bench/placeholders.py (numbers in the
+README). Placeholders are their own masks (`keep_placeholders`): the corpus kept them intact,
+so the model has learned to copy `%s`, `%1`, `{0}` and to read them as a hint of the string's
+origin; numbering every span instead (QT_STYLE `%1, %2, ...` or BRACE_STYLE `{1}, {2}, ...`)
+made the model return its masks less often and cost chrF points. Tags, URLs, addresses and
+code, which the corpus stripped or dropped, get numbered `{N}` masks (skipping numbers the text
+itself uses): the model returned all of them more often than `%N` masks (`python -m
+bench.placeholders`; BENCHMARKS.md). DEFAULT_STYLE is that
+combination.
+
+Restoring is robust to what a model does to masks (`unmask`):
+- a mask that comes back is replaced by its original, wherever the model put it (the k-th copy
+  of a mask string that stands for several equal spans, like two `%s`, goes to the k-th);
+- a duplicate of a mask, a mask number that was never issued, or a span the model made up
+  (a `%s` or a tag that was not in the source: it would break a format string) is deleted;
+- a mask the model dropped is re-inserted: at the start or the end of the text when it stood
+  there in the source (only other masks or spaces between it and the edge), right after its
+  source neighbour when they were adjacent and the neighbour survived, else at the word boundary
+  nearest to its relative position in the source; its own spacing (glued or spaced) is kept;
+- an opening and a closing tag that come back crossed (`</b> ... <b>`) swap places, and a
+  space the model put just inside a pair that hugged its text in the source is deleted;
+- deleting may join neighbours into a new span ("%%jm" + "p" -> "%p"): that is deleted too,
+  and an original that would read differently next to its neighbour is spaced off.
+So every original span is in the output exactly as many times as in the input (the tests and
+bench/placeholders.py check it).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import re
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+# One alternative per kind of span; the first that matches at a position wins.
+_PLACEHOLDER = (
+    r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
+    r"[diouxXeEfFgGcsSpaAm@]"  # printf, glibc %m, GCC %qE, Objective-C %@
+    r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # Python %(name)s
+    r"|%<|%>"  # GCC quotes
+    r"|%[1-9]\d*"  # Qt / LibreOffice %1
+    r"|%[A-Z][A-Z0-9_]{2,}%?"  # LibreOffice %PRODUCTNAME, %FOO%
+    r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9]|\$[A-Z][A-Z0-9_]+\$?"  # shell and make variables
+    r"|\{\{[\w.]*\}\}|\{[\w.]*(?::[^{}\s]*)?\}"  # {{name}}, {name}, {0}, {0:.2f}, {}
+)
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|"
+    "strike|strong|sub|sup|time|tt|u|var|wbr|"
+    "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
+)
+INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
+# a line break in markup ends the sentence there, the text on each side translated apart and
+# the tag kept between, unless the sentence goes on after it (`joins_at_break`): then the tag
+# stands alone in the sentence, and app.text.tags takes it out and puts it back (with its mask in
+# the sentence, the model lost words: "Save the file<br>and close the window." -> "Speichert
+# die Datei<br>and das Fenster."; cut there, each half lost the other)
+LINE_BREAK_TAGS = frozenset({"br"})
+LINE_BREAK_RE = re.compile(r"(<br(?:\s+[^<>]*?)?\s*/?>)", re.IGNORECASE)
+_ANY_TAG = re.compile(r"<[^<>]*>")
+_TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s+[^<>]*?)?\s*/?>"
+_NOT_URL = "\\s<>\"'„“”‘’«»‹›"  # what ends a URL; it does not end in punctuation either
+_URL = (
+    rf"(?i:https?|ftp)://[^{_NOT_URL}]+[^{_NOT_URL}.,;:!?)\]}}]"
+    rf"|www\.[\w-]+(?:\.[\w-]+)+(?:[^{_NOT_URL}]*[^{_NOT_URL}.,;:!?)\]}}])?"
+)
+_EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
+_CODE = r"`[^`\n]+`|(?<=\])\([^()\s]+\)"  # `inline code`, a Markdown link's (target)
+SPAN_RE = re.compile(
+    rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
+    rf"|(?P<placeholder>{_PLACEHOLDER})"
+)
+# every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
+# "`" or "](", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
+# each of its alternatives at every position, this one scan is far quicker (`_spans`)
+_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(")
+_TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+@dataclass(frozen=True)
+class MaskStyle:
+    """How the mask of the n-th masked span (from 1) is written; with keep_placeholders,
+    placeholders are their own masks (the model has seen them) and only tags, URLs and
+    addresses get numbered ones. A mask must be a span itself (SPAN_RE finds it)."""
+
+    template: str
+    keep_placeholders: bool = False
+
+    def token(self, n: int) -> str:
+        return self.template.format(n=n)
+
+
+QT_STYLE = MaskStyle("%{n}")
+BRACE_STYLE = MaskStyle("{{{n}}}")
+KEEP_STYLE = MaskStyle("%{n}", keep_placeholders=True)
+KEEP_BRACE_STYLE = MaskStyle("{{{n}}}", keep_placeholders=True)
+DEFAULT_STYLE = KEEP_BRACE_STYLE
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    kind: str  # placeholder, tag, url, email, code
+
+
+def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
+    """pattern.finditer(text) for SPAN_RE, or a pattern whose every match is a span (the
+    masks), without running it over a text that has no span (_SPAN_HINT)."""
+    return pattern.finditer(text) if _SPAN_HINT.search(text) else iter(())
+
+
+def has_words(text: str) -> bool:
+    """Whether text has a letter outside its protected spans."""
+    return bool(_LETTER.search(SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text))
+
+
+def find_spans(text: str) -> list[Span]:
+    return [Span(m.start(), m.end(), m.lastgroup or "") for m in _spans(SPAN_RE, text)]
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A text with its protected spans replaced by masks.
+
+    originals[i] is the i-th span (in source order), masks[i] the string standing for it;
+    at_edge[i] is "start", "end" or "";
+    neighbours[i] are the characters just (left, right) of the span ("" at an edge);
+    where[i] is the (start, end) of its mask in `text`;
+    pairs are (open, close) indices of matching tags."""
+
+    text: str
+    originals: tuple[str, ...]
+    masks: tuple[str, ...]
+    at_edge: tuple[str, ...]
+    neighbours: tuple[tuple[str, str], ...]
+    where: tuple[tuple[int, int], ...]
+    pairs: tuple[tuple[int, int], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.originals)
+
+
+def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
+    spans = find_spans(text)
+    originals = tuple(text[s.start : s.end] for s in spans)
+    masks = _masks_for(spans, originals, style)
+    out, pos, where, length = [], 0, [], 0  # length: of "".join(out), kept as it grows
+    for span, token in zip(spans, masks, strict=True):
+        out.append(text[pos : span.start])
+        start = length + span.start - pos
+        where.append((start, start + len(token)))
+        out.append(token)
+        length, pos = start + len(token), span.end
+    out.append(text[pos:])
+    masked = "".join(out)
+    between = [text[a.end : b.start] for a, b in zip(spans, spans[1:], strict=False)]
+    # blank before a span: it starts at or before the first non-blank character; blank after
+    # it: it ends at or after the last one (one scan, not a slice per span)
+    first, last = len(text) - len(text.lstrip()), len(text.rstrip())
+    at_edge = []
+    for i, span in enumerate(spans):
+        before_blank = span.start <= first or (
+            i > 0 and at_edge[i - 1] == "start" and not between[i - 1].strip()
+        )
+        at_edge.append("start" if before_blank else "")
+    for i in reversed(range(len(spans))):
+        after_blank = spans[i].end >= last or (
+            i + 1 < len(spans) and at_edge[i + 1] == "end" and not between[i].strip()
+        )
+        if after_blank and at_edge[i] != "start":
+            at_edge[i] = "end"
+    neighbours = tuple((text[s.start - 1 : s.start] if s.start else "", text[s.end : s.end + 1])
+                       for s in spans)
+    return Masked(
+        text=masked,
+        originals=originals,
+        masks=masks,
+        at_edge=tuple(at_edge),
+        neighbours=neighbours,
+        where=tuple(where),
+        pairs=_tag_pairs(spans, originals),
+    )
+
+
+def _masks_for(spans: list[Span], originals: tuple[str, ...], style: MaskStyle) -> tuple[str, ...]:
+    """Each span's mask: itself (a kept placeholder) or the next numbered mask that is not
+    already a kept placeholder of this text."""
+    keep = [style.keep_placeholders and s.kind == "placeholder" for s in spans]
+    taken = {o for o, k in zip(originals, keep, strict=True) if k}
+    masks, n = [], 0
+    for original, kept in zip(originals, keep, strict=True):
+        if kept:
+            masks.append(original)
+            continue
+        n += 1
+        while style.token(n) in taken:
+            n += 1
+        masks.append(style.token(n))
+    return tuple(masks)
+
+
+def _tag_pairs(spans: list[Span], originals: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    pairs, open_tags = [], []  # open_tags: (name, index)
+    for i, (span, original) in enumerate(zip(spans, originals, strict=True)):
+        if span.kind != "tag" or original.endswith("/>"):
+            continue
+        name = _TAG_NAME.match(original).group(1).lower()
+        if not original.startswith("</"):
+            open_tags.append((name, i))
+            continue
+        for k in range(len(open_tags) - 1, -1, -1):
+            if open_tags[k][0] == name:
+                pairs.append((open_tags.pop(k)[1], i))
+                break
+    return tuple(sorted(pairs))
+
+
+def unmask(masked: Masked, translation: str) -> str:
+    """The translation with every mask replaced by its original; see the module doc for how
+    dropped, duplicated, unknown and crossed masks are handled."""
+    if not masked.count and not _SPAN_HINT.search(translation):
+        return translation  # nothing to put back, no span the model made up to take out
+    clean, placed = _strip_masks(masked, translation)
+    spacing = {i: (True, True) for i in placed}  # (glued left, glued right)
+    for i in range(masked.count):
+        if i not in placed:
+            placed[i], spacing[i] = _reinsert_at(masked, i, clean, placed)
+    for a, b in masked.pairs:  # an opening tag must not come after its closing tag
+        if placed[a] > placed[b]:
+            placed[a], placed[b] = placed[b], placed[a]
+    clean, placed = _tighten_pairs(masked, clean, placed)
+    out = _assemble(masked, clean, placed, spacing)
+    if Counter(m.group() for m in _spans(SPAN_RE, out)) != Counter(masked.originals):
+        # an original joined with a neighbour into another span ("%" + "<b>" reads "%<", "b>"):
+        # space every original off
+        out = _assemble(masked, clean, placed, dict.fromkeys(placed, (False, False)))
+    return out
+
+
+def _tighten_pairs(
+    masked: Masked, clean: str, placed: dict[int, int]
+) -> tuple[str, dict[int, int]]:
+    """A tag pair that hugged its text in the source hugs it here too: the model's space just
+    inside `<b> word </b>` is deleted."""
+    for a, b in masked.pairs:
+        inner = [(placed[a], masked.neighbours[a][1]), (placed[b] - 1, masked.neighbours[b][0])]
+        for at, touched in sorted(inner, reverse=True):  # right first: positions stay valid
+            if placed[a] <= at < placed[b] and clean[at] == " " and touched.strip():
+                clean = clean[:at] + clean[at + 1 :]
+                placed = {i: p - 1 if p > at else p for i, p in placed.items()}
+    return clean, placed
+
+
+# numbered brace masks ("{12}"): beyond this many in one text they are found by their shape,
+# not one by one: the regular expression tries its alternatives in turn, so with thousands
+# (a paragraph of 100,000 formatting runs) each match took a scan of them all
+_MANY_MASKS = 64
+_BRACE_MASK = re.compile(r"\{\d+\}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _mask_pattern(masks: frozenset[str]) -> re.Pattern:
+    """The masks (longest first), then any span, compiled once per set of masks: compiling it
+    per translation showed in a server profile of the event loop."""
+    numbered = {t for t in masks if _BRACE_MASK.fullmatch(t)}
+    # a brace mask is delimited, so matching its shape finds the same masks as listing them
+    # (one that was never issued is then deleted, as SPAN_RE's placeholder match of it was)
+    shape = [_BRACE_MASK.pattern] if len(numbered) > _MANY_MASKS else []
+    listed = masks - numbered if shape else masks
+    ours = "|".join(shape + [re.escape(t) for t in sorted(listed, key=len, reverse=True)])
+    return re.compile(f"{ours}|{SPAN_RE.pattern}") if ours else SPAN_RE
+
+
+def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]:
+    """The translation without masks and without spans the model made up, and where each
+    span's mask stood in it (the k-th copy of a mask string goes to the k-th span it stands
+    for; copies beyond those are deleted)."""
+    pieces: list[str] = []  # of the clean text, `length` characters so far
+    placed, pos, length = {}, 0, 0
+    free: dict[str, deque[int]] = {}  # mask string -> its spans not placed yet, in order
+    for i, token in enumerate(masked.masks):
+        free.setdefault(token, deque()).append(i)
+    # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
+    # the printf "%2hi"
+    for m in _spans(_mask_pattern(frozenset(masked.masks)), translation):
+        if piece := translation[pos : m.start()]:  # so pieces[-1] is where clean ends
+            pieces.append(piece)
+            length += len(piece)
+        pos = m.end()
+        if free.get(m.group()):
+            placed[free[m.group()].popleft()] = length
+        elif (pieces and pieces[-1].endswith(" ")
+              and translation[pos : pos + 1] in (" ", "")):
+            pieces[-1] = pieces[-1][:-1]  # a deleted mask leaves no double space
+            length -= 1
+    pieces.append(translation[pos:])
+    clean = "".join(pieces)
+    # deleting a span may join what was around it into a new one ("%%jm" + "p" -> "%p"):
+    # delete until none is left, moving the places after each deletion
+    while found := next(_spans(SPAN_RE, clean), None):
+        a, b = found.span()
+        clean = clean[:a] + clean[b:]
+        placed = {i: at if at <= a else max(a, at - (b - a)) for i, at in placed.items()}
+    return clean, placed
+
+
+def _reinsert_at(
+    masked: Masked, i: int, clean: str, placed: dict[int, int]
+) -> tuple[int, tuple[bool, bool]]:
+    """Where dropped mask i goes back, and its spacing (glued left, glued right)."""
+    if masked.at_edge[i] == "start":
+        at = len(clean) - len(clean.lstrip())
+    elif masked.at_edge[i] == "end":
+        at = len(clean.rstrip())
+    elif i > 0 and (i - 1) in placed and _adjacent(masked, i - 1, i):
+        at = placed[i - 1]
+    elif i + 1 < masked.count and (i + 1) in placed and _adjacent(masked, i, i + 1):
+        at = placed[i + 1]
+    else:  # the word boundary nearest to its relative position in the source, spaced
+        target = masked.where[i][0] / max(1, len(masked.text)) * len(clean)
+        bounds = [0, len(clean)] + [m.start() for m in re.finditer(r"(?<=\s)\S", clean)]
+        return min(bounds, key=lambda b: abs(b - target)), (False, False)
+    # glued to a word character it touched in the source, or to the same character here
+    left, right = masked.neighbours[i]
+    glue_left = left.isalnum() or (left.strip() != "" and clean[at - 1 : at] == left)
+    glue_right = right.isalnum() or (right.strip() != "" and clean[at : at + 1] == right)
+    return at, (glue_left, glue_right)
+
+
+def _adjacent(masked: Masked, a: int, b: int) -> bool:
+    """Masks a and b stood next to each other in the masked source (only spaces between)."""
+    return not masked.text[masked.where[a][1] : masked.where[b][0]].strip()
+
+
+def _assemble(
+    masked: Masked, clean: str, placed: dict[int, int], spacing: dict[int, tuple[bool, bool]]
+) -> str:
+    """Originals into `clean` at their places, with a space where `spacing` wants one (between
+    two originals at one place: where neither is glued to the other)."""
+    order = sorted(placed, key=lambda k: (placed[k], k))
+    out, pos = [], 0
+    for k, index in enumerate(order):
+        at = placed[index]
+        piece, (glue_left, glue_right) = masked.originals[index], spacing[index]
+        out.append(clean[pos:at])
+        joined_left = k > 0 and placed[order[k - 1]] == at  # the previous original is here too
+        if not glue_left and not joined_left and _last_char(out).strip():
+            piece = " " + piece
+        nxt = order[k + 1] if k + 1 < len(order) else None
+        if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
+            a, b = sorted((index, nxt))
+            between = masked.text[masked.where[a][1] : masked.where[b][0]]
+            # two tags whose words went elsewhere (app.text.tags: "<em>x</em> y</a>" ->
+            # "...x</em></a>")
+            # close up; otherwise text between them in the source keeps them apart
+            both_tags = all(masked.originals[i].startswith("<") for i in (a, b))
+            piece += " " if between and not (both_tags and between.strip()) else ""
+        elif not glue_right and clean[at : at + 1].strip():
+            piece += " "
+        out.append(piece)
+        pos = at
+    out.append(clean[pos:])
+    return "".join(out)
+
+
+def _last_char(pieces: list[str]) -> str:
+    """The last character of "".join(pieces), without joining them (one call per span)."""
+    return next((piece[-1] for piece in reversed(pieces) if piece), "")
+
+
+def protect(
+    translate: Callable[[list[str]], list[str]], style: MaskStyle = DEFAULT_STYLE
+) -> Callable[[list[str]], list[str]]:
+    """Wrap a batch translate function so protected spans survive it."""
+
+    def protected(texts: list[str]) -> list[str]:
+        masked = [mask(text, style) for text in texts]
+        outputs = translate([m.text for m in masked])
+        return [unmask(m, out) for m, out in zip(masked, outputs, strict=True)]
+
+    return protected
+
+
+def joins_at_break(before: str, after: str) -> bool:
+    """Whether a sentence runs on over a line-break tag between these two stretches of text
+    (markup around them ignored): the text before has words and does not end a sentence or a
+    label (. ! ? … : ;), and the text after starts with a lowercase letter."""
+    head = html.unescape(_ANY_TAG.sub("", before)).rstrip()
+    tail = html.unescape(_ANY_TAG.sub("", after)).lstrip()
+    return (has_words(head) and head[-1] not in ".!?…:;" and bool(tail)
+            and tail[0].islower())
+
+
+def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """(chunk, translatable) runs with each line-break tag that stands alone between two texts
+    of one sentence (`joins_at_break`) moved into the text: "Save the file<br>and close it."
+    becomes one run with the tag in it."""
+    out: list[tuple[str, bool]] = []
+    for chunk, kind in parts:
+        if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
+                and LINE_BREAK_RE.fullmatch(out[-1][0])
+                and joins_at_break(out[-2][0], chunk)):
+            brk = out.pop()[0]
+            out[-1] = (out[-1][0] + brk + chunk, True)
+        else:
+            out.append((chunk, kind))
+    return out

@@ -1,0 +1,352 @@
+"""Text segmentation: split inputs into sentences keeping every other character as it was.
+
+A text becomes `Segments`: a list of parts whose concatenation is exactly the input, some of
+them marked for translation (sentences), the rest verbatim (whitespace, line breaks, markup,
+pieces without letters). `rejoin` puts translations in place of the marked parts, so paragraphs,
+indentation and line breaks survive translation exactly.
+
+A line break inside a sentence (text wrapped at a width: e-mail, subtitles, HTML source) does
+not cut it: cut, each half was translated without the other, and the scores of wrapped test
+sentences fell far below; joined by soft_wrap they come close to the unwrapped ones
+(`python -m bench.wrapped`; BENCHMARKS.md).
+Such a sentence goes to the model on one line, and its breaks go back into the translation at
+the spaces nearest their relative places (`rewrap`). Which breaks are wraps is the `wraps` rule
+of `add_text`: in plain text a break where the next line's first word would not have fit on a
+full line before and the next line starts with a lowercase letter at the same indentation
+(`soft_wrap`); in HTML every break in a text (`always`: HTML renders it as a space); in
+subtitles every break but a speaker's turn (`subtitle_wrap`).
+
+HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
+sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
+byte for byte. (The service does this only with span protection off; with it, HTML is cut into
+blocks of text with their inline tags: app.translation.service._layout.)
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+from app.text.protect import find_spans
+
+MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
+
+_LINE_BREAKS = re.compile(r"\s*\n\s*")  # a line break with the whitespace around it
+_INDENT = re.compile(r"[ \t]*(?:(?:[-*+•‣◦]|\d{1,3}[.)])[ \t]+)?")  # indentation, list marker
+_LETTER_ITEM = re.compile(r"[a-z][.)]\s")  # "a) ", "b. ": a list item, not a continuation
+# which line breaks fall inside a sentence: (line before, line after, longest line) -> bool
+Wraps = Callable[[str, str, int], bool]
+# a sentence ends at . ! ? … (possibly repeated, followed by closing quotes/brackets) + space
+_SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’»)\]]*(\s+)(?=\S)")
+_CLAUSE_BREAK = re.compile(r"[,;:]\s+")
+_SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+
+
+MIN_WRAPPED_LINE = 25  # characters: shorter lines are list items, labels, verse, not wraps
+
+
+def soft_wrap(before: str, after: str, width: int) -> bool:
+    """Whether a line break between two non-blank lines of plain text (`width`: the text's
+    longest line) falls inside a sentence, as text wrapped at a width breaks: the next line's
+    first word would not have fit on the line before (at least MIN_WRAPPED_LINE characters, not
+    ending in a colon), and the next line starts with a lowercase letter (not a letter item,
+    "a) ") at the indentation of the line before or of its text after a list marker ("- ")."""
+    head, text = before.strip(), after.lstrip()
+    if len(head) < MIN_WRAPPED_LINE or not text or head.endswith(":") or not text[0].islower():
+        return False
+    if _LETTER_ITEM.match(text) or len(before.rstrip()) + 1 + len(text.split()[0]) <= width:
+        return False
+    indent = len(after) - len(text)
+    lead = len(before) - len(before.lstrip())
+    return indent in (lead, _INDENT.match(before).end())
+
+
+def always(before: str, after: str, width: int) -> bool:
+    """Every line break joins (HTML: a break in a text is a space to the browser)."""
+    return True
+
+
+def subtitle_wrap(before: str, after: str, width: int) -> bool:
+    """The lines of a subtitle join unless the next one opens a speaker's turn ("- ...")."""
+    return not after.lstrip().startswith(("-", "–", "—"))
+
+
+def rewrap(source: str, translation: str) -> str:
+    """translation (on one line) with the line breaks of source (a sentence that spans lines)
+    put back, each at the space of translation nearest its relative place in source, in order;
+    a break with no space left for it is dropped (the lines join)."""
+    breaks = list(_LINE_BREAKS.finditer(source))
+    if not breaks:
+        return translation
+    flat = len(_LINE_BREAKS.sub(" ", source)) or 1
+    spaces = [m.start() for m in re.finditer(" ", translation)]
+    out, pos, used, shift = [], 0, -1, 0
+    for brk in breaks:
+        place = (brk.start() - shift) / flat * len(translation)
+        shift += len(brk.group()) - 1  # the break is one space in the flat text
+        if used + 1 == len(spaces):
+            break  # no space left
+        used = min(range(used + 1, len(spaces)), key=lambda i: abs(spaces[i] - place))
+        out += [translation[pos : spaces[used]], brk.group()]
+        pos = spaces[used] + 1
+    return "".join(out) + translation[pos:]
+
+
+@dataclass
+class Segments:
+    """Parts of one text; `targets` are the indices of the parts to translate."""
+
+    parts: list[str] = field(default_factory=list)
+    targets: list[int] = field(default_factory=list)
+    html: bool = False
+
+    @property
+    def sentences(self) -> list[str]:
+        """What goes to the engine (entities decoded for HTML), each on one line."""
+        return [_LINE_BREAKS.sub(" ", self._plain(self.parts[i])) for i in self.targets]
+
+    def rejoin(self, translations: list[str]) -> str:
+        if len(translations) != len(self.targets):
+            raise ValueError(f"expected {len(self.targets)} translations, got {len(translations)}")
+        parts = list(self.parts)
+        for index, text in zip(self.targets, translations, strict=True):
+            text = rewrap(parts[index], text.strip())
+            parts[index] = html.escape(text, quote=False) if self.html else text
+        return "".join(parts)
+
+    def refine(self, fits: Callable[[str], bool]) -> None:
+        """Cut the sentences that do not fit the model (`fits` is False) into runs of words that
+        do, keeping the whitespace between runs verbatim, so nothing is truncated."""
+        old_parts, old_targets = self.parts, set(self.targets)
+        self.parts, self.targets = [], []
+        for index, part in enumerate(old_parts):
+            if index not in old_targets or fits(self._plain(part)):
+                self._append(part, index in old_targets)
+                continue
+            pieces = re.split(r"(\s+)", part)  # word, gap, word, ..., word
+            run = pieces[0]
+            for gap, word in zip(pieces[1::2], pieces[2::2], strict=True):
+                if fits(self._plain(run + gap + word)):
+                    run += gap + word
+                else:
+                    self._append_cut(run, fits)
+                    self._append(gap, False)
+                    run = word
+            self._append_cut(run, fits)
+
+    def _append_cut(self, run: str, fits: Callable[[str], bool]) -> None:
+        """A run of words to translate; a single word longer than the model takes (a line of
+        letters without a space) is cut into the longest pieces that fit, joined with nothing."""
+        while not fits(self._plain(run)) and len(run) > 1:
+            low, high = 1, len(run) - 1  # the longest prefix that fits: at least one character
+            while low < high:
+                mid = (low + high + 1) // 2
+                if fits(self._plain(run[:mid])):
+                    low = mid
+                else:
+                    high = mid - 1
+            self._append(run[:low], True)
+            run = run[low:]
+        self._append(run, True)
+
+    def _plain(self, text: str) -> str:
+        return html.unescape(text) if self.html else text
+
+    def _append(self, text: str, translate: bool) -> None:
+        if translate:
+            self.targets.append(len(self.parts))
+            self.parts.append(text)
+        else:
+            self._add(text, translate=False)
+
+    def _add(self, text: str, translate: bool) -> None:
+        if not text:
+            return
+        if translate and any(ch.isalpha() for ch in self._plain(text)):
+            self.targets.append(len(self.parts))
+            self.parts.append(text)
+        elif self.parts and (len(self.parts) - 1) not in self.targets[-1:]:
+            self.parts[-1] += text  # merge neighbouring verbatim parts
+        else:
+            self.parts.append(text)
+
+    def add_text(self, text: str, wraps: Wraps = soft_wrap) -> None:
+        """Append plain text, split into lines and sentences; lines joined by a break that
+        `wraps(line before, line after, longest line)` calls a wrap are split as one."""
+        pos = start = 0
+        lines = text.split("\n")
+        width = max(len(line.rstrip()) for line in lines)
+        for i in range(len(lines) - 1):
+            pos += len(lines[i]) + 1
+            if not (lines[i].strip() and lines[i + 1].strip()
+                    and wraps(lines[i], lines[i + 1], width)):
+                chunk = text[start : pos - 1]
+                body = chunk.rstrip()
+                self._add_line(body)
+                self._add(chunk[len(body) :] + "\n", translate=False)
+                start = pos
+        self._add_line(text[start:])
+
+    def _add_line(self, line: str) -> None:
+        stripped = line.strip()
+        if not stripped:
+            self._add(line, translate=False)
+            return
+        lead = line[: len(line) - len(line.lstrip())]
+        trail = line[len(line.rstrip()) :]
+        self._add(lead, translate=False)
+        pos = 0
+        for end in _SENTENCE_END.finditer(stripped):
+            self._add_sentence(stripped[pos : end.start(1)])
+            self._add(end.group(1), translate=False)
+            pos = end.end()
+        self._add_sentence(stripped[pos:])
+        self._add(trail, translate=False)
+
+    def _add_sentence(self, sentence: str) -> None:
+        for piece, gap in _cut_long(sentence, MAX_SENTENCE_CHARS):
+            self._add(piece, translate=True)
+            self._add(gap, translate=False)
+
+
+def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
+    """(piece, following whitespace) pairs, each piece at most `limit` characters where a clause
+    or word boundary allows it."""
+    if len(sentence) <= limit:
+        return [(sentence, "")]
+    # the protected spans found once (not once per piece: a paragraph of 100,000 characters
+    # has hundreds of pieces), as (start, end) in `sentence`
+    spans = [(span.start, span.end) for span in find_spans(sentence)]
+    out, base, first_span = [], 0, 0  # base: where the rest of the sentence starts
+    while len(sentence) - base > limit:
+        window = sentence[base : base + limit + 1]
+        cut = None
+        for match in _CLAUSE_BREAK.finditer(window):
+            cut = (match.start() + 1, match.end())  # keep the comma with the piece
+        if cut is None or cut[0] < limit // 3:
+            spaces = [m.span() for m in re.finditer(r"\s+", window)]
+            if spaces and spaces[-1][0] > 0:
+                cut = spaces[-1]
+        if cut is None:  # no boundary at all: hard cut, but not inside a protected span
+            at = limit
+            while first_span < len(spans) and spans[first_span][1] <= base:
+                first_span += 1
+            for start, end in spans[first_span:]:
+                start, end = max(start - base, 0), end - base  # in the rest
+                if start >= at:
+                    break
+                if at < end:
+                    at = start or end
+                    break
+            cut = (at, at)
+        out.append((sentence[base : base + cut[0]], sentence[base + cut[0] : base + cut[1]]))
+        base += cut[1]
+    out.append((sentence[base:], ""))
+    return out
+
+
+def segment_text(text: str, wraps: Wraps = soft_wrap) -> Segments:
+    segments = Segments()
+    segments.add_text(text, wraps)
+    return segments
+
+
+class _HtmlSplitter(HTMLParser):
+    """Records where each parser event starts, so the source can be sliced back exactly."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.source = source
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
+        self.events: list[tuple[int, bool]] = []  # (start offset, is translatable text)
+        self.skip: list[str] = []  # open elements whose text is kept verbatim
+
+    def _mark(self, translatable: bool) -> None:
+        line, col = self.getpos()
+        self.events.append((self.line_starts[line - 1] + col, translatable))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._mark(False)
+        no_translate = dict(attrs).get("translate") == "no" or "notranslate" in (
+            dict(attrs).get("class") or ""
+        ).split()
+        if tag in _SKIP_TAGS or no_translate or (self.skip and tag == self.skip[-1]):
+            self.skip.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._mark(False)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._mark(False)
+        if self.skip and tag == self.skip[-1]:
+            self.skip.pop()
+
+    def handle_data(self, data: str) -> None:
+        self._mark(not self.skip)
+
+    def handle_comment(self, data: str) -> None:
+        self._mark(False)
+
+    def handle_decl(self, decl: str) -> None:
+        self._mark(False)
+
+    def handle_pi(self, data: str) -> None:
+        self._mark(False)
+
+    def unknown_decl(self, data: str) -> None:
+        self._mark(False)
+
+
+def segment_html(source: str) -> Segments:
+    """Segments of an HTML fragment or document: text nodes split into sentences."""
+    splitter = _HtmlSplitter(source)
+    splitter.feed(source)
+    splitter.close()
+    segments = Segments(html=True)
+    events = splitter.events
+    if not events or events[0][0] > 0:
+        events.insert(0, (0, False))
+    # neighbouring text events (the parser may split text at a stray '<') form one text node
+    bounds = [off for i, (off, kind) in enumerate(events) if i == 0 or kind != events[i - 1][1]]
+    kinds = [kind for i, (_, kind) in enumerate(events) if i == 0 or kind != events[i - 1][1]]
+    bounds.append(len(source))
+    for start, end, translatable in zip(bounds, bounds[1:], kinds, strict=False):
+        chunk = source[start:end]
+        if translatable:
+            segments.add_text(chunk, always)
+        else:
+            segments._add(chunk, translate=False)
+    return segments
+
+
+def segment(text: str, fmt: str = "text") -> Segments:
+    return segment_html(text) if fmt == "html" else segment_text(text)
+
+
+def translate_fitting(
+    texts: list[str], fits: Callable[[str], bool] | None,
+    translate: Callable[[list[str]], list[str]],
+) -> list[str]:
+    """translate(texts), with every text that the model cannot take whole (`fits` is False)
+    cut into runs of words that fit and put back together afterwards."""
+    whole = [True] * len(texts) if fits is None else [fits(text) for text in texts]
+    if all(whole):
+        return translate(texts)
+    cut = [Segments([text], [0]) for text in texts]
+    for seg, fit in zip(cut, whole, strict=True):
+        if not fit:
+            seg.refine(fits)
+    out = iter(translate([s for seg in cut for s in seg.sentences]))
+    return [seg.rejoin([next(out) for _ in seg.targets]) for seg in cut]
+
+
+def fits_engine(engine) -> Callable[[str], bool] | None:
+    """Whether `engine` (its max_source_tokens and count_tokens) takes a sentence whole, for
+    Segments.refine; None where it has no limit."""
+    limit = engine.max_source_tokens
+    if not limit:
+        return None
+    return lambda sentence: engine.count_tokens(sentence) <= limit

@@ -1,0 +1,367 @@
+"""Document jobs (/v1/documents): a document is uploaded, translated in the background, polled
+and downloaded.
+
+A job is a row of an embedded SQLite database (`<jobs_dir>/jobs.db`) and a directory
+(`<jobs_dir>/<id>/`) holding the uploaded file and, once done, the translated one. One runner task
+translates the queued jobs one at a time, oldest first, through the service's one document use
+case (TranslationService.translate_document) at background priority
+(app.translation.batcher.Priority), so
+live requests keep their latency while a document runs.
+
+Each translated chunk of sentences is written to the database as soon as it is done. After a
+restart, a crash included, the unfinished jobs are queued again and resume where they stopped
+(the kept chunks are not translated again); finished jobs are served as before. A finished job
+(done, failed or cancelled) expires `expiry` seconds after it finished: its row and files go.
+
+With API keys configured, a job belongs to the key that created it (the key's sha256 is kept,
+never the key); asking for another key's job is answered like asking for no job at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import secrets
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from app.documents.filestore import safe_name
+from app.errors import Overloaded, ServiceError
+from app.translation.batcher import Priority
+from app.translation.service import TranslationService
+
+log = logging.getLogger("app.translation.jobs")
+
+T = TypeVar("T")
+# how often a running job's row is read for a cancellation from any process: a cancelled job's
+# work stops within this and the stop itself
+CANCEL_POLL = 0.5
+
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED = ("done", "failed", "cancelled")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,           -- sha256 of the API key that created it; '' without keys
+    filename TEXT NOT NULL,
+    format TEXT NOT NULL,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL,
+    state TEXT NOT NULL,
+    segments INTEGER NOT NULL,     -- of the document (paragraphs, cues, entries)
+    done INTEGER NOT NULL DEFAULT 0,   -- sentences translated
+    total INTEGER NOT NULL DEFAULT 0,  -- sentences to translate (known once it has started)
+    error TEXT,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    expires REAL
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+    start INTEGER NOT NULL,        -- the chunk's first sentence
+    count INTEGER NOT NULL,
+    translations TEXT NOT NULL,    -- a JSON list of `count` strings
+    PRIMARY KEY (job, start, count)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    owner: str
+    filename: str
+    format: str
+    source: str
+    target: str
+    state: str
+    segments: int
+    done: int
+    total: int
+    error: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    expires: float | None
+
+    @property
+    def finished_state(self) -> bool:
+        return self.state in FINISHED
+
+
+class JobStore:
+    """The jobs' rows and files; safe to call from any thread (one connection, one lock)."""
+
+    def __init__(self, root: Path, expiry: float) -> None:
+        self.root = Path(root)
+        self.expiry = expiry
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.root / "jobs.db", check_same_thread=False,
+                                   isolation_level=None)  # autocommit: each statement durable
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _run(self, sql: str, *args: object) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    # ------------------------------------------------------------ files
+
+    def source_path(self, job_id: str) -> Path:
+        return self.root / job_id / "source"
+
+    def result_path(self, job_id: str) -> Path:
+        return self.root / job_id / "result"
+
+    # ------------------------------------------------------------ jobs
+
+    def create(self, owner: str, filename: str, fmt: str, source: str, target: str,
+               segments: int, data: bytes) -> Job:
+        job_id = secrets.token_hex(16)
+        folder = self.root / job_id
+        folder.mkdir()
+        (folder / "source").write_bytes(data)  # before the row: a queued job has its file
+        self._run("INSERT INTO jobs (id, owner, filename, format, source, target, state, "
+                  "segments, created) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                  job_id, owner, safe_name(filename), fmt, source, target, segments, time.time())
+        return self.get(job_id)
+
+    def get(self, job_id: str) -> Job | None:
+        rows = self._run("SELECT * FROM jobs WHERE id = ?", job_id)
+        if not rows:
+            return None
+        job = Job(**dict(rows[0]))
+        if job.expires is not None and job.expires <= time.time():
+            self.remove(job.id)
+            return None
+        return job
+
+    def pending(self) -> list[Job]:
+        """Queued and running jobs, oldest first."""
+        rows = self._run("SELECT * FROM jobs WHERE state IN ('queued', 'running') "
+                         "ORDER BY created")
+        return [Job(**dict(row)) for row in rows]
+
+    def requeue(self, job_id: str | None = None) -> int:
+        """A running job (or, after a restart, every one that was running) queued again, its
+        chunks kept; returns how many."""
+        sql = "UPDATE jobs SET state = 'queued' WHERE state = 'running'"
+        with self._lock:
+            if job_id is None:
+                return self._db.execute(sql).rowcount
+            return self._db.execute(sql + " AND id = ?", (job_id,)).rowcount
+
+    def start(self, job_id: str) -> None:
+        self._run("UPDATE jobs SET state = 'running', started = coalesce(started, ?) "
+                  "WHERE id = ? AND state = 'queued'", time.time(), job_id)
+
+    def progress(self, job_id: str, done: int, total: int) -> None:
+        # never backwards: a resumed job starts counting at 0 before it finds its kept chunks
+        self._run("UPDATE jobs SET done = max(done, ?), total = ? "
+                  "WHERE id = ? AND state = 'running'", done, total, job_id)
+
+    def finish(self, job_id: str, state: str, error: str | None = None) -> None:
+        """Done, failed or cancelled: the clock of its expiry starts; its chunks and the
+        uploaded file go."""
+        now = time.time()
+        with self._lock:
+            self._db.execute(
+                "UPDATE jobs SET state = ?, error = ?, finished = ?, expires = ? "
+                "WHERE id = ? AND state IN ('queued', 'running')",
+                (state, error, now, now + self.expiry, job_id))
+            self._db.execute("DELETE FROM chunks WHERE job = ?", (job_id,))
+        self.source_path(job_id).unlink(missing_ok=True)
+
+    def remove(self, job_id: str) -> None:
+        self._run("DELETE FROM jobs WHERE id = ?", job_id)
+        shutil.rmtree(self.root / job_id, ignore_errors=True)
+
+    def sweep(self) -> int:
+        """Remove the expired jobs; returns how many."""
+        rows = self._run("SELECT id FROM jobs WHERE expires <= ?", time.time())
+        for row in rows:
+            self.remove(row["id"])
+        return len(rows)
+
+    # ------------------------------------------------------------ translated chunks
+
+    def load_chunk(self, job_id: str, start: int, count: int) -> list[str] | None:
+        rows = self._run("SELECT translations FROM chunks WHERE job = ? AND start = ? "
+                         "AND count = ?", job_id, start, count)
+        return json.loads(rows[0]["translations"]) if rows else None
+
+    def save_chunk(self, job_id: str, start: int, count: int, translations: list[str]) -> None:
+        self._run("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)",
+                  job_id, start, count, json.dumps(translations, ensure_ascii=False))
+
+
+class _Stopped(Exception):
+    """Raised in the worker thread at the next chunk once a job is cancelled or the server
+    stops."""
+
+
+@dataclass(frozen=True)
+class _JobCheckpoint:
+    """The service's Checkpoint for one job: its kept chunks in the store."""
+
+    store: JobStore
+    job_id: str
+
+    def load(self, start: int, count: int) -> list[str] | None:
+        return self.store.load_chunk(self.job_id, start, count)
+
+    def save(self, start: int, count: int, translations: list[str]) -> None:
+        self.store.save_chunk(self.job_id, start, count, translations)
+
+
+class JobRunner:
+    """Runs the queued jobs one at a time on the event loop's side, the document work in a
+    worker thread (TranslationService.translate_document)."""
+
+    def __init__(self, store: JobStore, max_pending: int, runs: bool = True,
+                 poll: float | None = None) -> None:
+        """`runs`: this runner translates jobs (False: it only queues and answers, another
+        process's runner translates); `poll`: look at the store this often for jobs queued
+        elsewhere (None: only this runner queues)."""
+        self.store = store
+        self.max_pending = max_pending
+        self.runs = runs
+        self.poll = poll
+        self._service: TranslationService | None = None
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task | None = None
+
+    def start(self, service: TranslationService) -> None:
+        if not self.runs:
+            return
+        requeued = self.store.requeue()
+        if requeued:
+            log.info("resuming %d unfinished document job(s)", requeued)
+        self._service = service
+        self._task = asyncio.create_task(self._loop(), name="nmt-jobs")
+
+    async def stop(self, timeout: float) -> None:
+        """The running job stops after its current chunk and stays queued for the next start."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is None:
+            return
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        if not self._task.done():
+            self._task.cancel()
+
+    def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
+               segments: int, data: bytes) -> Job:
+        pending = len(self.store.pending())
+        if pending >= self.max_pending:
+            raise Overloaded(f"{pending} document jobs are waiting; the limit is "
+                             f"{self.max_pending}; retry later", field="max_pending_jobs",
+                             limit=self.max_pending, retry_after=30)
+        job = self.store.create(owner, filename, fmt, source, target, segments, data)
+        self._wake.set()
+        return job
+
+    def cancel(self, job: Job) -> Job:
+        """A queued or running job becomes cancelled (the running one stops at its next
+        chunk); returns it as it is now."""
+        self.store.finish(job.id, "cancelled")
+        return self.store.get(job.id) or dataclasses.replace(job, state="cancelled")
+
+    async def _loop(self) -> None:
+        sweep_every = min(60.0, max(self.store.expiry / 2, 0.2), self.poll or 60.0)
+        while not self._stopping:
+            try:
+                await asyncio.to_thread(self.store.sweep)
+                pending = await asyncio.to_thread(self.store.pending)
+            except (OSError, sqlite3.Error):  # a full disk, say: try again later
+                log.exception("the document jobs' store failed")
+                pending = []
+            if not pending:
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), sweep_every)
+                continue
+            await self._run(pending[0])
+
+    async def _run(self, job: Job) -> None:
+        store, service = self.store, self._service
+        assert service is not None
+
+        def progress(done: int, total: int) -> None:  # in the worker thread, after each chunk
+            current = store.get(job.id)
+            if self._stopping or current is None or current.state != "running":
+                raise _Stopped
+            store.progress(job.id, done, total)
+
+        try:
+            store.start(job.id)
+            data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
+            work = service.translate_document(
+                data, job.format, job.source, job.target, progress=progress,
+                priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id))
+            outcome = await self._unless_cancelled(job.id, work)
+            try:
+                await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
+            except OSError as exc:  # a full disk, say: the server's trouble, said so
+                log.warning("document job %s: cannot keep its result: %s", job.id, exc)
+                store.finish(job.id, "failed", "the server could not keep the result (is its "
+                             "disk full?); submit the document again later")
+                return
+            store.finish(job.id, "done")
+            log.info("document job %s done: %d segments", job.id, outcome.segments)
+        except Exception as exc:
+            if self._stopping:  # the batcher's refusals then are not the job's fault
+                store.requeue(job.id)
+            elif isinstance(exc, ServiceError):
+                store.finish(job.id, "failed", exc.message)
+            elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
+                log.exception("document job %s failed", job.id)
+                store.finish(job.id, "failed", "internal error")
+
+
+    async def _unless_cancelled(self, job_id: str, work: Awaitable[T]) -> T:
+        """`work`, cancelled (and its document thread stopped: app.translation.stoppable) within
+        CANCEL_POLL seconds of the job's cancellation through any server process; raises
+        _Stopped then."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=CANCEL_POLL)
+                if done:
+                    return task.result()
+                current = await asyncio.to_thread(self.store.get, job_id)
+                if current is None or current.state != "running":
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                    raise _Stopped
+        finally:
+            if not task.done():  # the runner itself was cancelled
+                task.cancel()
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Whole or absent, never half-written."""
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(data)
+    partial.replace(path)

@@ -1,0 +1,528 @@
+"""The one translation use case both APIs share: a TranslationRequest in, a TranslationOutcome
+out. It owns every step between parsing and formatting: limits -> model and options -> sentence
+segmentation -> one batched engine call for all sentences of all texts -> rejoin, scores and
+alternatives; and it counts the requests it rejects. The API modules only speak their wire
+formats (app/http/routes/translate.py: v1, app/http/routes/libretranslate.py: LibreTranslate)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import re
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from app import documents
+from app.config import Settings
+from app.documents.html_file import chunks as html_chunks
+from app.engine.types import Result, TranslationOptions
+from app.errors import (
+    ClientGone,
+    DeadlineExceeded,
+    InvalidInput,
+    ServiceError,
+    TooLarge,
+    UnsupportedLanguage,
+)
+from app.text import tags
+from app.text.langid import Detection, LanguageDetector
+from app.text.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
+from app.text.segment import Segments, always, fits_engine, segment, translate_fitting
+from app.translation.batcher import Batcher, Priority
+from app.translation.registry import LoadedModel, Registry
+from app.translation.stoppable import Stop, run_stoppable
+
+T = TypeVar("T")
+
+# a UTF-16 surrogate left in a decoded str: a lone or reversed "\ud800" escape in the JSON, which
+# no UTF-8 encoder, tokenizer or JSON response can carry
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# source "auto" takes a language that no model reads (a target language only) only from this
+# detector confidence up: on the en-de test splits no English segment reached it and nearly
+# every German one did (BENCHMARKS.md), so English text is not left untranslated
+AUTO_UNREAD_CONFIDENCE = 90.0
+
+
+@dataclass(frozen=True)
+class RequestedOptions:
+    """Decoding options as a client asked for them; None takes the model's default."""
+
+    beam_size: int | None = None
+    length_penalty: float | None = None
+    max_length: int | None = None
+    max_length_ratio: float | None = None
+    alternatives: int = 0
+    return_scores: bool = False
+
+
+@dataclass(frozen=True)
+class FieldNames:
+    """How an API names the request's fields, so that errors name them as the client sent them."""
+
+    text: str = "text"
+    options: str = "options."  # prefix of the option fields
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    texts: list[str]
+    source: str
+    target: str
+    format: str = "text"
+    options: RequestedOptions = RequestedOptions()
+    fields: FieldNames = FieldNames()
+
+
+@dataclass(frozen=True)
+class TextResult:
+    text: str
+    score: float | None = None
+    alternatives: list[str] = dataclasses.field(default_factory=list)
+
+
+IDENTITY = "identity"  # the model name of a request whose source is its target
+
+
+@dataclass(frozen=True)
+class TranslationOutcome:
+    results: list[TextResult]  # one per text, in order
+    route: list[LoadedModel]  # the model, two through a pivot language, none: source == target
+    source: str
+    target: str
+    sentences: int  # sent to the engine, over every hop
+    elapsed_ms: float
+    detected: Detection | None = None  # the source language found for source "auto"
+
+    @property
+    def model_name(self) -> str:
+        return "+".join(m.name for m in self.route) or IDENTITY
+
+    @property
+    def pivot(self) -> str | None:
+        """The language translated through, when no model serves the pair directly."""
+        return self.route[0].target if len(self.route) > 1 else None
+
+
+class TranslationService:
+    """Translate requests through the shared batcher, within the server's limits."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        batcher: Batcher,
+        settings: Settings,
+        on_rejected: Callable[[ServiceError], None] = lambda exc: None,
+        detector: LanguageDetector | None = None,
+    ) -> None:
+        self.registry = registry
+        self.batcher = batcher
+        self.settings = settings
+        self.on_rejected = on_rejected
+        self.detector = detector  # None: "auto" is the only source language (Registry)
+
+    def detect(self, text: str, field: str = "q") -> list[Detection]:
+        """The served languages ranked for `text`, confidences 0-100."""
+        with self._counting_rejections():
+            check_limits([text], self.settings, field)
+        if self.detector is None:  # one source language, or none the detector knows
+            sources = self.registry.sources
+            return [Detection(code, round(100 / len(sources), 1)) for code in sources]
+        return self.detector.detect(text)
+
+    def detect_source(self, text: str, target: str, field: str = "source") -> Detection:
+        """The source language for `source: "auto"`: the detector's first choice when a model
+        reads it, or when it is a language that models only write and the detector is sure
+        (AUTO_UNREAD_CONFIDENCE; the text then stays as it is if that is the target, as
+        LibreTranslate does, and is refused otherwise); else the most likely source language.
+        Raises UnsupportedLanguage for the refused case."""
+        ranked = self.detector.detect(text)
+        sources = self.registry.sources
+        best = ranked[0]
+        if best.language in sources:
+            return best
+        if best.confidence >= AUTO_UNREAD_CONFIDENCE:
+            if best.language == target:
+                return best
+            raise UnsupportedLanguage(
+                f"{field} 'auto': the text looks like {best.language!r} (confidence "
+                f"{best.confidence}), which no model translates from; available: {sources}; "
+                "name the source language to translate it anyway", field=field)
+        return next(d for d in ranked if d.language in sources)
+
+    async def translate(
+        self,
+        request: TranslationRequest,
+        until_gone: Callable[[], Awaitable[None]] | None = None,
+    ) -> TranslationOutcome:
+        """Raises a ServiceError (counted as rejected) for a request the service refuses; when
+        `until_gone()` returns first, the client has gone: its queued work is dropped."""
+        started = time.perf_counter()
+        with self._counting_rejections():
+            check_limits(request.texts, self.settings, request.fields.text)
+            source, detected = request.source, None
+            if source == "auto" and self.detector is not None:
+                # one source per request: the language of all its texts together
+                detected = self.detect_source("\n".join(request.texts), request.target)
+                source = detected.language
+            route = self.registry.route(source, request.target)
+            # through a pivot, the first hop gives its best translation only; every hop's
+            # options are checked before the first one runs
+            plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
+            hops = [
+                (model, build_options(request.options if model is route[-1] else plain,
+                                      model.default_options, self.settings,
+                                      request.fields.options))
+                for model in route
+            ]
+            if not route:  # source == target: no model, but the options are checked all the same
+                build_options(request.options, TranslationOptions(), self.settings,
+                              request.fields.options)
+            work = self._run_route(request, hops)
+            results, sentences = await (work if until_gone is None
+                                        else unless_gone(work, until_gone))
+        elapsed = round((time.perf_counter() - started) * 1000, 2)
+        source = route[0].source if route else request.target  # "auto" resolved
+        return TranslationOutcome(results, route, source, request.target, sentences, elapsed,
+                                  detected)
+
+    @contextlib.contextmanager
+    def _counting_rejections(self) -> Iterator[None]:
+        try:
+            yield
+        except ServiceError as exc:
+            self.on_rejected(exc)
+            raise
+
+    async def read_document(
+        self, data: bytes, fmt: str, source: str, target: str,
+        take: Callable[[documents.Document], T] = lambda doc: doc,
+    ) -> tuple[T, list[LoadedModel], Detection | None]:
+        """What `take` keeps of the document (by default all of it), read and checked against
+        the file limits, and the route of models that translates it; raises the ServiceError
+        that refuses it. The document is read in a thread that stops when the request is
+        cancelled (app.translation.stoppable), and what `take` leaves is freed there too: freeing a
+        parsed document of 100,000 elements took the event loop most of a second."""
+        settings = self.settings
+        limits = documents.Limits(max_bytes=settings.max_file_bytes,
+                                  max_segments=settings.max_file_segments,
+                                  max_chars=settings.max_file_chars)
+        auto = source == "auto" and self.detector is not None
+
+        def read(stop: Stop) -> tuple[T, str]:
+            doc = documents.extract(data, fmt, limits)
+            return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
+
+        with self._counting_rejections():
+            kept, sample = await run_stoppable(read)
+            detected = None
+            if auto:
+                detected = self.detect_source(sample, target)
+                source = detected.language
+            return kept, self.registry.route(source, target), detected
+
+    async def translate_document(
+        self,
+        data: bytes,
+        fmt: str,
+        source: str,
+        target: str,
+        progress: Callable[[int, int], None] | None = None,
+        priority: Priority = Priority.INTERACTIVE,
+        checkpoint: Checkpoint | None = None,
+        until_gone: Callable[[], Awaitable[None]] | None = None,
+    ) -> DocumentOutcome:
+        """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
+        structure kept: read, checked against the limits, segmented and rebuilt in a thread of
+        its own (app.translation.stoppable), its sentences through the shared batcher in chunks of
+        max_batch_size at `priority`, alongside live requests. A `checkpoint` keeps each
+        translated chunk and gives back the ones kept before (a resumed document job), so that
+        work is not done twice. Once `until_gone()` returns (the client has left), ClientGone
+        is raised at once; when this coroutine is cancelled (the client gone, a deadline, a
+        cancelled job), the thread stops whatever it is doing: parsing, waiting for the
+        engine, reassembling or writing."""
+        work = self._translate_document(data, fmt, source, target, progress, priority,
+                                        checkpoint)
+        return await (unless_gone(work, until_gone) if until_gone else work)
+
+    async def _translate_document(
+        self, data: bytes, fmt: str, source: str, target: str,
+        progress: Callable[[int, int], None] | None, priority: Priority,
+        checkpoint: Checkpoint | None,
+    ) -> DocumentOutcome:
+        # the document goes to its thread in a box that the thread empties, so that it is
+        # freed there, not on the event loop (read_document)
+        box, route, detected = await self.read_document(data, fmt, source, target,
+                                                        lambda doc: [doc])
+        segments = len(box[0].segments)
+        with self._counting_rejections():  # the ServiceErrors, counted
+            settings = self.settings
+            loop = asyncio.get_running_loop()
+            # a live request's chunks keep its timeout; a background job's wait for the engine
+            # as long as live work keeps it busy (the job is cancelled or stopped otherwise)
+            timeout = settings.request_timeout if priority is Priority.INTERACTIVE else None
+            # sentences the first model can't take whole are cut with the document's segments
+            # (no model: kept as they are); a later hop's input, the output of the hop before,
+            # is cut where that hop's model can't take it whole
+            fits = [fits_engine(model.translator) for model in route]
+
+            def run(stop: Stop) -> bytes:  # in the document's thread
+                doc = box.pop()
+                start = 0  # of the chunk in the document's sentences
+
+                def translate(sentences: list[str]) -> list[str]:
+                    nonlocal start
+                    key, start = (start, len(sentences)), start + len(sentences)
+                    if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
+                        return kept
+                    # through a pivot: each hop on the previous one's output
+                    for hop, model in enumerate(route):
+                        stop.check()
+                        sentences = translate_fitting(sentences, fits[hop] if hop else None,
+                                                      functools.partial(run_hop, model))
+                    if checkpoint is not None:
+                        checkpoint.save(*key, sentences)
+                    return sentences
+
+                def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
+                    work = self.batcher.translate(model.translator, texts,
+                                                  model.default_options, timeout, priority)
+                    # stopping cancels the wait, and with it the chunk's queued sentences
+                    waiting = stop.waiting(asyncio.run_coroutine_threadsafe(work, loop))
+                    return [r.text for r in waiting.result()]
+
+                out = documents.translate_segments(doc.segments, translate, doc.markup,
+                                                   batch_size=settings.max_batch_size,
+                                                   progress=progress,
+                                                   fits=fits[0] if fits else None,
+                                                   wraps=doc.wraps)
+                stop.check()
+                return documents.rebuild(doc, out)
+
+            result = await run_stoppable(run)
+            return DocumentOutcome(result, route, segments, detected)
+
+    async def _run_route(
+        self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]
+    ) -> tuple[list[TextResult], int]:
+        """Each hop translates the previous hop's best translations; the request timeout
+        covers the whole route."""
+        timeout = self.settings.request_timeout
+        deadline = time.monotonic() + timeout
+        texts, total = request.texts, 0
+        if not hops:  # source == target: the texts as they are
+            return [TextResult(text) for text in texts], 0
+        for model, options in hops:
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise DeadlineExceeded("no time left for the next hop")
+                results, count = await self._run(texts, request.format, model, options,
+                                                 remaining)
+            except DeadlineExceeded:  # name the request's timeout, not a hop's remainder
+                raise DeadlineExceeded(
+                    f"the translation took longer than the request timeout of {timeout:g} s",
+                    field="request_timeout", limit=timeout,
+                ) from None
+            texts, total = [r.text for r in results], total + count
+        return results, total
+
+    async def _run(
+        self, texts: list[str], fmt: str, model: LoadedModel, options: TranslationOptions,
+        timeout: float,
+    ) -> tuple[list[TextResult], int]:
+        # placeholders, inline tags, URLs and addresses are masked before the model
+        # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
+        protect = self.settings.protect_spans
+        layouts = [_layout(text, fmt, protect) for text in texts]
+        units = [u for layout in layouts for u in layout if not isinstance(u, str)]
+        engine = model.translator
+        fits = fits_engine(engine)
+        if fits:  # sentences longer than the encoder takes are cut, not truncated
+            for seg, _ in units:
+                seg.refine(fits)
+        sentences = [s for seg, _ in units for s in seg.sentences]
+        # inline tags: the model translates the plain sentence and what each pair wrapped, then
+        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags)
+        marks = [tags.tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
+        plans, inputs = tags.plan(sentences, marks)
+        results = tags.carried_results(plans, await self.batcher.translate(
+            engine, inputs, options, max(timeout, 0.0)))
+        out, pos = [], 0
+        for layout in layouts:
+            n = sum(len(u[0].targets) for u in layout if not isinstance(u, str))
+            out.append(_assemble(layout, results[pos : pos + n], options))
+            pos += n
+        return out, len(sentences)
+
+
+class Checkpoint(Protocol):
+    """Where a document's translated chunks are kept, by (first sentence, sentence count)."""
+
+    def load(self, start: int, count: int) -> list[str] | None: ...
+
+    def save(self, start: int, count: int, translations: list[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    data: bytes
+    route: list[LoadedModel]  # the model, two through a pivot language, none: source == target
+    segments: int
+    detected: Detection | None = None
+
+
+async def unless_gone(work: Awaitable[T], until_gone: Callable[[], Awaitable[None]]) -> T:
+    """Run `work`; cancel it (dropping its queued sentences) if `until_gone()` returns first."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(until_gone())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise ClientGone("the client closed the connection")
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+
+
+def check_limits(texts: list[str], settings: Settings, field: str) -> None:
+    """TooLarge naming the field and the limit when a request is too big; InvalidInput for a
+    text with a lone surrogate, before anything tokenizes it."""
+    if len(texts) > settings.max_texts_per_request:
+        raise TooLarge(
+            f"{field} has {len(texts)} texts; the limit is {settings.max_texts_per_request}",
+            field=field, limit=settings.max_texts_per_request,
+        )
+    total = 0
+    for i, text in enumerate(texts):
+        name = f"{field}[{i}]" if len(texts) > 1 else field
+        if len(text) > settings.max_chars_per_text:
+            raise TooLarge(
+                f"{name} has {len(text)} characters; the limit is {settings.max_chars_per_text}",
+                field=name, limit=settings.max_chars_per_text,
+            )
+        total += len(text)
+        if bad := _SURROGATE.search(text):
+            raise InvalidInput(
+                f"{name} has a lone surrogate (U+{ord(bad.group()):04X}) at character "
+                f"{bad.start()}; send valid Unicode text",
+                field=name,
+            )
+    if total > settings.max_total_chars:
+        raise TooLarge(
+            f"{field} has {total} characters in all; the limit is {settings.max_total_chars}",
+            field=field, limit=settings.max_total_chars,
+        )
+
+
+def build_options(
+    requested: RequestedOptions, defaults: TranslationOptions, settings: Settings,
+    prefix: str = "options.",
+) -> TranslationOptions:
+    """The model's decoding defaults overridden by the request, within the server's limits."""
+    changes: dict[str, object] = {"return_scores": requested.return_scores}
+    if requested.beam_size is not None:
+        changes["beam_size"] = requested.beam_size
+    if requested.length_penalty is not None:
+        changes["length_penalty"] = requested.length_penalty
+    if requested.max_length_ratio is not None:
+        changes["max_len_ratio"] = requested.max_length_ratio
+    if requested.max_length is not None:
+        changes["max_len_offset"], changes["max_len_ratio"] = requested.max_length, 0.0
+    alternatives = requested.alternatives
+    if alternatives > settings.max_alternatives:
+        raise InvalidInput(
+            f"{prefix}alternatives is {alternatives}; the limit is {settings.max_alternatives}",
+            field=f"{prefix}alternatives", limit=settings.max_alternatives,
+        )
+    if alternatives:
+        changes["num_alternatives"] = alternatives
+        if requested.beam_size is None:
+            changes["beam_size"] = max(defaults.beam_size, alternatives + 1)
+        elif requested.beam_size <= alternatives:
+            raise InvalidInput(
+                f"{prefix}beam_size ({requested.beam_size}) must be larger than "
+                f"{prefix}alternatives ({alternatives})",
+                field=f"{prefix}beam_size", limit=alternatives + 1,
+            )
+    beam_size = changes.get("beam_size", defaults.beam_size)
+    if beam_size > settings.max_beam_size:
+        raise InvalidInput(
+            f"{prefix}beam_size is {beam_size}; the limit is {settings.max_beam_size}",
+            field=f"{prefix}beam_size", limit=settings.max_beam_size,
+        )
+    return dataclasses.replace(defaults, **changes)
+
+
+# a text as the service translates it: verbatim strings (markup) and units (the sentences of
+# a stretch of text, and the masks of its protected spans, or None)
+Layout = list["str | tuple[Segments, Masked | None]"]
+
+
+def _layout(text: str, fmt: str, protect: bool) -> Layout:
+    """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
+    (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
+    sentence runs on after it: app.text.protect.join_breaks). HTML is cut
+    into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
+    inside a sentence stays in it, and app.text.tags carries it over) and markup kept verbatim
+    (block
+    tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
+    its own, so a span the model dropped goes back into its own block. Without protection, HTML
+    is cut at every tag as before."""
+    out: Layout = []
+    if fmt != "html":
+        if not protect:
+            return [(segment(text), None)]
+        pieces = LINE_BREAK_RE.split(text)  # text, <br>, text, ...
+        for piece, is_text in join_breaks([(p, i % 2 == 0) for i, p in enumerate(pieces)]):
+            if not is_text:
+                out.append(piece)
+            elif piece:
+                m = mask(piece)
+                out.append((segment(m.text), m))
+        return out
+    if not protect:
+        return [(segment(text, "html"), None)]
+    for chunk, translatable in html_chunks(text):
+        if not translatable:
+            out.append(chunk)
+            continue
+        m = mask(chunk)
+        seg = Segments(html=True)
+        seg.add_text(m.text, always)  # a line break in HTML text is a space
+        out.append((seg, m))
+    return out
+
+
+def _assemble(layout: Layout, results: list[Result], options: TranslationOptions) -> TextResult:
+    def rejoin(texts: list[str]) -> str:
+        out, pos = [], 0
+        for unit in layout:
+            if isinstance(unit, str):
+                out.append(unit)
+                continue
+            seg, masked = unit
+            joined = seg.rejoin(texts[pos : pos + len(seg.targets)])
+            pos += len(seg.targets)
+            out.append(unmask(masked, joined) if masked is not None else joined)
+        return "".join(out)
+
+    text = rejoin([r.text for r in results])
+    score = None
+    if options.return_scores:
+        scores = [r.score for r in results if r.score is not None]
+        score = sum(scores) / len(scores) if scores else 0.0
+    alternatives = []
+    for k in range(options.num_alternatives):
+        # the k-th alternative of each sentence (its best when it has fewer)
+        picks = [r.alternatives[k] if k < len(r.alternatives) else r.text for r in results]
+        alternatives.append(rejoin(picks))
+    return TextResult(text, score, alternatives)
