@@ -42,6 +42,8 @@ from pathlib import Path
 log = logging.getLogger("app.glossary")
 
 _SPACE = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
+_FIRST_WORD = re.compile(r"\w+")  # of a term: its letters and digits up to the first other
 _TAG = re.compile(r"(<[^<>]*>)")  # markup: text, tag, text, ...
 _TOKEN_NUMBER = re.compile(r"\{(\d+)\}")
 # where a sentence starts in an output: the text's start, or after . ! ? … and whitespace, with
@@ -88,20 +90,23 @@ class Glossary:
         return Glossary.of([*self.entries, *over.entries])
 
     @functools.cached_property
-    def _matcher(self) -> tuple[re.Pattern, dict[str, str], dict[str, str]]:
-        """One pattern of every term (longest first, exact-case ones before any-case ones of
-        the same length), and the targets by exact text and by casefolded text."""
+    def _index(self) -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str]]]:
+        """The entries by the casefolded first word of the term
+        (longest terms first, exact-case ones before any-case ones of the same length); the
+        terms that start with no letter or digit (".NET") apart. Looking up the words of a text
+        keeps a large glossary as quick as a small one: one pattern of every term tried them
+        all at each position of the text; and a term's pattern is compiled only once a text
+        has its first word (_term_pattern)."""
         ordered = sorted(self.entries, key=lambda e: (-len(e[0]), _any_case(e[0])))
-        parts = []
-        for source, _ in ordered:
-            body = r"\s+".join(re.escape(word) for word in source.split(" "))
-            body = f"(?i:{body})" if _any_case(source) else body
-            before = r"(?<!\w)" if _is_word(source[0]) else ""
-            after = r"(?!\w)" if _is_word(source[-1]) else ""
-            parts.append(before + body + after)
-        exact = {s: t for s, t in self.entries if not _any_case(s)}
-        folded = {s.casefold(): t for s, t in self.entries if _any_case(s)}
-        return re.compile("|".join(parts)), exact, folded
+        by_word: dict[str, list[tuple[str, str]]] = {}
+        others = []
+        for source, target in ordered:
+            first = _FIRST_WORD.match(source)
+            if first:
+                by_word.setdefault(first.group().casefold(), []).append((source, target))
+            else:
+                others.append((source, target))
+        return by_word, others
 
     @functools.cached_property
     def _escaped(self) -> Glossary:
@@ -109,18 +114,25 @@ class Glossary:
         return Glossary(tuple((html.escape(s, quote=False), t) for s, t in self.entries))
 
     def find(self, text: str) -> list[tuple[int, int, str]]:
-        """(start, end, target) of each term found in `text`, left to right."""
+        """(start, end, target) of each term found in `text`, left to right: at each place
+        the longest term that starts there; matches never overlap."""
         if not self.entries:
             return []
-        pattern, exact, folded = self._matcher
-        found = []
-        for m in pattern.finditer(text):
-            said = normalize_term(m.group())
-            target = exact.get(said)
-            if target is None:
-                target = folded[said.casefold()]
-            found.append((m.start(), m.end(), target))
-        return found
+        by_word, others = self._index
+        found = []  # (start, -length, order, target): the first at a place is its longest
+        for word in _WORD.finditer(text):
+            for order, (source, target) in enumerate(by_word.get(word.group().casefold(), ())):
+                if m := _term_pattern(source).match(text, word.start()):
+                    found.append((m.start(), -len(m.group()), order, target))
+                    break
+        for order, (source, target) in enumerate(others):
+            found += [(m.start(), -len(m.group()), order, target)
+                      for m in _term_pattern(source).finditer(text)]
+        out: list[tuple[int, int, str]] = []
+        for start, minus_length, _, target in sorted(found):
+            if not out or start >= out[-1][1]:
+                out.append((start, start - minus_length, target))
+        return out
 
     def mask(self, text: str, markup: bool = False) -> TermMasks:
         """`text` with each term found replaced by its mask (one mask per distinct target,
@@ -192,6 +204,18 @@ class TermMasks:
             pos = m.end()
         out.append(translation[pos:])
         return "".join(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _term_pattern(source: str) -> re.Pattern:
+    """A term's pattern (the matching rules in the module doc), compiled once for every
+    glossary that has it: a request's glossary merged with the server's holds the server's
+    terms again."""
+    body = r"\s+".join(re.escape(word) for word in source.split(" "))
+    body = f"(?i:{body})" if _any_case(source) else body
+    before = r"(?<!\w)" if _is_word(source[0]) else ""
+    after = r"(?!\w)" if _is_word(source[-1]) else ""
+    return re.compile(before + body + after)
 
 
 def _key(term: str) -> str:
