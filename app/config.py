@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
     protect_spans: bool = Field(
         True, description="Keep placeholders, inline tags, URLs and e-mail addresses of plain "
-        "text away from the model and put them back unchanged (app.protect).",
+        "text away from the model and put them back unchanged (app.text.protect).",
     )
     # glossaries (docs/glossaries.md)
     glossary_dir: Path | None = Field(

@@ -2,7 +2,7 @@
 
 Each error carries a stable `code`, a message naming the field and the limit, and where they
 apply the `field`, the `limit` and how long to wait before retrying. The batcher, the engine
-adapters and the translation use case raise these; `app.api.errors` is the one place that turns
+adapters and the translation use case raise these; `app.http.errors` is the one place that turns
 them into responses (status codes of either API, headers, the JSON body).
 """
 

@@ -128,7 +128,8 @@ def serve_main(argv: list[str] | None = None) -> int:
 
 def run_server(settings: Settings, peers: Peers | None = None,
                channel: socket.socket | None = None) -> int:
-    """One server process: its own listening socket, or (`channel`, under app.processes) the
+    """One server process: its own listening socket, or (`channel`, under app.serving.supervisor)
+    the
     connections its supervisor hands over."""
     import uvicorn
 

@@ -123,7 +123,7 @@ class OrtBackend(Backend):
 
 class Ct2Backend(Backend):
     """CTranslate2's Translator on a model written by bench.convert, in the layout of our
-    engine's decode lanes: with `workers` > 1, that many CTranslate2 workers (inter_threads, the
+    engine's decode workers: with `workers` > 1, that many CTranslate2 workers (inter_threads, the
     weights shared) with the threads shared out among them, and batches of batch_size / workers
     sentences submitted together, so both engines have the same sentences in flight on the
     same threads."""
@@ -153,7 +153,7 @@ class Ct2Backend(Backend):
         return f"{self.workers} worker(s) x {max(1, self.threads // self.workers)} thread(s)"
 
     def batch1_alternative(self) -> Callable[[], Backend] | None:
-        """A single sentence runs on one worker, so in the lane layout on 1/workers of the
+        """A single sentence runs on one worker, so in the decode worker layout on 1/workers of the
         threads: time it on one worker with all of them too. Which is quicker depends on the
         model's size (one thread was for our 8M-parameter model, two for a 31M one)."""
         return functools.partial(Ct2Backend, *self._args, workers=1) if self.workers > 1 else None

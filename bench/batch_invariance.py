@@ -4,8 +4,8 @@
         [--limit 200] [--variants fp32,int8]
 
 Each variant translates the first --limit sentences one at a time and then all of them in one
-call (one running batch, one lane), and prints how many came out differently. fp32 should give
-none. int8 with run-time activation scales gives some: ONNX Runtime's DynamicQuantizeLinear
+call (one running batch, one decode worker), and prints how many came out differently. fp32 should
+give none. int8 with run-time activation scales gives some: ONNX Runtime's DynamicQuantizeLinear
 quantizes the activations of a whole matrix with one scale, which every row of the running batch
 shares. A bundle calibrated by export.calibrate (fixed scales) changes few: the shipped bundle 4
 of 200 (24 before it was calibrated), where the fused single-sentence search and a beam step's

@@ -119,7 +119,7 @@ def pid_peak_rss_mb(pid: int, field: str = "VmHWM") -> float | None:
 
 
 def process_tree(pid: int) -> list[int]:
-    """pid and its descendants (the server's lane processes), from /proc's children lists."""
+    """pid and its descendants (the server's worker processes), from /proc's children lists."""
     found, todo = [], [pid]
     while todo:
         current = todo.pop()

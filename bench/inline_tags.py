@@ -11,11 +11,11 @@ sentence (the next word lowercase, the one before ending no clause; sentences wi
 place are left out). Translated with the bundle's default decoding three ways:
 
 - plain: the sentences without the tags (what the words should read like);
-- masks: the tags masked in the sentence (`{1}...{2}`, app.protect), as the service did before
+- masks: the tags masked in the sentence (`{1}...{2}`, app.text.protect), as the service did before
   (for "br": split, the text on each side of the `<br>` translated apart, as the HTML path did
-  before: app.documents.html_file without app.protect.join_breaks);
-- carried: app.tags, as the service does now: the plain sentence and the wrapped words
-  translated and the pair carried over; an atom taken out and put back by app.protect.unmask
+  before: app.documents.html_file without app.text.protect.join_breaks);
+- carried: app.text.tags, as the service does now: the plain sentence and the wrapped words
+  translated and the pair carried over; an atom taken out and put back by app.text.protect.unmask
   (for "br": each sentence in a `<p>` through app.documents.translate_document, as .html
   documents and the `format: html` API go).
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def html_path(texts: list[str], join: bool = True) -> list[str]:
         """Each text in a <p> through the .html document path; join False: a <br> always
-        ends the sentence, as before app.protect.join_breaks."""
+        ends the sentence, as before app.text.protect.join_breaks."""
         source = "".join(f"<p>{t}</p>\n" for t in texts).encode()
         kept = html_file.join_breaks
         if not join:

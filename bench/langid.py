@@ -3,7 +3,8 @@
     python -m bench.langid [--data data/en-de-v2] [--langs en de] [--short-words 3]
         [--short-limit 2000] [--json out]
 
-Each line of dev.<lang> is labelled by app.langid.LanguageDetector restricted to --langs; reported
+Each line of dev.<lang> is labelled by app.text.langid.LanguageDetector restricted to --langs;
+reported
 per language: segments, accuracy, accuracy on segments of at most --short-words words, and the
 mean time per segment. The dev sets hold few short segments (none on the English side: the
 corpus builder keeps dev pairs of 4+ source words), so a second set, "short", takes the first
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
         lines = (args.data / f"train.{lang}").read_text().splitlines()
         short = [t for t in lines if 0 < len(t.split()) <= args.short_words][: args.short_limit]
         sets[f"{lang}, short (train)"] = [(t, lang) for t in short]
-    labellers = {"py3langid (app.langid)": LanguageDetector(args.langs).best}
+    labellers = {"py3langid (app.text.langid)": LanguageDetector(args.langs).best}
     if lingua := lingua_labeller(args.langs):
         labellers["lingua"] = lingua
     report = {}

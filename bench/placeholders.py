@@ -1,16 +1,17 @@
-"""Do placeholders, tags, URLs and addresses survive translation? Raw against app.protect's masks.
+"""Do placeholders, tags, URLs and addresses survive translation? Raw against app.text.protect's
+masks.
 
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
 
-Segments: the test sentences holding at least one protected span (app.protect.find_spans), and
+Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
-- keep-brace (app.protect's default): placeholders stay as they are, tags, URLs, addresses and
-  code become `{1}, {2}, ...`; restored (and repaired) by app.protect.unmask;
+- keep-brace (app.text.protect's default): placeholders stay as they are, tags, URLs, addresses and
+  code become `{1}, {2}, ...`; restored (and repaired) by app.text.protect.unmask;
 - keep: the same with `%1, %2, ...` masks;
 - qt / brace: every span replaced by `%1, %2, ...` or `{1}, {2}, ...`, restored the same way.
 

@@ -33,8 +33,8 @@ offline rate from the same minutes.
 Finally the roofline at batch 1: weight bytes read per decoder step against measured memory
 bandwidth (bench/common.py), next to the decoder steps per second each engine reaches.
 
-All engines get --threads cores. Our engine splits them into decode lanes (one running batch
-per core on one-thread sessions, app/engine/sessions.py: decode_workers), and CTranslate2 gets
+All engines get --threads cores. Our engine splits them into decode workers (one running batch
+per core on single-thread sessions, app/engine/sessions.py: decode_workers), and CTranslate2 gets
 the same layout: as many workers (inter_threads) with the threads shared out among them, and
 batches of 32 / workers sentences submitted together; Transformers runs batches of 32 on
 torch.set_num_threads(--threads). A single sentence runs on our engine's main sessions (all
@@ -179,7 +179,7 @@ class ServiceLevel:
 class ServiceResult:
     variant: str | None = None
     threads: int | None = None
-    peak_rss_mb: float | None = None  # summed over the server and its lane processes
+    peak_rss_mb: float | None = None  # summed over the server and its worker processes
     processes: int | None = None
     levels: list[ServiceLevel] = field(default_factory=list)
     decoding: dict = field(default_factory=dict)
@@ -515,7 +515,7 @@ def service_text(svc: ServiceResult | None, seconds: float,
         f"{svc.threads} threads, beam {svc.decoding.get('beam_size')}, one throughput "
         f"sentence per request, {seconds:g} s per level; server peak RSS "
         f"{fmt(svc.peak_rss_mb)} MiB, the sum over its {svc.processes} process(es): the "
-        f"server, or the supervisor and its server processes, and any lane processes)",
+        f"server, or the supervisor and its server processes, and any worker processes)",
         "",
         "| clients | requests/s | share of the offline rate (the engine rounds' best, on the "
         "throughput sentences; beside it: the service's own sentences offline, the mean of "

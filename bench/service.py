@@ -103,7 +103,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def tree_cpu_seconds(pid: int) -> float | None:
-    """cpu_seconds summed over the server and its processes (server processes, lanes)."""
+    """cpu_seconds summed over the server and its processes (server processes, decode workers)."""
     from bench.common import process_tree
 
     times = [cpu_seconds(p) for p in process_tree(pid)]

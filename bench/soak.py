@@ -4,7 +4,7 @@ Starts `python -m app.server` on 127.0.0.1 (a free port) on --models-dir, or dri
 server given by --url (loopback hosts only). Requests are sent open-loop at --rate per second,
 alternating the v1 and LibreTranslate APIs, by at most --workers threads: a request that finds
 every worker busy is counted as "dropped" instead of queueing without bound. Reports errors,
-latency percentiles, and the server's RSS (its lane processes included) and open file
+latency percentiles, and the server's RSS (its worker processes included) and open file
 descriptors at start, every minute and at the end. Bounded by --minutes (at most 120) and
 stops by itself.
 
@@ -75,7 +75,7 @@ def _link(path: str) -> str | None:
 
 
 def process_sample(pid: int | None) -> dict[str, float | int | None]:
-    """RSS (MiB) of the server process and its lane processes together, and the server's open
+    """RSS (MiB) of the server process and its worker processes together, and the server's open
     file descriptors."""
     if pid is None:
         return {"rss_mib": None, "open_fds": None}

@@ -10,14 +10,15 @@ hard-wrapped text is (e-mail, README files, subtitles), translated by the servic
 
 - whole: the sentences unwrapped (what the words should read like);
 - lines: every line break ends a sentence, as the service did before;
-- soft_wrap: breaks joined by app.text.soft_wrap (plain text, .txt, .po: the next line's first
+- soft_wrap: breaks joined by app.text.segment.soft_wrap (plain text, .txt, .po: the next line's
+first
   word would not have fit on the line before, and it starts with a lowercase letter at the same
   indentation), as the service does now;
 - always: every break joined (HTML text, where a break is a space; an upper bound for text).
 
 Reported: chrF and BLEU of each output with its line breaks read as spaces, against the
 references; for the wrapped ways, the share of outputs with as many line breaks as their
-source (breaks put back by app.text.rewrap) and the share of the source's breaks joined."""
+source (breaks put back by app.text.segment.rewrap) and the share of the source's breaks joined."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
   unless export.calibrate fixes their scales afterwards);
   runs on the CPU provider. Weights use 7 bits (|w| <= 64): on x86 CPUs without VNNI (AVX2 only)
   ONNX Runtime's u8 x s8 kernels add pairs of products in 16 bits, which saturate with full-range
-  weights (up to 17 % of a MatMul's output range off the exact integer result, measured on a
-  256 x 8000 MatMul on such a CPU); 7-bit weights never saturate there.
+  weights (results measurably off the exact integer result on such a CPU; BENCHMARKS.md);
+  7-bit weights never saturate there.
 - fp16: written in half precision by export.graphs (not converted here), for the CUDA provider.
 """
 

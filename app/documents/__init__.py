@@ -8,7 +8,7 @@ One module per format, each with
 Structure, styles, formatting runs, timings and catalog metadata come from the original file;
 only segment text changes. Formatting inside a segment (a bold run in a .docx paragraph, a
 <span> in an .odt one, <b> in HTML) travels as inline tags (`<g id="3">...</g>`, `<x id="4"/>`),
-which app.protect keeps away from the model and puts back, so the runs survive translation.
+which app.text.protect keeps away from the model and puts back, so the runs survive translation.
 
 `translate_document` is the whole path for a service or a CLI: limits, extraction, protected
 sentence-by-sentence translation through a `translate(list[str]) -> list[str]` callable (the
@@ -84,7 +84,7 @@ class Limits:
 class Document:
     """segments: the texts to translate, in order; markup: they are HTML-escaped text with
     inline tags (else plain text); state: what the format's rebuild needs (parsed tree ...);
-    wraps: which line breaks in a segment fall inside a sentence (app.text.soft_wrap)."""
+    wraps: which line breaks in a segment fall inside a sentence (app.text.segment.soft_wrap)."""
 
     format: str
     segments: list[str]
@@ -172,8 +172,9 @@ def translate_segments(
     fits: Callable[[str], bool] | None = None,
     wraps: Wraps = soft_wrap,
 ) -> list[str]:
-    """Each segment split into sentences (app.text; `wraps`: which line breaks do not end one),
-    protected spans masked (app.protect),
+    """Each segment split into sentences (app.text.segment; `wraps`: which line breaks do not end
+    one),
+    protected spans masked (app.text.protect),
     sentences sent to `translate` in batches of batch_size, everything put back together.
     With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
     text, the result is escaped again. progress(done, total) counts sentences (0 first).
@@ -192,7 +193,7 @@ def translate_segments(
         progress(0, len(sentences))
     for start in range(0, len(sentences), batch_size):
         # inline tags: pairs carried over a translation of the plain sentence, tags that
-        # stand alone taken out for unmask to put back (app.tags)
+        # stand alone taken out for unmask to put back (app.text.tags)
         plans, texts = tags.plan(sentences[start : start + batch_size],
                                  marks[start : start + batch_size])
         out.extend(tags.carried(plans, translate(texts)))

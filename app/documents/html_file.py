@@ -1,8 +1,8 @@
 """HTML (.html, .htm): each block's text, inline tags included, is a segment.
 
-app.text's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
+app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
-app.protect keeps the tags. Everything else (block tags, attributes, comments, script, style,
+app.text.protect keeps the tags. Everything else (block tags, attributes, comments, script, style,
 code, translate="no") is copied byte for byte."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from app.text.segment import _HtmlSplitter, always
 
 class _BlockSplitter(_HtmlSplitter):
     """Marks inline tags outside verbatim elements as part of the text around them; a line
-    break (app.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
-    translated apart, unless a sentence runs on over it (app.protect.join_breaks)."""
+    break (app.text.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
+    translated apart, unless a sentence runs on over it (app.text.protect.join_breaks)."""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         super().handle_starttag(tag, attrs)

@@ -6,7 +6,7 @@ A paragraph is a sequence of text with a formatting reference (a run, a span) an
     [("Save ", None), ("now", 1), Atom(2), ("!", None)]  ->  'Save <g id="1">now</g><x id="2"/>!'
 
 `None` is the paragraph's base formatting (bare text). Groups may nest (an .odt span inside a
-span). app.protect masks the tags, so the model sees `Save %1now%2%3!`, and `decode` turns the
+span). app.text.protect masks the tags, so the model sees `Save %1now%2%3!`, and `decode` turns the
 translated string back into the same kind of sequence, each text piece with its innermost group
 (or None) and each atom in its new place. Tags the model lost were re-inserted by unmask, so
 decoding never fails on a well-formed translation; it also tolerates a stray closing tag and

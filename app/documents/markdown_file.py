@@ -3,7 +3,7 @@
 Markdown reads their line breaks as spaces), is a segment; table cells are segments; fenced
 and indented code, link reference definitions, rules and table separators stay verbatim. The
 line breaks inside a segment go back into its translation at the nearest spaces
-(app.text.rewrap). Inline code and link targets are protected spans (app.protect), so
+(app.text.segment.rewrap). Inline code and link targets are protected spans (app.text.protect), so
 `[the docs](setup.md)` keeps its target."""
 
 from __future__ import annotations

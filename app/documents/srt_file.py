@@ -1,6 +1,6 @@
 """SubRip subtitles (.srt) with the srt library: each subtitle's text is a segment; numbering,
 timings and line breaks inside a subtitle stay. A subtitle's lines are translated as one
-text (app.text.subtitle_wrap: a sentence often runs over both), unless a line opens a
+text (app.text.segment.subtitle_wrap: a sentence often runs over both), unless a line opens a
 speaker's turn ("- "); the line break goes back at the nearest space."""
 
 from __future__ import annotations

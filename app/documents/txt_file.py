@@ -1,5 +1,6 @@
 """Plain text (.txt): every paragraph (lines between blank lines) is a segment, split into
-lines and sentences by app.text, where a line break inside a sentence (text wrapped at a width)
+lines and sentences by app.text.segment, where a line break inside a sentence (text wrapped at a
+width)
 does not cut it; line breaks and indentation stay."""
 
 from __future__ import annotations

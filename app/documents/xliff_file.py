@@ -2,7 +2,7 @@
 segment) is a segment, its inline elements (<g>, <x/>, <ph>, <pc> ...) kept as tags; the
 translation goes to the <target> beside it (created after <source> when missing, its attributes
 kept when present). A translation whose tags do not nest (the model crossed them beyond what
-app.protect repairs) is written as plain text rather than refused."""
+app.text.protect repairs) is written as plain text rather than refused."""
 
 from __future__ import annotations
 

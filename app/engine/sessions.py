@@ -59,9 +59,8 @@ class SessionConfig:
     next sentence's encoder (BENCHMARKS.md has the measurements).
     workers: decode workers on the CPU (see `decode_workers`); 0 = one per core.
     cross_by_length: on the CPU, decoder steps attend over each sentence's own source length
-    (app.engine.specialize) instead of the batch's longest; measured on 2 cores (shipped int8
-    model, 500 sentences in arrival order, as a service's batches mix lengths): beam 4 -14 %
-    wall time, greedy -11 to -28 %; length-sorted batches within noise.
+    (app.engine.specialize) instead of the batch's longest: quicker on batches of mixed lengths,
+    as a service's are, and within noise on length-sorted ones (BENCHMARKS.md).
     fused: on the CPU, a sentence translated alone runs its whole search in one ONNX Runtime
     call (app.engine.fused) instead of one call per step: None = where the graphs' matrix
     products take int8 weights (app.engine.fused.fusable: there it is quicker and lighter),
@@ -89,24 +88,25 @@ class SessionConfig:
             raise ValueError("thread counts, small_rows and workers must be >= 0")
 
 
-LANE_SENTENCES = 16  # automatic lanes keep at least this many sentences each in a full batch
+# automatic decode workers keep at least this many sentences each in a full batch
+WORKER_SENTENCES = 16
 
 
 def decode_workers(config: SessionConfig, max_batch_size: int) -> int:
-    """How many decode lanes (running batches on their own threads) a translator uses.
+    """How many decode workers (running batches on their own threads) a translator uses.
 
-    On the CPU a lane runs one-thread sessions, and lanes run side by side, each on a core: the
-    ops of one decoder step are small (a few rows), so two threads splitting each op wait on each
-    other at every op, while two lanes never wait. Measured on 2 cores (shipped int8 model, 500
-    sentences): 2 lanes of 16 sentences against 1 batch of 32 on 2 threads, 1.3-1.5x the greedy
-    and beam-4 throughput. `config.workers` when set; else one per core (the intra-op thread
-    count when set), with at least LANE_SENTENCES sentences per lane; 1 on CUDA."""
+    On the CPU a decode worker runs single-thread sessions, and decode workers run side by side,
+    each on a core: the ops of one decoder step are small (a few rows), so two threads splitting
+    each op wait on each other at every op, while two decode workers never wait (more throughput
+    than one batch on two threads: BENCHMARKS.md). `config.workers` when set; else one per core
+    (the intra-op thread count when set), with at least WORKER_SENTENCES sentences per decode
+    worker; 1 on CUDA."""
     if config.provider != "cpu":
         return 1
     if config.workers:
         return config.workers
     cores = config.intra_op_threads or len(os.sched_getaffinity(0))
-    return max(1, min(cores, max_batch_size // LANE_SENTENCES))
+    return max(1, min(cores, max_batch_size // WORKER_SENTENCES))
 
 
 def execution_providers(provider: str) -> list[str]:
@@ -196,9 +196,8 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
     else:  # spin between the ops of a call, not after it: the next call may be another session's
         options.add_session_config_entry("session.force_spinning_stop", "1")
     # on the CPU the residual Add and the LayerNormalization stay two nodes: the fused
-    # SkipLayerNormalization kernel is slower than both (measured on the shipped model, the
-    # graphs with Add + LayerNormalization: fp32 greedy +9-15 %, int8 beam 4 +4-7 %, batch-1
-    # p50 -2 to -7 %); graphs that carry SkipLayerNormalization nodes run them as they are
+    # SkipLayerNormalization kernel is slower than both (measured on the shipped model;
+    # BENCHMARKS.md); graphs that carry SkipLayerNormalization nodes run them as they are
     disabled = ["SkipLayerNormFusion"] if config.provider == "cpu" else []
     session = ort.InferenceSession(
         path if isinstance(path, bytes) else str(path), sess_options=options,
@@ -291,8 +290,9 @@ class Seq2SeqSessions:
 
     encode(src_ids (B, S)) -> cross_k, cross_v (L, B, H, S, Dh), src_mask (B, S)
     step: the decoder step over a DecodeState (app.engine.step), cache written in place.
-    With workers > 1 on the CPU, `encode(..., lane=True)` and `lane_step` run on one-thread
-    sessions of the same graphs, for lanes that run side by side (decode_workers).
+    With workers > 1 on the CPU, `encode(..., beside=True)` and `one_thread_step` run on
+    single-thread sessions of the same graphs, for decode workers that run side by side
+    (decode_workers).
 
     On the CPU (config.cross_by_length), steps run on the step graph specialized for their
     beam width (app.engine.specialize: cross-attention over each sentence's own source
@@ -307,33 +307,35 @@ class Seq2SeqSessions:
             return_large_frees_to_the_os()
         # on the CPU, weights the sessions would each copy are held once
         self.shared = SharedWeights() if cpu else None
-        # one-thread copies of the graphs: for small steps and for lanes
+        # one-thread copies of the graphs: for small steps and for decode workers
         self._one_thread = cpu and config.intra_op_threads != 1
         self._decoders: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
         self._fused: dict[bool, ort.InferenceSession] = {}
         self._encoders: dict[bool, ort.InferenceSession] = {}
         self._lock = threading.Lock()
-        # the encoder session made now: the lanes' one-thread one where there are lanes (they
-        # encode every sentence of a call of several and, on one thread, every single sentence;
-        # the session of config's threads is made only if a call runs outside a lane)
+        # the encoder session made now: the decode workers' one-thread one where there are decode
+        # workers (they encode every sentence of a call of several and, on one thread, every single
+        # sentence; the session of config's threads is made only if a call runs outside a decode
+        # worker)
         self.encoder_path = encoder_path
-        lanes = self._one_thread and workers > 1
-        self.lane_encoder = self._session(
-            encoder_path, replace(config, intra_op_threads=1) if lanes else config)
-        if not lanes:
-            self._encoders[False] = self.lane_encoder
+        side_by_side = self._one_thread and workers > 1
+        self.one_thread_encoder = self._session(
+            encoder_path, replace(config, intra_op_threads=1) if side_by_side else config)
+        if not side_by_side:
+            self._encoders[False] = self.one_thread_encoder
         # the decoder file is parsed once for the shared weights and the questions below
         decoder_graph = read_graph(decoder_path) if cpu else None
         if cpu:
             self.shared.of(decoder_path, decoder_graph)
-        # the decoder session made now: the one the lanes use where there are lanes (the
-        # multi-thread one is then made only if a step of many rows runs outside a lane)
+        # the decoder session made now: the one the decode workers use where there are decode
+        # workers (the multi-thread one is then made only if a step of many rows runs outside a
+        # decode worker)
         self._decoder_key = (0, self._one_thread and workers > 1, False)
         first = replace(config, intra_op_threads=1) if self._decoder_key[1] else config
         self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
                                      matmul=_our_products(first))
         names = graph_names(n_layers)
-        for path, session, graph in ((encoder_path, self.lane_encoder, "encoder"),
+        for path, session, graph in ((encoder_path, self.one_thread_encoder, "encoder"),
                                      (decoder_path, self.decoder, "decoder")):
             found = {"inputs": [x.name for x in session.get_inputs()],
                      "outputs": [x.name for x in session.get_outputs()]}
@@ -354,14 +356,14 @@ class Seq2SeqSessions:
         self.greedy_advance = self.by_length and runtime.library() is not None
         small_rows = config.small_rows if self._one_thread else 0
         decoder = StepDecoder(self.decoder_for, n_layers, small_rows)
-        lane = StepDecoder(self.lane_decoder_for, n_layers)
+        beside = StepDecoder(self.one_thread_decoder_for, n_layers)
         self.step, self.advance = decoder.step, decoder.advance
-        self.lane_step, self.lane_advance = lane.step, lane.advance
+        self.one_thread_step, self.one_thread_advance = beside.step, beside.advance
 
     @property
     def encoder(self) -> ort.InferenceSession:
         """The encoder session of config's threads (made at its first use where there are
-        lanes)."""
+        decode workers)."""
         return self._made(self._encoders, False,
                           lambda: self._session(self.encoder_path, self.config))
 
@@ -436,22 +438,22 @@ class Seq2SeqSessions:
 
         return self._made(self._fused, beam, make)
 
-    def prepare(self, beams: int, lane: bool = False) -> None:
+    def prepare(self, beams: int, beside: bool = False) -> None:
         """Make the step session a search of `beams` rows per sentence switches to when its
         sources' padding grows (the graph specialized for that width), before the search's cache
         takes memory: made in the middle of a search, it added its own build-time memory on top
         of a full cache, and made the pass's peak."""
         if self.by_length and beams > 1:
-            self.decoder_for(beams, lane)
+            self.decoder_for(beams, beside)
 
-    def lane_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
+    def one_thread_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
                          ) -> ort.InferenceSession:
-        """A lane's decoder session: always the one-thread copy."""
+        """A decode worker's decoder session: always the one-thread copy."""
         return self.decoder_for(beams, True, advance)
 
-    def encode(self, src_ids: np.ndarray, lane: bool = False
+    def encode(self, src_ids: np.ndarray, beside: bool = False
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         feeds = {ENCODER_NAMES["inputs"][0]: src_ids}
-        session = self.lane_encoder if lane else self.encoder
+        session = self.one_thread_encoder if beside else self.encoder
         cross_k, cross_v, src_mask = session.run(ENCODER_NAMES["outputs"], feeds)
         return cross_k, cross_v, src_mask

@@ -74,7 +74,8 @@ class DecodeState:
     layout: int = 0  # changes whenever rows, sentences or buffers change (bindings go stale)
     sources: int = 0  # changes whenever the cross keys/values or the mask change
     # (rows, sentences) the buffers hold from the first append on and never shrink below: a
-    # batch whose size is known up front (an offline lane) neither grows nor shrinks its rows
+    # batch whose size is known up front (an offline decode worker) neither grows nor shrinks its
+    # rows
     planned: tuple[int, int] = (0, 0)
     bound: Any = None  # the StepDecoder's binding for the current layout
     # (sources, slots) of the last `put`: the slots whose sources changed at that count
@@ -136,7 +137,7 @@ class DecodeState:
             self._reserve(self.rows, self.sentences, self.max_len, src_len)
             self.layout += 1
         # by runs of consecutive slots (mostly one: a sentence joins as one finishes), all
-        # layers in one copy (a copy per layer, kind and slot was a greedy lane's largest
+        # layers in one copy (a copy per layer, kind and slot was a greedy decode worker's largest
         # Python cost). The keys/values past the source stay as they were: cross-attention
         # reads only unmasked positions (ours), or weighs them by exactly 0 (ONNX Runtime's);
         # zeroing them cost a greedy pass with wide cross buffers a noticeable share of its CPU

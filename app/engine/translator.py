@@ -1,6 +1,6 @@
 """The engine: texts in, translations out, on ONNX Runtime (no torch).
 
-translate_batch: tokenize -> sort by length -> running batches (one per decode lane) of at most
+translate_batch: tokenize -> sort by length -> running batches (one per decode worker) of at most
 max_batch_size sentences in all, refilled in length order -> encoder, groups of like lengths ->
 greedy or beam search over the decoder's KV cache -> detokenize -> results in input order.
 """
@@ -23,10 +23,10 @@ from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import JointTokenizer, SplitTokenizer
 from app.engine.types import Result, TranslationOptions
-from app.engine.worker_processes import LaneProcesses, LaneSpec, ProcessBatch
+from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
 
-# offline batches take new sentences once 1/16 of their slots are free (one in a lane of 16):
-# sentences are encoded ahead, so one joining costs no encoder call (quicker than 1/8 in
+# offline batches take new sentences once 1/16 of their slots are free (one in a decode worker of
+# 16): sentences are encoded ahead, so one joining costs no encoder call (quicker than 1/8 in
 # alternating passes: BENCHMARKS.md)
 REFILL_SHARE = 16
 # sentences encoded together have sources at least this share of the longest's length, or at
@@ -34,10 +34,10 @@ REFILL_SHARE = 16
 # padded positions and less encoder time than fixed groups taken shortest first
 LIKE_LENGTHS = 0.9
 LENGTH_SLACK = 3
-# a greedy call of several sentences starts with the LONGEST_FIRST longest sources per lane, then
-# takes the others shortest first: the longest outputs then run beside the others instead of
-# alone at the end, on one core while the other idles (a long source may loop to its length
-# limit long after the other decode worker finished). Not for beam search: there its cache
+# a greedy call of several sentences starts with the LONGEST_FIRST longest sources per decode
+# worker, then takes the others shortest first: the longest outputs then run beside the others
+# instead of alone at the end, on one core while the other idles (a long source may loop to its
+# length limit long after the other decode worker finished). Not for beam search: there its cache
 # holds K rows per sentence at the longest's length (no quicker, and a higher peak memory)
 LONGEST_FIRST = 2
 # texts whose source ids a translator keeps: the service tokenizes a request's text for its
@@ -63,7 +63,7 @@ def check_consistency(
     naming the file that disagrees."""
     a, special = bundle.architecture, bundle.special_tokens
     cache = next(x for x in sessions.decoder.get_inputs() if x.name == "cache_k_0").shape
-    cross = next(x for x in sessions.lane_encoder.get_outputs() if x.name == "cross_k").shape
+    cross = next(x for x in sessions.one_thread_encoder.get_outputs() if x.name == "cross_k").shape
     heads, head_dim = a["n_heads"], a["head_dim"]
     for path, what, shape, found, expected in (
         (bundle.decoder_path, "cache", cache, [cache[1], cache[3]],  # (R, H, M, Dp)
@@ -98,21 +98,22 @@ def blank_result(options: TranslationOptions) -> Result:
 
 
 class _Queue:
-    """Sentence indices handed out in order to the `lanes` lanes of one call, a few at a time."""
+    """Sentence indices handed out in order to the `workers` decode workers of one call, a few at
+    a time."""
 
-    def __init__(self, order: list[int], lanes: int = 1,
+    def __init__(self, order: list[int], workers: int = 1,
                  lengths: list[int] | None = None) -> None:
-        self.order, self.lanes, self.lengths = order, lanes, lengths
+        self.order, self.workers, self.lengths = order, workers, lengths
         self.next, self.lock = 0, threading.Lock()
 
     def take_share(self, n: int, least: int) -> list[int]:
-        """At most n indices, fewer near the end (a fair share of what is left per lane, at
-        least `least`), so that no lane holds sentences back while the others run dry; with
+        """At most n indices, fewer near the end (a fair share of what is left per decode worker, at
+        least `least`), so that no decode worker holds sentences back while the others run dry; with
         lengths (the order sorted by them), only sources of about the first's length (they are
         encoded together)."""
         with self.lock:
             left = len(self.order) - self.next
-            n = min(n, max(least, -(-left // self.lanes)))
+            n = min(n, max(least, -(-left // self.workers)))
             chunk = self.order[self.next : self.next + n]
             if chunk and self.lengths is not None:
                 first = self.lengths[chunk[0]]
@@ -129,8 +130,9 @@ def _alike(a: int, b: int) -> bool:
 
 class _Encoded:
     """Sentences encoded together, handed to a running batch a few at a time: the encoder runs
-    on a lane's worth of sentences at once while the batch takes in only as many as have
-    finished (a greedy lane of 16 slots, 250 test sentences: 17 encoder calls instead of 192)."""
+    on a decode worker's worth of sentences at once while the batch takes in only as many as have
+    finished (a greedy decode worker of 16 slots, 250 test sentences: 17 encoder calls instead of
+    192)."""
 
     def __init__(self, ids: list[int], sources: list[list[int]], encoded: tuple) -> None:
         self.ids, self.sources, self.next = ids, sources, 0
@@ -156,8 +158,8 @@ class _Encoded:
 class Translator:
     """A loaded bundle variant, ready to translate. Thread-safe: calls share no mutable state.
 
-    A call of several sentences decodes them in `workers` lanes side by side (on the CPU, one
-    per core: app.engine.sessions.decode_workers), each a running batch on its own thread."""
+    A call of several sentences decodes them in `workers` decode workers side by side (on the CPU,
+    one per core: app.engine.sessions.decode_workers), each a running batch on its own thread."""
 
     def __init__(
         self,
@@ -175,9 +177,9 @@ class Translator:
             bundle.encoder_path, bundle.decoder_path, config,
             int(bundle.architecture["n_decoder_layers"]), self.workers,
         )
-        self._lanes = (ThreadPoolExecutor(self.workers - 1, "nmt-lane")
+        self._side_threads = (ThreadPoolExecutor(self.workers - 1, "nmt-decode")
                        if self.workers > 1 else None)
-        self.lane_processes: LaneProcesses | None = None  # see use_lane_processes
+        self.worker_processes: WorkerProcesses | None = None  # see use_worker_processes
         self.tokenizer = load_tokenizer(bundle)
         check_consistency(bundle, self.sessions, self.tokenizer)
         special = bundle.special_tokens
@@ -216,38 +218,39 @@ class Translator:
         workers: int = 0,
         cross_by_length: bool = True,
         fused: bool | None = None,
-        lane_processes: bool = False,
+        worker_processes: bool = False,
     ) -> Translator:
         """Load and validate the bundle at path (its default variant if variant is None);
-        workers: decode lanes (0 = one per core), cross_by_length and fused: see
-        SessionConfig; lane_processes: see use_lane_processes."""
+        workers: decode workers (0 = one per core), cross_by_length and fused: see
+        SessionConfig; worker_processes: see use_worker_processes."""
         bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
                                workers=workers, cross_by_length=cross_by_length, fused=fused)
         translator = cls(bundle, config, max_batch_size)
-        if lane_processes:
-            translator.use_lane_processes()
+        if worker_processes:
+            translator.use_worker_processes()
         return translator
 
-    def use_lane_processes(self) -> None:
-        """Run the running batches that `start_batch(lane=True)` gives (the service's decode
-        lanes) in processes of their own (app.engine.lanes), so that they never wait for the
-        server's event loop at the GIL; offline calls (translate_batch) stay in this process.
-        Only on the CPU with two lanes or more (`lane_processes` stays None otherwise)."""
+    def use_worker_processes(self) -> None:
+        """Run the running batches that `start_batch(beside=True)` gives (the service's decode
+        workers) in worker processes (app.engine.worker_processes), so that they never wait for
+        the server's event loop at the GIL; offline calls (translate_batch) stay in this process.
+        Only on the CPU with two decode workers or more (`worker_processes` stays None
+        otherwise)."""
         config = self.sessions.config
-        if self.workers > 1 and config.provider == "cpu" and self.lane_processes is None:
+        if self.workers > 1 and config.provider == "cpu" and self.worker_processes is None:
             size = -(-self.max_batch_size // self.workers)
-            self.lane_processes = LaneProcesses(
-                LaneSpec(str(self.bundle.path), self.variant, config, size))
+            self.worker_processes = WorkerProcesses(
+                WorkerSpec(str(self.bundle.path), self.variant, config, size))
 
     def worker_process_counts(self) -> tuple[int, int] | None:
-        pool = self.lane_processes
+        pool = self.worker_processes
         return None if pool is None else (pool.alive, pool.started)
 
     def close(self) -> None:
-        """End the lane processes, if any (the translator itself needs no closing)."""
-        if self.lane_processes is not None:
-            self.lane_processes.close()
+        """End the worker processes, if any (the translator itself needs no closing)."""
+        if self.worker_processes is not None:
+            self.worker_processes.close()
 
     @property
     def name(self) -> str:
@@ -295,12 +298,12 @@ class Translator:
     def warmup(self) -> None:
         """Run the graphs once, greedy and with the default beam size, one sentence alone (the
         fused search) and two (decoder steps, as the service runs them), so the first request
-        does not pay for lazy initialisation (sessions are made per beam width). With lane
+        does not pay for lazy initialisation (sessions are made per beam width). With worker
         processes, only they are started, each warming up its own sessions: the service's
         batches run there, and this process's sessions stay as loaded (offline calls still
         work, paying the lazy initialisation once; less memory here)."""
-        if self.lane_processes is not None:
-            self.lane_processes.start(self.workers)
+        if self.worker_processes is not None:
+            self.worker_processes.start(self.workers)
             return
         for beams in sorted({1, self.default_options.beam_size}):
             options = TranslationOptions(beam_size=beams, max_len_offset=2, max_len_ratio=0.0)
@@ -312,7 +315,7 @@ class Translator:
     ) -> list[list[Hypothesis]]:
         """Source ids (no EOS) -> per source its 1 + num_alternatives hypotheses, best first.
         Sentences are fed shortest first (greedy: after the few longest, LONGEST_FIRST) to
-        running batches, one per lane (at most
+        running batches, one per decode worker (at most
         max_batch_size sentences in all): as sentences finish, the next ones take their slots
         (a few at a time; encoded a batch's worth of like lengths at a time), and no sentence
         waits for the longest of its batch. (Longest first was no quicker, and it holds the
@@ -322,20 +325,22 @@ class Translator:
         if len(sources) == 1 and self.fused is not None:
             return [self._fused(sources, options)]
         results: list[list[Hypothesis]] = [[] for _ in sources]
-        lanes = max(1, min(self.workers, len(sources)))
+        workers = max(1, min(self.workers, len(sources)))
         lengths = [len(ids) for ids in sources]
         order = sorted(range(len(sources)), key=lambda i: lengths[i])
-        first = LONGEST_FIRST * lanes
+        first = LONGEST_FIRST * workers
         if options.beam_size == 1 and len(order) > 2 * first:  # greedy: see LONGEST_FIRST
             order = order[-first:][::-1] + order[:-first]
-        queue = _Queue(order, lanes, lengths)
-        size = -(-min(self.max_batch_size, len(sources)) // lanes)  # a fair share per lane
-        if lanes == 1:
-            self._decode(queue, sources, options, size, results, lane=False)
+        queue = _Queue(order, workers, lengths)
+        # a fair share per decode worker
+        size = -(-min(self.max_batch_size, len(sources)) // workers)
+        if workers == 1:
+            self._decode(queue, sources, options, size, results, beside=False)
             return results
-        others = [self._lanes.submit(self._decode, queue, sources, options, size, results, True)
-                  for _ in range(lanes - 1)]
-        self._decode(queue, sources, options, size, results, lane=True)
+        others = [self._side_threads.submit(self._decode, queue, sources, options, size, results,
+                                            True)
+                  for _ in range(workers - 1)]
+        self._decode(queue, sources, options, size, results, beside=True)
         for other in others:
             other.result()
         return results
@@ -344,19 +349,19 @@ class Translator:
         """One sentence, its whole search in one ONNX Runtime call (app.engine.fused): quicker
         than by steps at batch 1. Its encoder pass runs on the single-thread session where there
         is one: one sentence's products are too small to share out between threads."""
-        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), lane=True)
+        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), beside=True)
         return self.fused.search(cross_k, cross_v, src_mask,
                                  int(self.output_limits(sources, options)[0]),
                                  options.beam_size, options.length_penalty,
                                  1 + options.num_alternatives)
 
     def _decode(self, queue: _Queue, sources: list[list[int]], options: TranslationOptions,
-                size: int, results: list, lane: bool) -> None:
+                size: int, results: list, beside: bool) -> None:
         """One running batch of at most `size` sentences, fed from queue until it is empty:
         sentences are encoded up to `size` at a time (groups of like lengths) and join the batch
         as slots free up."""
         refill = max(1, size // REFILL_SHARE)
-        search = self.start_search(options, lane, planned=size)
+        search = self.start_search(options, beside, planned=size)
         encoded: _Encoded | None = None
         while True:
             free = size - search.running
@@ -365,7 +370,7 @@ class Translator:
                     ids = queue.take_share(size, refill)
                     chunk = [sources[i] for i in ids]
                     encoded = (_Encoded(ids, chunk, self.sessions.encode(
-                        self.source_array(chunk), lane)) if ids else None)
+                        self.source_array(chunk), beside)) if ids else None)
                 if encoded is not None:
                     keys, chunk, cross_k, cross_v, mask = encoded.take(free)
                     search.admit(keys, self.output_limits(chunk, options), cross_k, cross_v,
@@ -415,40 +420,41 @@ class Translator:
             [output_limit(len(ids), a, b, self.max_positions) for ids in sources], dtype=np.int64
         )
 
-    def start_search(self, options: TranslationOptions, lane: bool = False,
+    def start_search(self, options: TranslationOptions, beside: bool = False,
                      planned: int = 0) -> Search:
-        """An empty running batch for these options; sentences join it with `admit`. lane: it
-        runs beside other lanes (on one-thread sessions on the CPU). planned: the batch's size
-        when known up front (its cache then holds that many sentences from the start)."""
+        """An empty running batch for these options; sentences join it with `admit`. decode worker:
+        it runs beside other decode workers (on single-thread sessions on the CPU). planned: the
+        batch's size when known up front (its cache then holds that many sentences from the
+        start)."""
         a = self.bundle.architecture
         state = DecodeState(int(a["n_decoder_layers"]), int(a["n_heads"]),
                             self.sessions.cache_head_dim, int(a["head_dim"]),
                             np.dtype(self.sessions.kv_dtype),
                             planned=(planned * options.beam_size, planned))
-        step = self.sessions.lane_step if lane else self.sessions.step
+        step = self.sessions.one_thread_step if beside else self.sessions.step
         advance = None
         if self.sessions.greedy_advance:  # greedy bookkeeping in the step graph
-            advance = self.sessions.lane_advance if lane else self.sessions.advance
-        self.sessions.prepare(options.beam_size, lane)
+            advance = self.sessions.one_thread_advance if beside else self.sessions.advance
+        self.sessions.prepare(options.beam_size, beside)
         return Search(step, state, self.start_id, self.eos_id,
                       int(a["vocab_size"]), beam_size=options.beam_size,
                       length_penalty=options.length_penalty,
                       n_best=1 + options.num_alternatives, advance=advance)
 
     def admit(self, search: Search, keys: list, sources: list[list[int]],
-              options: TranslationOptions, lane: bool = False) -> None:
+              options: TranslationOptions, beside: bool = False) -> None:
         """Encode sources (ids without EOS) and add them to a running search under keys."""
-        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), lane)
+        cross_k, cross_v, src_mask = self.sessions.encode(self.source_array(sources), beside)
         search.admit(keys, self.output_limits(sources, options), cross_k, cross_v, src_mask)
 
     def start_batch(self, options: TranslationOptions,
-                    lane: bool = False) -> RunningBatch | ProcessBatch:
-        """A running batch of texts for the batcher: texts join between decoder steps. lane:
-        it runs beside other running batches (one per batcher worker), in a lane process of its
-        own where use_lane_processes is on. The caller closes it when done."""
-        if lane and self.lane_processes is not None:
-            return self.lane_processes.batch(options)
-        return RunningBatch(self, options, lane)
+                    beside: bool = False) -> RunningBatch | ProcessBatch:
+        """A running batch of texts for the batcher: texts join between decoder steps. beside:
+        it runs beside other running batches (one per batcher worker), in a worker process
+        of its own where use_worker_processes is on. The caller closes it when done."""
+        if beside and self.worker_processes is not None:
+            return self.worker_processes.batch(options)
+        return RunningBatch(self, options, beside)
 
 
 class RunningBatch:
@@ -457,9 +463,9 @@ class RunningBatch:
     token and returns the (key, Result) pairs that finished. Blank texts finish at once."""
 
     def __init__(self, translator: Translator, options: TranslationOptions,
-                 lane: bool = False) -> None:
-        self.translator, self.options, self.lane = translator, options, lane
-        self.search = translator.start_search(options, lane)
+                 beside: bool = False) -> None:
+        self.translator, self.options, self.beside = translator, options, beside
+        self.search = translator.start_search(options, beside)
         self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
 
     @property
@@ -473,10 +479,10 @@ class RunningBatch:
         if todo:
             sources = self.translator.encode([texts[i] for i in todo])
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
-                                  self.lane)
+                                  self.beside)
 
     def close(self) -> None:
-        """Nothing to give back (a ProcessBatch gives back its lane)."""
+        """Nothing to give back (a ProcessBatch gives back its decode worker)."""
 
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []

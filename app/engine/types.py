@@ -91,9 +91,9 @@ class Engine(Protocol):
 
     def warmup(self) -> None: ...
 
-    def start_batch(self, options: TranslationOptions, lane: bool = False) -> DecodingBatch:
-        """An empty running batch for these options. lane: it runs beside other running
-        batches (one per decode worker), on the engine's one-thread sessions or in a worker
+    def start_batch(self, options: TranslationOptions, beside: bool = False) -> DecodingBatch:
+        """An empty running batch for these options. beside: it runs beside other running
+        batches (one per decode worker), on the engine's single-thread sessions or in a worker
         process of its own."""
         ...
 

@@ -14,11 +14,11 @@ from multiprocessing.connection import Connection
 from app.engine.bundle import load_bundle
 from app.engine.sessions import SessionConfig
 from app.engine.translator import Translator
-from app.engine.worker_processes import LaneSpec
+from app.engine.worker_processes import WorkerSpec
 
 
-def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child process
-    """A lane process's life: load, warm up, say ready, then run batches until told to close or
+def serve(conn, spec: WorkerSpec) -> None:  # pragma: no cover - runs in the child process
+    """A worker process's life: load, warm up, say ready, then run batches until told to close or
     the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
     ("close",); the admits that wait when a step ends join the batch together (one encoder
     call). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
@@ -79,9 +79,10 @@ def serve(conn, spec: LaneSpec) -> None:  # pragma: no cover - runs in the child
         return
 
 
-def main(argv: list[str]) -> None:  # pragma: no cover - the lane process
-    # Ctrl-C in a terminal reaches the whole process group: the server ends its lanes itself
+def main(argv: list[str]) -> None:  # pragma: no cover - the worker process
+    # Ctrl-C in a terminal reaches the whole process group: the server ends its decode workers
+    # itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, spec = int(argv[0]), json.loads(argv[1])
     spec["config"] = SessionConfig(**spec["config"])
-    serve(Connection(fd), LaneSpec(**spec))
+    serve(Connection(fd), WorkerSpec(**spec))

@@ -33,7 +33,7 @@ from app.translation.jobs import JobRunner, JobStore
 from app.translation.registry import LoadedModel, Registry, load_models
 from app.translation.service import TranslationService
 
-log = logging.getLogger("app.main")
+log = logging.getLogger("app.http.app")
 
 Loader = Callable[[Settings], list[LoadedModel]]
 
@@ -64,7 +64,7 @@ async def _load(app_state: AppState, loader: Loader) -> None:
             app_state.on_fatal()
         return
     app_state.registry = Registry(loaded)
-    app_state.metrics.lanes.source = lambda: [
+    app_state.metrics.worker_processes.source = lambda: [
         (model.name, *counts) for model in app_state.registry or []
         if (counts := model.translator.worker_process_counts()) is not None]
     detector = await asyncio.to_thread(_detector, app_state.registry.languages)
@@ -72,8 +72,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
-        workers=app_state.registry.workers,  # one batcher worker per decode lane
-        spill=app_state.peers,  # one of several processes: spare lanes while another idles
+        workers=app_state.registry.workers,  # one batcher worker per decode worker
+        spill=app_state.peers,  # one of several processes: spare decode workers while another idles
     )
     batcher.start()
     app_state.batcher = batcher
@@ -138,14 +138,14 @@ async def _drain(app_state: AppState) -> None:
     while not batcher.idle and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.to_thread(batcher.close)
-    for model in app_state.registry or []:  # lane processes end with the batcher
+    for model in app_state.registry or []:  # worker processes end with the batcher
         await asyncio.to_thread(model.translator.close)
 
 
 def create_app(settings: Settings | None = None, loader: Loader | None = None,
                peers: Peers | None = None) -> FastAPI:
     """The service as an ASGI app. `loader` replaces bundle loading (tests use fakes); `peers`:
-    one of several server processes (app.processes)."""
+    one of several server processes (app.serving.supervisor)."""
     settings = settings or Settings()
     app_state = AppState(settings=settings, metrics=Metrics(multiprocess=peers is not None),
                          files=FileStore(settings.files_dir, settings.files_expiry), peers=peers)
@@ -173,7 +173,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url=None,  # served by app.api.web from the vendored Swagger UI
+        docs_url=None,  # served by app.http.routes.web from the vendored Swagger UI
         redoc_url=None,
     )
     app.state.nmt = app_state
@@ -182,7 +182,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=web.WEB_DIR), name="static")
     # the last added is the outermost: metrics see every answer, the 413 included; the hot
-    # translation routes are answered innermost (app.api.direct)
+    # translation routes are answered innermost (app.http.direct)
     direct = {"/v1/translate": translate.direct, "/translate": libretranslate.direct}
     app.add_middleware(DirectRoutes, handlers=direct, routes={
         route.path: route for module in (translate, libretranslate)

@@ -41,7 +41,7 @@ from app.errors import (
     excerpt,
 )
 
-log = logging.getLogger("app.api.errors")
+log = logging.getLogger("app.http.errors")
 
 LIBRETRANSLATE_PREFIXES = ("/translate", "/languages", "/detect", "/frontend", "/suggest",
                            "/download_file")  # /translate_file too

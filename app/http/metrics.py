@@ -1,7 +1,8 @@
 """Prometheus metrics on a per-app registry, and the ASGI middleware that counts requests.
 
-Under several server processes (app.processes) every process writes its values to files in
-the supervisor's directory (prometheus-client's multiprocess mode, which app.processes turns on
+Under several server processes (app.serving.supervisor) every process writes its values to files in
+the supervisor's directory (prometheus-client's multiprocess mode, which app.serving.supervisor
+turns on
 in each server process before its metrics are made) and a scrape of any process reads them all:
 counters and histograms add up, gauges are summed or taken per their meaning.
 """
@@ -30,19 +31,19 @@ BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 BATCH_TOKEN_BUCKETS = (16, 64, 256, 1024, 2048, 4096, 8192, 16384, 65536)
 
 
-class LaneCollector:
-    """The decode lane processes of each model, read at every scrape from `source`: a callable
-    giving (model, running, started) per model that has lane processes."""
+class WorkerProcessCollector:
+    """The worker processes of each model, read at every scrape from `source`: a callable
+    giving (model, running, started) per model that has worker processes."""
 
     def __init__(self) -> None:
         self.source: Callable[[], Iterable[tuple[str, int, int]]] = list
 
     def collect(self):
         running = GaugeMetricFamily(
-            "nmt_lane_processes", "Decode lane processes running, by model.", labels=["model"])
+            "nmt_lane_processes", "Decode worker processes running, by model.", labels=["model"])
         started = CounterMetricFamily(
-            "nmt_lane_process_starts", "Decode lane processes started, by model: at warm-up, "
-            "and again after one died (more than the lanes: some died).", labels=["model"])
+            "nmt_lane_process_starts", "Decode worker processes started, by model: at warm-up, "
+            "and again after one died (more than the decode workers: some died).", labels=["model"])
         for model, alive, count in self.source():
             running.add_metric([model], alive)
             started.add_metric([model], count)
@@ -107,8 +108,8 @@ class Metrics:
         )
         self.ready = Gauge("nmt_ready", "1 when the service is ready to translate (every "
                            "server process is).", registry=r, multiprocess_mode="livemin")
-        self.lanes = LaneCollector()
-        r.register(self.lanes)
+        self.worker_processes = WorkerProcessCollector()
+        r.register(self.worker_processes)
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.batches.labels(stats.model, "ok" if stats.ok else "error").inc()
@@ -127,7 +128,7 @@ class Metrics:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
-        registry.register(self.lanes)
+        registry.register(self.worker_processes)
         return generate_latest(registry)
 
 

@@ -176,7 +176,7 @@ class ModelsResponse(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every error of both APIs (see app.api.errors)."""
+    """Every error of both APIs (see app.http.errors)."""
 
     error: str = Field(description="What went wrong, naming the field and the limit.")
     code: str = Field(description="A stable machine-readable code, e.g. `too_large`.")

@@ -37,11 +37,13 @@ class Peers:
         return self.ready_count() == self.count
 
     def report(self, running: int) -> None:
-        """app.batcher.Spill: this process's running sentences, at every decoder step."""
+        """app.translation.batcher.Spill: this process's running sentences, at every decoder
+        step."""
         self.load[self.index] = running
 
     def allowed(self) -> bool:
-        """app.batcher.Spill: this process's spare lanes may work while another process idles
+        """app.translation.batcher.Spill: this process's spare decode workers may work while another
+        process idles
         (its core is free)."""
         return any(self.load[i] == 0 for i in range(self.count) if i != self.index)
 

@@ -11,14 +11,16 @@ module makes that one service:
   processes accepting from one shared socket split them 14/28 or 35/7. It restarts a process
   that dies once it had been ready; one that fails to start stops the service (exit 1). On
   SIGTERM or SIGINT it stops accepting and lets every process drain (exit 0 once all did).
-* each **server process** is the ordinary app on its share of the settings (its lane, threads,
-  queue), serving the connections it is handed, plus one spare lane per other process: the
-  spare lanes take live work only when the process's own lane is full and another process
-  idles (app.batcher's spill, fed by `Peers.load`), so one request of many sentences on an
+* each **server process** is the ordinary app on its share of the settings (its decode worker,
+threads,
+  queue), serving the connections it is handed, plus one spare decode worker per other process: the
+  spare decode workers take live work only when the process's own decode worker is full and another
+  process idles (app.translation.batcher's spill, fed by `Peers.load`), so one request of many
+  sentences on an
   idle service still decodes on every core.
 * what the processes share (`Peers`): readiness (the service is ready once every process is),
   the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
-  supervisor's), the rate limits (app.state.SharedRateLimiter, one SQLite file there) and the
+  supervisor's), the rate limits (app.http.access.SharedRateLimiter, one SQLite file there) and the
   document jobs (one SQLite store; the first process runs them, the others queue and answer).
 """
 
@@ -42,13 +44,13 @@ from typing import Any, Protocol
 from app.config import Settings
 from app.serving.peers import RATE_LIMIT_DB, Peers
 
-log = logging.getLogger("app.processes")
+log = logging.getLogger("app.serving.supervisor")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def process_count(settings: Settings) -> int:
-    """`processes`, or with 0 one per decode lane one process would run by default
+    """`processes`, or with 0 one per decode worker one process would run by default
     (app.engine.sessions.decode_workers): one per core (`threads` when set), at most
     max_batch_size / 16; 1 on CUDA."""
     from app.engine.sessions import SessionConfig, decode_workers  # no ONNX Runtime yet
@@ -64,16 +66,17 @@ def _cores(settings: Settings) -> int:
 
 
 def share(settings: Settings, count: int) -> Settings:
-    """One process's settings. Its lanes: its own share of them (one by default) and, as many
-    times over as there are processes, spare ones that take its live work only when its own
-    are full (app.batcher's spill): under an even load each process decodes on its own lanes,
+    """One process's settings. Its decode workers: its own share of them (one by default) and, as
+    many times over as there are processes, spare ones that take its live work only when its own
+    are full (app.translation.batcher's spill): under an even load each process decodes on its own
+    decode workers,
     and one request of many sentences on an idle service still runs on every core. So a
     process may hold the whole batch size and token budget; the queue is shared out."""
     own = max(1, settings.workers // count) if settings.workers else 1
     return settings.model_copy(update={
         "processes": 1,
         "workers": own * count,
-        "lane_processes": False,  # threads: a spare lane idles unless another process does
+        "lane_processes": False,  # threads: a spare decode worker idles unless another process does
         "threads": max(1, _cores(settings) // count // own),
         "queue_size": math.ceil(settings.queue_size / count),
     })

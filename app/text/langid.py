@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-log = logging.getLogger("app.langid")
+log = logging.getLogger("app.text.langid")
 
 
 @dataclass(frozen=True)

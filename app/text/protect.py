@@ -12,10 +12,10 @@ Which masks: measured with the shipped en-de model by bench/placeholders.py (num
 README). Placeholders are their own masks (`keep_placeholders`): the corpus kept them intact,
 so the model has learned to copy `%s`, `%1`, `{0}` and to read them as a hint of the string's
 origin; numbering every span instead (QT_STYLE `%1, %2, ...` or BRACE_STYLE `{1}, {2}, ...`)
-made the model return its masks less often (90% / 93% of test segments, against 96% when
-placeholders stay) and cost 2-3 chrF points. Tags, URLs, addresses and code, which the corpus
-stripped or dropped, get numbered `{N}` masks (skipping numbers the text itself uses): the model
-returned all of them in 89% of segments, against 81% with `%N` masks. DEFAULT_STYLE is that
+made the model return its masks less often and cost chrF points. Tags, URLs, addresses and
+code, which the corpus stripped or dropped, get numbered `{N}` masks (skipping numbers the text
+itself uses): the model returned all of them more often than `%N` masks (`python -m
+bench.placeholders`; BENCHMARKS.md). DEFAULT_STYLE is that
 combination.
 
 Restoring is robust to what a model does to masks (`unmask`):
@@ -63,7 +63,7 @@ _INLINE_TAGS = (
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
 # a line break in markup ends the sentence there, the text on each side translated apart and
 # the tag kept between, unless the sentence goes on after it (`joins_at_break`): then the tag
-# stands alone in the sentence, and app.tags takes it out and puts it back (with its mask in
+# stands alone in the sentence, and app.text.tags takes it out and puts it back (with its mask in
 # the sentence, the model lost words: "Save the file<br>and close the window." -> "Speichert
 # die Datei<br>and das Fenster."; cut there, each half lost the other)
 LINE_BREAK_TAGS = frozenset({"br"})
@@ -265,7 +265,7 @@ def _tighten_pairs(
 @functools.lru_cache(maxsize=1024)
 def _mask_pattern(masks: frozenset[str]) -> re.Pattern:
     """The masks (longest first), then any span, compiled once per set of masks: compiling it
-    per translation was 4 % of the event loop's samples in a server profile at 32 clients."""
+    per translation showed in a server profile of the event loop."""
     ours = "|".join(re.escape(t) for t in sorted(masks, key=len, reverse=True))
     return re.compile(f"{ours}|{SPAN_RE.pattern}") if ours else SPAN_RE
 
@@ -341,7 +341,8 @@ def _assemble(
         if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
             a, b = sorted((index, nxt))
             between = masked.text[masked.where[a][1] : masked.where[b][0]]
-            # two tags whose words went elsewhere (app.tags: "<em>x</em> y</a>" -> "...x</em></a>")
+            # two tags whose words went elsewhere (app.text.tags: "<em>x</em> y</a>" ->
+            # "...x</em></a>")
             # close up; otherwise text between them in the source keeps them apart
             both_tags = all(masked.originals[i].startswith("<") for i in (a, b))
             piece += " " if between and not (both_tags and between.strip()) else ""

@@ -6,8 +6,9 @@ pieces without letters). `rejoin` puts translations in place of the marked parts
 indentation and line breaks survive translation exactly.
 
 A line break inside a sentence (text wrapped at a width: e-mail, subtitles, HTML source) does
-not cut it: cut, each half was translated without the other (test sentences wrapped at 40
-characters, bench.wrapped: BLEU 35.3 unwrapped, 28.3 line by line, 34.9 joined by soft_wrap).
+not cut it: cut, each half was translated without the other, and the scores of wrapped test
+sentences fell far below; joined by soft_wrap they come close to the unwrapped ones
+(`python -m bench.wrapped`; BENCHMARKS.md).
 Such a sentence goes to the model on one line, and its breaks go back into the translation at
 the spaces nearest their relative places (`rewrap`). Which breaks are wraps is the `wraps` rule
 of `add_text`: in plain text a break where the next line's first word would not have fit on a
@@ -18,7 +19,7 @@ subtitles every break but a speaker's turn (`subtitle_wrap`).
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
 byte for byte. (The service does this only with span protection off; with it, HTML is cut into
-blocks of text with their inline tags: app.service._layout.)
+blocks of text with their inline tags: app.translation.service._layout.)
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Inline tag pairs carried over a translation of the plain sentence.
 
-A sentence with a tag pair in it (`Open the <b>file</b>.`, masked by app.protect to
+A sentence with a tag pair in it (`Open the <b>file</b>.`, masked by app.text.protect to
 `Open the {1}file{2}.`) used to go to the model with its masks, and the model, which never saw
-markup in training, lost words around them (`Öffnen {1}Datei{2}.`). On 300 test sentences with
-one to three words wrapped in `<b>` (`python -m bench.inline_tags`), chrF fell from 62.5 (the
-same sentences without tags) to 52.6 and BLEU from 33.0 to 22.9, tags stripped from the outputs.
+markup in training, lost words around them (`Öffnen {1}Datei{2}.`): on test sentences with a
+few words wrapped in `<b>` (`python -m bench.inline_tags`; BENCHMARKS.md) the scores fell far
+below those of the same sentences without tags.
 So the pair's masks are taken out: the model translates the plain sentence (`Open the file.`)
 and, in the same batch, the text the pair wrapped (`file`); the pair then wraps the words of the
 sentence's translation that read most like the wrapped text's translation
-(`Öffnen Sie die {1}Datei{2}.`), and app.protect's unmask puts the tags back as for any mask.
-Measured the same way: chrF 62.5 and BLEU 33.0, every pair kept.
+(`Öffnen Sie die {1}Datei{2}.`), and app.text.protect's unmask puts the tags back as for any mask.
+Measured the same way: the scores of the sentences without tags, every pair kept.
 
 Which words: windows of whole words, about as many as the wrapped text's translation has,
 scored by character similarity (difflib's ratio, case-folded, edge punctuation aside) to that
@@ -28,8 +28,8 @@ another with other text around it (`<a>read the <b>short</b> guide</a>`) is tran
 placed the same way, among the words of its parent's window only.
 
 A tag that stands alone (`<img/>`, XLIFF `<x/>`: `TagMarks.atoms`) leaves the sentence too, and
-app.protect's unmask puts it back by its place in the source (a line break, `<br>`, ends the
-sentence before it gets here: app.service._layout).
+app.text.protect's unmask puts it back by its place in the source (a line break, `<br>`, ends the
+sentence before it gets here: app.translation.service._layout).
 
 Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
 two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
@@ -56,10 +56,10 @@ _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
 class TagMarks:
     """A masked text's tags, by their masks: pairs (opening, closing), and atoms: tags that
     stand alone (`<img .../>`, XLIFF `<x id="1"/>`), which leave the sentence before the model
-    and which app.protect's unmask puts back where they stood (relative to the text, or next to
-    a neighbouring mask): with their masks in the sentence the model lost words (300 test
-    sentences with one such tag at a random place, `python -m bench.inline_tags`: chrF 59.50 /
-    BLEU 28.88, against 62.51 / 33.02 taken out, the same as without the tag)."""
+    and which app.text.protect's unmask puts back where they stood (relative to the text, or next to
+    a neighbouring mask): with their masks in the sentence the model lost words (test sentences
+    with one such tag at a random place, `python -m bench.inline_tags`: lower scores than with
+    the tags taken out, which score as without the tag)."""
 
     pairs: tuple[tuple[str, str], ...] = ()
     atoms: tuple[str, ...] = ()

@@ -7,11 +7,12 @@ its running batch between steps), and packs the items of the same priority, mode
 options whose lengths are closest to it into one batch under the token budget (longest source x
 batch size) and the size cap. `translate_batch` runs in that thread, never on the event loop;
 results go back to each request's future. With `workers` > 1, that many worker threads decode
-batches side by side (the engine's decode lanes, one per core), and the size cap and the token
+batches side by side (the engine's decode workers, one per core), and the size cap and the token
 budget are shared out among them. With `spill` (one of several server processes,
-app.processes), the workers after the first running one are spare lanes: they take live work
+app.serving.supervisor), the workers after the first running one are spare decode workers: they take
+live work
 only when the running batches are full and another process idles, so an even load stays on one
-lane per process and one large request still uses a free core.
+decode worker per process and one large request still uses a free core.
 
 Priority: INTERACTIVE work (live requests, the default) is always served before BACKGROUND work
 (document jobs). Background items form a batch only when no interactive item waits, and their
@@ -40,7 +41,7 @@ from typing import Any, Protocol
 from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 
-log = logging.getLogger("app.batcher")
+log = logging.getLogger("app.translation.batcher")
 
 
 class Priority(enum.IntEnum):
@@ -80,13 +81,13 @@ class BatchStats:
 
 
 _DELIVERY = threading.Lock()  # the workers' deliveries to one request
-SPILL_RECHECK_S = 0.02  # how often an idle spare lane looks again at waiting live work
+SPILL_RECHECK_S = 0.02  # how often an idle spare decode worker looks again at waiting live work
 
 
 class Spill(Protocol):
-    """When a server process's spare lanes may take work (app.processes.Peers): only while
-    another process of the service is idle, so one process uses a free core and never takes a
-    busy one's share of the machine."""
+    """When a server process's spare decode workers may take work (app.serving.supervisor.Peers):
+    only while another process of the service is idle, so one process uses a free core and never
+    takes a busy one's share of the machine."""
 
     def allowed(self) -> bool: ...
 
@@ -128,14 +129,14 @@ class Batcher:
         workers: int = 1,
         spill: Spill | None = None,
     ) -> None:
-        """spill: the workers after the first running one are spare lanes: they take live work
-        only when the running batches of its model and options are full and `spill` allows."""
+        """spill: the workers after the first running one are spare decode workers: they take live
+        work only when the running batches of its model and options are full and `spill` allows."""
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.config = config
         self.workers = workers
         self.spill = spill
-        self._lane = threading.local()  # .index: which worker this thread is
+        self._worker = threading.local()  # .index: which worker this thread is
         self._running: dict[int, tuple[int, TranslationOptions, int]] = {}  # worker -> its
         # running batch's engine, options and sentences (step-wise engines)
         # one worker's share of the caps
@@ -258,7 +259,7 @@ class Batcher:
     # ------------------------------------------------------------ the worker threads
 
     def _run(self, index: int) -> None:
-        self._lane.index = index
+        self._worker.index = index
         while True:
             taken = self._next_batch()
             if taken is None:
@@ -314,20 +315,20 @@ class Batcher:
         if self.spill is None:
             return
         if entry is None:
-            self._running.pop(self._lane.index, None)
+            self._running.pop(self._worker.index, None)
         else:
-            self._running[self._lane.index] = entry
+            self._running[self._worker.index] = entry
         self.spill.report(sum(n for _, _, n in self._running.values()))
 
-    def _room_before(self, engine: int, options: TranslationOptions, lane: int | None) -> int:
+    def _room_before(self, engine: int, options: TranslationOptions, worker: int | None) -> int:
         """Free slots of the running batches of this engine and options on the workers before
-        `lane` (None: on every worker)."""
+        `worker` (None: on every worker)."""
         return sum(self._size_cap - n for index, (e, o, n) in self._running.items()
-                   if (e, o) == (engine, options) and (lane is None or index < lane))
+                   if (e, o) == (engine, options) and (worker is None or index < worker))
 
     def _may_spill(self, key: _GroupKey, waiting: int) -> bool:
-        """Whether an idle worker, a spare lane while others run, starts a batch of this group:
-        only while `spill` allows it, and of live work only what the running batches have no
+        """Whether an idle worker, a spare decode worker while others run, starts a batch of this
+        group: only while `spill` allows it, and of live work only what the running batches have no
         room for. Under the lock."""
         assert self.spill is not None
         if key[0] is not Priority.INTERACTIVE:  # the running batches take a few between theirs
@@ -385,8 +386,8 @@ class Batcher:
         try:
             # a decode worker beside others; with spill, the first worker mostly runs alone on
             # its core, on the engine's own sessions: quicker there (BENCHMARKS.md)
-            beside = self.workers > 1 and not (self.spill is not None and self._lane.index == 0)
-            batch = engine.start_batch(options, lane=beside)
+            beside = self.workers > 1 and not (self.spill is not None and self._worker.index == 0)
+            batch = engine.start_batch(options, beside=beside)
             while items or running:
                 live = [item for item in items if not item.request.cancelled]
                 if live:
@@ -407,7 +408,7 @@ class Batcher:
             _fail_all([*running.values(), *items])  # items: taken from the queue, not admitted
         finally:
             if batch is not None:
-                batch.close()  # a lane process goes back to its pool
+                batch.close()  # a worker process goes back to its pool
         with self._cond:
             self.batches += 1
         self._on_batch(BatchStats(model=engine.name,
@@ -428,16 +429,16 @@ class Batcher:
                 return []
             free = self._size_cap - len(running)
             live = free
-            if self.spill is not None and any(i < self._lane.index for i in self._running):
-                # a spare lane: only while spill allows it (else it drains and ends), and of
-                # live work only what the lanes before it have no room for
+            if self.spill is not None and any(i < self._worker.index for i in self._running):
+                # a spare decode worker: only while spill allows it (else it drains and ends), and
+                # of live work only what the decode workers before it have no room for
                 if not self.spill.allowed():
                     self._set_running((id(engine), options, len(running)))
                     return []
                 waiting = sum(len(self._groups[k]) for k in mine
                               if k[0] is Priority.INTERACTIVE)
                 live = min(free, max(0, waiting - self._room_before(id(engine), options,
-                                                                     self._lane.index)))
+                                                                     self._worker.index)))
             background = sum(i.priority is Priority.BACKGROUND for i in running.values())
             longest = max((i.tokens for i in running.values()), default=0)
             taken: list[_Item] = []

@@ -4,7 +4,8 @@ and downloaded.
 A job is a row of an embedded SQLite database (`<jobs_dir>/jobs.db`) and a directory
 (`<jobs_dir>/<id>/`) holding the uploaded file and, once done, the translated one. One runner task
 translates the queued jobs one at a time, oldest first, through the service's one document use
-case (TranslationService.translate_document) at background priority (app.batcher.Priority), so
+case (TranslationService.translate_document) at background priority
+(app.translation.batcher.Priority), so
 live requests keep their latency while a document runs.
 
 Each translated chunk of sentences is written to the database as soon as it is done. After a
@@ -36,7 +37,7 @@ from app.errors import Overloaded, ServiceError
 from app.translation.batcher import Priority
 from app.translation.service import TranslationService
 
-log = logging.getLogger("app.jobs")
+log = logging.getLogger("app.translation.jobs")
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")

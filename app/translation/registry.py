@@ -13,7 +13,7 @@ from app.engine.bundle import MANIFEST, BundleError, find_bundles
 from app.engine.types import Engine, TranslationOptions
 from app.errors import UnsupportedLanguage, excerpt
 
-log = logging.getLogger("app.registry")
+log = logging.getLogger("app.translation.registry")
 
 
 @dataclass
@@ -163,7 +163,7 @@ def load_models(settings: Settings) -> list[LoadedModel]:
         translator = Translator.from_dir(
             path, variant=settings.variant, provider=settings.provider,
             intra_threads=settings.threads, max_batch_size=settings.max_batch_size,
-            workers=settings.workers, lane_processes=settings.lane_processes,
+            workers=settings.workers, worker_processes=settings.lane_processes,
         )
         model = LoadedModel(translator, path)
         if settings.warmup:

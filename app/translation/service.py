@@ -2,7 +2,7 @@
 out. It owns every step between parsing and formatting: limits -> model and options -> sentence
 segmentation -> one batched engine call for all sentences of all texts -> rejoin, scores and
 alternatives; and it counts the requests it rejects. The API modules only speak their wire
-formats (app/api/translate.py: v1, app/api/libretranslate.py: LibreTranslate)."""
+formats (app/http/routes/translate.py: v1, app/http/routes/libretranslate.py: LibreTranslate)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,8 @@ T = TypeVar("T")
 # no UTF-8 encoder, tokenizer or JSON response can carry
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # source "auto" takes a language that no model reads (a target language only) only from this
-# detector confidence up: on the en-de test splits (3,248 English and 3,248 German segments,
-# detector over en and de) no English segment reached 90 (the highest 83.6; nine were ranked
-# German at 50-66) and 96.7 % of the German ones did, so English text is not left untranslated
+# detector confidence up: on the en-de test splits no English segment reached it and nearly
+# every German one did (BENCHMARKS.md), so English text is not left untranslated
 AUTO_UNREAD_CONFIDENCE = 90.0
 # source "auto" with several texts: each text of at least this many characters is detected on
 # its own, a shorter one takes the language of all texts together (a few words say too little;
@@ -423,7 +422,7 @@ class TranslationService:
         timeout: float,
     ) -> tuple[list[TextResult], int]:
         # placeholders, inline tags, URLs and addresses are masked before the model
-        # (app.protect), on every hop: plain text whole, HTML block by block (_layout)
+        # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
         protect = self.settings.protect_spans
         layouts = [_layout(text, fmt, protect) for text in texts]
         units = [u for layout in layouts for u in layout if not isinstance(u, str)]
@@ -434,7 +433,7 @@ class TranslationService:
                 seg.refine(fits)
         sentences = [s for seg, _ in units for s in seg.sentences]
         # inline tags: the model translates the plain sentence and what each pair wrapped, then
-        # the pairs are carried over; tags that stand alone leave the sentence (app.tags)
+        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags)
         marks = [tags.tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
         plans, inputs = tags.plan(sentences, marks)
         results = tags.carried_results(plans, await self.batcher.translate(
@@ -558,10 +557,11 @@ Layout = list["str | tuple[Segments, Masked | None]"]
 
 def _layout(text: str, fmt: str, protect: bool) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
-    (app.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
-    sentence runs on after it: app.protect.join_breaks). HTML is cut
+    (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
+    sentence runs on after it: app.text.protect.join_breaks). HTML is cut
     into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
-    inside a sentence stays in it, and app.tags carries it over) and markup kept verbatim (block
+    inside a sentence stays in it, and app.text.tags carries it over) and markup kept verbatim
+    (block
     tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
     its own, so a span the model dropped goes back into its own block. Without protection, HTML
     is cut at every tag as before."""

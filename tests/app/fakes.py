@@ -76,7 +76,7 @@ class FakeTranslator:
     def warmup(self) -> None:
         pass
 
-    def start_batch(self, options: TranslationOptions, lane: bool = False) -> StepBatch:
+    def start_batch(self, options: TranslationOptions, beside: bool = False) -> StepBatch:
         return StepBatch(self.translate_batch, options)
 
     def worker_process_counts(self) -> None:

@@ -63,7 +63,7 @@ def test_v1_keeps_whitespace_and_html_markup(client):
     html = '<p>Hello <b>big world</b>.</p><code>a b</code>'
     r = v1(client, html, format="html")
     # one sentence, tags and all (the fake reverses its words); the pair wraps the words that
-    # read like "big world" reversed (app.tags); <code> is kept verbatim
+    # read like "big world" reversed (app.text.tags); <code> is kept verbatim
     assert r.json()["translations"][0]["text"] == '<p><b>world. big</b> Hello</p><code>a b</code>'
 
 
@@ -287,7 +287,7 @@ def test_rate_limit_gives_429_per_client():
 
 
 def test_a_request_the_direct_route_hands_to_fastapi_is_rate_limited_once():
-    """app.api.direct hands an invalid /v1/translate body back to FastAPI before touching the
+    """app.http.direct hands an invalid /v1/translate body back to FastAPI before touching the
     rate limiter: FastAPI counts it (its dependencies run before body validation), once."""
     with serve(rate_limit=60, rate_limit_burst=3) as srv, httpx.Client(base_url=srv.url) as c:
         payload = {"text": "a b", "source": "en", "target": "de"}

@@ -147,8 +147,8 @@ def test_an_engine_error_in_a_running_batch_fails_its_requests_only(tiny_bundle)
 
 
 def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
-    """With two batcher workers (the engine's two decode lanes), two running batches decode at
-    the same time on the lanes' sessions, each holding at most half of max_batch_size
+    """With two batcher workers (the engine's two decode workers), two running batches decode at
+    the same time on the decode workers' sessions, each holding at most half of max_batch_size
     sentences, and every request gets the translation it gets alone."""
     import asyncio
     import time
@@ -157,7 +157,7 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
     from app.translation.batcher import Batcher, BatcherConfig
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2)
-    lane_step = translator.sessions.lane_step
+    one_thread_step = translator.sessions.one_thread_step
     lock = threading.Lock()
     seen = {"now": 0, "most": 0, "sentences": 0, "threads": set()}
 
@@ -167,14 +167,14 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
             seen["most"] = max(seen["most"], seen["now"])
             seen["sentences"] = max(seen["sentences"], state.sentences)
             seen["threads"].add(threading.current_thread().name)
-        time.sleep(0.005)  # long enough for the other lane's step to overlap
+        time.sleep(0.005)  # long enough for the other decode worker's step to overlap
         try:
-            return lane_step(state, *args)
+            return one_thread_step(state, *args)
         finally:
             with lock:
                 seen["now"] -= 1
 
-    translator.sessions.lane_step = spy
+    translator.sessions.one_thread_step = spy
     options = TranslationOptions(beam_size=2)
     texts = [src for src, _ in toy_pairs(24, seed=5)][:12]
     alone = [translator.translate_batch([t], options)[0].text for t in texts]
@@ -196,7 +196,7 @@ def test_two_workers_decode_side_by_side_within_their_share(tiny_bundle):
 
 
 class Others:
-    """app.batcher.Spill of a process whose peers are idle or busy."""
+    """app.translation.batcher.Spill of a process whose peers are idle or busy."""
 
     def __init__(self, idle: bool) -> None:
         self.idle, self.reports = idle, []
@@ -209,11 +209,12 @@ class Others:
 
 
 @pytest.mark.parametrize("others", ["idle", "busy", "no spill"])
-def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bundle, others):
-    """A server process's spare lanes (app.processes): sentences that arrive while a batch runs
-    with room join it rather than start a second lane; a request larger than one lane's share
-    runs on both lanes while another process idles, on one while they are busy. Without spill
-    an idle lane takes work at once."""
+def test_spare_workers_take_live_work_only_when_the_running_batch_is_full(tiny_bundle, others):
+    """A server process's spare decode workers (app.serving.supervisor): sentences that arrive while
+    a batch runs
+    with room join it rather than start a second decode worker; a request larger than one decode
+    worker's share runs on both decode workers while another process idles, on one while they are
+    busy. Without spill an idle decode worker takes work at once."""
     import asyncio
     import time
 
@@ -224,7 +225,8 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
     lock = threading.Lock()
     seen = {"now": 0, "most": 0, "threads": set(), "steps": 0}
 
-    def spying(step):  # the first worker steps on the engine's own sessions, spare ones on lanes'
+    # the first worker steps on the engine's own sessions, spare ones on single-thread ones
+    def spying(step):
         def spy(state, *args):
             with lock:
                 seen["now"] += 1
@@ -240,7 +242,8 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
         return spy
 
     sessions = translator.sessions
-    sessions.step, sessions.lane_step = spying(sessions.step), spying(sessions.lane_step)
+    sessions.step = spying(sessions.step)
+    sessions.one_thread_step = spying(sessions.one_thread_step)
     options = TranslationOptions(beam_size=2)
     texts = [src for src, _ in toy_pairs(24, seed=5)][:8]
     config = BatcherConfig(max_batch_tokens=4096, max_batch_size=8, document_batch_size=8,
@@ -268,7 +271,8 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
     async def all_at_once():
         batcher = Batcher(config, workers=2, spill=spill)
         batcher.start()
-        await batcher.translate(translator, texts, options)  # 8 sentences: two lanes' worth
+        # 8 sentences: two decode workers' worth
+        await batcher.translate(translator, texts, options)
         batcher.close()
 
     asyncio.run(all_at_once())
@@ -278,7 +282,7 @@ def test_spare_lanes_take_live_work_only_when_the_running_batch_is_full(tiny_bun
 
 
 def two_worker_batcher():
-    """A started batcher with two workers (decode lanes), joining quickly."""
+    """A started batcher with two workers (decode workers), joining quickly."""
     from app.translation.batcher import Batcher, BatcherConfig
 
     batcher = Batcher(BatcherConfig(max_batch_tokens=4096, max_batch_size=32,
@@ -288,10 +292,10 @@ def two_worker_batcher():
     return batcher
 
 
-def test_a_lane_process_that_dies_fails_its_requests_only(tiny_bundle):
-    """With decode lanes in processes of their own, a lane process that dies while it holds a
+def test_a_worker_process_that_dies_fails_its_requests_only(tiny_bundle):
+    """With decode workers in processes of their own, a worker process that dies while it holds a
     running batch fails that batch's requests with EngineFailure; the next request is served
-    by a lane started again, with the translation it gets alone."""
+    by a decode worker started again, with the translation it gets alone."""
     import asyncio
 
     import pytest
@@ -300,15 +304,15 @@ def test_a_lane_process_that_dies_fails_its_requests_only(tiny_bundle):
     from app.errors import EngineFailure
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2,
-                                     lane_processes=True)
-    pool = translator.lane_processes
+                                     worker_processes=True)
+    pool = translator.worker_processes
     take, kill, killed = pool.batch, {"next": True}, []
 
     def dying(options):
         batch = take(options)
         if kill.pop("next", False):
-            batch.lane.process.kill()
-            killed.append(batch.lane.process.wait())
+            batch.proc.process.kill()
+            killed.append(batch.proc.process.wait())
         return batch
 
     pool.batch = dying
@@ -330,9 +334,9 @@ def test_a_lane_process_that_dies_fails_its_requests_only(tiny_bundle):
         translator.close()
 
 
-def test_a_lane_process_that_cannot_start_fails_its_requests_and_the_workers_go_on(
+def test_a_worker_process_that_cannot_start_fails_its_requests_and_the_workers_go_on(
         tiny_bundle, tmp_path):
-    """A lane process that cannot load its bundle (here: a directory that is not one) fails the
+    """A worker process that cannot load its bundle (here: a directory that is not one) fails the
     requests of the batch it was for, at once, and both batcher workers go on serving."""
     import asyncio
     import dataclasses
@@ -343,10 +347,10 @@ def test_a_lane_process_that_cannot_start_fails_its_requests_and_the_workers_go_
     from app.errors import EngineFailure
 
     translator = Translator.from_dir(tiny_bundle, intra_threads=1, workers=2,
-                                     lane_processes=True)
-    pool = translator.lane_processes
+                                     worker_processes=True)
+    pool = translator.worker_processes
     good = pool.spec
-    pool.spec = dataclasses.replace(good, path=str(tmp_path))  # no lane started yet
+    pool.spec = dataclasses.replace(good, path=str(tmp_path))  # no decode worker started yet
     options = TranslationOptions(beam_size=2)
 
     async def scenario():

@@ -19,7 +19,8 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_engine_and_batcher_import_neither_fastapi_nor_onnxruntime() -> None:
-    loaded = _modules_after("import app.engine, app.batcher, app.errors, app.registry")
+    loaded = _modules_after(
+        "import app.engine, app.translation.batcher, app.errors, app.translation.registry")
     assert not {"fastapi", "starlette", "onnxruntime"} & loaded
 
 

@@ -1,4 +1,4 @@
-"""app.langid on sentences written for the test (the dev sets are not in the repository; their
+"""app.text.langid on sentences written for the test (the dev sets are not in the repository; their
 numbers come from bench/langid.py)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Several server processes behind one port (`--processes 2`, app.processes), on real
+"""Several server processes behind one port (`--processes 2`, app.serving.supervisor), on real
 `python -m app.server` processes with the tiny bundle: connections spread evenly, metrics, rate
 limits, readiness and document jobs hold across the processes, a dead process is replaced, and
 SIGTERM drains them all."""
@@ -184,12 +184,13 @@ def test_each_process_gets_its_share_of_the_settings():
     settings = Settings(processes=2, threads=4, max_batch_size=32, max_batch_tokens=8191,
                         queue_size=1024, workers=0)
     part = share(settings, 2)
-    # its own lane and a spare one (of the same size as every lane: half the batch and budget)
+    # its own decode worker and a spare one (of the same size as every decode worker: half the batch
+    # and budget)
     assert (part.processes, part.workers, part.lane_processes, part.threads) == (1, 2, False, 2)
     assert (part.max_batch_size, part.max_batch_tokens, part.queue_size) == (32, 8191, 512)
     more = share(settings.model_copy(update={"workers": 4}), 2)  # two of its own, two spare
     assert (more.workers, more.threads) == (4, 1)
-    # 0: one per decode lane, as app.engine.sessions.decode_workers counts them
+    # 0: one per decode worker, as app.engine.sessions.decode_workers counts them
     assert process_count(Settings(processes=0)) == min(len(os.sched_getaffinity(0)), 2)
     assert process_count(Settings(processes=0, threads=4, max_batch_size=64)) == 4
     assert process_count(Settings(processes=0, threads=1)) == 1

@@ -1,4 +1,4 @@
-"""app.protect: which spans are masked, and how unmask repairs what a model does to masks."""
+"""app.text.protect: which spans are masked, and how unmask repairs what a model does to masks."""
 
 import random
 from collections import Counter

@@ -71,7 +71,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tiny_bundle, tiny_sentenc
 
 
 def children(pid: int) -> set[int]:
-    """The process's descendants (its lane processes), from /proc."""
+    """The process's descendants (its worker processes), from /proc."""
     return set(process_tree(pid)) - {pid}
 
 
@@ -92,8 +92,8 @@ def wait_gone(pids: set[int], timeout: float) -> set[int]:
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
-def test_the_lane_processes_end_with_the_server(tiny_bundle, tiny_sentences, stop):
-    """With two decode lanes the server runs them as processes of its own: they translate, and
+def test_the_worker_processes_end_with_the_server(tiny_bundle, tiny_sentences, stop):
+    """With two decode workers the server runs them as processes of its own: they translate, and
     they end with the server, whether it shuts down (SIGTERM) or is killed (SIGKILL: each sees
     its pipe close)."""
     port = free_port()
@@ -101,24 +101,24 @@ def test_the_lane_processes_end_with_the_server(tiny_bundle, tiny_sentences, sto
     proc = spawn_server(tiny_bundle, port, "--workers", "2")
     try:
         wait_ready(url, 180)
-        lanes = children(proc.pid)
-        assert len(lanes) == 2, lanes
+        procs = children(proc.pid)
+        assert len(procs) == 2, procs
         r = httpx.post(f"{url}/v1/translate", timeout=60, json={
             "text": tiny_sentences[:4], "source": "en", "target": "de"})
         assert r.status_code == 200 and len(r.json()["translations"]) == 4
         proc.send_signal(getattr(signal, stop))
         code = proc.wait(60)
         assert code == (0 if stop == "SIGTERM" else -signal.SIGKILL)
-        assert wait_gone(lanes, 30) == set()
+        assert wait_gone(procs, 30) == set()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
 
 
-def test_idle_lane_processes_that_die_are_replaced_and_counted(tiny_bundle, tiny_sentences):
-    """Lane processes killed while idle cost no request: the next batch starts a lane again;
-    /metrics shows the lanes running and how many were started."""
+def test_idle_worker_processes_that_die_are_replaced_and_counted(tiny_bundle, tiny_sentences):
+    """Worker processes killed while idle cost no request: the next batch starts a decode worker
+    again; /metrics shows the decode workers running and how many were started."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = spawn_server(tiny_bundle, port, "--workers", "2")
@@ -128,10 +128,10 @@ def test_idle_lane_processes_that_die_are_replaced_and_counted(tiny_bundle, tiny
         running, started = (f'nmt_lane_processes{{model="{model}"}}',
                             f'nmt_lane_process_starts_total{{model="{model}"}}')
         assert (metric(url, running), metric(url, started)) == (2, 2)
-        lanes = children(proc.pid)
-        for pid in lanes:
+        procs = children(proc.pid)
+        for pid in procs:
             os.kill(pid, signal.SIGKILL)
-        assert wait_gone(lanes, 30) == set()
+        assert wait_gone(procs, 30) == set()
         assert metric(url, running) == 0
         for text in tiny_sentences[:3]:
             r = httpx.post(f"{url}/v1/translate", timeout=60,
@@ -139,7 +139,7 @@ def test_idle_lane_processes_that_die_are_replaced_and_counted(tiny_bundle, tiny
             assert r.status_code == 200 and r.json()["translations"][0]["text"]
         assert metric(url, running) >= 1
         assert metric(url, started) == 2 + metric(url, running)
-        assert children(proc.pid).isdisjoint(lanes)
+        assert children(proc.pid).isdisjoint(procs)
     finally:
         proc.kill()
         proc.wait()

@@ -1,4 +1,4 @@
-"""app.tags: inline tag pairs carried over a translation of the plain sentence."""
+"""app.text.tags: inline tag pairs carried over a translation of the plain sentence."""
 
 from __future__ import annotations
 

@@ -96,7 +96,7 @@ def test_peer_backends_greedy_is_pytorch_greedy(
 
 
 @needs_peers
-def test_ct2_backend_in_our_lane_layout(tiny_bundle, peer_dirs, sentences, reference):
+def test_ct2_backend_in_our_worker_layout(tiny_bundle, peer_dirs, sentences, reference):
     """With 2 threads CTranslate2 gets our engine's layout: 2 workers of one thread each,
     batches of 16 submitted together; the outputs stay PyTorch's greedy ones, in order."""
     texts = texts_of(sentences[0])

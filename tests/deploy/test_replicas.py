@@ -59,8 +59,8 @@ def test_sigterm_and_restart_of_a_replica_under_load_fails_no_request(tiny_bundl
     assert result["requests"] >= 100
 
 
-def test_readme_shows_the_tested_haproxy_configuration(tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_docs_show_the_tested_haproxy_configuration(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
     block = readme.split("```\ndefaults\n", 1)[1].split("```", 1)[0]
     shown = [line.split("#")[0].strip() for line in ("defaults\n" + block).splitlines()]
     config = haproxy_config(8000, [8001, 8002], tmp_path / "haproxy.sock")

@@ -37,7 +37,7 @@ class EngineDouble:
     def __getattr__(self, name: str) -> Any:  # max_source_tokens, variant, warmup, ...
         return getattr(self.inner, name)
 
-    def start_batch(self, options: Any, lane: bool = False) -> StepBatch:
+    def start_batch(self, options: Any, beside: bool = False) -> StepBatch:
         return StepBatch(self.translate_batch, options)
 
     def worker_process_counts(self) -> None:

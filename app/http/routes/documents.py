@@ -1,5 +1,5 @@
 """Document jobs: POST /v1/documents, GET /v1/documents/{id}, GET /v1/documents/{id}/result,
-DELETE /v1/documents/{id} (the jobs themselves: app.jobs)."""
+DELETE /v1/documents/{id} (the jobs themselves: app.translation.jobs)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 GET /frontend/settings, POST /suggest, POST /translate_file with GET /download_file/{name}.
 
 Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); errors are
-{"error": "..."} with LibreTranslate's status codes (see app.api.errors.status_for).
+{"error": "..."} with LibreTranslate's status codes (see app.http.errors.status_for).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from app.http.state import AppState
 from app.text.langid import Detection, libretranslate_detections
 from app.translation.service import FieldNames, RequestedOptions, TranslationRequest
 
-log = logging.getLogger("app.api.libretranslate")
+log = logging.getLogger("app.http.routes.libretranslate")
 router = APIRouter(tags=["LibreTranslate"])
 
 LANGUAGE_NAMES = {
@@ -168,7 +168,7 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
 
 
 async def direct(request: Request) -> JSONResponse:
-    """The route for app.api.direct: the same dependency and answer."""
+    """The route for app.http.direct: the same dependency and answer."""
     state = await ready_state(request)
     return JSONResponse(await translate(request, state))
 

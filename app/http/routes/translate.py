@@ -97,7 +97,7 @@ async def run(body: TranslateRequest, request: Request, state: AppState) -> Tran
 
 
 async def direct(request: Request) -> Response:
-    """The route for app.api.direct: a JSON body that parses and validates is checked (ready,
+    """The route for app.http.direct: a JSON body that parses and validates is checked (ready,
     API key, rate limit: the route's dependencies, in their order) and translated here; any
     other goes back to FastAPI (Fallback), whose parsing and validation come first there too."""
     if not is_json_type(media_type(request)):

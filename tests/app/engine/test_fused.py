@@ -120,14 +120,14 @@ def test_sessions_share_the_large_weights(tiny_bundle, tiny_sentences, monkeypat
 
 
 def test_the_many_thread_decoder_is_made_only_when_needed(tiny_bundle, tiny_sentences):
-    """With decode lanes every step runs on one-thread sessions: the multi-thread decoder
-    session appears only when a step of many rows runs outside a lane."""
+    """With decode workers every step runs on single-thread sessions: the multi-thread decoder
+    session appears only when a step of many rows runs outside a decode worker."""
     t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=2, workers=2)
     assert t.sessions._decoder_key == (0, True, False)
     assert t.sessions.decoder.get_session_options().intra_op_num_threads == 1
     t.translate_batch(tiny_sentences, TranslationOptions(beam_size=2))
     assert all(one_thread for _, one_thread, _ in t.sessions._decoders)
-    batch = t.start_batch(TranslationOptions(beam_size=1))  # outside a lane, many rows
+    batch = t.start_batch(TranslationOptions(beam_size=1))  # outside a decode worker, many rows
     batch.admit(list(range(12)), (tiny_sentences * 4)[:12])
     while batch.running:
         batch.step()
@@ -165,13 +165,13 @@ def test_the_spinning_beam_session_stops_spinning_after_each_call(tiny_bundle):
 
 
 def test_the_multi_thread_encoder_is_made_only_when_a_call_needs_it(tiny_bundle, tiny_sentences):
-    """With decode lanes, every encoder call runs on the lanes' one-thread session; the session
-    of the configured threads is made at its first use only."""
+    """With decode workers, every encoder call runs on the decode workers' one-thread session; the
+    session of the configured threads is made at its first use only."""
     t = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=2, workers=2)
     assert not t.sessions._encoders
-    t.translate_batch(tiny_sentences[:1] * 3)  # lanes and the fused search
+    t.translate_batch(tiny_sentences[:1] * 3)  # decode workers and the fused search
     t.translate_batch(tiny_sentences[:1])
     assert not t.sessions._encoders
-    assert t.sessions.encoder is t.sessions.encoder is not t.sessions.lane_encoder
+    assert t.sessions.encoder is t.sessions.encoder is not t.sessions.one_thread_encoder
     one = Translator.from_dir(tiny_bundle, variant="int8", intra_threads=1)
-    assert one.sessions.encoder is one.sessions.lane_encoder  # one thread: one session
+    assert one.sessions.encoder is one.sessions.one_thread_encoder  # one thread: one session

@@ -14,9 +14,9 @@ from app.engine import TranslationOptions, Translator
 from model.search import beam_search, greedy_search
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["one-lane", "two-lanes"])
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
 def translator(tiny_bundle, request):
-    """One running batch, or two decode lanes side by side (each on its own thread)."""
+    """One running batch, or two decode workers side by side (each on its own thread)."""
     t = Translator.from_dir(tiny_bundle, intra_threads=1, workers=request.param)
     assert t.workers == request.param
     return t
@@ -284,9 +284,9 @@ def test_sentences_are_encoded_a_batch_at_a_time_and_join_a_few_at_a_time(
     encoded, admitted = [], []
     encode, admit = translator.sessions.encode, Search.admit
 
-    def spy_encode(src_ids, lane=False):
+    def spy_encode(src_ids, beside=False):
         encoded.append(len(src_ids))
-        return encode(src_ids, lane)
+        return encode(src_ids, beside)
 
     def spy_admit(self, keys, limits, cross_k, cross_v, src_mask):
         admitted.append((len(keys), src_mask.shape[1], int(src_mask.sum(axis=1).max())))
@@ -303,8 +303,8 @@ def test_sentences_are_encoded_a_batch_at_a_time_and_join_a_few_at_a_time(
     assert all(width == longest for _, width, longest in admitted)  # cut to the group's own
 
 
-def test_the_queue_keeps_sentences_for_every_lane_near_its_end():
-    queue = translator_module._Queue(list(range(10)), lanes=2)
+def test_the_queue_keeps_sentences_for_every_worker_near_its_end():
+    queue = translator_module._Queue(list(range(10)), workers=2)
     assert queue.take_share(8, 1) == [0, 1, 2, 3, 4]  # half of the 10 left, not 8
     assert queue.take_share(8, 1) == [5, 6, 7]  # 5 left: 3 each
     assert queue.take_share(8, 1) == [8]
@@ -327,22 +327,22 @@ def test_the_queue_hands_out_sentences_of_like_lengths_together(longest_first):
         assert chunks == [[3, 5, 6], [10], [29, 30], [40], [89, 91, 95], [100]]
 
 
-def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
+def test_workers_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny_sentences,
                                                                 monkeypatch):
-    """With two threads and two lanes, each lane runs its own running batch on the one-thread
-    sessions, the call's sentences are split between them, and the results are those of one
-    running batch on the two-thread sessions (fp32: exact)."""
+    """With two threads and two decode workers, each decode worker runs its own running batch on the
+    one-thread sessions, the call's sentences are split between them, and the results are those of
+    one running batch on the two-thread sessions (fp32: exact)."""
     one = Translator.from_dir(tiny_bundle, intra_threads=2, workers=1)
     two = Translator.from_dir(tiny_bundle, intra_threads=2, workers=2)
     s = two.sessions
-    assert s.lane_encoder is not s.encoder
-    assert s.lane_encoder.get_session_options().intra_op_num_threads == 1
+    assert s.one_thread_encoder is not s.encoder
+    assert s.one_thread_encoder.get_session_options().intra_op_num_threads == 1
     encoded: list[tuple[str, int]] = []
     encode = s.encode
 
-    def spy(src_ids, lane=False):
-        encoded.append((threading.current_thread().name, len(src_ids), lane))
-        return encode(src_ids, lane)
+    def spy(src_ids, beside=False):
+        encoded.append((threading.current_thread().name, len(src_ids), beside))
+        return encode(src_ids, beside)
 
     monkeypatch.setattr(s, "encode", spy)
     texts = tiny_sentences * 3
@@ -350,20 +350,20 @@ def test_lanes_share_the_sentences_and_use_one_thread_sessions(tiny_bundle, tiny
         options = TranslationOptions(beam_size=beam)
         assert [r.text for r in two.translate_batch(texts, options)] == \
             [r.text for r in one.translate_batch(texts, options)]
-    assert all(lane for _, _, lane in encoded)
+    assert all(beside for _, _, beside in encoded)
     threads = {name for name, _, _ in encoded}
-    assert len(threads) == 2  # both lanes admitted sentences
+    assert len(threads) == 2  # both decode workers admitted sentences
     assert sum(n for _, n, _ in encoded) == 2 * len(texts)
     encoded.clear()
-    two.translate_batch(texts[:1])  # one sentence: one lane, the two-thread sessions
-    assert [lane for _, _, lane in encoded] == [False]
+    two.translate_batch(texts[:1])  # one sentence: one decode worker, the two-thread sessions
+    assert [beside for _, _, beside in encoded] == [False]
 
 
 def test_decode_workers(monkeypatch):
     from app.engine.sessions import SessionConfig, decode_workers
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
-    assert decode_workers(SessionConfig(), 32) == 2  # at least 16 sentences per lane
+    assert decode_workers(SessionConfig(), 32) == 2  # at least 16 sentences per decode worker
     assert decode_workers(SessionConfig(), 128) == 8  # one per core
     assert decode_workers(SessionConfig(intra_op_threads=1), 128) == 1
     assert decode_workers(SessionConfig(intra_op_threads=4), 128) == 4
@@ -377,7 +377,7 @@ def test_decode_workers(monkeypatch):
 @pytest.mark.parametrize("beam_size", [1, 2])
 def test_greedy_calls_start_with_the_longest_sources(tiny_bundle, reference, sources,
                                                      monkeypatch, beam_size):
-    """A greedy call of several sentences starts its lane with the LONGEST_FIRST longest
+    """A greedy call of several sentences starts its decode worker with the LONGEST_FIRST longest
     sources (their long outputs then run beside the others, not alone at the end), then goes
     shortest first; beam search goes shortest first from the start. Outputs equal PyTorch's."""
     from app.engine.search import Search
