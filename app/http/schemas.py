@@ -247,6 +247,14 @@ class LibreTranslateRequest(BaseModel):
         "q): " + CONFIDENCE_DOC
     )
 
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _boolean_words_only(cls, value: object) -> object:
+        # a form field is a string: `true` or `false`, as the schema's boolean reads there
+        if isinstance(value, str) and value not in ("true", "false"):
+            raise ValueError("Input should be true or false")
+        return value
+
     @field_validator("glossary", mode="before")
     @classmethod
     def _glossary_from_form(cls, value: object) -> object:

@@ -202,10 +202,12 @@ class TranslationService:
         with self._counting_rejections():
             check_limits(request.texts, self.settings, request.fields.text)
             requested = check_glossary(request.glossary, self.settings, request.fields.glossary)
-            detections = self._detections(request)
-            sources = ([d.language for d in detections] if detections
+            together, detections = self._detections(request)
+            sources = ([d.language for d in detections] if detections is not None
                        else [request.source] * len(request.texts))
-            groups: dict[str, list[int]] = {}  # source language -> its texts' indices
+            # source language -> its texts' indices (no texts: one group, checked all the same)
+            groups: dict[str, list[int]] = {} if sources else {
+                together.language if together else request.source: []}
             for i, source in enumerate(sources):
                 groups.setdefault(source, []).append(i)
             # every group's route and options are checked before any of them runs
@@ -231,21 +233,23 @@ class TranslationService:
         mixed = len(plans) > 1
         return TranslationOutcome(results, route, "auto" if mixed else source, request.target,
                                   sum(count for _, count in ran), elapsed,
-                                  detections[0] if detections and not mixed else None, mixed)
+                                  None if mixed else together, mixed)
 
-    def _detections(self, request: TranslationRequest) -> list[Detection] | None:
-        """For source "auto", each text's source language (OWN_DETECTION_CHARS); None when the
-        source is named, or no detector is needed (one source language)."""
+    def _detections(self, request: TranslationRequest
+                    ) -> tuple[Detection | None, list[Detection] | None]:
+        """For source "auto", the language of all texts together and each text's own
+        (OWN_DETECTION_CHARS); None when the source is named, or no detector is needed (one
+        source language)."""
         if request.source != "auto" or self.detector is None:
-            return None
+            return None, None
         texts = request.texts
         field = request.fields.text
         together = self.detect_source("\n".join(texts), request.target, "source")
         if len(texts) == 1:
-            return [together]
-        return [self.detect_source(text, request.target, f"{field}[{i}]")
-                if len(text) >= OWN_DETECTION_CHARS else together
-                for i, text in enumerate(texts)]
+            return together, [together]
+        return together, [self.detect_source(text, request.target, f"{field}[{i}]")
+                          if len(text) >= OWN_DETECTION_CHARS else together
+                          for i, text in enumerate(texts)]
 
     def _plan(self, request: TranslationRequest, source: str, requested: Glossary
               ) -> tuple[list[LoadedModel], list[tuple[LoadedModel, TranslationOptions]],
