@@ -8,6 +8,7 @@ import json
 import math
 import os
 import re
+import time
 
 import httpx
 import pytest
@@ -192,6 +193,19 @@ def test_documents_use_the_request_and_server_glossaries(client):
     assert r.status_code == 200, r.text
     out = client.get(r.json()["translatedFileUrl"]).text
     assert out == "öffne die Akte Leiter.\n\nSpeichern es jetzt.\n"
+
+
+def test_document_jobs_use_the_server_glossary(client):
+    r = client.post("/v1/documents", data={"source": "en", "target": "de"},
+                    files={"file": ("notes.html", b"<p>Save the <b>file</b> now.</p>")})
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + 30
+    while (job := client.get(r.headers["location"]).json())["state"] not in ("done", "failed"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.02)
+    assert job["state"] == "done", job
+    out = client.get(job["result"]).text
+    assert out == "<p>Speichern die <b>Akte</b> jetzt.</p>"
 
 
 def test_confidence_on_request_from_the_scores_weighted_by_tokens(client):
