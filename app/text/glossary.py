@@ -42,8 +42,7 @@ from pathlib import Path
 log = logging.getLogger("app.glossary")
 
 _SPACE = re.compile(r"\s+")
-_WORD = re.compile(r"\w+")
-_FIRST_WORD = re.compile(r"\w+")  # of a term: its letters and digits up to the first other
+_WORD = re.compile(r"\w+")  # a run of letters and digits: a term is looked up by its first
 _TAG = re.compile(r"(<[^<>]*>)")  # markup: text, tag, text, ...
 _TOKEN_NUMBER = re.compile(r"\{(\d+)\}")
 # where a sentence starts in an output: the text's start, or after . ! ? … and whitespace, with
@@ -101,7 +100,7 @@ class Glossary:
         by_word: dict[str, list[tuple[str, str]]] = {}
         others = []
         for source, target in ordered:
-            first = _FIRST_WORD.match(source)
+            first = _WORD.match(source)
             if first:
                 by_word.setdefault(first.group().casefold(), []).append((source, target))
             else:
