@@ -2,8 +2,9 @@
 
 nmt translate   lines in (stdin or --input), one translation per line out (stdout or --output)
 nmt serve       the HTTP service (app.server, imported only when asked for)
-nmt import      a Transformers Marian (OPUS-MT) directory -> a bundle: runs `python -m
-                export.marian` in a child process, so the service itself never imports torch
+nmt import      an Argos Translate package, a CTranslate2 model or a Transformers Marian (OPUS-MT)
+                directory -> a bundle: runs `python -m export.argos` (or export.marian) in a
+                child process, so the service itself never imports torch
 nmt translate-file IN -t de [-o OUT]   a document, structure kept (app.documents.cli)
 """
 
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("serve", help="run the HTTP service (options: nmt serve --help)")
     commands.add_parser(
-        "import", help="import a Marian/OPUS-MT model directory (options: nmt import --help)"
+        "import", help="import an Argos package, CTranslate2 or Marian model (nmt import --help)"
     )
     t = commands.add_parser(
         "translate",
@@ -135,13 +136,28 @@ def serve_main(argv: list[str]) -> int:
     return run_server(argv)
 
 
-IMPORT_NEEDS = ("torch", "transformers", "onnx")
+IMPORT_NEEDS = {"export.marian": ("torch", "transformers", "onnx"),
+                "export.argos": ("torch", "onnx")}
+
+
+def is_marian_dir(arg: str) -> bool:
+    """Whether arg names a Transformers Marian directory (config.json with model_type marian)."""
+    import json
+
+    config = Path(arg) / "config.json"
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "marian"
+    except (OSError, ValueError):
+        return False
 
 
 def import_main(argv: list[str]) -> int:
-    """`python -m export.marian ARGS` with this interpreter; a clear message when the
-    exporter's dependencies are missing."""
-    missing = [m for m in IMPORT_NEEDS if importlib.util.find_spec(m) is None]
+    """`python -m export.marian ARGS` for a Marian directory, else `python -m export.argos
+    ARGS` (Argos packages, CTranslate2 models), with this interpreter; a clear message when
+    the importer's dependencies are missing."""
+    marian = any(is_marian_dir(a) for a in argv if not a.startswith("-"))
+    module = "export.marian" if marian else "export.argos"
+    missing = [m for m in IMPORT_NEEDS[module] if importlib.util.find_spec(m) is None]
     if missing:
         print(
             f"nmt import: needs {', '.join(missing)}, which this environment lacks; install "
@@ -149,7 +165,7 @@ def import_main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    return subprocess.call([sys.executable, "-m", "export.marian", *argv])
+    return subprocess.call([sys.executable, "-m", module, *argv])
 
 
 def main(argv: list[str] | None = None) -> int:

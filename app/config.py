@@ -5,6 +5,7 @@ List settings (API keys, CORS origins) are read from the environment as comma-se
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -13,6 +14,9 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+# settings renamed since they were released: first name -> name. The first name is still read,
+# as a keyword, an NMT_ variable and a flag, so existing deployments keep working.
+RENAMED = {"lane_processes": "worker_processes"}
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")  # scheme://, e.g. an http(s), s3 or file URL
 
 
@@ -52,10 +56,11 @@ class Settings(BaseSettings):
         "(app.serving). 0 = one per decode worker: per core, at most max_batch_size / 16 (so "
         "NMT_THREADS=1 keeps one; 1 on CUDA).",
     )
-    lane_processes: bool = Field(
+    worker_processes: bool = Field(
         True, description="Run the decode workers as worker processes (CPU, two decode "
         "workers or more), so they never wait for the event loop at Python's GIL. Costs one "
-        "bundle's memory per worker process.",
+        "bundle's memory per worker process. Its first name, lane_processes "
+        "(NMT_LANE_PROCESSES, --lane-processes), is still read.",
     )
     variant: str | None = Field(None, description="Precision variant (fp32, int8, fp16).")
     warmup: bool = Field(True, description="Translate a short text per bundle before ready.")
@@ -116,6 +121,11 @@ class Settings(BaseSettings):
     max_file_chars: int = Field(
         1_000_000, ge=1, description="Characters to translate in a document at most."
     )
+    file_timeout: float = Field(
+        300.0, gt=0, description="Seconds a synchronous /translate_file may take (reading, "
+        "translating, rebuilding, keeping the file) before a 504; its work stops then. Larger "
+        "documents belong in document jobs (/v1/documents), which have none.",
+    )
     # document jobs (/v1/documents)
     jobs_dir: Path | None = Field(
         None, description="Where document jobs keep their database and files (default: "
@@ -149,6 +159,26 @@ class Settings(BaseSettings):
     grace_period: float = Field(
         20.0, ge=0, description="Seconds to finish in-flight work after SIGTERM."
     )
+
+    def __init__(self, **values: object) -> None:
+        # a renamed setting's first name as a keyword (a flag, a caller): the same as its name
+        for first, name in RENAMED.items():
+            if first in values:
+                given = values.pop(first)
+                values.setdefault(name, given)
+        super().__init__(**values)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_names(cls, data: object) -> object:
+        """A renamed setting's first NMT_ variable (RENAMED) counts when neither its name (as a
+        keyword or variable) is given: the settings sources read only the new name."""
+        if isinstance(data, dict):
+            for first, name in RENAMED.items():
+                given = os.environ.get(f"NMT_{first.upper()}")
+                if given is not None and name not in data:
+                    data[name] = given
+        return data
 
     @field_validator("api_keys", "cors_origins", mode="before")
     @classmethod

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import RENAMED, Settings
 
 if TYPE_CHECKING:
     from app.serving.peers import Peers
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"{field.description or ''} [NMT_{name.upper()}, default {shown}]",
             **_argument(field.annotation),
         )
+    for first, name in RENAMED.items():  # a renamed setting's first flag, still taken
+        parser.add_argument("--" + first.replace("_", "-"), dest=first, default=None,
+                            help=argparse.SUPPRESS,
+                            **_argument(Settings.model_fields[name].annotation))
     return parser
 
 
@@ -189,6 +193,8 @@ def _receive_connections(server: Any, channel: socket.socket, peers: Peers) -> N
     """Serve each connection the supervisor sends over `channel` (one descriptor a message);
     count the closed ones in `peers.closed` (the supervisor balances on them). The supervisor
     gone (end of file), the server stops."""
+    from app.serving.supervisor import HEARTBEAT
+
     loop = asyncio.get_running_loop()
     config = server.config
 
@@ -222,8 +228,14 @@ def _receive_connections(server: Any, channel: socket.socket, peers: Peers) -> N
                 conn.setblocking(False)
                 loop.create_task(loop.connect_accepted_socket(protocol, conn))
 
+    def beat() -> None:  # the supervisor hands new connections only to loops that beat
+        peers.beat()
+        if not server.should_exit:
+            loop.call_later(HEARTBEAT, beat)
+
     channel.setblocking(False)
     loop.add_reader(channel.fileno(), receive)
+    beat()
 
 
 if __name__ == "__main__":

@@ -44,6 +44,12 @@ def architecture(model: Transformer) -> dict[str, Any]:
         for name in ("activation", "positional_layout", "output_bias")
         if getattr(c, name) != ModelConfig.__dataclass_fields__[name].default
     }
+    options |= {
+        name: getattr(c, name)
+        for name in ("pre_norm", "layer_norm_eps", "scale_embeddings", "source_vocab_size",
+                     "tied_output")
+        if getattr(c, name) != ModelConfig.__dataclass_fields__[name].default
+    }
     return {
         "vocab_size": c.vocab_size,
         "d_model": c.d_model,
@@ -75,15 +81,28 @@ def _decoding_defaults(state: dict[str, Any]) -> dict[str, Any]:
     return {key: found.get(key, value) for key, value in DEFAULT_DECODING.items()}
 
 
-def _write_variants(model: Transformer, out: Path, variants: list[str], per_channel: bool):
-    """Write encoder.<variant>.onnx / decoder.<variant>.onnx; return manifest entries."""
+def share_variant(out: Path, entry: dict[str, Any], variant: str) -> None:
+    """Move the variant's weights into one file both graphs read (export.shared), and record
+    its checksum and the graphs' new ones in the manifest entry."""
+    from export.shared import store_once
+
+    name = store_once(out, entry["encoder"]["file"], entry["decoder"]["file"], variant)
+    entry.update(encoder=file_entry(out, entry["encoder"]["file"]),
+                 decoder=file_entry(out, entry["decoder"]["file"]),
+                 weights=file_entry(out, name))
+
+
+def _write_variants(model: Transformer, out: Path, variants: list[str], per_channel: bool,
+                    share: bool = False):
+    """Write encoder.<variant>.onnx / decoder.<variant>.onnx; return manifest entries. share:
+    each variant's weights stored once (see export.shared)."""
     entries: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        fp32 = export_graphs(model, Path(tmp) / "fp32")  # (encoder, decoder) paths
+        fp32 = export_graphs(model, Path(tmp) / "fp32", share=share)  # (encoder, decoder)
         for variant in variants:
             settings: dict[str, Any] = {}
             if variant == "fp16":  # written in half precision, not converted
-                fp16 = export_graphs(model, Path(tmp) / "fp16", float16=True)
+                fp16 = export_graphs(model, Path(tmp) / "fp16", float16=True, share=share)
                 settings = {"precision": "fp16 weights, activations and caches; fp32 log-softmax "
                                          "and top_log_probs"}
             for graph, src in zip(("encoder", "decoder"), fp32, strict=True):
@@ -100,6 +119,8 @@ def _write_variants(model: Transformer, out: Path, variants: list[str], per_chan
                 "providers": PROVIDERS[variant],
                 **settings,
             }
+            if share:
+                share_variant(out, entries[variant], variant)
     if "fp16" in entries:
         entries["fp16"]["note"] = "for the CUDA provider; its speed is untested here"
     return entries
@@ -113,8 +134,11 @@ def write_bundle(
     source_lang: str | None = None,
     target_lang: str | None = None,
     per_channel: bool = True,
+    share: bool = False,
 ) -> Path:
-    """Export checkpoint into out_dir (created; existing bundle files are overwritten)."""
+    """Export checkpoint into out_dir (created; existing bundle files are overwritten). share:
+    each variant's weights in one file that both graphs read, the embedding stored once
+    (export.shared; imported bundles are written so)."""
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or not variants:
         raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
@@ -149,7 +173,7 @@ def write_bundle(
             "opset": OPSET,
             **graph_names(c.n_decoder_layers),
         },
-        "variants": _write_variants(model, out, list(variants), per_channel),
+        "variants": _write_variants(model, out, list(variants), per_channel, share),
         "default_variant": "fp32" if "fp32" in variants else variants[0],
         "decoding": _decoding_defaults(state),
         "scores": {},
@@ -186,7 +210,8 @@ def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for variant, entry in manifest["variants"].items():
-        size = sum((out / entry[g]["file"]).stat().st_size for g in ("encoder", "decoder"))
+        size = sum((out / entry[g]["file"]).stat().st_size
+                   for g in ("encoder", "decoder", "weights") if g in entry)
         check = entry.get("verification") or {}
         agreement = check.get("greedy_agreement")
         rows.append(
@@ -337,10 +362,40 @@ def _tokenizer_line(entry: dict[str, Any]) -> str:
 
 def _options_line(a: dict[str, Any]) -> str:
     return (
-        f"- feed-forward activation {a.get('activation', 'relu')}, positions "
+        f"- {'pre-norm layers with final LayerNorms' if a.get('pre_norm') else 'post-norm layers'}"
+        f", feed-forward activation {a.get('activation', 'relu')}, positions "
         f"{a.get('positional_layout', 'interleaved')}"
+        + (", unscaled embeddings" if a.get("scale_embeddings") is False else "")
+        + (f", a separate source vocabulary of {a['source_vocab_size']}"
+           if a.get("source_vocab_size") else "")
+        + (", an output projection of its own" if a.get("tied_output") is False else "")
         + (", output bias" if a.get("output_bias") else "")
     )
+
+
+def _provenance_rows(source: dict[str, Any] | None) -> list[str]:
+    """Where an imported model came from (export.argos fills `imported_from`)."""
+    if not source:
+        return []
+    rows = ["## Provenance", ""]
+    rows += [f"- {key.replace('_', ' ')}: {value}" for key, value in source.items()
+             if isinstance(value, str | int | float) and value != ""]
+    return [*rows, ""]
+
+
+def _import_check_rows(checks: dict[str, Any] | None) -> list[str]:
+    """An imported bundle's agreement checks (export.argos fills `import_checks`)."""
+    if not checks:
+        return []
+    rows = ["## Import checks", "", f"On {checks.get('texts')}:", ""]
+    names = {"int8_vs_fp32": "int8 against fp32",
+             "fp32_vs_ctranslate2": "fp32 against CTranslate2 on the package's model"}
+    for key, label in names.items():
+        found = checks.get(key)
+        if found:
+            rows.append(f"- {label}, {found['decoding']}: {found['identical']} of "
+                        f"{found['sentences']} translations identical ({found['rate']:.1%})")
+    return [*rows, ""]
 
 
 def _tuning_rows(tuning: dict[str, Any] | None) -> list[str]:
@@ -371,9 +426,14 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         f"# Model card: {manifest['name']}",
         "",
         f"Machine translation from `{manifest['source_lang']}` to `{manifest['target_lang']}`: an "
-        "encoder-decoder Transformer (post-norm, sinusoidal positions, shared SentencePiece "
-        "vocabulary and tied embeddings), exported to ONNX with an incremental KV-cache decoder.",
+        + ("encoder-decoder Transformer imported from an Argos Translate / CTranslate2 model "
+           "(provenance and architecture below)" if manifest.get("imported_from") else
+           "encoder-decoder Transformer (post-norm, sinusoidal positions, shared SentencePiece "
+           "vocabulary and tied embeddings)")
+        + ", exported to ONNX with an incremental KV-cache decoder.",
         "",
+        *_provenance_rows(manifest.get("imported_from")),
+        *_import_check_rows(manifest.get("import_checks")),
         "## Architecture",
         "",
         f"- {a['n_encoder_layers']} encoder + {a['n_decoder_layers']} decoder layers, "

@@ -5,8 +5,9 @@
 The int8 graphs of export.variants quantize each matrix product's input with a scale computed
 from that input at run time (`DynamicQuantizeLinear`): one scale for the whole matrix, so for
 every row of a running batch. A sentence's translation then depends on the sentences decoded
-beside it (greedy: 29 of 200 test sentences changed between alone and in one batch), and, since
-the engine's lanes take sentences as they free up, two identical calls can differ.
+beside it (many test sentences changed between alone and in one batch: BENCHMARKS.md), and,
+since the engine's decode workers take sentences as they free up, two identical calls can
+differ.
 
 Here the int8 graphs are quantized again from the fp32 ones, the range of each quantized input
 is measured by running them over the sentences (the encoder in batches, the decoder step by step
@@ -197,7 +198,7 @@ def calibrate(bundle_dir: Path, sentences: Path, limit: int = 1000,
     """Quantize the bundle's int8 graphs again from its fp32 ones, with fixed activation scales
     measured on the first `limit` non-empty lines of `sentences`; returns the new int8 entry."""
     from app.engine.bundle import file_entry, load_bundle
-    from export.bundle import save_manifest
+    from export.bundle import save_manifest, share_variant
 
     texts = [line.strip() for line in sentences.read_text(encoding="utf-8").splitlines()
              if line.strip()][:limit]
@@ -210,6 +211,8 @@ def calibrate(bundle_dir: Path, sentences: Path, limit: int = 1000,
     for graph in ("encoder", "decoder"):
         make_static(bundle_dir / entry[graph]["file"], ranges)
         entry[graph] = file_entry(bundle_dir, entry[graph]["file"])
+    if "weights" in entry:  # make_static wrote the weights back into the graphs
+        share_variant(bundle_dir, entry, "int8")
     entry["quantization"].update(
         method="static activations",
         calibration={"sentences": sentences.name, "count": len(texts), "search": "greedy",

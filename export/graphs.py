@@ -1,6 +1,7 @@
 """A bundle's two graphs, written node by node from the model's weights with ONNX Runtime's
-fused attention ops (the math is the model's, model/layers.py: post-norm layers, scaled tied
-embeddings plus sinusoidal positions, the same activation and output bias options).
+fused attention ops (the math is the model's, model/layers.py: post-norm or pre-norm layers with
+final norms, scaled (or unscaled) tied embeddings plus sinusoidal or stored positions, separate
+source embeddings or output projection, the same activation and output bias options).
 
 Encoder graph:  src_ids (B, S) int64
              -> cross_k, cross_v (L, B, H, S, Dh) float: every decoder layer's cross-attention
@@ -44,6 +45,8 @@ OPSET = 17
 MS_DOMAIN = "com.microsoft"
 PARAM_PREFIX = "model."  # parameter names: the model's, under this prefix
 QKV = "qkv"  # the fused Q, K, V projection of a self-attention, in place of w_q, w_k, w_v
+OUTPUT_W = "output_w"  # the output projection's matrix, (D, V)
+POSITIONS = "positions_table"  # (P, D), the same in both graphs
 
 
 class _Builder:
@@ -80,23 +83,35 @@ class _Builder:
         b = self.const(f"{PARAM_PREFIX}{path}.bias", layer.bias.detach().float().numpy(), True)
         return self.op("Add", [self.op("MatMul", [x, w]), b])
 
-    def layer_norm(self, x: str, residual: str, norm: torch.nn.LayerNorm, path: str) -> str:
-        """LayerNorm(x + residual): the post-norm residual of every sub-layer."""
+    def norm(self, x: str, norm: torch.nn.LayerNorm, path: str) -> str:
+        """LayerNorm(x) with the model's parameter names."""
         scale = self.const(f"{PARAM_PREFIX}{path}.weight", norm.weight.detach().float().numpy(),
                            True)
         bias = self.const(f"{PARAM_PREFIX}{path}.bias", norm.bias.detach().float().numpy(), True)
+        return self.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=float(norm.eps))
+
+    def pre(self, x: str, residual, path: str) -> str:
+        """What a sub-layer reads: x (post-norm), or LayerNorm(x) (pre-norm); residual is the
+        model's ResidualNorm at `path`."""
+        return self.norm(x, residual.norm, f"{path}.norm") if residual.pre_norm else x
+
+    def layer_norm(self, x: str, out: str, residual, path: str) -> str:
+        """The residual around a sub-layer's output: LayerNorm(x + out) post-norm, x + out
+        pre-norm (residual: the model's ResidualNorm at `path`)."""
+        if residual.pre_norm:
+            return self.op("Add", [x, out])
         # standard Add + LayerNormalization: quicker than ONNX Runtime's fused
         # SkipLayerNormalization CPU kernel (the CPU sessions keep them apart; other providers
         # may fuse them)
-        return self.op("LayerNormalization", [self.op("Add", [x, residual]), scale, bias],
-                       axis=-1, epsilon=float(norm.eps))
+        return self.norm(self.op("Add", [x, out]), residual.norm, f"{path}.norm")
 
     def feed_forward(self, x: str, layer, path: str, activation: str) -> str:
-        """LayerNorm(x + FFN(x)): a layer's feed-forward sub-layer with its residual and norm."""
-        ff = self.linear(x, layer.feed_forward.w_1, f"{path}.feed_forward.w_1")
+        """A layer's feed-forward sub-layer with its residual and norm."""
+        h = self.pre(x, layer.ff_norm, f"{path}.ff_norm")
+        ff = self.linear(h, layer.feed_forward.w_1, f"{path}.feed_forward.w_1")
         ff = self.linear(self.activation(ff, activation), layer.feed_forward.w_2,
                          f"{path}.feed_forward.w_2")
-        return self.layer_norm(x, ff, layer.ff_norm.norm, f"{path}.ff_norm.norm")
+        return self.layer_norm(x, ff, layer.ff_norm, f"{path}.ff_norm")
 
     def model(self, name: str, names: dict[str, list[str]], shapes: dict) -> onnx.ModelProto:
         """The checked model of the nodes so far; shapes: name -> (element type, dims)."""
@@ -191,10 +206,34 @@ def _self_attention(layer, heads: int, padded: int) -> tuple[torch.nn.Linear, to
     return qkv, out
 
 
+def projection_table(g: _Builder, model: Transformer) -> str:
+    """The output projection's weight, transposed (D, V) for MatMul: the initializer OUTPUT_W."""
+    return g.const(OUTPUT_W, model.projection.detach().float().numpy().T, True)
+
+
+def gather_columns(g: _Builder, table: str, ids: str, scale: float, rank: int) -> str:
+    """Embeddings of ids (rank 1 or 2) read from the columns of a (D, V) table, times scale:
+    (D, *ids) -> (*ids, D). How a graph that shares its embedding with the output projection
+    reads it, so the matrix is stored once (see export.shared)."""
+    x = g.op("Transpose", [g.op("Gather", [table, ids], axis=1)],
+             perm=[*range(1, rank + 1), 0])  # (*ids, D)
+    if scale != 1.0:
+        x = g.op("Mul", [x, g.const("emb_scale", np.array(scale, np.float32))])
+    return x
+
+
+def shares_embedding(model: Transformer, share: bool) -> bool:
+    """Whether a graph reads its target-side (and, shared, source-side) embedding from the
+    output projection: asked for, and the projection is that embedding."""
+    return share and model.config.tied_output
+
+
 @torch.no_grad()
-def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelProto:
+def build_step_graph(model: Transformer, float16: bool = False,
+                     share: bool = False) -> onnx.ModelProto:
     """The decoder step graph; float16: weights, activations and caches in half precision
-    (for the CUDA provider), the log-softmax and top-k still in float32."""
+    (for the CUDA provider), the log-softmax and top-k still in float32. share: the token
+    embedding is read from the output projection's matrix (tied models), not a copy of its own."""
     c = model.config
     names = graph_names(c.n_decoder_layers)["decoder"]
     g = _Builder(float16)
@@ -204,9 +243,13 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
 
     # embeddings: the scaled token table and the position table, (R,) -> (R, 1, D)
     table = model.embeddings.weight.float().numpy()  # (V, D)
-    scaled = (torch.from_numpy(table) * model.embeddings.scale).numpy()  # the model's product
-    emb = g.op("Gather", [g.const("embedding", scaled), "tokens"])  # (R, D)
-    pos = g.op("Gather", [g.const("positions_table", model.positional.table.numpy()), "positions"])
+    output_w = projection_table(g, model)  # (D, V)
+    if shares_embedding(model, share):
+        emb = gather_columns(g, output_w, "tokens", model.embeddings.scale, 1)  # (R, D)
+    else:
+        scaled = (torch.from_numpy(table) * model.embeddings.scale).numpy()  # the model's product
+        emb = g.op("Gather", [g.const("embedding", scaled), "tokens"])  # (R, D)
+    pos = g.op("Gather", [g.const(POSITIONS, model.positional.table.numpy(), True), "positions"])
     x = g.op("Unsqueeze", [g.op("Add", [emb, pos]), g.const("axis1", np.array([1]))])  # (R, 1, D)
 
     # the row grid of cross-attention: (R, 1, D) <-> (N, K, D), N from the cross cache
@@ -218,7 +261,8 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
     for i, layer in enumerate(model.decoder_layers):
         p = f"decoder_layers.{i}"
         qkv_proj, out_proj = _self_attention(layer, heads, padded)
-        qkv = g.linear(x, qkv_proj, f"{p}.self_attn.{QKV}")  # (R, 1, 3 H Dp)
+        h = g.pre(x, layer.self_norm, f"{p}.self_norm")
+        qkv = g.linear(h, qkv_proj, f"{p}.self_attn.{QKV}")  # (R, 1, 3 H Dp)
         attn, _, _ = g.op(
             "GroupQueryAttention",
             [qkv, "", "", f"cache_k_{i}", f"cache_v_{i}", "past_lengths", "total_length"],
@@ -226,9 +270,10 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
         )  # (R, 1, H Dp), the caches written in place
         g.nodes[-1].output[1:] = [f"cache_k_{i}_out", f"cache_v_{i}_out"]
         attn = g.linear(attn, out_proj, f"{p}.self_attn.w_o")
-        x = g.layer_norm(x, attn, layer.self_norm.norm, f"{p}.self_norm.norm")
+        x = g.layer_norm(x, attn, layer.self_norm, f"{p}.self_norm")
 
-        q = g.linear(x, layer.cross_attn.w_q, f"{p}.cross_attn.w_q")  # (R, 1, D)
+        h = g.pre(x, layer.cross_norm, f"{p}.cross_norm")
+        q = g.linear(h, layer.cross_attn.w_q, f"{p}.cross_attn.w_q")  # (R, 1, D)
         q = g.op("Reshape", [q, grid_shape])  # (N, K, D)
         ctx = g.op(
             "MultiHeadAttention",
@@ -237,12 +282,15 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
         )  # (N, K, D)
         ctx = g.op("Reshape", [ctx, rows_shape])  # (R, 1, D)
         ctx = g.linear(ctx, layer.cross_attn.w_o, f"{p}.cross_attn.w_o")
-        x = g.layer_norm(x, ctx, layer.cross_norm.norm, f"{p}.cross_norm.norm")
+        x = g.layer_norm(x, ctx, layer.cross_norm, f"{p}.cross_norm")
 
         x = g.feed_forward(x, layer, p, c.activation)
 
-    # tied output projection (the transposed table stored once more for MatMul), log-softmax, top-k
-    logits = g.op("MatMul", [x, g.const("output_w", table.T)])  # (R, 1, V)
+    if model.decoder_norm is not None:  # pre-norm: the decoder stack's final LayerNorm
+        x = g.norm(x, model.decoder_norm, "decoder_norm")
+    # output projection (tied: without `share`, the transposed table stored once more for
+    # MatMul), log-softmax, top-k
+    logits = g.op("MatMul", [x, output_w])  # (R, 1, V)
     if model.output_bias is not None:
         bias = g.const(f"{PARAM_PREFIX}output_bias", model.output_bias.float().numpy(), True)
         logits = g.op("Add", [logits, bias])
@@ -264,9 +312,23 @@ def build_step_graph(model: Transformer, float16: bool = False) -> onnx.ModelPro
     return g.model("decoder_step", names, shapes)
 
 
+def source_embedding(g: _Builder, model: Transformer, share: bool) -> str:
+    """(B, S) source ids -> (B, S, D) scaled token embeddings. share (a tied model with one
+    vocabulary): read from the output projection's matrix, as the decoder does."""
+    if shares_embedding(model, share) and model.source_embeddings is None:
+        return gather_columns(g, projection_table(g, model), "src_ids", model.embeddings.scale, 2)
+    table = model.source_table
+    name = "source_embeddings" if model.source_embeddings is not None else "embeddings"
+    weight = g.const(f"{PARAM_PREFIX}{name}.lut.weight", table.weight.numpy(), True)
+    return g.op("Mul", [g.op("Gather", [weight, "src_ids"]),
+                        g.const("emb_scale", np.array(table.scale, np.float32))])
+
+
 @torch.no_grad()
-def build_encoder_graph(model: Transformer, float16: bool = False) -> onnx.ModelProto:
-    """The encoder graph; float16: in half precision, cross keys/values included."""
+def build_encoder_graph(model: Transformer, float16: bool = False,
+                        share: bool = False) -> onnx.ModelProto:
+    """The encoder graph; float16: in half precision, cross keys/values included. share: see
+    build_step_graph."""
     c = model.config
     names = graph_names(c.n_decoder_layers)["encoder"]
     g = _Builder(float16)
@@ -276,24 +338,25 @@ def build_encoder_graph(model: Transformer, float16: bool = False) -> onnx.Model
     src_mask = g.op("Not", [g.op("Equal", ["src_ids", g.const("pad", np.array(c.pad_id))])])
     g.nodes.append(helper.make_node("Identity", [src_mask], ["src_mask"]))  # (B, S) bool
     key_mask = g.op("Cast", [src_mask], to=TensorProto.INT32)  # (B, S), 1 at real tokens
-    table = g.const(f"{PARAM_PREFIX}embeddings.lut.weight", model.embeddings.weight.numpy(), True)
-    emb = g.op("Mul", [g.op("Gather", [table, "src_ids"]),
-                       g.const("emb_scale", np.array(model.embeddings.scale, np.float32))])
+    emb = source_embedding(g, model, share)  # (B, S, D)
     length = g.op("Shape", ["src_ids"], start=1, end=2)  # (1,) = S
-    pos = g.op("Slice", [g.const("positions_table", model.positional.table.numpy()),
+    pos = g.op("Slice", [g.const(POSITIONS, model.positional.table.numpy(), True),
                          g.const("zero", np.array([0])), length])  # (S, D): positions 0..S-1
     x = g.op("Add", [emb, pos])  # (B, S, D) + (S, D)
 
     for i, layer in enumerate(model.encoder_layers):
         p = f"encoder_layers.{i}"
         qkv_proj, out_proj = _self_attention(layer, heads, head_dim)  # no padding here
-        qkv = g.linear(x, qkv_proj, f"{p}.self_attn.{QKV}")  # (B, S, 3D)
+        h = g.pre(x, layer.attn_norm, f"{p}.attn_norm")
+        qkv = g.linear(h, qkv_proj, f"{p}.self_attn.{QKV}")  # (B, S, 3D)
         q, k, v = g.op("Split", [qkv, g.const("thirds", np.array([d, d, d]))], n_out=3, axis=-1)
         attn = g.op("MultiHeadAttention", [q, k, v, "", key_mask], domain=MS_DOMAIN,
                     num_heads=heads)  # (B, S, D)
         attn = g.linear(attn, out_proj, f"{p}.self_attn.w_o")
-        x = g.layer_norm(x, attn, layer.attn_norm.norm, f"{p}.attn_norm.norm")
+        x = g.layer_norm(x, attn, layer.attn_norm, f"{p}.attn_norm")
         x = g.feed_forward(x, layer, p, c.activation)
+    if model.encoder_norm is not None:  # pre-norm: the encoder stack's final LayerNorm
+        x = g.norm(x, model.encoder_norm, "encoder_norm")
 
     # every decoder layer's cross keys/values of the memory, stacked: (L, B, H, S, Dh)
     split_heads = g.const("split_heads", np.array([0, 0, heads, head_dim]))
@@ -313,13 +376,14 @@ def build_encoder_graph(model: Transformer, float16: bool = False) -> onnx.Model
     return g.model("encoder", names, shapes)
 
 
-def export_graphs(model: Transformer, out_dir: str | Path, float16: bool = False
-                  ) -> tuple[Path, Path]:
-    """Write encoder.onnx and decoder.onnx (fp32, or fp16) for model into out_dir."""
+def export_graphs(model: Transformer, out_dir: str | Path, float16: bool = False,
+                  share: bool = False) -> tuple[Path, Path]:
+    """Write encoder.onnx and decoder.onnx (fp32, or fp16) for model into out_dir; share: both
+    read the embedding from the output projection's matrix (see build_step_graph)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.eval()
     paths = out / "encoder.onnx", out / "decoder.onnx"
     for build, path in zip((build_encoder_graph, build_step_graph), paths, strict=True):
-        onnx.save(build(model, float16), str(path))
+        onnx.save(build(model, float16, share), str(path))
     return paths

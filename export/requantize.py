@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from app.engine.bundle import file_entry, load_bundle
-from export.bundle import PROVIDERS, save_manifest
+from export.bundle import PROVIDERS, save_manifest, share_variant
 from export.variants import quantize_int8
 
 
@@ -33,6 +33,8 @@ def requantize(bundle_dir: Path, per_channel: bool = True) -> dict:
         entry[graph] = file_entry(bundle_dir, name)
     entry.update(providers=PROVIDERS["int8"], quantization=settings,
                  requantized=datetime.now(timezone.utc).strftime("%Y-%m-%d"))
+    if "weights" in fp32:  # a bundle that stores each weight once: so does its int8 variant
+        share_variant(bundle_dir, entry, "int8")
     manifest["variants"]["int8"] = entry
     scores = manifest.get("scores") or {}
     scores.pop("int8", None)

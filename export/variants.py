@@ -25,6 +25,22 @@ log = logging.getLogger(__name__)
 WEIGHT_BITS = 7  # see the module docstring: 8-bit weights saturate on CPUs without VNNI
 
 
+def _inline(src: Path, tmp: Path) -> Path:
+    """src, or a copy of it in tmp with its weights inside when it keeps them in an external
+    file (export.shared): the quantizer's steps write graphs elsewhere, where the file's
+    relative reference would not resolve."""
+    from onnx.external_data_helper import convert_model_from_external_data
+
+    graph = onnx.load(str(src), load_external_data=False).graph
+    if not any(i.data_location == onnx.TensorProto.EXTERNAL for i in graph.initializer):
+        return src
+    model = onnx.load(str(src))
+    convert_model_from_external_data(model)
+    inline = tmp / "inline.onnx"
+    onnx.save(model, str(inline))
+    return inline
+
+
 def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
     """fp32 graph -> dynamically quantized int8 graph. Returns the settings for the manifest."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -32,6 +48,7 @@ def quantize_int8(src: Path, dst: Path, per_channel: bool = True) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
+        src = _inline(src, Path(tmp))
         # The symbolic shape inference knows no contrib ops (the step graph's attention): it
         # fails there, leaving temporary files in the working directory, so it is skipped.
         contrib = any(node.domain for node in onnx.load(str(src), load_external_data=False)

@@ -1,7 +1,8 @@
 """The model's configuration: one frozen dataclass, saved inside every checkpoint.
 
-The last four fields name what Marian (OPUS-MT) models do differently from the paper; their
-defaults are the paper's, so our own checkpoints and bundles read the same as before.
+The fields after unk_id name what imported models do differently from the paper (Marian/OPUS-MT,
+CTranslate2 models as Argos Translate ships them); their defaults are the paper's, so our own
+checkpoints and bundles read the same as before.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 ACTIVATIONS = ("relu", "swish", "gelu")
-POSITIONAL_LAYOUTS = ("interleaved", "halves")
+POSITIONAL_LAYOUTS = ("interleaved", "halves", "stored")
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,16 @@ class ModelConfig:
     eos_id: int = 2
     unk_id: int = 3
     activation: str = "relu"  # the feed-forward non-linearity: relu, swish (SiLU) or gelu
-    positional_layout: str = "interleaved"  # sin/cos interleaved, or "halves": sin | cos (Marian)
+    # sin/cos interleaved, "halves": sin | cos (Marian), or "stored": a table read from the
+    # checkpoint (CTranslate2 models store theirs, or the importer computes CTranslate2's own)
+    positional_layout: str = "interleaved"
     output_bias: bool = False  # a bias added to the output logits (Marian's final_logits_bias)
     decoder_start_id: int | None = None  # the decoder's first input; None: bos_id
+    pre_norm: bool = False  # x + Sublayer(LayerNorm(x)), and a final LayerNorm per stack
+    layer_norm_eps: float = 1e-5
+    scale_embeddings: bool = True  # token embeddings times sqrt(d_model)
+    source_vocab_size: int | None = None  # None: source and target share one embedding matrix
+    tied_output: bool = True  # the output projection is the target embedding matrix
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_heads:
@@ -53,6 +61,15 @@ class ModelConfig:
             )
         if self.d_model % 2:
             raise ValueError(f"d_model must be even for sinusoidal positions, got {self.d_model}")
+        if self.source_vocab_size is not None and self.source_vocab_size <= 0:
+            raise ValueError(f"source_vocab_size must be positive, got {self.source_vocab_size}")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}")
+
+    @property
+    def shared_embeddings(self) -> bool:
+        """One embedding matrix for source and target tokens."""
+        return self.source_vocab_size is None
 
     @property
     def start_id(self) -> int:

@@ -17,10 +17,14 @@ KV = tuple[Tensor, Tensor]  # keys and values, each (B, H, T, Dh)
 class PositionalEncoding(nn.Module):
     """Sinusoidal positions, a buffer, never trained. The paper's layout interleaves them (sin on
     even dimensions, cos on odd ones); Marian's ("halves") puts all sines first, then the cosines,
-    computed in float64 as Marian does before rounding to float32."""
+    computed in float64 as Marian does before rounding to float32. "stored": the table is part
+    of the state dict (imported models bring their own)."""
 
     def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved") -> None:
         super().__init__()
+        if layout == "stored":  # a table given by the checkpoint (imported models)
+            self.register_buffer("table", torch.zeros(max_positions, d_model))
+            return
         if layout == "halves":
             position = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
             exponent = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # (D/2,)
@@ -42,15 +46,16 @@ class PositionalEncoding(nn.Module):
 
 
 class Embeddings(nn.Module):
-    """Token embeddings scaled by sqrt(d_model); the same matrix is the output projection."""
+    """Token embeddings scaled by sqrt(d_model) (or not: some imported models); the same matrix
+    is the output projection unless the model has its own."""
 
-    def __init__(self, vocab_size: int, d_model: int, pad_id: int) -> None:
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int, scaled: bool = True) -> None:
         super().__init__()
         self.lut = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.lut.weight, mean=0.0, std=d_model**-0.5)
         with torch.no_grad():
             self.lut.weight[pad_id].zero_()
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scaled else 1.0
 
     @property
     def weight(self) -> Tensor:
@@ -121,14 +126,23 @@ class PositionwiseFeedForward(nn.Module):
 
 
 class ResidualNorm(nn.Module):
-    """The post-norm residual around every sub-layer: LayerNorm(x + Dropout(sublayer(x)))."""
+    """The residual and LayerNorm around every sub-layer. Post-norm (the paper):
+    LayerNorm(x + Dropout(sublayer(x))); pre-norm (OpenNMT-py, hence Argos Translate's models):
+    x + Dropout(sublayer(LayerNorm(x))). `input` gives what the sub-layer reads."""
 
-    def __init__(self, d_model: int, dropout: float) -> None:
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool = False,
+                 eps: float = 1e-5) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def input(self, x: Tensor) -> Tensor:
+        return self.norm(x) if self.pre_norm else x
 
     def forward(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer_out)
         return self.norm(x + self.dropout(sublayer_out))
 
 
@@ -136,32 +150,35 @@ class EncoderLayer(nn.Module):
     """Self-attention, then the feed-forward network."""
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu"
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu",
+        pre_norm: bool = False, eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.attn_norm = ResidualNorm(d_model, dropout)
-        self.ff_norm = ResidualNorm(d_model, dropout)
+        self.attn_norm = ResidualNorm(d_model, dropout, pre_norm, eps)
+        self.ff_norm = ResidualNorm(d_model, dropout, pre_norm, eps)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        x = self.attn_norm(x, self.self_attn(x, self.self_attn.project_kv(x), src_mask))
-        return self.ff_norm(x, self.feed_forward(x))
+        h = self.attn_norm.input(x)
+        x = self.attn_norm(x, self.self_attn(h, self.self_attn.project_kv(h), src_mask))
+        return self.ff_norm(x, self.feed_forward(self.ff_norm.input(x)))
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder (cross) attention, then the feed-forward network."""
 
     def __init__(
-        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu"
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str = "relu",
+        pre_norm: bool = False, eps: float = 1e-5,
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout, activation)
-        self.self_norm = ResidualNorm(d_model, dropout)
-        self.cross_norm = ResidualNorm(d_model, dropout)
-        self.ff_norm = ResidualNorm(d_model, dropout)
+        self.self_norm = ResidualNorm(d_model, dropout, pre_norm, eps)
+        self.cross_norm = ResidualNorm(d_model, dropout, pre_norm, eps)
+        self.ff_norm = ResidualNorm(d_model, dropout, pre_norm, eps)
 
     def forward(
         self,
@@ -173,10 +190,11 @@ class DecoderLayer(nn.Module):
     ) -> tuple[Tensor, KV]:
         """x (B, T, D) are the new target positions; past holds keys/values of earlier ones.
         Returns the layer output and the self-attention keys/values including the new positions."""
-        k, v = self.self_attn.project_kv(x)  # (B, H, T, Dh)
+        h = self.self_norm.input(x)
+        k, v = self.self_attn.project_kv(h)  # (B, H, T, Dh)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)  # (B, H, Tpast + T, Dh)
             v = torch.cat([past[1], v], dim=2)
-        x = self.self_norm(x, self.self_attn(x, (k, v), self_mask))
-        x = self.cross_norm(x, self.cross_attn(x, cross_kv, src_mask))
-        return self.ff_norm(x, self.feed_forward(x)), (k, v)
+        x = self.self_norm(x, self.self_attn(h, (k, v), self_mask))
+        x = self.cross_norm(x, self.cross_attn(self.cross_norm.input(x), cross_kv, src_mask))
+        return self.ff_norm(x, self.feed_forward(self.ff_norm.input(x))), (k, v)

@@ -90,8 +90,9 @@ class Tokenizer:
 
 
 class SplitTokenizer:
-    """Marian's layout: source and target SentencePiece models over one shared piece -> id map
-    (see app.engine.tokenizer.SplitTokenizer, which does the work)."""
+    """Source and target SentencePiece models over a vocabulary: Marian's shared piece -> id map,
+    or an imported CTranslate2 model's token lists (see app.engine.tokenizer.SplitTokenizer,
+    which does the work)."""
 
     FILES = {"source": "source.spm", "target": "target.spm", "vocab": "vocab.json"}
 
@@ -110,10 +111,10 @@ class SplitTokenizer:
         return self.engine.encode(texts)
 
     def state(self) -> dict:
-        return {**self.protos, "vocab": self.engine.vocab}
+        return {**self.protos, "vocab": self.engine.spec}
 
     def bundle_files(self) -> dict[str, bytes]:
-        vocab = json.dumps(self.engine.vocab, ensure_ascii=False, indent=0).encode("utf-8")
+        vocab = json.dumps(self.engine.spec, ensure_ascii=False, indent=0).encode("utf-8")
         return {
             self.FILES["source"]: self.protos["source"],
             self.FILES["target"]: self.protos["target"],

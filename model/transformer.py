@@ -23,26 +23,55 @@ def look_ahead_mask(n_new: int, n_past: int, device: torch.device | None = None)
 
 
 class Transformer(nn.Module):
-    """Shared source/target embedding, N encoder and N decoder layers, tied output projection."""
+    """Shared source/target embedding, N encoder and N decoder layers, tied output projection.
+
+    Imported models may differ where their config says so: pre-norm layers with a final
+    LayerNorm per stack, a source embedding of its own (separate vocabularies), an output
+    projection of its own, an output bias. Each option adds modules only when set, so our own
+    checkpoints keep their state-dict keys."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         c = config
         self.config = c
-        self.embeddings = Embeddings(c.vocab_size, c.d_model, c.pad_id)
+        # `embeddings` is the target side's (and, shared, the source side's) table
+        self.embeddings = Embeddings(c.vocab_size, c.d_model, c.pad_id, c.scale_embeddings)
+        self.source_embeddings = (
+            None if c.shared_embeddings
+            else Embeddings(c.source_vocab_size, c.d_model, c.pad_id, c.scale_embeddings)
+        )
         self.positional = PositionalEncoding(c.d_model, c.max_positions, c.positional_layout)
         self.dropout = nn.Dropout(c.dropout)
-        sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation)
+        sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.pre_norm,
+                 c.layer_norm_eps)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(*sizes) for _ in range(c.n_encoder_layers)
         )
         self.decoder_layers = nn.ModuleList(
             DecoderLayer(*sizes) for _ in range(c.n_decoder_layers)
         )
+        norm = (lambda: nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)) if c.pre_norm else None
+        self.encoder_norm = norm() if norm else None
+        self.decoder_norm = norm() if norm else None
+        self.output_weight = (
+            None if c.tied_output else nn.Parameter(torch.empty(c.vocab_size, c.d_model))
+        )
         # Marian's final_logits_bias; absent (not a zero tensor) by default, so our checkpoints
         # keep their state-dict keys
         self.output_bias = nn.Parameter(torch.zeros(c.vocab_size)) if c.output_bias else None
         self._init_linear_weights()
+        if self.output_weight is not None:
+            nn.init.normal_(self.output_weight, mean=0.0, std=c.d_model**-0.5)
+
+    @property
+    def source_table(self) -> Embeddings:
+        """The embeddings of source tokens."""
+        return self.embeddings if self.source_embeddings is None else self.source_embeddings
+
+    @property
+    def projection(self) -> Tensor:
+        """The output projection's weight (V, D)."""
+        return self.embeddings.weight if self.output_weight is None else self.output_weight
 
     def _init_linear_weights(self) -> None:
         for module in self.modules():
@@ -50,21 +79,26 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.zeros_(module.bias)
 
-    def embed(self, ids: Tensor, positions: Tensor) -> Tensor:
-        """ids, positions (B, T) -> (B, T, D)."""
-        return self.dropout(self.embeddings(ids) + self.positional(positions))
+    def embed(self, ids: Tensor, positions: Tensor, table: Embeddings | None = None) -> Tensor:
+        """ids, positions (B, T) -> (B, T, D), target embeddings unless table is given."""
+        table = self.embeddings if table is None else table
+        return self.dropout(table(ids) + self.positional(positions))
 
     def project(self, h: Tensor) -> Tensor:
-        """Decoder states (B, T, D) -> logits (B, T, V) through the shared embedding matrix."""
-        return F.linear(h, self.embeddings.weight, self.output_bias)
+        """Decoder states (B, T, D) -> logits (B, T, V) through the (shared) embedding matrix."""
+        if self.decoder_norm is not None:
+            h = self.decoder_norm(h)
+        return F.linear(h, self.projection, self.output_bias)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) -> memory (B, S, D) and the source padding mask (B, 1, 1, S)."""
         src_mask = padding_mask(src, self.config.pad_id)
         positions = torch.arange(src.size(1), device=src.device).expand_as(src)  # (B, S)
-        x = self.embed(src, positions)
+        x = self.embed(src, positions, self.source_table)
         for layer in self.encoder_layers:
             x = layer(x, src_mask)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
         return x, src_mask
 
     def cross_kv(self, memory: Tensor) -> list[KV]:

@@ -186,8 +186,9 @@ def translate_segments(
         for parts in split:
             parts.refine(fits)
     sentences = [s for parts in split for s in parts.sentences]
-    marks = [tags.tag_marks(m) for m, parts in zip(masked, split, strict=True)
-             for _ in parts.sentences]
+    # each segment's tags found once, each sentence given those in it (TagMarks.within)
+    marks = [whole.within(sentence) for m, parts in zip(masked, split, strict=True)
+             for whole in [tags.tag_marks(m)] for sentence in parts.sentences]
     out: list[str] = []
     if progress:
         progress(0, len(sentences))

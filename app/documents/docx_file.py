@@ -117,10 +117,10 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
     ):
         for c in children:
             p.remove(c)
-        links = [k for k, n in enumerate(nodes) if _is_link(n)]
-        runs = [k for k, n in enumerate(nodes) if _is_text_run(n)]
-        atoms = [k for k in range(len(nodes)) if k not in links and k not in runs]
-        for piece in decode(text, atoms, links + runs):
+        links = {k for k, n in enumerate(nodes) if _is_link(n)}  # sets: a paragraph may
+        runs = {k for k, n in enumerate(nodes) if _is_text_run(n)}  # have 100,000 runs
+        atoms = {k for k in range(len(nodes)) if k not in links and k not in runs}
+        for piece in decode(text, atoms, links | runs):
             if isinstance(piece, Atom):
                 p.append(nodes[piece.id])
                 continue

@@ -35,8 +35,12 @@ class FileStore:
         self.sweep()
         name = f"{secrets.token_hex(16)}.{safe_name(filename)}"
         partial = self.root / f".{name}.part"
-        partial.write_bytes(data)
-        partial.replace(self.root / name)  # whole or absent, never half-written
+        try:
+            partial.write_bytes(data)
+            partial.replace(self.root / name)  # whole or absent, never half-written
+        except BaseException:  # a full disk, or the request stopped (app.translation.stoppable)
+            partial.unlink(missing_ok=True)  # sweep never sees dot files: none is left
+            raise
         return name
 
     def check(self) -> None:

@@ -70,8 +70,8 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             if child.nodeType == Node.ELEMENT_NODE:
                 p.removeChild(child)  # also updates the document's element caches
         p.childNodes.clear()  # the text nodes (odfpy's removeChild refuses them)
-        groups = [k for k, n in enumerate(nodes) if n.qname in _GROUPS]
-        atoms = [k for k, n in enumerate(nodes) if n.qname not in _GROUPS]
+        groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
+        atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
         for piece in decode(text, atoms, groups):
             if isinstance(piece, Atom):
                 p.appendChild(nodes[piece.id])

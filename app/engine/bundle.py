@@ -10,7 +10,9 @@ manifest.json (format_version 3):
     tokenizer                              {"file", "sha256"}: one joint SentencePiece model
     variants                               {variant: {"encoder": {"file", "sha256"},
                                                       "decoder": {"file", "sha256"},
-                                                      "providers": [...], ...}}
+                                                      "providers": [...], ...}}; optional
+                                           "weights": {"file", "sha256"}: the external-data
+                                           file both graphs keep their weights in
     default_variant                        one of variants
     graphs                                 opset; encoder/decoder {"inputs", "outputs"}: the
                                            names of graph_names(n_decoder_layers), in order
@@ -238,6 +240,8 @@ def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
         _require(isinstance(variant, dict), where, f"'variants.{name}' must be an object")
         for graph in GRAPHS:
             _check_file_entry(variant.get(graph), where, f"variants.{name}.{graph}")
+        if "weights" in variant:
+            _check_file_entry(variant["weights"], where, f"variants.{name}.weights")
     _require(
         manifest["default_variant"] in variants,
         where,
@@ -300,6 +304,8 @@ def load_bundle(
             f"{root / MANIFEST}: no variant {chosen!r}; available: {sorted(manifest['variants'])}"
         )
     files = manifest["variants"][chosen]
+    if "weights" in files:  # read by ONNX Runtime through the graphs: checked here
+        _checked_file(root, files["weights"], verify_checksums)
     return Bundle(
         path=root,
         manifest=manifest,

@@ -54,13 +54,14 @@ def cross_input_names(n_layers: int) -> list[str]:
 
 
 def read_graph(path_or_graph: str | Path | onnx.GraphProto) -> onnx.GraphProto:
-    """The GraphProto of the ONNX file at a path (bundle graphs keep their weights inside), or
-    the GraphProto itself: callers that ask several questions of one graph parse it once."""
+    """The GraphProto of the ONNX file at a path, with its weights (inside the file, or in the
+    bundle's shared weights file), or the GraphProto itself: callers that ask several questions
+    of one graph parse it once."""
     import onnx
 
     if isinstance(path_or_graph, onnx.GraphProto):
         return path_or_graph
-    return onnx.load(str(path_or_graph), load_external_data=False).graph
+    return onnx.load(str(path_or_graph)).graph
 
 
 def specializable(path: str | Path | onnx.GraphProto) -> bool:

@@ -1,12 +1,14 @@
 """Text <-> ids for the engine, in the two layouts a bundle may carry.
 
 - JointTokenizer: one SentencePiece model for both sides; ids are its piece ids (our own models).
-- SplitTokenizer: a source and a target SentencePiece model over one shared vocabulary that maps
-  pieces to ids (vocab.json), Marian's layout: the source model cuts the input into pieces, the
-  vocabulary numbers them (unknown pieces become unk), and the target model joins the output
-  pieces back into text.
+- SplitTokenizer: a source and a target SentencePiece model over a vocabulary that maps pieces
+  to ids (vocab.json): Marian's shared map, or an imported CTranslate2 model's token lists. The
+  source model cuts the input into pieces, the vocabulary numbers them (unknown pieces become
+  unk), and the target model joins the output pieces back into text.
 
-Both encode without BOS/EOS and decode ids that the caller has stripped of special tokens.
+Both encode without BOS/EOS and decode ids that the caller has stripped of special tokens;
+`add_source_eos` says whether the engine ends each source with EOS (CTranslate2 models say so
+in their config.json: Argos Translate's do not).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sentencepiece as spm
 
 
 class JointTokenizer:
+    add_source_eos = True
+
     def __init__(self, model_file: str | Path) -> None:
         self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
 
@@ -45,24 +49,50 @@ class JointTokenizer:
 
 
 SPECIAL_PIECES = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}
+CT2_VOCABULARY = "ctranslate2"  # the `format` of a vocabulary file in CTranslate2's order
+
+
+def first_ids(pieces: list[str]) -> dict[str, int]:
+    """piece -> its first id (a repeated piece keeps its first, as CTranslate2 maps it)."""
+    ids: dict[str, int] = {}
+    for i, piece in enumerate(pieces):
+        ids.setdefault(piece, i)
+    return ids
 
 
 class SplitTokenizer:
-    """Source/target SentencePiece models (serialized protos) and the shared piece -> id map."""
+    """Source/target SentencePiece models (serialized protos) and a vocabulary that numbers the
+    pieces. The vocabulary is Marian's shared piece -> id map, or an imported CTranslate2
+    model's token lists (`{"format": "ctranslate2", "source_tokens": [...], "target_tokens":
+    [...], "special_tokens": {"pad", "bos", "eos", "unk"}, "add_source_eos": bool,
+    "detokenize": "argos" | "sentencepiece"}`): ids are positions in those lists, pieces
+    are mapped by their strings, and a piece the list lacks is unknown, as in CTranslate2."""
 
-    def __init__(self, source: bytes, target: bytes, vocab: dict[str, int]) -> None:
-        ids = sorted(vocab.values())
-        if ids != list(range(len(ids))):
-            raise ValueError("the vocabulary's ids must be 0 .. size-1, each once")
-        if SPECIAL_PIECES["unk"] not in vocab:
-            raise ValueError(f"the vocabulary has no {SPECIAL_PIECES['unk']} piece")
+    def __init__(self, source: bytes, target: bytes, vocab: dict) -> None:
+        if vocab.get("format") == CT2_VOCABULARY:
+            source_pieces, target_pieces = vocab["source_tokens"], vocab["target_tokens"]
+            self.specials = {**SPECIAL_PIECES, **vocab.get("special_tokens", {})}
+            self.add_source_eos = bool(vocab.get("add_source_eos", False))
+            self.argos_detokenize = vocab.get("detokenize") == "argos"
+        else:
+            ids = sorted(vocab.values())
+            if ids != list(range(len(ids))):
+                raise ValueError("the vocabulary's ids must be 0 .. size-1, each once")
+            source_pieces = [""] * len(ids)  # id -> piece
+            for piece, i in vocab.items():
+                source_pieces[i] = piece
+            target_pieces = source_pieces
+            self.specials = dict(SPECIAL_PIECES)
+            self.add_source_eos, self.argos_detokenize = True, False
+        self.spec = vocab  # as given: what a bundle's vocabulary file holds
         self.source = spm.SentencePieceProcessor(model_proto=source)
         self.target = spm.SentencePieceProcessor(model_proto=target)
-        self.vocab = dict(vocab)
-        self.pieces = [""] * len(ids)  # id -> piece
-        for piece, i in vocab.items():
-            self.pieces[i] = piece
-        self.unk_id = vocab[SPECIAL_PIECES["unk"]]
+        self.vocab = first_ids(source_pieces)  # source piece -> id
+        self.target_ids = first_ids(target_pieces)
+        self.pieces = list(target_pieces)  # target id -> piece
+        if self.specials["unk"] not in self.vocab:
+            raise ValueError(f"the vocabulary has no {self.specials['unk']} piece")
+        self.unk_id = self.vocab[self.specials["unk"]]
 
     @classmethod
     def from_files(cls, source: str | Path, target: str | Path, vocab: str | Path):
@@ -76,11 +106,17 @@ class SplitTokenizer:
         return len(self.pieces)
 
     def piece_id(self, piece: str) -> int | None:
-        return self.vocab.get(SPECIAL_PIECES[piece])
+        return self.target_ids.get(self.specials[piece])
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         rows = [self.source.encode(text, out_type=str) for text in texts]  # as JointTokenizer
         return [[self.vocab.get(p, self.unk_id) for p in row] for row in rows]
 
     def decode(self, ids: list[int]) -> str:
-        return self.target.decode_pieces([self.pieces[i] for i in ids])
+        text = self.target.decode_pieces([self.pieces[i] for i in ids])
+        if self.argos_detokenize:
+            # Argos Translate's SentencePieceTokenizer.decode, then translate's removal of the
+            # leading space its tokenizer leaves
+            text = text.replace("\u2581", " ").replace("_", " ")
+            text = text[1:] if text.startswith(" ") else text
+        return text

@@ -275,7 +275,7 @@ class Translator:
     @property
     def max_source_tokens(self) -> int:
         """Source tokens the encoder sees at most (EOS excluded); longer inputs are truncated."""
-        return self.max_positions - 1
+        return self.max_positions - int(self.tokenizer.add_source_eos)
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Texts -> source ids (no EOS), truncated to max_source_tokens; the ids of the last
@@ -289,7 +289,7 @@ class Translator:
         """The encoder positions text takes (its SentencePiece tokens plus EOS; 0 if blank)."""
         if not text.strip():
             return 0
-        return len(self.encode([text])[0]) + 1
+        return len(self.encode([text])[0]) + int(self.tokenizer.add_source_eos)
 
     def decode(self, ids: list[int]) -> str:
         special = (self.pad_id, self.bos_id, self.eos_id, self.start_id)
@@ -405,12 +405,15 @@ class Translator:
         )
 
     def source_array(self, sources: list[list[int]]) -> np.ndarray:
-        """Source id lists -> (B, S) int64, EOS appended to each, padded with pad_id."""
-        width = max(len(ids) for ids in sources) + 1
+        """Source id lists -> (B, S) int64, EOS appended to each (unless the tokenizer says the
+        model takes none), padded with pad_id."""
+        eos = int(self.tokenizer.add_source_eos)
+        width = max(1, max(len(ids) for ids in sources) + eos)
         src = np.full((len(sources), width), self.pad_id, dtype=np.int64)  # (B, S)
         for row, ids in enumerate(sources):
             src[row, : len(ids)] = ids
-            src[row, len(ids)] = self.eos_id
+            if eos:
+                src[row, len(ids)] = self.eos_id
         return src
 
     def output_limits(self, sources: list[list[int]], options: TranslationOptions) -> np.ndarray:

@@ -6,6 +6,7 @@ without importing the code that starts processes."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ class Peers:
     ready_flags: Any  # multiprocessing RawArray of bytes: 1 once that process is ready
     closed: Any  # RawArray of int64: connections that process has closed
     load: Any  # RawArray of int32: sentences in that process's running batches
+    beats: Any = None  # RawArray of doubles: time.monotonic() of that loop's last heartbeat
 
     def set_ready(self, ready: bool) -> None:
         self.ready_flags[self.index] = 1 if ready else 0
@@ -35,6 +37,12 @@ class Peers:
     @property
     def all_ready(self) -> bool:
         return self.ready_count() == self.count
+
+    def beat(self) -> None:
+        """From this process's event loop, every HEARTBEAT seconds (app.server; the interval is
+        app.serving.supervisor's)."""
+        if self.beats is not None:
+            self.beats[self.index] = time.monotonic()
 
     def report(self, running: int) -> None:
         """app.translation.batcher.Spill: this process's running sentences, at every decoder

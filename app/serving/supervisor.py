@@ -12,12 +12,14 @@ module makes that one service:
   that dies once it had been ready; one that fails to start stops the service (exit 1). On
   SIGTERM or SIGINT it stops accepting and lets every process drain (exit 0 once all did).
 * each **server process** is the ordinary app on its share of the settings (its decode worker,
-threads,
-  queue), serving the connections it is handed, plus one spare decode worker per other process: the
-  spare decode workers take live work only when the process's own decode worker is full and another
-  process idles (app.translation.batcher's spill, fed by `Peers.load`), so one request of many
-  sentences on an
-  idle service still decodes on every core.
+  threads, queue), serving the connections it is handed, plus one spare decode worker per other
+  process: the spare decode workers take live work only when the process's own decode worker is
+  full and another process idles (app.translation.batcher's spill, fed by `Peers.load`), so one
+  request of many sentences on an idle service still decodes on every core.
+* each server process's event loop writes the time into shared memory every HEARTBEAT
+  seconds; one that has not for STALE_AFTER seconds (its loop is blocked: a stuck request, a
+  thread that holds the GIL, a stopped process) is handed no new connection until it beats
+  again, unless none beats (then the least loaded one still takes it, as before).
 * what the processes share (`Peers`): readiness (the service is ready once every process is),
   the Prometheus metrics (prometheus-client's multiprocess mode, in a directory of the
   supervisor's), the rate limits (app.http.access.SharedRateLimiter, one SQLite file there) and the
@@ -45,6 +47,12 @@ from app.config import Settings
 from app.serving.peers import RATE_LIMIT_DB, Peers
 
 log = logging.getLogger("app.serving.supervisor")
+
+# the server processes' heartbeat: how often each event loop writes the time, and how old
+# the last beat may be before the supervisor stops handing that process new connections (a
+# loop that is only busy beats within a fraction of a second)
+HEARTBEAT = 0.25
+STALE_AFTER = 2.0
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -76,7 +84,8 @@ def share(settings: Settings, count: int) -> Settings:
     return settings.model_copy(update={
         "processes": 1,
         "workers": own * count,
-        "lane_processes": False,  # threads: a spare decode worker idles unless another process does
+        # threads: a spare decode worker idles unless another process does
+        "worker_processes": False,
         "threads": max(1, _cores(settings) // count // own),
         "queue_size": math.ceil(settings.queue_size / count),
     })
@@ -92,6 +101,7 @@ class _Child:
         self.channel: socket.socket | None = None
         self.sent = 0  # connections handed over (the supervisor's count)
         self.was_ready = False
+        self.answering = True  # its heartbeat is fresh (the supervisor logs the changes)
 
 
 def bind(settings: Settings) -> socket.socket:
@@ -128,6 +138,7 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
     ready_flags = context.RawArray("b", count)
     closed = context.RawArray("q", count)
     load = context.RawArray("i", count)
+    beats = context.RawArray("d", count)
     child_settings = share(settings, count).model_dump()
     children = [_Child(i) for i in range(count)]
     stopping = False
@@ -145,8 +156,11 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
         ready_flags[child.index] = 0
         closed[child.index] = 0
         load[child.index] = 0
+        beats[child.index] = 0.0
         child.sent = 0
-        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load)
+        child.answering = True
+        peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load,
+                      beats)
         child.process = context.Process(target=_serve_child,
                                         args=(serve, child_settings, peers, theirs),
                                         name=f"nmt-server-{child.index}")
@@ -164,11 +178,12 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
         log.info("serving on http://%s:%d with %d server processes", settings.host, port, count)
         while not stopping:
             if selector.select(timeout=0.2):
-                _hand_over(listener, children, closed)
+                _hand_over(listener, children, closed, beats)
             for child in children:
                 assert child.process is not None
                 if ready_flags[child.index]:
                     child.was_ready = True
+                _note_answering(child, beats)
                 if child.process.is_alive():
                     continue
                 code = child.process.exitcode
@@ -208,8 +223,38 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
     return 1 if failed else 0
 
 
-def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> None:
-    """Accept what is waiting; each connection goes to the process with the fewest open ones."""
+def _fresh(child: _Child, beats: Any, now: float) -> bool:
+    return now - beats[child.index] <= STALE_AFTER
+
+
+def _note_answering(child: _Child, beats: Any) -> None:
+    """Log when a started process stops beating, and when it beats again."""
+    if not beats[child.index]:
+        return  # not started yet: its loop has not beaten once
+    fresh = _fresh(child, beats, time.monotonic())
+    if fresh != child.answering:
+        child.answering = fresh
+        if fresh:
+            log.warning("server process %d answers again; it takes new connections",
+                        child.index)
+        else:
+            log.warning("server process %d has not answered for %gs (its event loop is "
+                        "blocked); new connections go to the others", child.index, STALE_AFTER)
+
+
+def candidates(children: list[_Child], closed: Any, beats: Any) -> list[_Child]:
+    """The live processes in the order they are offered a new connection: those whose heartbeat
+    is fresh, fewest open connections first; where none is fresh, every live one."""
+    live = [c for c in children if c.process is not None and c.process.is_alive()]
+    now = time.monotonic()
+    answering = [c for c in live if _fresh(c, beats, now)] or live
+    return sorted(answering, key=lambda c: c.sent - closed[c.index])
+
+
+def _hand_over(listener: socket.socket, children: list[_Child], closed: Any,
+               beats: Any) -> None:
+    """Accept what is waiting; each connection goes to the answering process with the fewest
+    open ones."""
     while True:
         try:
             conn, _ = listener.accept()
@@ -219,8 +264,7 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> 
             log.warning("accept failed: %s", exc)
             return
         with conn:
-            live = [c for c in children if c.process is not None and c.process.is_alive()]
-            for child in sorted(live, key=lambda c: c.sent - closed[c.index]):
+            for child in candidates(children, closed, beats):
                 try:
                     socket.send_fds(child.channel, [b"c"], [conn.fileno()])
                 except OSError:  # its channel is full or it is going away: the next one
@@ -233,9 +277,9 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any) -> 
 
 def prepare_databases(settings: Settings, shared_dir: Path) -> None:
     """The SQLite files the server processes share, switched to WAL before they start: two
-    processes switching a new file at once fail one of them with "database is locked" (1 in 10
-    tries here; SQLite's busy wait does not cover the switch). Where a file cannot be made,
-    the process that opens it says so."""
+    processes switching a new file at once fail one of them with "database is locked" (it
+    happened in tests here; SQLite's busy wait does not cover the switch). Where a file cannot
+    be made, the process that opens it says so."""
     for path in (shared_dir / RATE_LIMIT_DB, settings.jobs_path / "jobs.db"):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -75,7 +75,7 @@ _URL = (
     rf"(?i:https?|ftp)://[^{_NOT_URL}]+[^{_NOT_URL}.,;:!?)\]}}]"
     rf"|www\.[\w-]+(?:\.[\w-]+)+(?:[^{_NOT_URL}]*[^{_NOT_URL}.,;:!?)\]}}])?"
 )
-_EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
+_EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 _CODE = r"`[^`\n]+`|(?<=\])\([^()\s]+\)"  # `inline code`, a Markdown link's (target)
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
@@ -158,24 +158,27 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
     spans = find_spans(text)
     originals = tuple(text[s.start : s.end] for s in spans)
     masks = _masks_for(spans, originals, style)
-    out, pos, where = [], 0, []
+    out, pos, where, length = [], 0, [], 0  # length: of "".join(out), kept as it grows
     for span, token in zip(spans, masks, strict=True):
         out.append(text[pos : span.start])
-        start = sum(map(len, out))
+        start = length + span.start - pos
         where.append((start, start + len(token)))
         out.append(token)
-        pos = span.end
+        length, pos = start + len(token), span.end
     out.append(text[pos:])
     masked = "".join(out)
     between = [text[a.end : b.start] for a, b in zip(spans, spans[1:], strict=False)]
+    # blank before a span: it starts at or before the first non-blank character; blank after
+    # it: it ends at or after the last one (one scan, not a slice per span)
+    first, last = len(text) - len(text.lstrip()), len(text.rstrip())
     at_edge = []
     for i, span in enumerate(spans):
-        before_blank = not text[: span.start].strip() or (
+        before_blank = span.start <= first or (
             i > 0 and at_edge[i - 1] == "start" and not between[i - 1].strip()
         )
         at_edge.append("start" if before_blank else "")
     for i in reversed(range(len(spans))):
-        after_blank = not text[spans[i].end :].strip() or (
+        after_blank = spans[i].end >= last or (
             i + 1 < len(spans) and at_edge[i + 1] == "end" and not between[i].strip()
         )
         if after_blank and at_edge[i] != "start":
@@ -262,11 +265,23 @@ def _tighten_pairs(
     return clean, placed
 
 
+# numbered brace masks ("{12}"): beyond this many in one text they are found by their shape,
+# not one by one: the regular expression tries its alternatives in turn, so with thousands
+# (a paragraph of 100,000 formatting runs) each match took a scan of them all
+_MANY_MASKS = 64
+_BRACE_MASK = re.compile(r"\{\d+\}")
+
+
 @functools.lru_cache(maxsize=1024)
 def _mask_pattern(masks: frozenset[str]) -> re.Pattern:
     """The masks (longest first), then any span, compiled once per set of masks: compiling it
     per translation showed in a server profile of the event loop."""
-    ours = "|".join(re.escape(t) for t in sorted(masks, key=len, reverse=True))
+    numbered = {t for t in masks if _BRACE_MASK.fullmatch(t)}
+    # a brace mask is delimited, so matching its shape finds the same masks as listing them
+    # (one that was never issued is then deleted, as SPAN_RE's placeholder match of it was)
+    shape = [_BRACE_MASK.pattern] if len(numbered) > _MANY_MASKS else []
+    listed = masks - numbered if shape else masks
+    ours = "|".join(shape + [re.escape(t) for t in sorted(listed, key=len, reverse=True)])
     return re.compile(f"{ours}|{SPAN_RE.pattern}") if ours else SPAN_RE
 
 
@@ -274,18 +289,26 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     """The translation without masks and without spans the model made up, and where each
     span's mask stood in it (the k-th copy of a mask string goes to the k-th span it stands
     for; copies beyond those are deleted)."""
-    clean, placed, pos = "", {}, 0
+    pieces: list[str] = []  # of the clean text, `length` characters so far
+    placed, pos, length = {}, 0, 0
+    free: dict[str, deque[int]] = {}  # mask string -> its spans not placed yet, in order
+    for i, token in enumerate(masked.masks):
+        free.setdefault(token, deque()).append(i)
     # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
     # the printf "%2hi"
     for m in _spans(_mask_pattern(frozenset(masked.masks)), translation):
-        clean += translation[pos : m.start()]
+        if piece := translation[pos : m.start()]:  # so pieces[-1] is where clean ends
+            pieces.append(piece)
+            length += len(piece)
         pos = m.end()
-        free = [i for i, t in enumerate(masked.masks) if t == m.group() and i not in placed]
-        if free:
-            placed[free[0]] = len(clean)
-        elif clean.endswith(" ") and translation[pos : pos + 1] in (" ", ""):
-            clean = clean[:-1]  # a deleted mask leaves no double space
-    clean += translation[pos:]
+        if free.get(m.group()):
+            placed[free[m.group()].popleft()] = length
+        elif (pieces and pieces[-1].endswith(" ")
+              and translation[pos : pos + 1] in (" ", "")):
+            pieces[-1] = pieces[-1][:-1]  # a deleted mask leaves no double space
+            length -= 1
+    pieces.append(translation[pos:])
+    clean = "".join(pieces)
     # deleting a span may join what was around it into a new one ("%%jm" + "p" -> "%p"):
     # delete until none is left, moving the places after each deletion
     while found := next(_spans(SPAN_RE, clean), None):
@@ -335,7 +358,7 @@ def _assemble(
         piece, (glue_left, glue_right) = masked.originals[index], spacing[index]
         out.append(clean[pos:at])
         joined_left = k > 0 and placed[order[k - 1]] == at  # the previous original is here too
-        if not glue_left and not joined_left and "".join(out)[-1:].strip():
+        if not glue_left and not joined_left and _last_char(out).strip():
             piece = " " + piece
         nxt = order[k + 1] if k + 1 < len(order) else None
         if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
@@ -352,6 +375,11 @@ def _assemble(
         pos = at
     out.append(clean[pos:])
     return "".join(out)
+
+
+def _last_char(pieces: list[str]) -> str:
+    """The last character of "".join(pieces), without joining them (one call per span)."""
+    return next((piece[-1] for piece in reversed(pieces) if piece), "")
 
 
 def protect(

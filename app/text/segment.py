@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from app.text.protect import SPAN_RE
+from app.text.protect import find_spans
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
@@ -132,10 +132,25 @@ class Segments:
                 if fits(self._plain(run + gap + word)):
                     run += gap + word
                 else:
-                    self._append(run, True)
+                    self._append_cut(run, fits)
                     self._append(gap, False)
                     run = word
-            self._append(run, True)
+            self._append_cut(run, fits)
+
+    def _append_cut(self, run: str, fits: Callable[[str], bool]) -> None:
+        """A run of words to translate; a single word longer than the model takes (a line of
+        letters without a space) is cut into the longest pieces that fit, joined with nothing."""
+        while not fits(self._plain(run)) and len(run) > 1:
+            low, high = 1, len(run) - 1  # the longest prefix that fits: at least one character
+            while low < high:
+                mid = (low + high + 1) // 2
+                if fits(self._plain(run[:mid])):
+                    low = mid
+                else:
+                    high = mid - 1
+            self._append(run[:low], True)
+            run = run[low:]
+        self._append(run, True)
 
     def _plain(self, text: str) -> str:
         return html.unescape(text) if self.html else text
@@ -200,9 +215,14 @@ class Segments:
 def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
     """(piece, following whitespace) pairs, each piece at most `limit` characters where a clause
     or word boundary allows it."""
-    out = []
-    while len(sentence) > limit:
-        window = sentence[: limit + 1]
+    if len(sentence) <= limit:
+        return [(sentence, "")]
+    # the protected spans found once (not once per piece: a paragraph of 100,000 characters
+    # has hundreds of pieces), as (start, end) in `sentence`
+    spans = [(span.start, span.end) for span in find_spans(sentence)]
+    out, base, first_span = [], 0, 0  # base: where the rest of the sentence starts
+    while len(sentence) - base > limit:
+        window = sentence[base : base + limit + 1]
         cut = None
         for match in _CLAUSE_BREAK.finditer(window):
             cut = (match.start() + 1, match.end())  # keep the comma with the piece
@@ -212,16 +232,19 @@ def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
                 cut = spaces[-1]
         if cut is None:  # no boundary at all: hard cut, but not inside a protected span
             at = limit
-            for span in SPAN_RE.finditer(sentence):
-                if span.start() >= at:
+            while first_span < len(spans) and spans[first_span][1] <= base:
+                first_span += 1
+            for start, end in spans[first_span:]:
+                start, end = max(start - base, 0), end - base  # in the rest
+                if start >= at:
                     break
-                if at < span.end():
-                    at = span.start() or span.end()
+                if at < end:
+                    at = start or end
                     break
             cut = (at, at)
-        out.append((sentence[: cut[0]], sentence[cut[0] : cut[1]]))
-        sentence = sentence[cut[1] :]
-    out.append((sentence, ""))
+        out.append((sentence[base : base + cut[0]], sentence[base + cut[0] : base + cut[1]]))
+        base += cut[1]
+    out.append((sentence[base:], ""))
     return out
 
 

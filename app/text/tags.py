@@ -37,6 +37,7 @@ two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -49,6 +50,8 @@ COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window
 DISTANCE_WEIGHT = 0.25  # similarity given up per unit of relative distance (0..1)
 SIZE_WEIGHT = 0.05  # and per word more or less than the wrapped text's translation has
 _WORD = re.compile(r"\S+")
+_BRACE_MASK = re.compile(r"\{\d+\}")  # a numbered mask of app.text.protect's default style
+_MANY_MARKS = 64  # marks in a text beyond which each sentence gets only its own (`within`)
 _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
 
 
@@ -66,6 +69,23 @@ class TagMarks:
 
     def __bool__(self) -> bool:
         return bool(self.pairs or self.atoms)
+
+    def within(self, sentence: str) -> TagMarks:
+        """The marks whose masks (all of them, or the opening one of a pair) are in `sentence`,
+        one of the text's sentences: TagPlan.of looks for every mark in its sentence, so a
+        paragraph of 100,000 formatting runs cut into hundreds of sentences cost the square.
+        Numbered brace masks ("{12}") are found by their shape in one scan; other masks, which
+        do not come in such numbers, are kept as they are."""
+        if len(self.pairs) + len(self.atoms) <= _MANY_MARKS or not self._braced:
+            return self
+        present = set(_BRACE_MASK.findall(sentence))
+        return TagMarks(tuple(p for p in self.pairs if p[0] in present),
+                        tuple(a for a in self.atoms if a in present))
+
+    @functools.cached_property
+    def _braced(self) -> bool:
+        return all(_BRACE_MASK.fullmatch(m) for pair in self.pairs for m in pair) and all(
+            _BRACE_MASK.fullmatch(a) for a in self.atoms)
 
 
 _VOID_TAGS = re.compile(r"<(?:img|wbr|br)\b", re.IGNORECASE)

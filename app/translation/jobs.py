@@ -29,8 +29,10 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from app.documents.filestore import safe_name
 from app.errors import Overloaded, ServiceError
@@ -38,6 +40,11 @@ from app.translation.batcher import Priority
 from app.translation.service import TranslationService
 
 log = logging.getLogger("app.translation.jobs")
+
+T = TypeVar("T")
+# how often a running job's row is read for a cancellation from any process: a cancelled job's
+# work stops within this and the stop itself
+CANCEL_POLL = 0.5
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -309,9 +316,10 @@ class JobRunner:
         try:
             store.start(job.id)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
-            outcome = await service.translate_document(
+            work = service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
                 priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id))
+            outcome = await self._unless_cancelled(job.id, work)
             try:
                 await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
             except OSError as exc:  # a full disk, say: the server's trouble, said so
@@ -329,6 +337,27 @@ class JobRunner:
             elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
                 log.exception("document job %s failed", job.id)
                 store.finish(job.id, "failed", "internal error")
+
+
+    async def _unless_cancelled(self, job_id: str, work: Awaitable[T]) -> T:
+        """`work`, cancelled (and its document thread stopped: app.translation.stoppable) within
+        CANCEL_POLL seconds of the job's cancellation through any server process; raises
+        _Stopped then."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=CANCEL_POLL)
+                if done:
+                    return task.result()
+                current = await asyncio.to_thread(self.store.get, job_id)
+                if current is None or current.state != "running":
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                    raise _Stopped
+        finally:
+            if not task.done():  # the runner itself was cancelled
+                task.cancel()
 
 
 def _write(path: Path, data: bytes) -> None:

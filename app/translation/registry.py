@@ -163,7 +163,7 @@ def load_models(settings: Settings) -> list[LoadedModel]:
         translator = Translator.from_dir(
             path, variant=settings.variant, provider=settings.provider,
             intra_threads=settings.threads, max_batch_size=settings.max_batch_size,
-            workers=settings.workers, worker_processes=settings.lane_processes,
+            workers=settings.workers, worker_processes=settings.worker_processes,
         )
         model = LoadedModel(translator, path)
         if settings.warmup:

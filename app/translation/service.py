@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import math
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from app.text.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
 from app.text.segment import Segments, always, fits_engine, segment, translate_fitting
 from app.translation.batcher import Batcher, Priority
 from app.translation.registry import LoadedModel, Registry
+from app.translation.stoppable import Stop, run_stoppable
 
 T = TypeVar("T")
 
@@ -280,22 +280,31 @@ class TranslationService:
             raise
 
     async def read_document(
-        self, data: bytes, fmt: str, source: str, target: str
-    ) -> tuple[documents.Document, list[LoadedModel], Detection | None]:
-        """The document read and checked against the file limits, and the route of models
-        that translates it; raises the ServiceError that refuses it."""
+        self, data: bytes, fmt: str, source: str, target: str,
+        take: Callable[[documents.Document], T] = lambda doc: doc,
+    ) -> tuple[T, list[LoadedModel], Detection | None]:
+        """What `take` keeps of the document (by default all of it), read and checked against
+        the file limits, and the route of models that translates it; raises the ServiceError
+        that refuses it. The document is read in a thread that stops when the request is
+        cancelled (app.translation.stoppable), and what `take` leaves is freed there too: freeing a
+        parsed document of 100,000 elements took the event loop most of a second."""
         settings = self.settings
         limits = documents.Limits(max_bytes=settings.max_file_bytes,
                                   max_segments=settings.max_file_segments,
                                   max_chars=settings.max_file_chars)
+        auto = source == "auto" and self.detector is not None
+
+        def read(stop: Stop) -> tuple[T, str]:
+            doc = documents.extract(data, fmt, limits)
+            return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
+
         with self._counting_rejections():
-            doc = await asyncio.to_thread(documents.extract, data, fmt, limits)
+            kept, sample = await run_stoppable(read)
             detected = None
-            if source == "auto" and self.detector is not None:
-                sample = "\n".join(doc.segments)[:20_000]
+            if auto:
                 detected = self.detect_source(sample, target)
                 source = detected.language
-            return doc, self.registry.route(source, target), detected
+            return kept, self.registry.route(source, target), detected
 
     async def translate_document(
         self,
@@ -310,73 +319,84 @@ class TranslationService:
         glossary: dict[str, str] | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
-        structure kept: read, checked against the limits and rebuilt in a worker thread, its
-        sentences through the shared batcher in chunks of max_batch_size at `priority`,
-        alongside live requests. A `checkpoint` keeps each translated chunk and gives back the
-        ones kept before (a resumed document job), so that work is not done twice. Once
-        `until_gone()` returns (the client has left), ClientGone is raised at once and the
-        worker thread stops before its next chunk. `glossary`: the request's terms, over the
-        server's for the pair (app.text.glossary), masked in each segment."""
+        structure kept: read, checked against the limits, segmented and rebuilt in a thread of
+        its own (app.translation.stoppable), its sentences through the shared batcher in chunks of
+        max_batch_size at `priority`, alongside live requests. A `checkpoint` keeps each
+        translated chunk and gives back the ones kept before (a resumed document job), so that
+        work is not done twice. Once `until_gone()` returns (the client has left), ClientGone
+        is raised at once; when this coroutine is cancelled (the client gone, a deadline, a
+        cancelled job), the thread stops whatever it is doing: parsing, waiting for the
+        engine, reassembling or writing. `glossary`: the request's terms, over the server's
+        for the pair (app.text.glossary), masked in each segment."""
         with self._counting_rejections():
             requested = check_glossary(glossary, self.settings, "glossary")
-        doc, route, detected = await self.read_document(data, fmt, source, target)
+        work = self._translate_document(data, fmt, source, target, progress, priority,
+                                        checkpoint, requested)
+        return await (unless_gone(work, until_gone) if until_gone else work)
+
+    async def _translate_document(
+        self, data: bytes, fmt: str, source: str, target: str,
+        progress: Callable[[int, int], None] | None, priority: Priority,
+        checkpoint: Checkpoint | None, requested: Glossary,
+    ) -> DocumentOutcome:
+        # the document goes to its thread in a box that the thread empties, so that it is
+        # freed there, not on the event loop (read_document)
+        box, route, detected = await self.read_document(data, fmt, source, target,
+                                                        lambda doc: [doc])
+        segments = len(box[0].segments)
         terms = self.glossary(route[0].source, target, requested) if route else Glossary()
-        stopped = threading.Event()  # set when nobody waits for the document any more
         with self._counting_rejections():  # the ServiceErrors, counted
             settings = self.settings
             loop = asyncio.get_running_loop()
-            start = 0  # of the chunk in the document's sentences
             # a live request's chunks keep its timeout; a background job's wait for the engine
             # as long as live work keeps it busy (the job is cancelled or stopped otherwise)
             timeout = settings.request_timeout if priority is Priority.INTERACTIVE else None
-
-            def translate(sentences: list[str]) -> list[str]:  # in the worker thread
-                nonlocal start
-                key, start = (start, len(sentences)), start + len(sentences)
-                if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
-                    return kept
-                # through a pivot: each hop on the previous one's output
-                for hop, model in enumerate(route):
-                    if stopped.is_set():
-                        raise ClientGone("the client closed the connection")
-                    sentences = translate_fitting(sentences, fits[hop] if hop else None,
-                                                  functools.partial(run_hop, model))
-                if checkpoint is not None:
-                    checkpoint.save(*key, sentences)
-                return sentences
-
-            def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
-                work = self.batcher.translate(model.translator, texts, model.default_options,
-                                              timeout, priority)
-                return [r.text for r in asyncio.run_coroutine_threadsafe(work, loop).result()]
-
             # sentences the first model can't take whole are cut with the document's segments
             # (no model: kept as they are); a later hop's input, the output of the hop before,
             # is cut where that hop's model can't take it whole
             fits = [fits_engine(model.translator) for model in route]
 
-            def run() -> bytes:
+            def run(stop: Stop) -> bytes:  # in the document's thread
+                doc = box.pop()
+                start = 0  # of the chunk in the document's sentences
+
+                def translate(sentences: list[str]) -> list[str]:
+                    nonlocal start
+                    key, start = (start, len(sentences)), start + len(sentences)
+                    if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
+                        return kept
+                    # through a pivot: each hop on the previous one's output
+                    for hop, model in enumerate(route):
+                        stop.check()
+                        sentences = translate_fitting(sentences, fits[hop] if hop else None,
+                                                      functools.partial(run_hop, model))
+                    if checkpoint is not None:
+                        checkpoint.save(*key, sentences)
+                    return sentences
+
+                def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
+                    work = self.batcher.translate(model.translator, texts,
+                                                  model.default_options, timeout, priority)
+                    # stopping cancels the wait, and with it the chunk's queued sentences
+                    waiting = stop.waiting(asyncio.run_coroutine_threadsafe(work, loop))
+                    return [r.text for r in waiting.result()]
+
                 # segments with glossary terms also go masked, after the document's own
                 masks = [terms.mask(s, doc.markup) for s in doc.segments] if terms else []
                 masked = [i for i, m in enumerate(masks) if m.targets]
-                segments = [*doc.segments, *(masks[i].text for i in masked)]
-                out = documents.translate_segments(segments, translate, doc.markup,
-                                                   batch_size=settings.max_batch_size,
-                                                   progress=progress,
-                                                   fits=fits[0] if fits else None,
-                                                   wraps=doc.wraps)
+                out = documents.translate_segments(
+                    [*doc.segments, *(masks[i].text for i in masked)], translate, doc.markup,
+                    batch_size=settings.max_batch_size, progress=progress,
+                    fits=fits[0] if fits else None, wraps=doc.wraps)
+                stop.check()
                 out, extra = out[: len(doc.segments)], out[len(doc.segments) :]
                 for i, text in zip(masked, extra, strict=True):
                     if not masks[i].found_in(out[i]):
                         out[i] = masks[i].restore(text)
                 return documents.rebuild(doc, out)
 
-            work = asyncio.to_thread(run)
-            try:
-                result = await (unless_gone(work, until_gone) if until_gone else work)
-            finally:
-                stopped.set()  # a thread left running (client gone, request cancelled) stops
-            return DocumentOutcome(result, route, len(doc.segments), detected)
+            result = await run_stoppable(run)
+            return DocumentOutcome(result, route, segments, detected)
 
     async def _run_route(
         self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]],

@@ -1,12 +1,41 @@
-// The page's logic: list the pairs, translate, show the time taken; upload a document as a
-// /v1/documents job, poll its progress, offer the result for download. No build step.
+// The page's logic, plain JavaScript with no build step and nothing fetched from elsewhere.
+// Languages, limits and defaults come from the server's LibreTranslate endpoints (/languages,
+// /frontend/settings); text goes through /v1/translate (beam, alternatives, the detected source);
+// documents go through /v1/documents jobs, uploaded with XMLHttpRequest because fetch reports no
+// upload progress.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 
+const page = {
+  languages: new Map(), // code -> {name, targets}
+  charLimit: null,
+  detected: null,       // the language the server found for source "auto", until it changes
+  alternatives: [],
+  busy: false,
+  ready: false,
+  files: false,         // whether the server translates documents (/frontend/settings)
+  chosenFile: null,
+  run: null,            // the document being translated: {xhr, controller, jobUrl, cancelled}
+};
+
+// --- small helpers -----------------------------------------------------------------------------
+
 function setStatus(text, isError = false, id = "status") {
   $(id).textContent = text;
   $(id).classList.toggle("error", isError);
+}
+
+const docStatus = (text, isError = false) => setStatus(text, isError, "doc-status");
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    }, { once: true });
+  });
 }
 
 function authHeaders() {
@@ -14,143 +43,547 @@ function authHeaders() {
   return key ? { "Authorization": "Bearer " + key } : {};
 }
 
-function headers() {
-  return { "Content-Type": "application/json", ...authHeaders() };
+function languageName(code) {
+  return page.languages.get(code)?.name ?? code;
 }
 
-async function loadModels() {
-  for (let attempt = 0; attempt < 60; attempt++) {
-    const response = await fetch("/v1/models");
-    if (response.ok) {
-      const { models } = await response.json();
-      const select = $("pair");
-      select.innerHTML = "";
-      for (const m of models) {
-        const option = document.createElement("option");
-        option.value = JSON.stringify([m.source, m.target]);
-        option.textContent = `${m.source} → ${m.target} (${m.name}, ${m.variant ?? "default"})`;
-        select.append(option);
-      }
-      select.disabled = false;
-      $("translate").disabled = models.length === 0;
-      $("doc-upload").disabled = models.length === 0;
-      setStatus(models.length ? "Ready." : "No models loaded.", !models.length);
-      return;
-    }
-    setStatus("Waiting for the models to load…");
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+// The server counts characters as code points; a JS string's length counts UTF-16 units.
+const charCount = (text) => [...text].length;
+
+function parseJSON(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
-  setStatus("The service is not ready.", true);
+}
+
+// An error answer in words: the server's JSON message ({"error": ...}) when there is one.
+function errorWords(status, statusText, body, retryAfter) {
+  let words = `Error ${status}: ${body?.error ?? (statusText || "the server refused the request")}`;
+  if (retryAfter) words += ` (try again in ${retryAfter} s)`;
+  if (status === 401 && !$("api-key").value.trim()) words += ". Enter an API key above.";
+  return words;
+}
+
+// The control that holds a field the server names in an error ({"field": "options.beam_size"}).
+const FIELD_CONTROLS = {
+  "text": "source-text", "source": "source", "target": "target",
+  "options.beam_size": "beam", "options.alternatives": "alternative-count",
+};
+
+// Marked invalid (and described by the message) until the person changes it.
+function markInvalid(field, messageId) {
+  const control = $(FIELD_CONTROLS[field] ?? "");
+  if (!control || control.getAttribute("aria-invalid") === "true") return;
+  const described = control.getAttribute("aria-describedby");
+  control.setAttribute("aria-invalid", "true");
+  control.setAttribute("aria-describedby", messageId);
+  control.addEventListener("change", () => {
+    control.removeAttribute("aria-invalid");
+    if (described) control.setAttribute("aria-describedby", described);
+    else control.removeAttribute("aria-describedby");
+  }, { once: true });
+}
+
+async function responseError(response, messageId) {
+  const body = parseJSON(await response.text().catch(() => ""));
+  if (messageId && body?.field) markInvalid(body.field, messageId);
+  return errorWords(response.status, response.statusText, body,
+                    response.headers.get("Retry-After"));
+}
+
+function networkWords(err) {
+  return `The server could not be reached (${err.message ?? err}). ` +
+         "Check that it is running and try again.";
+}
+
+// --- languages and settings --------------------------------------------------------------------
+
+function option(value, text) {
+  const o = document.createElement("option");
+  o.value = value;
+  o.textContent = text;
+  return o;
+}
+
+// Targets worth offering: a language is its own target too on the server (the text comes back
+// unchanged), which the menu leaves out.
+function targetsOf(source) {
+  if (source === "auto") {
+    const all = new Set();
+    for (const [code, lang] of page.languages) {
+      for (const t of lang.targets) if (t !== code) all.add(t);
+    }
+    return [...all].sort();
+  }
+  return (page.languages.get(source)?.targets ?? []).filter((t) => t !== source);
+}
+
+function fillTargets(preferred) {
+  const select = $("target");
+  const keep = preferred ?? select.value;
+  const targets = targetsOf($("source").value);
+  select.replaceChildren(...targets.map((t) => option(t, languageName(t))));
+  if (targets.includes(keep)) select.value = keep;
+}
+
+function effectiveSource() {
+  const source = $("source").value;
+  return source === "auto" ? page.detected : source;
+}
+
+function canSwap() {
+  const source = effectiveSource();
+  const target = $("target").value;
+  return Boolean(source && target && targetsOf(target).includes(source));
+}
+
+function updateSwap() {
+  const source = effectiveSource();
+  const target = $("target").value;
+  const swap = $("swap");
+  swap.disabled = !page.ready || !canSwap();
+  if (!source) {
+    swap.title = "Translate once so the source language is known, then swap";
+  } else if (swap.disabled) {
+    swap.title = `${languageName(target)} → ${languageName(source)} is not served here`;
+  } else {
+    swap.title = `Swap to ${languageName(target)} → ${languageName(source)}`;
+  }
+}
+
+function applySettings(settings, languages) {
+  page.languages = new Map(languages.map((l) => [l.code, { name: l.name, targets: l.targets }]));
+  page.charLimit = settings.charLimit > 0 ? settings.charLimit : null;
+  const sources = languages.filter((l) => l.targets.some((t) => t !== l.code));
+  $("source").replaceChildren(option("auto", "Detect language"),
+                              ...sources.map((l) => option(l.code, l.name)));
+  const defaults = settings.language ?? {};
+  if ([...$("source").options].some((o) => o.value === defaults.source?.code)) {
+    $("source").value = defaults.source.code;
+  }
+  fillTargets(defaults.target?.code);
+  if (settings.keyRequired) {
+    $("api-key").required = true;
+    $("api-key").placeholder = "required";
+    $("api-key-label").textContent = "API key (required)";
+  }
+  if (settings.filesTranslation) {
+    if (settings.supportedFilesFormat?.length) {
+      $("doc-file").accept = settings.supportedFilesFormat.join(",");
+    }
+  } else {
+    $("doc-file").disabled = true;
+    $("drop-zone").classList.add("off");
+    docStatus("Document translation is turned off on this server.");
+  }
+  page.files = Boolean(settings.filesTranslation);
+}
+
+async function load() {
+  for (let attempt = 0; attempt < 120; attempt++) {
+    try {
+      const [settings, languages] = await Promise.all(
+        ["/frontend/settings", "/languages"].map((url) => fetch(url)));
+      if (settings.ok && languages.ok) {
+        applySettings(await settings.json(), await languages.json());
+        page.ready = true;
+        for (const id of ["source", "target", "translate"]) $(id).disabled = false;
+        updateCounter();
+        updateSwap();
+        chooseFile(page.chosenFile);
+        setStatus(page.languages.size ? "Ready." : "No models loaded.", !page.languages.size);
+        return;
+      }
+      const failed = settings.ok ? languages : settings;
+      if (failed.status !== 503) return setStatus(await responseError(failed), true);
+      setStatus("Waiting for the models to load…");
+    } catch (err) {
+      setStatus(networkWords(err), true);
+    }
+    await sleep(1000);
+  }
+  setStatus("The service did not become ready; reload the page to try again.", true);
+}
+
+// --- text --------------------------------------------------------------------------------------
+
+function updateCounter() {
+  const n = charCount($("source-text").value);
+  const limit = page.charLimit;
+  const over = limit !== null && n > limit;
+  const counter = $("counter");
+  counter.textContent = limit === null ? `${n}` : `${n} / ${limit}`;
+  counter.classList.toggle("over", over);
+  // announced once when the text goes over, not at every key as the count itself would be
+  const note = over ? `over the server's limit of ${limit} characters` : "";
+  if ($("limit-note").textContent !== note) $("limit-note").textContent = note;
+  $("source-text").setAttribute("aria-invalid", String(over));
+  // not turned off while a translation runs (translate() waits for it): a focused button that
+  // turns off loses the keyboard's place
+  $("translate").disabled = !page.ready || over;
+}
+
+function setOutput(text) {
+  $("output").textContent = text;
+  $("copy").disabled = !text;
+  $("copied").textContent = "";
+}
+
+function showAlternatives(list) {
+  page.alternatives = list;
+  const buttons = list.map((text, i) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "alternative";
+    button.textContent = text;
+    button.addEventListener("click", () => useAlternative(i));
+    const item = document.createElement("li");
+    item.append(button);
+    return item;
+  });
+  $("alternatives").replaceChildren(...buttons);
+  $("alternatives-box").hidden = list.length === 0;
+}
+
+// The chosen alternative becomes the translation and the translation takes its place in the list.
+function useAlternative(i) {
+  const chosen = page.alternatives[i];
+  const list = [...page.alternatives];
+  list[i] = $("output").textContent;
+  setOutput(chosen);
+  showAlternatives(list);
+  $("alternatives").querySelectorAll("button")[i]?.focus();
+  setStatus(`Using alternative ${i + 1}.`);
+}
+
+function showDetected(code) {
+  page.detected = code;
+  $("detected").textContent = code ? `Detected: ${languageName(code)}` : "";
+  updateSwap();
 }
 
 async function translate(event) {
-  event.preventDefault();
+  event?.preventDefault();
+  if (page.busy || !page.ready) return;
   const text = $("source-text").value;
-  if (!text.trim()) return;
-  const [source, target] = JSON.parse($("pair").value);
+  if (!text.trim()) {
+    setStatus("Type some text to translate first.", true);
+    $("source-text").focus();
+    return;
+  }
+  const source = $("source").value;
+  const target = $("target").value;
   const options = {};
   if ($("beam").value) options.beam_size = Number($("beam").value);
-  $("translate").disabled = true;
+  const wanted = Number($("alternative-count").value);
+  if (wanted) options.alternatives = wanted;
+  page.busy = true;
+  updateCounter();
   setStatus("Translating…");
   const started = performance.now();
   try {
     const response = await fetch("/v1/translate", {
-      method: "POST", headers: headers(), body: JSON.stringify({ text, source, target, options }),
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...authHeaders() },
+      body: JSON.stringify({ text, source, target, options }),
     });
+    if (!response.ok) return setStatus(await responseError(response, "status"), true);
     const body = await response.json();
     const ms = (performance.now() - started).toFixed(0);
-    if (!response.ok) {
-      setStatus(`Error ${response.status}: ${body.error ?? response.statusText}`, true);
-      return;
-    }
-    $("output").textContent = body.translations[0].text;
-    setStatus(`Translated ${body.sentences} sentence(s) with ${body.model} in ${ms} ms ` +
+    const result = body.translations[0];
+    setOutput(result.text);
+    showAlternatives(result.alternatives ?? []);
+    showDetected(source === "auto" ? body.source : null);
+    const via = body.pivot ? ` through ${languageName(body.pivot)}` : "";
+    setStatus(`Translated ${body.sentences} sentence(s) from ${languageName(body.source)} to ` +
+              `${languageName(body.target)}${via} with ${body.model} in ${ms} ms ` +
               `(server ${body.elapsed_ms.toFixed(0)} ms).`);
   } catch (err) {
-    setStatus(`Request failed: ${err}`, true);
+    setStatus(networkWords(err), true);
   } finally {
-    $("translate").disabled = false;
+    page.busy = false;
+    updateCounter();
   }
 }
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+// Languages change places, and so do the texts when there is a translation to read back.
+function swap() {
+  if (!canSwap()) return;
+  const source = effectiveSource();
+  const target = $("target").value;
+  $("source").value = target;
+  fillTargets(source);
+  const translation = $("output").textContent;
+  if (translation) {
+    const original = $("source-text").value;
+    $("source-text").value = translation;
+    setOutput(original);
+  }
+  showAlternatives([]);
+  showDetected(null);
+  updateCounter();
+  setStatus(`Now ${languageName(target)} → ${languageName(source)}.`);
+}
 
-async function errorText(response) {
+function clearText() {
+  $("source-text").value = "";
+  setOutput("");
+  showAlternatives([]);
+  if ($("source").value === "auto") showDetected(null);
+  updateCounter();
+  $("source-text").focus();
+}
+
+// A page served over plain http from another host is no secure context: no navigator.clipboard
+// there, so the older copy command on a hidden text area does the work.
+function copyWithCommand(text) {
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.className = "offscreen";
+  document.body.append(area);
+  area.select();
+  const copied = document.execCommand("copy");
+  area.remove();
+  if (!copied) throw new Error("the browser refused to copy");
+}
+
+async function copyTranslation() {
+  const text = $("output").textContent;
+  if (!text) return;
   try {
-    return (await response.json()).error ?? response.statusText;
-  } catch {
-    return response.statusText;
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+    } else {
+      copyWithCommand(text);
+    }
+    $("copied").textContent = "Copied.";
+  } catch (err) {
+    $("copied").textContent = `Could not copy (${err.message ?? err}); select the text instead.`;
+  }
+  $("copy").focus();
+}
+
+// --- documents ---------------------------------------------------------------------------------
+
+function formatSize(bytes) {
+  if (bytes < 1024) return `${bytes} bytes`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function chooseFile(file) {
+  page.chosenFile = file ?? null;
+  $("doc-chosen").textContent = file ? `Chosen: ${file.name} (${formatSize(file.size)})`
+                                     : "No document chosen.";
+  $("doc-upload").disabled = !file || !page.ready || !page.files || page.run !== null;
+  if (file) $("doc-download").hidden = true;
+}
+
+function showProgress(phase, value, max = 1) {
+  $("doc-phase").textContent = phase;
+  $("doc-progress").max = Math.max(max, 1);
+  $("doc-progress").value = value;
+}
+
+function setRunning(running) {
+  const focused = document.activeElement;
+  $("doc-upload").disabled = running || !page.chosenFile;
+  $("doc-cancel").hidden = !running;
+  $("doc-file").disabled = running || !page.files;
+  $("drop-zone").classList.toggle("busy", running);
+  if (running) {
+    $("doc-progress-label").hidden = false;
+    $("doc-download").hidden = true;
+  }
+  // the keyboard's place moves on with the control it was on, which turns off or disappears:
+  // to Cancel while the document runs, then to the download (or back to the button)
+  if (running && focused === $("doc-upload")) $("doc-cancel").focus();
+  if (!running && (focused === $("doc-cancel") || focused === document.body)) {
+    ($("doc-download").hidden ? $("doc-upload") : $("doc-download")).focus();
   }
 }
 
-function showProgress(job) {
+// POST the form with upload progress; resolves with the finished request whatever its status.
+function upload(run, form) {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    run.xhr = xhr;
+    xhr.open("POST", "/v1/documents");
+    for (const [name, value] of Object.entries(authHeaders())) xhr.setRequestHeader(name, value);
+    xhr.upload.addEventListener("progress", (e) => {
+      if (e.lengthComputable) {
+        showProgress(`Uploading ${Math.floor(100 * e.loaded / e.total)}%`, e.loaded / e.total);
+      }
+    });
+    xhr.addEventListener("load", () => resolve(xhr));
+    xhr.addEventListener("error", () => reject(new Error(networkWords("the upload broke off"))));
+    xhr.addEventListener("abort", () => reject(new Error("cancelled")));
+    xhr.send(form);
+  });
+}
+
+async function getJob(run) {
+  const response = await fetch(run.jobUrl, { headers: authHeaders(),
+                                             signal: run.controller.signal });
+  if (!response.ok) throw new Error(await responseError(response));
+  return response.json();
+}
+
+function showJob(job) {
   const { done, total } = job.progress;
-  $("doc-progress").max = Math.max(total, 1);
-  $("doc-progress").value = done;
-  const count = total ? ` ${done} / ${total} sentences` : "";
-  setStatus(`${job.filename}: ${job.state}${count}`, false, "doc-status");
+  const phase = job.state === "queued" ? "Waiting in the queue"
+    : `Translating${total ? ` ${done} / ${total} sentences` : ""}`;
+  showProgress(phase, done, total);
+}
+
+// film.srt translated to German downloads as film.de.srt, beside the original.
+function translatedName(filename, target) {
+  const dot = filename.lastIndexOf(".");
+  return dot > 0 ? `${filename.slice(0, dot)}.${target}${filename.slice(dot)}`
+                 : `${filename}.${target}`;
 }
 
 async function translateDocument(event) {
   event.preventDefault();
-  const file = $("doc-file").files[0];
-  if (!file) return setStatus("Choose a document first.", true, "doc-status");
-  const [source, target] = JSON.parse($("pair").value);
+  const file = page.chosenFile;
+  if (!file) return docStatus("Choose or drop a document first.", true);
+  if (page.run) return;
+  const run = page.run = { xhr: null, controller: new AbortController(), jobUrl: null,
+                           cancelled: false };
   const form = new FormData();
   form.append("file", file);
-  form.append("source", source);
-  form.append("target", target);
-  $("doc-upload").disabled = true;
-  $("doc-download").hidden = true;
-  $("doc-progress").hidden = false;
+  form.append("source", $("source").value);
+  form.append("target", $("target").value);
+  setRunning(true);
+  showProgress("Uploading 0%", 0);
+  docStatus(`Uploading ${file.name}…`);
   try {
-    const response = await fetch("/v1/documents", {
-      method: "POST", headers: authHeaders(), body: form,
-    });
-    if (response.status !== 202) {
-      return setStatus(`Error ${response.status}: ${await errorText(response)}`, true,
-                       "doc-status");
+    const xhr = await upload(run, form);
+    const body = parseJSON(xhr.responseText);
+    if (xhr.status !== 202) {
+      throw new Error(errorWords(xhr.status, xhr.statusText, body,
+                                 xhr.getResponseHeader("Retry-After")));
     }
-    let job = await response.json();
-    const url = response.headers.get("Location");
+    run.jobUrl = xhr.getResponseHeader("Location");
+    docStatus(`${file.name}: uploaded; translating…`);
+    let job = body;
     while (job.state === "queued" || job.state === "running") {
-      showProgress(job);
-      await sleep(500);
-      const poll = await fetch(url, { headers: authHeaders() });
-      if (!poll.ok) {
-        return setStatus(`Error ${poll.status}: ${await errorText(poll)}`, true, "doc-status");
-      }
-      job = await poll.json();
+      showJob(job);
+      await sleep(400, run.controller.signal);
+      job = await getJob(run);
     }
-    showProgress(job);
+    showJob(job);
     if (job.state !== "done") {
-      return setStatus(`${job.filename}: ${job.state}${job.error ? ": " + job.error : ""}`,
-                       true, "doc-status");
+      throw new Error(`${job.filename}: ${job.state}${job.error ? ": " + job.error : ""}`);
     }
-    const result = await fetch(job.result, { headers: authHeaders() });
-    if (!result.ok) {
-      return setStatus(`Error ${result.status}: ${await errorText(result)}`, true,
-                       "doc-status");
-    }
+    showProgress("Downloading", 0);
+    const result = await fetch(job.result, { headers: authHeaders(),
+                                             signal: run.controller.signal });
+    if (!result.ok) throw new Error(await responseError(result));
     const link = $("doc-download");
-    URL.revokeObjectURL(link.href);
+    if (link.href) URL.revokeObjectURL(link.href);
     link.href = URL.createObjectURL(await result.blob());
-    link.download = job.filename;
-    link.textContent = `Download ${job.filename}`;
+    link.download = translatedName(job.filename, job.target);
+    link.textContent = `Download ${link.download}`;
     link.hidden = false;
-    setStatus(`${job.filename}: done, ${job.progress.total} sentences.`, false, "doc-status");
+    showProgress("Done", 1);
+    docStatus(`${job.filename}: done, ${job.progress.total} sentences translated.`);
   } catch (err) {
-    setStatus(`Request failed: ${err}`, true, "doc-status");
+    if (run.cancelled) {
+      await reportCancel(run);
+    } else {
+      $("doc-progress-label").hidden = true;
+      docStatus(err instanceof TypeError ? networkWords(err) : err.message, true);
+    }
   } finally {
-    $("doc-upload").disabled = false;
+    page.run = null;
+    setRunning(false);
   }
 }
 
+function cancelDocument() {
+  const run = page.run;
+  if (!run || run.cancelled) return;
+  run.cancelled = true;
+  docStatus("Cancelling…");
+  if (run.xhr && run.xhr.readyState !== XMLHttpRequest.DONE) run.xhr.abort();
+  run.controller.abort(new Error("cancelled"));
+}
+
+// Once the upload has become a job the server works on it by itself: cancelling deletes it.
+async function reportCancel(run) {
+  $("doc-progress-label").hidden = true;
+  if (!run.jobUrl) return docStatus("Upload cancelled.");
+  try {
+    const response = await fetch(run.jobUrl, { method: "DELETE", headers: authHeaders() });
+    if (!response.ok) return docStatus(await responseError(response), true);
+    docStatus("Cancelled: the server stopped the job.");
+  } catch (err) {
+    docStatus(networkWords(err), true);
+  }
+}
+
+function setUpDropZone() {
+  const zone = $("drop-zone");
+  const accepts = (e) => page.files && !page.run && e.dataTransfer?.types.includes("Files");
+  for (const type of ["dragenter", "dragover"]) {
+    zone.addEventListener(type, (e) => {
+      if (!accepts(e)) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = "copy";
+      zone.classList.add("dragging");
+    });
+  }
+  zone.addEventListener("dragleave", (e) => {
+    if (!zone.contains(e.relatedTarget)) zone.classList.remove("dragging");
+  });
+  zone.addEventListener("drop", (e) => {
+    e.preventDefault();
+    zone.classList.remove("dragging");
+    if (!accepts(e)) return;
+    const files = e.dataTransfer.files;
+    if (!files.length) return;
+    try {
+      $("doc-file").files = files; // keep the input showing the same file
+    } catch {
+      // an old browser's read-only FileList: the page's own record is enough
+    }
+    chooseFile(files[0]);
+    if (files.length > 1) docStatus(`One document at a time: ${files[0].name} is chosen.`);
+  });
+  // a file dropped beside the zone must not make the browser leave the page to open it
+  for (const type of ["dragover", "drop"]) {
+    window.addEventListener(type, (e) => {
+      if (!zone.contains(e.target)) e.preventDefault();
+    });
+  }
+}
+
+// --- wiring ------------------------------------------------------------------------------------
+
 document.addEventListener("DOMContentLoaded", () => {
   $("form").addEventListener("submit", translate);
-  $("doc-form").addEventListener("submit", translateDocument);
+  $("source-text").addEventListener("input", updateCounter);
   $("source-text").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("form").requestSubmit();
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      $("form").requestSubmit();
+    }
   });
-  loadModels();
+  $("source").addEventListener("change", () => {
+    fillTargets();
+    showDetected(null);
+  });
+  $("target").addEventListener("change", updateSwap);
+  $("swap").addEventListener("click", swap);
+  $("clear").addEventListener("click", clearText);
+  $("copy").addEventListener("click", copyTranslation);
+  $("doc-form").addEventListener("submit", translateDocument);
+  $("doc-file").addEventListener("change", () => chooseFile($("doc-file").files[0]));
+  $("doc-cancel").addEventListener("click", cancelDocument);
+  setUpDropZone();
+  load();
 });

@@ -1,5 +1,7 @@
 """A headless Chromium driven over the DevTools protocol (no selenium): enough to load a page,
-run JavaScript, wait for a condition, list the requests it made and take a screenshot."""
+run JavaScript, click and type as a person does (mouse and key events, not element.click()),
+wait for a condition, list the requests it made and the ones that failed, throttle uploads and
+take a screenshot."""
 
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ class Browser:
         )
         self.ids = itertools.count(1)
         self.requests: list[str] = []
+        self.failed: list[dict] = []  # Network.loadingFailed: canceled, errorText, requestId
+        self.exceptions: list[str] = []  # the page's uncaught errors and unhandled rejections
         self.send("Page.enable")
         self.send("Network.enable")
         self.send("Runtime.enable")
@@ -69,6 +73,12 @@ class Browser:
             message = json.loads(self.ws.recv(timeout=30))
             if message.get("method") == "Network.requestWillBeSent":
                 self.requests.append(message["params"]["request"]["url"])
+            elif message.get("method") == "Network.loadingFailed":
+                self.failed.append(message["params"])
+            elif message.get("method") == "Runtime.exceptionThrown":
+                details = message["params"]["exceptionDetails"]
+                self.exceptions.append(details.get("exception", {}).get("description")
+                                       or details.get("text", ""))
             if message.get("id") == msg_id:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
@@ -95,6 +105,42 @@ class Browser:
                 return value
             time.sleep(0.1)
         raise TimeoutError(f"waited {timeout}s for {expression}")
+
+    def click(self, selector: str) -> None:
+        """A left click in the middle of the element, as the mouse would: it must be on screen
+        and on top (a hidden or covered control gets no click)."""
+        box = self.evaluate(
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
+            " const x = r.left + r.width / 2, y = r.top + r.height / 2;"
+            " const top = document.elementFromPoint(x, y);"
+            " return {x, y, onTop: e === top || e.contains(top)}; })()"
+        )
+        if not box["onTop"]:
+            raise RuntimeError(f"{selector} is covered or off screen")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=box["x"], y=box["y"],
+                      button="left", clickCount=1)
+
+    def type_text(self, text: str) -> None:
+        """Text typed into the focused element (input events fire as for a keyboard)."""
+        self.send("Input.insertText", text=text)
+
+    def press(self, key: str, ctrl: bool = False, shift: bool = False) -> None:
+        """One key ('Enter', 'Tab', ...) pressed and released, with Ctrl or Shift held."""
+        codes = {"Enter": 13, "Tab": 9, "Escape": 27}
+        modifiers = (2 if ctrl else 0) | (8 if shift else 0)
+        # a plain Enter carries its character, as a keyboard's does: that is what submits a form
+        text = {"text": "\r"} if key == "Enter" and not modifiers else {}
+        self.send("Input.dispatchKeyEvent", type="keyDown" if text else "rawKeyDown", key=key,
+                  code=key, windowsVirtualKeyCode=codes[key], modifiers=modifiers, **text)
+        self.send("Input.dispatchKeyEvent", type="keyUp", key=key, code=key,
+                  windowsVirtualKeyCode=codes[key], modifiers=modifiers)
+
+    def throttle_uploads(self, bytes_per_second: float) -> None:
+        """Uploads at most this fast (-1: as fast as they go), so their progress can be seen."""
+        self.send("Network.emulateNetworkConditions", offline=False, latency=0,
+                  downloadThroughput=-1, uploadThroughput=bytes_per_second)
 
     def screenshot(self, path: Path) -> Path:
         data = self.send("Page.captureScreenshot", format="png")["data"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings
+from app.config import RENAMED, Settings
 from app.server import build_parser, settings_from_args, warn_if_exposed
 
 
@@ -44,7 +44,8 @@ def test_flags_mirror_settings_and_win_over_the_environment(monkeypatch, tmp_pat
         9002, Path(tmp_path), ["k1", "k2"], False, True, 3.0)
     assert s.max_batch_size == 7  # from the environment
     flags = {a.dest for a in build_parser()._actions} - {"help"}
-    assert flags == set(Settings.model_fields)  # generated: every setting has its flag
+    # generated: every setting has its flag (and a renamed one its first flag too)
+    assert flags == set(Settings.model_fields) | set(RENAMED)
 
 
 def test_flags_take_name_help_type_and_default_from_settings():
@@ -106,3 +107,21 @@ def test_json_log_lines():
     record = logging.LogRecord("app.x", logging.INFO, __file__, 1, "hello %s", ("you",), None)
     entry = json.loads(JsonFormatter().format(record))
     assert (entry["level"], entry["logger"], entry["message"]) == ("info", "app.x", "hello you")
+
+
+def test_a_renamed_setting_is_still_read_by_its_first_name(monkeypatch):
+    """worker_processes was lane_processes: its first keyword, NMT_ variable and flag still
+    count, and the new name wins where both are given (flags still win over variables)."""
+    for key in ("NMT_WORKER_PROCESSES", "NMT_LANE_PROCESSES"):
+        monkeypatch.delenv(key, raising=False)
+    assert Settings().worker_processes is True
+    assert Settings(lane_processes=False).worker_processes is False
+    assert settings_from_args(["--no-lane-processes"]).worker_processes is False
+    monkeypatch.setenv("NMT_LANE_PROCESSES", "false")
+    assert Settings().worker_processes is False
+    assert Settings(worker_processes=True).worker_processes is True
+    monkeypatch.setenv("NMT_WORKER_PROCESSES", "true")
+    assert Settings().worker_processes is True
+    assert settings_from_args(["--no-lane-processes"]).worker_processes is False
+    usage = build_parser().format_usage()
+    assert "--worker-processes" in usage and "--lane-processes" not in usage  # taken, not shown

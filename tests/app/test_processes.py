@@ -186,7 +186,7 @@ def test_each_process_gets_its_share_of_the_settings():
     part = share(settings, 2)
     # its own decode worker and a spare one (of the same size as every decode worker: half the batch
     # and budget)
-    assert (part.processes, part.workers, part.lane_processes, part.threads) == (1, 2, False, 2)
+    assert (part.processes, part.workers, part.worker_processes, part.threads) == (1, 2, False, 2)
     assert (part.max_batch_size, part.max_batch_tokens, part.queue_size) == (32, 8191, 512)
     more = share(settings.model_copy(update={"workers": 4}), 2)  # two of its own, two spare
     assert (more.workers, more.threads) == (4, 1)
@@ -210,3 +210,28 @@ def test_the_shared_databases_are_in_wal_before_the_processes_start(tmp_path):
         mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
         assert mode == "wal", path
     prepare_databases(Settings(jobs_dir=Path("/proc/no/such/dir")), tmp_path)  # no raise
+
+
+def test_new_connections_go_only_to_processes_whose_heartbeat_is_fresh():
+    """app.serving.supervisor.candidates: a process whose loop has not beaten for STALE_AFTER
+    seconds is offered no connection; where none beats, every live one is (as before heartbeats)."""
+    import time
+
+    from app.serving.supervisor import STALE_AFTER, _Child, candidates
+
+    class Alive:
+        def is_alive(self) -> bool:
+            return True
+
+    children = [_Child(i) for i in range(3)]
+    for child in children:
+        child.process = Alive()
+    children[0].sent = 5  # the most loaded, but the only one beating besides 2
+    closed = [0, 0, 0]
+    now = time.monotonic()
+    beats = [now, now - STALE_AFTER - 1, now - 0.1]
+    assert [c.index for c in candidates(children, closed, beats)] == [2, 0]
+    beats[1] = now  # it beats again: the least loaded comes first again
+    assert [c.index for c in candidates(children, closed, beats)] == [1, 2, 0]
+    stale = [now - STALE_AFTER - 1] * 3  # none beats: all, least loaded first
+    assert [c.index for c in candidates(children, closed, stale)] == [1, 2, 0]

@@ -184,3 +184,14 @@ def test_a_sentence_runs_on_over_a_line_break_tag(before, after, joined):
     from app.text.protect import joins_at_break
 
     assert joins_at_break(before, after) is joined
+
+
+def test_a_text_of_many_masks_comes_back_whole():
+    """Beyond _MANY_MASKS numbered masks the masks are found by their shape: the same masks
+    come back, a duplicate and a number never issued are deleted as before."""
+    text = "".join(f"<b>w{i}</b> " for i in range(200)).strip()
+    masked = mask(text)
+    assert masked.count == 400
+    assert unmask(masked, masked.text) == text
+    spare = masked.text + " {1} {999999}"  # a copy of mask {1}, and a mask never issued
+    assert unmask(masked, spare) == text

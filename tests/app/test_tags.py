@@ -352,3 +352,20 @@ def test_an_atom_between_two_words_with_no_space_leaves_one():
     assert plan.texts == ("Save the file and close it.",)
     plan = TagPlan.of("Done.{1}", (), ("{1}",))
     assert plan.texts == ("Done.",)
+
+
+def test_a_sentence_of_a_text_with_many_tags_gets_only_its_own():
+    """TagMarks.within: a paragraph of hundreds of formatting runs is cut into sentences, and
+    each sentence's plan is the one it had with all of the paragraph's marks."""
+    text = " ".join(f"Word <b>bold{i}</b> and <i>it{i}</i> end." for i in range(100))
+    masked = mask(text)
+    whole = tag_marks(masked)
+    assert len(whole.pairs) == 200
+    sentences = [s for s in re.split(r"(?<=\.) ", masked.text) if s]
+    for sentence in sentences:
+        own = whole.within(sentence)
+        assert len(own.pairs) == 2
+        assert TagPlan.of(sentence, own.pairs, own.atoms) == TagPlan.of(
+            sentence, whole.pairs, whole.atoms)
+    few = tag_marks(mask("Open the <b>file</b> now."))
+    assert few.within("Open the") is few  # few marks: kept whole, nothing to gain

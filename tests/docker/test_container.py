@@ -112,6 +112,16 @@ def world_readable(path: Path) -> bool:
     return all(part.stat().st_mode & stat.S_IXOTH for part in [path, *path.parents])
 
 
+def readable_bundles(bundles: Path, copy_to: Path) -> Path:
+    """`bundles`, or a copy at `copy_to` that uid 10001 can read, for a compose volume."""
+    if world_readable(bundles):
+        return bundles
+    shutil.copytree(bundles, copy_to)
+    for path in [copy_to, *copy_to.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return copy_to
+
+
 def pip_settings() -> dict[str, str]:
     """pip's index settings on this machine (environment, then pip config), for the build.
 
@@ -393,12 +403,7 @@ def test_compose_serves_and_stops_cleanly(image: Image, workdir: Path) -> None:
     compose = compose_command()
     if compose is None:
         pytest.skip("neither `docker compose` nor docker-compose is installed")
-    bundles = image.bundles_dir
-    if not world_readable(bundles):
-        bundles = workdir / "compose-bundles"
-        shutil.copytree(image.bundles_dir, bundles)
-        for path in [bundles, *bundles.rglob("*")]:
-            path.chmod(0o755 if path.is_dir() else 0o644)
+    bundles = readable_bundles(image.bundles_dir, workdir / "compose-bundles")
     # The compose file as shipped, but on the host network (this engine runs without a
     # bridge), which excludes published ports; the published address is checked separately.
     yaml = pytest.importorskip("yaml")

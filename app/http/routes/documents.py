@@ -137,9 +137,10 @@ async def create_job(request: Request, state: AppState = Depends(authorized_stat
     target = required_text(data, "target")
     source = required_text(data, "source") if "source" in data else "auto"
     fmt = format_of(filename)
-    doc, _, _ = await state.service.read_document(content, fmt, source, target)
+    segments, _, _ = await state.service.read_document(content, fmt, source, target,
+                                                       lambda doc: len(doc.segments))
     job = await asyncio.to_thread(runner.submit, owner, filename, fmt, source, target,
-                                  len(doc.segments), content)
+                                  segments, content)
     url = request.url_for("document_job", job_id=job.id).path
     return JSONResponse(_view(request, job).model_dump(), status_code=202,
                         headers={"Location": url})

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from app.errors import (
     BadRequest,
+    DeadlineExceeded,
     Forbidden,
     InvalidInput,
     Unavailable,
@@ -35,7 +36,13 @@ from app.http.errors import invalid_input
 from app.http.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.http.state import AppState
 from app.text.langid import Detection, libretranslate_detections
-from app.translation.service import FieldNames, RequestedOptions, TranslationRequest
+from app.translation.service import (
+    FieldNames,
+    RequestedOptions,
+    TranslationRequest,
+    unless_gone,
+)
+from app.translation.stoppable import run_stoppable
 
 log = logging.getLogger("app.http.routes.libretranslate")
 router = APIRouter(tags=["LibreTranslate"])
@@ -262,19 +269,28 @@ async def parse_upload(request: Request) -> tuple[dict[str, Any], dict[str, tupl
     if media_type(request) != "multipart/form-data":
         raise UnsupportedMediaType("Content-Type must be multipart/form-data (a file upload)",
                                    field="Content-Type")
+    body = await request.body()
     try:
-        message = _mime(request.headers["content-type"], await request.body())
-        fields, files = [], {}
-        for part in message.iter_parts():
-            name = str(part.get_param("name", header="content-disposition") or "")
-            filename = part.get_filename()
-            if filename is not None:
-                files[name] = (str(filename), part.get_payload(decode=True) or b"")
-            elif name:
-                fields.append((name, part.get_content()))
+        # in a thread: the email parser takes a while over a body of megabytes, and the
+        # event loop serves every other connection of this process meanwhile
+        fields, files = await asyncio.to_thread(_upload_parts, request.headers["content-type"],
+                                                body)
     except Exception:
         raise BadRequest("the multipart body could not be parsed", field="body") from None
     return _pairs_to_dict(fields), files
+
+
+def _upload_parts(content_type: str, body: bytes
+                  ) -> tuple[list[tuple[str, str]], dict[str, tuple[str, bytes]]]:
+    fields, files = [], {}
+    for part in _mime(content_type, body).iter_parts():
+        name = str(part.get_param("name", header="content-disposition") or "")
+        filename = part.get_filename()
+        if filename is not None:
+            files[name] = (str(filename), part.get_payload(decode=True) or b"")
+        elif name:
+            fields.append((name, part.get_content()))
+    return fields, files
 
 
 def form_glossary(data: dict[str, Any]) -> dict[str, str] | None:
@@ -326,11 +342,24 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
     if not content:
         raise InvalidInput("Invalid request: empty file", field="file")
     fmt = format_of(filename)
-    outcome = await state.service.translate_document(content, fmt, source, target,
-                                                     until_gone=disconnect_watch(request),
-                                                     glossary=form_glossary(data))
+    limit = state.settings.file_timeout
+    glossary = form_glossary(data)
+
+    async def translate_and_keep() -> str:
+        outcome = await state.service.translate_document(content, fmt, source, target,
+                                                         glossary=glossary)
+        return await run_stoppable(lambda stop: state.files.put(filename, outcome.data))
+
     try:
-        name = await asyncio.to_thread(state.files.put, filename, outcome.data)
+        # the client gone or the deadline passed, the document's work is cancelled in
+        # whatever phase it is (reading, translating, rebuilding, writing): its thread stops
+        async with asyncio.timeout(limit):
+            name = await unless_gone(translate_and_keep(), disconnect_watch(request))
+    except TimeoutError:
+        raise DeadlineExceeded(
+            f"the document took longer than the file timeout of {limit:g} s; send large "
+            "documents as document jobs (/v1/documents)", field="file_timeout", limit=limit,
+        ) from None
     except OSError as exc:  # a full disk, say: the server's trouble, and it may pass
         log.warning("cannot keep a translated file: %s", exc)
         raise Unavailable("the server cannot keep the translated file now; try again later",
