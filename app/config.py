@@ -92,6 +92,18 @@ class Settings(BaseSettings):
         True, description="Keep placeholders, inline tags, URLs and e-mail addresses of plain "
         "text away from the model and put them back unchanged (app.text.protect).",
     )
+    # glossaries (docs/glossaries.md)
+    glossary_dir: Path | None = Field(
+        None, description="Directory of server glossaries, one `<source>-<target>.tsv` file per "
+        "language pair (`source term<TAB>target term` a line), read again when a file changes; "
+        "a request's own glossary wins over it.",
+    )
+    max_glossary_entries: int = Field(
+        1000, ge=1, description="Entries in one request's glossary at most.",
+    )
+    max_glossary_term_chars: int = Field(
+        200, ge=1, description="Characters in one glossary term (source or target) at most.",
+    )
     # documents (LibreTranslate /translate_file)
     files_translation: bool = Field(True, description="Serve /translate_file.")
     files_dir: Path = Field(

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+GLOSSARY_DOC = (
+    "Terms that must come out as given: source term -> target term (docs/glossaries.md). "
+    "Whole words; a term in lowercase matches in any case, one with a capital letter only "
+    "exactly; the longest term wins where several start; over the server's glossary for the "
+    "pair."
+)
+CONFIDENCE_DOC = (
+    "A confidence per translation, 0-1: exp of the mean log-probability per output token the "
+    "model gave its translation (all its sentences; through a pivot, the product of both "
+    "models'). Ranks translations by how likely they are right (docs/glossaries.md)."
+)
 
 # ---------------------------------------------------------------- v1
 
@@ -28,6 +41,7 @@ class TranslateOptionsIn(BaseModel):
     return_scores: bool = Field(
         False, strict=True, description="Return length-normalized log-probabilities."
     )
+    confidence: bool = Field(False, strict=True, description=CONFIDENCE_DOC)
 
     @field_validator(
         "beam_size", "length_penalty", "max_length", "max_length_ratio", "alternatives",
@@ -55,6 +69,13 @@ class TranslateRequest(BaseModel):
                     "target": "de",
                     "options": {"beam_size": 4, "alternatives": 2, "return_scores": True},
                 },
+                {
+                    "text": ["Open the file manager.", "Ouvrez le gestionnaire de fichiers."],
+                    "source": "auto",
+                    "target": "de",
+                    "glossary": {"file manager": "Dateiverwaltung"},
+                    "options": {"confidence": True},
+                },
             ]
         },
     )
@@ -64,12 +85,35 @@ class TranslateRequest(BaseModel):
     target: str = Field(description="Target language code.", examples=["de"])
     format: Literal["text", "html"] = Field("text", description="`html` keeps the markup.")
     options: TranslateOptionsIn = Field(default_factory=TranslateOptionsIn)
+    glossary: dict[str, str] | None = Field(
+        None, description=GLOSSARY_DOC, examples=[{"file manager": "Dateiverwaltung"}]
+    )
+
+
+class DetectedLanguage(BaseModel):
+    """A detected source language, as LibreTranslate's detectedLanguage."""
+
+    language: str = Field(examples=["en"])
+    confidence: float = Field(description="0-100.", examples=[92.4])
 
 
 class Translation(BaseModel):
     text: str
     score: float | None = Field(None, description="Mean sentence score, when asked for.")
     alternatives: list[str] | None = None
+    confidence: float | None = Field(
+        None, description="With options.confidence: " + CONFIDENCE_DOC + " Absent where no "
+        "model ran (the source is the target, or the text has no words).",
+    )
+    detected: DetectedLanguage | None = Field(
+        None, description="With source `auto`: this text's source language (a text of 40 "
+        "characters or more is detected on its own, a shorter one takes the language of all "
+        "the request's texts together).",
+    )
+    model: str | None = Field(
+        None, description="With source `auto`: the model (or models, through a pivot) that "
+        "translated this text; `identity` when it was in the target language already.",
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -92,9 +136,12 @@ class TranslateResponse(BaseModel):
     model: str = Field(
         description="Name of the model that translated; through a pivot, the names of both "
         "models joined by '+', e.g. 'fr-en+en-de'; 'identity' when source and target are the "
-        "same language (the text is returned as it is)."
+        "same language (the text is returned as it is). With source `auto` and texts found in "
+        "different languages, every route's name, joined by ', ' (see each translation's "
+        "`model`)."
     )
-    source: str
+    source: str = Field(description="The source language; with `auto`, the one detected, or "
+                        "`auto` when the texts were found in different languages.")
     target: str
     pivot: str | None = Field(
         None,
@@ -191,6 +238,34 @@ class LibreTranslateRequest(BaseModel):
     format: Literal["text", "html"] = "text"
     alternatives: int = Field(0, ge=0)
     api_key: str | None = None
+    # extensions (LibreTranslate has neither; its clients never send them)
+    glossary: dict[str, str] | None = Field(
+        None, description=GLOSSARY_DOC + " A JSON object; in a form body, a JSON string."
+    )
+    confidence: bool = Field(
+        False, description="Add `confidence` to the answer (a number, or a list for a list "
+        "q): " + CONFIDENCE_DOC
+    )
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _boolean_words_only(cls, value: object) -> object:
+        # a form field is a string: `true` or `false`, as the schema's boolean reads there
+        if isinstance(value, str) and value not in ("true", "false"):
+            raise ValueError("Input should be true or false")
+        return value
+
+    @field_validator("glossary", mode="before")
+    @classmethod
+    def _glossary_from_form(cls, value: object) -> object:
+        # a form field is a string: the glossary's JSON text
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                raise ValueError("glossary must be a JSON object (source term -> target "
+                                 "term)") from None
+        return value
 
 
 class LibreLanguage(BaseModel):

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,14 +22,17 @@ from app.config import Settings
 from app.documents.html_file import chunks as html_chunks
 from app.engine.types import Result, TranslationOptions
 from app.errors import (
+    BadRequest,
     ClientGone,
     DeadlineExceeded,
     InvalidInput,
     ServiceError,
     TooLarge,
     UnsupportedLanguage,
+    excerpt,
 )
 from app.text import tags
+from app.text.glossary import Glossary, GlossaryFiles, TermMasks
 from app.text.langid import Detection, LanguageDetector
 from app.text.protect import LINE_BREAK_RE, Masked, join_breaks, mask, unmask
 from app.text.segment import Segments, always, fits_engine, segment, translate_fitting
@@ -45,6 +49,10 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # detector confidence up: on the en-de test splits no English segment reached it and nearly
 # every German one did (BENCHMARKS.md), so English text is not left untranslated
 AUTO_UNREAD_CONFIDENCE = 90.0
+# source "auto" with several texts: each text of at least this many characters is detected on
+# its own, a shorter one takes the language of all texts together (a few words say too little;
+# LibreTranslate draws the line at the same length)
+OWN_DETECTION_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class RequestedOptions:
     max_length_ratio: float | None = None
     alternatives: int = 0
     return_scores: bool = False
+    confidence: bool = False  # a confidence per text (TextResult.confidence)
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,7 @@ class FieldNames:
 
     text: str = "text"
     options: str = "options."  # prefix of the option fields
+    glossary: str = "glossary"
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,7 @@ class TranslationRequest:
     format: str = "text"
     options: RequestedOptions = RequestedOptions()
     fields: FieldNames = FieldNames()
+    glossary: dict[str, str] | None = None  # source term -> target term (check_glossary)
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,12 @@ class TextResult:
     text: str
     score: float | None = None
     alternatives: list[str] = dataclasses.field(default_factory=list)
+    # exp of the mean log-probability per output token over the text's sentences (and the
+    # product over a pivot's hops); None where no model ran on it
+    confidence: float | None = None
+    # source "auto" with several texts: the text's own detection and route
+    detected: Detection | None = None
+    route: list[LoadedModel] | None = None
 
 
 IDENTITY = "identity"  # the model name of a request whose source is its target
@@ -96,15 +113,29 @@ class TranslationOutcome:
     sentences: int  # sent to the engine, over every hop
     elapsed_ms: float
     detected: Detection | None = None  # the source language found for source "auto"
+    mixed: bool = False  # source "auto": the texts went different routes (TextResult.route)
 
     @property
     def model_name(self) -> str:
-        return "+".join(m.name for m in self.route) or IDENTITY
+        """The model's name (`a+b` through a pivot); texts of different routes: every route's,
+        in the order of the texts, joined by ", "."""
+        if self.mixed:
+            names = (route_name(r.route or []) for r in self.results)
+            return ", ".join(dict.fromkeys(names))
+        return route_name(self.route)
 
     @property
     def pivot(self) -> str | None:
         """The language translated through, when no model serves the pair directly."""
-        return self.route[0].target if len(self.route) > 1 else None
+        return route_pivot(self.route) if not self.mixed else None
+
+
+def route_name(route: list[LoadedModel]) -> str:
+    return "+".join(m.name for m in route) or IDENTITY
+
+
+def route_pivot(route: list[LoadedModel]) -> str | None:
+    return route[0].target if len(route) > 1 else None
 
 
 class TranslationService:
@@ -123,6 +154,13 @@ class TranslationService:
         self.settings = settings
         self.on_rejected = on_rejected
         self.detector = detector  # None: "auto" is the only source language (Registry)
+        self.glossaries = (GlossaryFiles(settings.glossary_dir, settings.max_glossary_term_chars)
+                           if settings.glossary_dir is not None else None)
+
+    def glossary(self, source: str, target: str, requested: Glossary | None) -> Glossary:
+        """The terms for a pair: the server's glossary for it, the request's entries winning."""
+        server = self.glossaries.get(source, target) if self.glossaries else Glossary()
+        return server.merged(requested)
 
     def detect(self, text: str, field: str = "q") -> list[Detection]:
         """The served languages ranked for `text`, confidences 0-100."""
@@ -163,31 +201,75 @@ class TranslationService:
         started = time.perf_counter()
         with self._counting_rejections():
             check_limits(request.texts, self.settings, request.fields.text)
-            source, detected = request.source, None
-            if source == "auto" and self.detector is not None:
-                # one source per request: the language of all its texts together
-                detected = self.detect_source("\n".join(request.texts), request.target)
-                source = detected.language
-            route = self.registry.route(source, request.target)
-            # through a pivot, the first hop gives its best translation only; every hop's
-            # options are checked before the first one runs
-            plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
-            hops = [
-                (model, build_options(request.options if model is route[-1] else plain,
-                                      model.default_options, self.settings,
-                                      request.fields.options))
-                for model in route
-            ]
-            if not route:  # source == target: no model, but the options are checked all the same
-                build_options(request.options, TranslationOptions(), self.settings,
-                              request.fields.options)
-            work = self._run_route(request, hops)
-            results, sentences = await (work if until_gone is None
-                                        else unless_gone(work, until_gone))
+            requested = check_glossary(request.glossary, self.settings, request.fields.glossary)
+            together, detections = self._detections(request)
+            sources = ([d.language for d in detections] if detections is not None
+                       else [request.source] * len(request.texts))
+            # source language -> its texts' indices (no texts: one group, checked all the same)
+            groups: dict[str, list[int]] = {} if sources else {
+                together.language if together else request.source: []}
+            for i, source in enumerate(sources):
+                groups.setdefault(source, []).append(i)
+            # every group's route and options are checked before any of them runs
+            plans = [(indices, *self._plan(request, source, requested))
+                     for source, indices in groups.items()]
+            work = asyncio.gather(*(
+                self._run_route(dataclasses.replace(request, texts=[request.texts[i]
+                                                                    for i in indices]),
+                                hops, terms)
+                for indices, _, hops, terms in plans))
+            ran = await (work if until_gone is None else unless_gone(work, until_gone))
+        results: list[TextResult] = [TextResult("")] * len(request.texts)
+        for (indices, route, _, _), (found, _) in zip(plans, ran, strict=True):
+            for i, result in zip(indices, found, strict=True):
+                if not request.options.return_scores:
+                    result = dataclasses.replace(result, score=None)
+                if detections is not None:
+                    result = dataclasses.replace(result, detected=detections[i], route=route)
+                results[i] = result
         elapsed = round((time.perf_counter() - started) * 1000, 2)
+        route = plans[0][1]
         source = route[0].source if route else request.target  # "auto" resolved
-        return TranslationOutcome(results, route, source, request.target, sentences, elapsed,
-                                  detected)
+        mixed = len(plans) > 1
+        return TranslationOutcome(results, route, "auto" if mixed else source, request.target,
+                                  sum(count for _, count in ran), elapsed,
+                                  None if mixed else together, mixed)
+
+    def _detections(self, request: TranslationRequest
+                    ) -> tuple[Detection | None, list[Detection] | None]:
+        """For source "auto", the language of all texts together and each text's own
+        (OWN_DETECTION_CHARS); None when the source is named, or no detector is needed (one
+        source language)."""
+        if request.source != "auto" or self.detector is None:
+            return None, None
+        texts = request.texts
+        field = request.fields.text
+        together = self.detect_source("\n".join(texts), request.target, "source")
+        if len(texts) == 1:
+            return together, [together]
+        return together, [self.detect_source(text, request.target, f"{field}[{i}]")
+                          if len(text) >= OWN_DETECTION_CHARS else together
+                          for i, text in enumerate(texts)]
+
+    def _plan(self, request: TranslationRequest, source: str, requested: Glossary
+              ) -> tuple[list[LoadedModel], list[tuple[LoadedModel, TranslationOptions]],
+                         Glossary]:
+        """The route of models from `source` to the target, each hop's options, the terms."""
+        route = self.registry.route(source, request.target)
+        # through a pivot, the first hop gives its best translation only (with its scores for
+        # a confidence); every hop's options are checked before the first one runs
+        plain = dataclasses.replace(request.options, alternatives=0, return_scores=False)
+        hops = [
+            (model, build_options(request.options if model is route[-1] else plain,
+                                  model.default_options, self.settings,
+                                  request.fields.options))
+            for model in route
+        ]
+        if not route:  # source == target: no model, but the options are checked all the same
+            build_options(request.options, TranslationOptions(), self.settings,
+                          request.fields.options)
+        terms = self.glossary(route[0].source, request.target, requested) if route else Glossary()
+        return route, hops, terms
 
     @contextlib.contextmanager
     def _counting_rejections(self) -> Iterator[None]:
@@ -234,6 +316,7 @@ class TranslationService:
         priority: Priority = Priority.INTERACTIVE,
         checkpoint: Checkpoint | None = None,
         until_gone: Callable[[], Awaitable[None]] | None = None,
+        glossary: dict[str, str] | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
         structure kept: read, checked against the limits, segmented and rebuilt in a thread of
@@ -243,21 +326,25 @@ class TranslationService:
         work is not done twice. Once `until_gone()` returns (the client has left), ClientGone
         is raised at once; when this coroutine is cancelled (the client gone, a deadline, a
         cancelled job), the thread stops whatever it is doing: parsing, waiting for the
-        engine, reassembling or writing."""
+        engine, reassembling or writing. `glossary`: the request's terms, over the server's
+        for the pair (app.text.glossary), masked in each segment."""
+        with self._counting_rejections():
+            requested = check_glossary(glossary, self.settings, "glossary")
         work = self._translate_document(data, fmt, source, target, progress, priority,
-                                        checkpoint)
+                                        checkpoint, requested)
         return await (unless_gone(work, until_gone) if until_gone else work)
 
     async def _translate_document(
         self, data: bytes, fmt: str, source: str, target: str,
         progress: Callable[[int, int], None] | None, priority: Priority,
-        checkpoint: Checkpoint | None,
+        checkpoint: Checkpoint | None, requested: Glossary,
     ) -> DocumentOutcome:
         # the document goes to its thread in a box that the thread empties, so that it is
         # freed there, not on the event loop (read_document)
         box, route, detected = await self.read_document(data, fmt, source, target,
                                                         lambda doc: [doc])
         segments = len(box[0].segments)
+        terms = self.glossary(route[0].source, target, requested) if route else Glossary()
         with self._counting_rejections():  # the ServiceErrors, counted
             settings = self.settings
             loop = asyncio.get_running_loop()
@@ -294,27 +381,42 @@ class TranslationService:
                     waiting = stop.waiting(asyncio.run_coroutine_threadsafe(work, loop))
                     return [r.text for r in waiting.result()]
 
-                out = documents.translate_segments(doc.segments, translate, doc.markup,
-                                                   batch_size=settings.max_batch_size,
-                                                   progress=progress,
-                                                   fits=fits[0] if fits else None,
-                                                   wraps=doc.wraps)
+                # segments with glossary terms also go masked, after the document's own
+                masks = [terms.mask(s, doc.markup) for s in doc.segments] if terms else []
+                masked = [i for i, m in enumerate(masks) if m.targets]
+                out = documents.translate_segments(
+                    [*doc.segments, *(masks[i].text for i in masked)], translate, doc.markup,
+                    batch_size=settings.max_batch_size, progress=progress,
+                    fits=fits[0] if fits else None, wraps=doc.wraps)
                 stop.check()
+                out, extra = out[: len(doc.segments)], out[len(doc.segments) :]
+                for i, text in zip(masked, extra, strict=True):
+                    if not masks[i].found_in(out[i]):
+                        out[i] = masks[i].restore(text)
                 return documents.rebuild(doc, out)
 
             result = await run_stoppable(run)
             return DocumentOutcome(result, route, segments, detected)
 
     async def _run_route(
-        self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]]
+        self, request: TranslationRequest, hops: list[tuple[LoadedModel, TranslationOptions]],
+        terms: Glossary | None = None,
     ) -> tuple[list[TextResult], int]:
         """Each hop translates the previous hop's best translations; the request timeout
-        covers the whole route."""
+        covers the whole route. Glossary terms are masked before the first hop and their
+        targets written after the last (app.text.glossary); a confidence is the product of
+        the hops' ones."""
         timeout = self.settings.request_timeout
         deadline = time.monotonic() + timeout
         texts, total = request.texts, 0
         if not hops:  # source == target: the texts as they are
             return [TextResult(text) for text in texts], 0
+        # texts with glossary terms also go masked, after the texts (app.text.glossary)
+        masks = [terms.mask(text, markup=request.format == "html") for text in texts] \
+            if terms else []
+        masked = [i for i, m in enumerate(masks) if m.targets]
+        texts = [*texts, *(masks[i].text for i in masked)]
+        confidences: list[float | None] = [1.0] * len(texts)
         for model, options in hops:
             remaining = deadline - time.monotonic()
             try:
@@ -328,6 +430,15 @@ class TranslationService:
                     field="request_timeout", limit=timeout,
                 ) from None
             texts, total = [r.text for r in results], total + count
+            confidences = [None if c is None or r.confidence is None else c * r.confidence
+                           for c, r in zip(confidences, results, strict=True)]
+        wanted = request.options.confidence
+        results = [dataclasses.replace(r, confidence=c if wanted else None)
+                   for r, c in zip(results, confidences, strict=True)]
+        results, extra = results[: len(request.texts)], results[len(request.texts) :]
+        for i, result in zip(masked, extra, strict=True):
+            if not masks[i].found_in(results[i].text):
+                results[i] = _restored(result, masks[i])
         return results, total
 
     async def _run(
@@ -428,7 +539,8 @@ def build_options(
     prefix: str = "options.",
 ) -> TranslationOptions:
     """The model's decoding defaults overridden by the request, within the server's limits."""
-    changes: dict[str, object] = {"return_scores": requested.return_scores}
+    changes: dict[str, object] = {"return_scores": requested.return_scores
+                                  or requested.confidence}
     if requested.beam_size is not None:
         changes["beam_size"] = requested.beam_size
     if requested.length_penalty is not None:
@@ -516,13 +628,52 @@ def _assemble(layout: Layout, results: list[Result], options: TranslationOptions
         return "".join(out)
 
     text = rejoin([r.text for r in results])
-    score = None
+    score = confidence = None
     if options.return_scores:
         scores = [r.score for r in results if r.score is not None]
         score = sum(scores) / len(scores) if scores else 0.0
+        # each sentence's score is its log-probability per token (EOS included) at length
+        # penalty 1: weighted by its tokens, the text's mean log-probability per token
+        weights = [len(r.tokens) + 1 for r in results if r.score is not None]
+        if weights:
+            scored = [r.score for r in results if r.score is not None]
+            mean = sum(w * x for w, x in zip(weights, scored, strict=True)) / sum(weights)
+            confidence = math.exp(mean)
     alternatives = []
     for k in range(options.num_alternatives):
         # the k-th alternative of each sentence (its best when it has fewer)
         picks = [r.alternatives[k] if k < len(r.alternatives) else r.text for r in results]
         alternatives.append(rejoin(picks))
-    return TextResult(text, score, alternatives)
+    return TextResult(text, score, alternatives, confidence)
+
+
+def _restored(result: TextResult, masks: TermMasks) -> TextResult:
+    """The result with the glossary's target terms in place of their masks."""
+    return dataclasses.replace(result, text=masks.restore(result.text),
+                               alternatives=[masks.restore(a) for a in result.alternatives])
+
+
+def check_glossary(entries: dict[str, str] | None, settings: Settings, field: str
+                   ) -> Glossary:
+    """A request's glossary within the limits; BadRequest naming the field and the limit."""
+    if not entries:
+        return Glossary()
+    limit = settings.max_glossary_entries
+    if len(entries) > limit:
+        raise BadRequest(f"{field} has {len(entries)} entries; the limit is {limit}",
+                         field=field, limit=limit)
+    chars = settings.max_glossary_term_chars
+    for source, target in entries.items():
+        name = f"{field}[{excerpt(source, 60)}]"
+        if not isinstance(target, str):
+            raise BadRequest(f"{name} must be a string (got {excerpt(target, 40)})", field=name)
+        for kind, term in (("source", source), ("target", target)):
+            if not term.strip():
+                raise BadRequest(f"{name}: the {kind} term is empty", field=name)
+            if len(term) > chars:
+                raise BadRequest(f"{name}: the {kind} term has {len(term)} characters; the "
+                                 f"limit is {chars}", field=name, limit=chars)
+            if bad := _SURROGATE.search(term):
+                raise BadRequest(f"{name}: the {kind} term has a lone surrogate "
+                                 f"(U+{ord(bad.group()):04X})", field=name)
+    return Glossary.of(entries)

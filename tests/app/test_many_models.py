@@ -4,6 +4,7 @@ without a model of their own (fr -> de through en, en -> es through de) are serv
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import httpx
@@ -98,3 +99,55 @@ def test_a_pair_out_of_reach_is_a_400_naming_the_target(client):
     r = client.post("/v1/translate", json={"text": "x", "source": "fr", "target": "es"})
     assert r.status_code == 400 and r.json()["field"] == "target"
     assert "['de', 'en']" in r.json()["error"]
+
+
+# each long enough (app.translation.service.OWN_DETECTION_CHARS) to be detected on its own
+LONG = {
+    "en": "Open the file manager and save your changes before you close the window.",
+    "fr": "Ouvrez le gestionnaire de fichiers et enregistrez vos modifications avant de fermer.",
+    "de": "Öffnen Sie die Dateiverwaltung und speichern Sie Ihre Änderungen vor dem Schließen.",
+}
+
+
+def test_auto_detects_each_text_and_routes_it_to_its_own_models(client):
+    texts = [LONG["en"], LONG["fr"], LONG["de"]]
+    r = client.post("/v1/translate", json={"text": texts, "source": "auto", "target": "de"})
+    assert r.status_code == 200, r.text
+    got = r.json()["translations"]
+    assert [(t["detected"]["language"], t["model"]) for t in got] == [
+        ("en", "en-de"), ("fr", "fr-en+en-de"), ("de", "identity")]
+    # each text as a request of its own, its language named, gives the same translation
+    for t, text, source in zip(got, texts, ["en", "fr", "de"], strict=True):
+        assert t["text"] == translate(client, text, source, "de")["translations"][0]["text"]
+    lt = client.post("/translate", json={"q": texts, "source": "auto", "target": "de"}).json()
+    assert lt["translatedText"] == [t["text"] for t in got]
+    assert [d["language"] for d in lt["detectedLanguage"]] == ["en", "fr", "de"]
+
+
+def test_confidence_is_exp_of_the_score_and_multiplies_over_a_pivot(client):
+    def ask(text, source, target):
+        r = client.post("/v1/translate", json={"text": text, "source": source, "target": target,
+                                               "options": {"confidence": True,
+                                                           "return_scores": True}})
+        return r.json()["translations"][0]
+
+    one = ask(TEXTS["en"], "en", "de")
+    assert 0 < one["confidence"] <= 1
+    assert one["confidence"] == pytest.approx(math.exp(one["score"]), rel=1e-6)
+    through = ask(TEXTS["fr"], "fr", "de")
+    first = ask(TEXTS["fr"], "fr", "en")
+    second = ask(first["text"], "en", "de")
+    assert through["confidence"] == pytest.approx(first["confidence"] * second["confidence"],
+                                                  rel=1e-5)
+
+
+def test_glossary_terms_on_the_shipped_model_and_through_a_pivot(client):
+    glossary = {"file manager": "Dateiverwaltung"}
+    for text, fmt in [("Open the file manager.", "text"),
+                      ("<p>Open the <b>file manager</b>.</p>", "html")]:
+        body = client.post("/v1/translate", json={"text": text, "source": "en", "target": "de",
+                                                  "format": fmt, "glossary": glossary}).json()
+        assert "Dateiverwaltung" in body["translations"][0]["text"]
+    r = client.post("/translate", json={"q": TEXTS["fr"], "source": "fr", "target": "de",
+                                        "glossary": {"car": "Kraftfahrzeug"}})
+    assert "Kraftfahrzeug" in r.json()["translatedText"]

@@ -8,6 +8,7 @@ Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); er
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -149,8 +150,10 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
             source=body.source,
             target=body.target,
             format=body.format,
-            options=RequestedOptions(alternatives=body.alternatives),
+            options=RequestedOptions(alternatives=body.alternatives,
+                                     confidence=body.confidence),
             fields=FieldNames(text="q", options=""),
+            glossary=body.glossary,
         ),
         until_gone=disconnect_watch(request),
     )
@@ -161,10 +164,13 @@ async def translate(request: Request, state: AppState = Depends(ready_state)) ->
     if body.alternatives:
         alts = [r.alternatives for r in results]
         out["alternatives"] = alts[0] if single else alts
-    if body.source == "auto":
-        found = outcome.detected or Detection(outcome.source, 100.0)
-        detected = found.libretranslate()
-        out["detectedLanguage"] = detected if single else [detected] * len(results)
+    if body.source == "auto":  # each text's own language (app.translation.service)
+        found = [r.detected or outcome.detected or Detection(outcome.source, 100.0)
+                 for r in results]
+        detected = [d.libretranslate() for d in found]
+        out["detectedLanguage"] = detected[0] if single else detected
+    if body.confidence:  # asked for: not in LibreTranslate's answer
+        out["confidence"] = results[0].confidence if single else [r.confidence for r in results]
     return out
 
 
@@ -287,6 +293,21 @@ def _upload_parts(content_type: str, body: bytes
     return fields, files
 
 
+def form_glossary(data: dict[str, Any]) -> dict[str, str] | None:
+    """A form's `glossary` field (our extension): a JSON object as text, or None."""
+    value = data.get("glossary")
+    if value is None or value == "":
+        return None
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise InvalidInput("glossary must be a JSON object (source term -> target term)",
+                           field="glossary")
+    return parsed
+
+
 def files_on(state: AppState) -> bool:
     """Off by NMT_FILES_TRANSLATION=false, or where the files directory cannot be written."""
     return state.settings.files_translation and state.files is not None
@@ -322,9 +343,11 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
         raise InvalidInput("Invalid request: empty file", field="file")
     fmt = format_of(filename)
     limit = state.settings.file_timeout
+    glossary = form_glossary(data)
 
     async def translate_and_keep() -> str:
-        outcome = await state.service.translate_document(content, fmt, source, target)
+        outcome = await state.service.translate_document(content, fmt, source, target,
+                                                         glossary=glossary)
         return await run_stoppable(lambda stop: state.files.put(filename, outcome.data))
 
     try:

@@ -15,9 +15,15 @@ from app.http.checks import (
     require_json,
 )
 from app.http.direct import Fallback
-from app.http.schemas import ErrorBody, TranslateRequest, TranslateResponse, Translation
+from app.http.schemas import (
+    DetectedLanguage,
+    ErrorBody,
+    TranslateRequest,
+    TranslateResponse,
+    Translation,
+)
 from app.http.state import AppState
-from app.translation.service import RequestedOptions, TranslationRequest
+from app.translation.service import RequestedOptions, TranslationRequest, route_name
 
 router = APIRouter(prefix="/v1", tags=["v1"], route_class=JSONBodyRoute)
 
@@ -68,12 +74,17 @@ async def run(body: TranslateRequest, request: Request, state: AppState) -> Tran
             target=body.target,
             format=body.format,
             options=RequestedOptions(**body.options.model_dump()),
+            glossary=body.glossary,
         ),
         until_gone=disconnect_watch(request),
     )
     return TranslateResponse(
         translations=[
-            Translation(text=r.text, score=r.score, alternatives=r.alternatives or None)
+            Translation(text=r.text, score=r.score, alternatives=r.alternatives or None,
+                        confidence=r.confidence,
+                        detected=DetectedLanguage(**r.detected.libretranslate())
+                        if r.detected else None,
+                        model=route_name(r.route) if r.route is not None else None)
             for r in outcome.results
         ],
         model=outcome.model_name,
