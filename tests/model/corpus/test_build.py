@@ -195,7 +195,10 @@ def test_domains_label_train_and_split_dev_test(tmp_path):
 
     labels = (out / "train.domain").read_text(encoding="utf-8").split()
     assert len(labels) == doc["counts"]["train"]
-    assert set(labels) <= set(sources.DOMAINS)
+    assert set(labels) <= {*sources.DOMAINS, sources.DICTIONARY}
+    # the dictionary's training pairs are labelled apart from the rest of the general domain
+    ding_train = [i for i, row in enumerate(by_split["train"]) if row[2] == ding.DING_PACKAGE]
+    assert ding_train and all(labels[i] == sources.DICTIONARY for i in ding_train)
     for name in ("dev", "test"):
         rows = by_split[name]
         general = [r[0] for r in rows if r[2] == ding.DING_PACKAGE]
