@@ -508,11 +508,14 @@ class Trainer:
                 saved_at = time.monotonic()
         bar.close()
         history = self.progress.history
-        if not self.stop.stop and self.loss_avg is not None and (
+        final_eval = not self.stop.stop and self.loss_avg is not None and (
             not history or history[-1]["step"] != self.progress.step
-        ):  # a run that reached its limit ends with its scores (a stop request saves at once)
+        )  # a run that reached its limit ends with its scores (a stop request saves at once)
+        if final_eval:
             print(json.dumps(self.evaluate()))
-        if last_saved is None or not last_saved.name.endswith(f"_{self.progress.step}.pt"):
+        step_file = f"step_{self.progress.step}.pt"
+        saved_here = last_saved is not None and last_saved.name == step_file
+        if final_eval or not saved_here:  # the checkpoint carries the final scores
             last_saved = self.checkpoint("stop" if self.stop.stop else "end")
         if self.stop.stop:
             return last_saved
