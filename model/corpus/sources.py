@@ -185,8 +185,8 @@ GENERAL_GETTEXT_PACKAGES = [
 # xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
 # no German text; stellarium-data's German is 44 short landscape pages (HTML to align by
 # hand for little text); lincity-ng-data's help is XML pages per language; gcompris-qt-data
-# holds its German in a Qt .qm catalog (3,457 messages with source text; no reader yet: the
-# next source to add); openttd-data and minetest-data are
+# holds its German in a Qt .qm catalog with the English source texts (no reader yet: the next
+# source to add, see docs/corpus.md); openttd-data and minetest-data are
 # interface labels; kanagram/khangman/parley hold DocBook manuals and word lists.
 
 # What the builder extracts from those packages (their images and sounds are hundreds of MB):
