@@ -181,15 +181,16 @@ def read_domains(path: str | Path, count: int) -> list[str]:
 def sample_domains(
     by_domain: dict[str, list[Example]], fractions: dict[str, float], seed: int
 ) -> list[Example]:
-    """Every domain's examples, those of a domain in `fractions` cut to that share of them (a
-    seeded random sample, so an epoch's sample is the same when a run resumes)."""
+    """Every domain's examples, those of a domain in `fractions` taken that many times: a share
+    below 1 is a seeded random sample (the same when a run resumes), 2.5 is every example twice
+    plus a sample of half of them (up-weighting a small domain)."""
     rng = random.Random(seed)
     chosen: list[Example] = []
     for domain in sorted(by_domain):
         examples = by_domain[domain]
         share = fractions.get(domain, 1.0)
-        if share >= 1.0:
-            chosen.extend(examples)
-        else:
-            chosen.extend(rng.sample(examples, round(share * len(examples))))
+        whole, part = divmod(share, 1.0)
+        chosen.extend(examples * int(whole))
+        if part:
+            chosen.extend(rng.sample(examples, round(part * len(examples))))
     return chosen

@@ -79,6 +79,9 @@ class TrainConfig:
     # bookkeeping
     eval_every: int = 1000
     save_every: int = 500
+    # also save when this many minutes passed since the last save (0: steps only), so a slow or
+    # shared machine still leaves a recent checkpoint to resume from
+    save_every_minutes: float = 0.0
     keep_last: int = 5
     average_last: int = 5  # at the end, average the last K checkpoints into averaged.pt
     bleu_sentences: int = 500  # dev sentences decoded (greedy) at each evaluation
@@ -489,6 +492,7 @@ class Trainer:
         bar = tqdm(total=cfg.max_steps, initial=self.progress.step, unit="step",
                    dynamic_ncols=True)
         last_saved = None
+        saved_at = time.monotonic()
         for batch in self.batches():
             lr = self.step(batch)
             bar.update(1)
@@ -497,10 +501,21 @@ class Trainer:
                 self.report(lr, bar)
             if step % cfg.eval_every == 0:
                 bar.write(json.dumps(self.evaluate()))
-            if step % cfg.save_every == 0:
-                last_saved = self.checkpoint("periodic")
+            minutes = (time.monotonic() - saved_at) / 60
+            timed = bool(cfg.save_every_minutes) and minutes > cfg.save_every_minutes
+            if step % cfg.save_every == 0 or timed:
+                last_saved = self.checkpoint("periodic" if step % cfg.save_every == 0 else "timed")
+                saved_at = time.monotonic()
         bar.close()
-        if last_saved is None or not last_saved.name.endswith(f"_{self.progress.step}.pt"):
+        history = self.progress.history
+        final_eval = not self.stop.stop and self.loss_avg is not None and (
+            not history or history[-1]["step"] != self.progress.step
+        )  # a run that reached its limit ends with its scores (a stop request saves at once)
+        if final_eval:
+            print(json.dumps(self.evaluate()))
+        step_file = f"step_{self.progress.step}.pt"
+        saved_here = last_saved is not None and last_saved.name == step_file
+        if final_eval or not saved_here:  # the checkpoint carries the final scores
             last_saved = self.checkpoint("stop" if self.stop.stop else "end")
         if self.stop.stop:
             return last_saved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -11,10 +12,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import debian, ding, gettext, libreoffice, normalize, sources, split
+from . import debian, ding, gettext, langcheck, libreoffice, normalize, sources, split
 from .debian import log
 
 SPLITS = ("train", "dev", "test")
+DROP_SAMPLES = 12  # dropped pairs kept per language-identification reason, for review
 # Licences the copyright files state in prose the generic reader can't parse.
 KNOWN_LICENCES = {
     **{pkg: sources.HELP_LICENCE for pkg in sources.HELP_PACKAGES},
@@ -30,6 +32,8 @@ class SourceStats:
     raw: int = 0
     kept: int = 0
     new_unique: int = 0
+    new_words_en: int = 0  # word types (lower-cased) no earlier source had, English side
+    new_words_de: int = 0
     files: int = 0
     rejected: Counter = field(default_factory=Counter)
 
@@ -124,17 +128,38 @@ def gettext_pairs(catalogs: Iterable[Path]) -> Iterator[tuple[str, str]]:
             yield from split_lines(*strip_qualifier(src, tgt))
 
 
-def filter_pairs(pairs: Iterable[tuple[str, str]], stats: SourceStats) -> Iterator[tuple[str, str]]:
-    """Normalise pairs, counting rejections by reason, and yield the kept ones."""
+def filter_pairs(
+    pairs: Iterable[tuple[str, str]],
+    stats: SourceStats,
+    check: langcheck.LanguageCheck | None = None,
+    drops: dict[str, list] | None = None,
+) -> Iterator[tuple[str, str]]:
+    """Normalise pairs, counting rejections by reason, and yield the kept ones.
+
+    ``check``: language identification of both sides, after the rule-based filters;
+    the first ``DROP_SAMPLES`` pairs it drops per reason go into ``drops``.
+    """
     for raw_src, raw_tgt in pairs:
         stats.raw += 1
         src, tgt = normalize.clean_pair(raw_src, raw_tgt)
         reason = normalize.reject_reason(src, tgt)
+        if not reason and check is not None:
+            reason = check.reject_reason(src, tgt)
+            if reason and drops is not None and len(drops.setdefault(reason, [])) < DROP_SAMPLES:
+                drops[reason].append([src, tgt])
         if reason:
             stats.rejected[reason] += 1
             continue
         stats.kept += 1
         yield src, tgt
+
+
+_WORD_RE = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")
+
+
+def words(text: str) -> set[str]:
+    """Lower-cased word types of a segment (letters only, inner apostrophes and hyphens kept)."""
+    return {w.lower() for w in _WORD_RE.findall(text)}
 
 
 @dataclass
@@ -143,14 +168,23 @@ class Corpus:
 
     pairs: dict[tuple[str, str], str] = field(default_factory=dict)
     stats: dict[str, SourceStats] = field(default_factory=dict)
+    check: langcheck.LanguageCheck | None = None
+    drops: dict[str, list] = field(default_factory=dict)  # sample of language-id drops
+    vocab_en: set[str] = field(default_factory=set)
+    vocab_de: set[str] = field(default_factory=set)
 
     def add(self, name: str, pairs: Iterable[tuple[str, str]]) -> None:
-        """Add the kept pairs of one source, crediting new unique pairs to it."""
+        """Add the kept pairs of one source, crediting new unique pairs and words to it."""
         stats = self.stats.setdefault(name, SourceStats())
-        for pair in filter_pairs(pairs, stats):
+        for pair in filter_pairs(pairs, stats, self.check, self.drops):
             if pair not in self.pairs:
                 self.pairs[pair] = name
                 stats.new_unique += 1
+                new_en, new_de = words(pair[0]) - self.vocab_en, words(pair[1]) - self.vocab_de
+                stats.new_words_en += len(new_en)
+                stats.new_words_de += len(new_de)
+                self.vocab_en |= new_en
+                self.vocab_de |= new_de
 
 
 def fetch(cache: Path, packages: list[str]) -> dict[str, dict]:
@@ -166,8 +200,7 @@ def fetch(cache: Path, packages: list[str]) -> dict[str, dict]:
     for i, (pkg, deb) in enumerate(sorted(debs.items()), 1):
         if i % 20 == 0 or i == len(debs):
             log(f"  unpacked {i}/{len(debs)}")
-        members = sources.CATALOG_MEMBERS if pkg in sources.GENERAL_GETTEXT_PACKAGES else ()
-        target = debian.unpack(deb, cache / "unpacked", members)
+        target = debian.unpack(deb, cache / "unpacked", sources.members_of(pkg))
         info[pkg] = {
             "version": debian.deb_field(deb, "Version"),
             "licence": debian.licence(target, pkg),
@@ -205,13 +238,28 @@ def add_catalogs(corpus: Corpus, info: dict[str, dict], packages: list[str], kin
             log(f"  {i}/{len(present)} packages, {len(corpus.pairs)} unique pairs so far")
 
 
-def collect(info: dict[str, dict]) -> Corpus:
-    """Extract and filter pairs from the help, the dictionary and every gettext package.
+def add_data_sources(corpus: Corpus, info: dict[str, dict]) -> None:
+    """Add the general-domain packages whose German is in other files (.po, Lua, keyed)."""
+    present = [p for p in sources.DATA_SOURCES if p in info]
+    log(f"reading German data files of {len(present)} general-domain packages ...")
+    for pkg in present:
+        corpus.add(pkg, _split_all(sources.DATA_SOURCES[pkg].read(info[pkg]["dir"])))
+    log(f"  {len(corpus.pairs)} unique pairs so far")
+
+
+def _split_all(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    for src, tgt in pairs:
+        yield from split_lines(src, tgt)
+
+
+def collect(info: dict[str, dict], check: langcheck.LanguageCheck | None = None) -> Corpus:
+    """Extract and filter pairs from the help, the dictionary and every package.
 
     The in-domain sources come first: a pair keeps the first source that had it, so
-    the general sources only add, and the in-domain dev/test splits stay as they were.
+    the general sources only add, and the in-domain dev/test splits lose only what
+    ``check`` (language identification) drops.
     """
-    corpus = Corpus()
+    corpus = Corpus(check=check)
     if sources.HELP_EN in info and sources.HELP_DE in info:
         log("aligning LibreOffice help pages ...")
         en = libreoffice.help_root(info[sources.HELP_EN]["dir"], "en-US")
@@ -222,6 +270,7 @@ def collect(info: dict[str, dict]) -> Corpus:
         log("reading the Ding dictionary ...")
         corpus.add(ding.DING_PACKAGE, ding.read_ding(info[ding.DING_PACKAGE]["dir"]))
     add_catalogs(corpus, info, sources.GENERAL_GETTEXT_PACKAGES, "general-domain")
+    add_data_sources(corpus, info)
     return corpus
 
 
@@ -280,11 +329,17 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
             "raw_pairs": stats.raw,
             "kept_pairs": stats.kept,
             "new_unique_pairs": stats.new_unique,
+            "new_words_en": stats.new_words_en,
+            "new_words_de": stats.new_words_de,
             "catalogs": stats.files,
             "splits": dict(split_by_source[name]),
             "rejected": dict(stats.rejected.most_common()),
             "domain": sources.domain_of(name),
+            "licence": _source_licence(name, info),
         }
+    rejected: Counter = Counter()
+    for stats in corpus.stats.values():
+        rejected.update(stats.rejected)
     domains = {domain: Counter() for domain in sources.DOMAINS}
     for name, rows in by_split.items():
         for _src, _tgt, origin in rows:
@@ -312,25 +367,66 @@ def summary(corpus: Corpus, by_split: dict, info: dict, seconds: float) -> dict:
             "test_buckets": split.TEST_BUCKETS,
             "min_eval_words": split.MIN_EVAL_WORDS,
         },
-        "filters": {"max_chars": normalize.MAX_CHARS, "max_words": normalize.MAX_WORDS},
+        "filters": {
+            "max_chars": normalize.MAX_CHARS,
+            "max_words": normalize.MAX_WORDS,
+            "langid": dataclasses.asdict(corpus.check.config) if corpus.check else None,
+            "rejected": dict(rejected.most_common()),
+            "langid_drop_samples": corpus.drops,
+        },
+        "train_labels": train_label_shares(by_split["train"]),
         "build_seconds": round(seconds, 1),
+    }
+
+
+def _source_licence(name: str, info: dict) -> str:
+    package = sources.HELP_EN if name == HELP_SOURCE else name
+    meta = info.get(package, {})
+    return KNOWN_LICENCES.get(package, meta.get("licence", "unknown"))
+
+
+def train_label_shares(rows: list[tuple[str, str, str]]) -> dict[str, dict]:
+    """Per ``train.domain`` label: pairs, German words and their share of all German words
+    (what a recipe's ``domain_sample`` weighs)."""
+    pairs: Counter = Counter()
+    tokens: Counter = Counter()
+    for _src, tgt, origin in rows:
+        label = sources.train_label(origin)
+        pairs[label] += 1
+        tokens[label] += len(tgt.split())
+    total = sum(tokens.values()) or 1
+    return {
+        label: {"pairs": pairs[label], "de_words": tokens[label],
+                "de_word_share": round(tokens[label] / total, 4)}
+        for label in sorted(pairs)
     }
 
 
 def print_table(doc: dict) -> None:
     """Human-readable summary of corpus.json."""
-    log(f"\n{'source':36} {'raw':>8} {'kept':>8} {'new':>8} {'train':>8} {'dev':>6} {'test':>6}")
+    log(
+        f"\n{'source':28} {'domain':8} {'raw':>7} {'kept':>7} {'new':>7} {'words':>6} "
+        f"{'train':>7} {'dev':>5} {'test':>5} {'langid':>6}"
+    )
     for name, row in sorted(doc["sources"].items(), key=lambda kv: -kv[1]["new_unique_pairs"]):
         sp = row["splits"]
+        langid_drops = sum(n for r, n in row["rejected"].items() if r.startswith("langid"))
         log(
-            f"{name:36} {row['raw_pairs']:8} {row['kept_pairs']:8} {row['new_unique_pairs']:8} "
-            f"{sp.get('train', 0):8} {sp.get('dev', 0):6} {sp.get('test', 0):6}"
+            f"{name:28} {row['domain'][:8]:8} {row['raw_pairs']:7} {row['kept_pairs']:7} "
+            f"{row['new_unique_pairs']:7} {row['new_words_en']:6} {sp.get('train', 0):7} "
+            f"{sp.get('dev', 0):5} {sp.get('test', 0):5} {langid_drops:6}"
         )
     counts = doc["counts"]
     log(
-        f"{'total':36} {'':8} {'':8} {doc['unique_pairs']:8} {counts['train']:8} "
-        f"{counts['dev']:6} {counts['test']:6}"
+        f"{'total':28} {'':8} {'':7} {'':7} {doc['unique_pairs']:7} {'':6} {counts['train']:7} "
+        f"{counts['dev']:5} {counts['test']:5}"
     )
+    log("\nrejected pairs by filter:")
+    for reason, count in doc["filters"]["rejected"].items():
+        log(f"  {reason:32} {count:8}")
+    log("training pairs by train.domain label:")
+    for label, row in doc["train_labels"].items():
+        log(f"  {label:16} {row['pairs']:8} pairs {row['de_word_share']:7.1%} of German words")
 
 
 def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
@@ -344,7 +440,7 @@ def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
     tmp.mkdir(parents=True)
     for name, rows in split_files(by_split).items():
         write_split(tmp, name, rows)
-    domains = "".join(sources.domain_of(origin) + "\n" for _s, _t, origin in by_split["train"])
+    domains = "".join(sources.train_label(origin) + "\n" for _s, _t, origin in by_split["train"])
     (tmp / "train.domain").write_text(domains, encoding="utf-8")
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     (tmp / "corpus.json").write_text(text, encoding="utf-8")
@@ -372,6 +468,7 @@ def build(
         *sources.GETTEXT_PACKAGES,
         ding.DING_PACKAGE,
         *sources.GENERAL_GETTEXT_PACKAGES,
+        *sources.DATA_SOURCES,
     ]
     sources.check_not_reserved(packages)
     unknown = sorted(set(domains) - set(sources.DOMAINS))
@@ -379,7 +476,7 @@ def build(
         raise ValueError(f"unknown domains {unknown}: choose from {list(sources.DOMAINS)}")
     packages = [p for p in packages if sources.domain_of(_source_name(p)) in domains]
     info = fetch(cache, packages)
-    corpus = collect(info)
+    corpus = collect(info, langcheck.LanguageCheck())
     by_split = assign_splits(corpus)
     doc = summary(corpus, by_split, info, time.time() - start)
     write_corpus(out, by_split, doc)

@@ -13,6 +13,11 @@ and the builder refuses a package list that names one.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import gamedata
 from .ding import DING_PACKAGE
 
 HELP_EN = "libreoffice-help-en-us"
@@ -164,17 +169,82 @@ GENERAL_GETTEXT_PACKAGES = [
     *[f"wesnoth-1.16-{c}" for c in WESNOTH_CAMPAIGNS],
     "widelands-data",
     "warzone2100-data",
+    # Corpus v3: narrative and everyday text (item and creature descriptions, dialogue,
+    # mission briefings, tool tips). Each one's measured contribution is in corpus.json.
+    "cataclysm-dda-data",
+    "naev-data",
+    "freedroidrpg-data",
+    "freedink-data",
+    "unknown-horizons",
+    "warmux-data",
+    "7kaa-data",
+    "tuxpaint-data",
+    "manaplus-data",
 ]
+# Looked at and left out (corpus v3): 0ad-data-common, neverball-data, endless-sky-data,
+# xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
+# no German text; stellarium-data's German is 44 short landscape pages (HTML to align by
+# hand for little text); lincity-ng-data's help is XML pages per language; gcompris-qt-data
+# holds its German in a Qt .qm catalog with the English source texts (no reader yet: the next
+# source to add, see docs/corpus.md); openttd-data and minetest-data are
+# interface labels; kanagram/khangman/parley hold DocBook manuals and word lists.
 
-# What the builder extracts from those packages (their images and sounds are hundreds of MB).
-CATALOG_MEMBERS = ("*/LC_MESSAGES/*.mo", "./usr/share/doc/*")
+# What the builder extracts from those packages (their images and sounds are hundreds of MB):
+# the German catalogs and the copyright files.
+CATALOG_MEMBERS = ("*/de/LC_MESSAGES/*.mo", "./usr/share/doc/*")
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A general-domain package whose German text is not in .mo catalogs."""
+
+    members: tuple[str, ...]  # tar wildcards of what to extract (always with the copyright)
+    read: Callable[[Path], Iterator[tuple[str, str]]]  # unpacked dir -> raw (en, de) pairs
+
+
+_DOC = "./usr/share/doc/*"
+DATA_SOURCES: dict[str, DataSource] = {
+    "hedgewars-data": DataSource(
+        ("*/Data/Locale/de.lua", "*/Data/Locale/*_de.txt", "*/Data/Locale/*_en.txt", _DOC),
+        gamedata.read_hedgewars,
+    ),
+    "megaglest-data": DataSource(("*english.lng", "*german.lng", _DOC), gamedata.read_megaglest),
+    "tuxpaint-stamps-default": DataSource(
+        ("./usr/share/tuxpaint/stamps/*.txt", _DOC), gamedata.read_tuxpaint_stamps
+    ),
+    "flare-game": DataSource(
+        ("*/languages/data.de.po", _DOC), gamedata.po_reader("**/languages/data.de.po")
+    ),
+    "supertux-data": DataSource(("*/de.po", _DOC), gamedata.po_reader("**/de.po")),
+    "pingus-data": DataSource(("*/po/de.po", _DOC), gamedata.po_reader("**/po/de.po")),
+    "frozen-bubble-data": DataSource(
+        ("*/locale/de.po", _DOC), gamedata.po_reader("**/locale/de.po")
+    ),
+}
+DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")
+
+
+def members_of(package: str) -> tuple[str, ...]:
+    """Tar wildcards to extract from a package; empty: everything."""
+    if package in DATA_SOURCES:
+        return DATA_SOURCES[package].members
+    if package in GENERAL_GETTEXT_PACKAGES:
+        return CATALOG_MEMBERS
+    return ()
+
+
+def train_label(source: str) -> str:
+    """The label of a training pair in ``train.domain``: its domain, except that the Ding
+    dictionary is told apart from the narrative sources of the general domain, so a recipe
+    can weigh the two (``domain_sample``)."""
+    return DICTIONARY if source == DING_PACKAGE else domain_of(source)
 
 
 def domain_of(source: str) -> str:
     """The domain of a corpus source (a package name or ``libreoffice-help``)."""
     if source == HELP_SOURCE:
         return "documentation"
-    if source in GENERAL_GETTEXT_PACKAGES or source == DING_PACKAGE:
+    if source in GENERAL_GETTEXT_PACKAGES or source in DATA_SOURCES or source == DING_PACKAGE:
         return "general"
     return "software"
 

@@ -55,3 +55,21 @@ def test_tokenizer_round_trips_text_and_keeps_special_ids(tmp_path):
     ids = tok.encode("Datei %s")
     assert tok.sp.piece_to_id("%s") in ids
     assert min(ids) > 3  # pad/bos/eos/unk are 0..3 and never produced for known text
+
+
+def test_sample_domains_cuts_and_repeats_by_share():
+    from model.data import sample_domains
+
+    by_domain = {
+        "dictionary": [Example([i], [i]) for i in range(100)],
+        "general": [Example([1000 + i], [i]) for i in range(10)],
+        "software": [Example([2000 + i], [i]) for i in range(20)],
+    }
+    shares = {"dictionary": 0.25, "general": 2.5}
+    chosen = sample_domains(by_domain, shares, seed=3)
+    ids = [e.src[0] for e in chosen]
+    assert sum(i < 1000 for i in ids) == 25 and len(set(i for i in ids if i < 1000)) == 25
+    general = [i for i in ids if 1000 <= i < 2000]
+    assert len(general) == 25 and all(general.count(1000 + i) >= 2 for i in range(10))
+    assert sorted(i for i in ids if i >= 2000) == list(range(2000, 2020))
+    assert [e.src for e in sample_domains(by_domain, shares, seed=3)] == [e.src for e in chosen]

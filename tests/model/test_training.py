@@ -119,13 +119,21 @@ def test_resume_continues_from_the_last_checkpoint(toy_run):
     cfg, final, _ = toy_run
     first_minutes = load_model(final)[2]["train_minutes"]
     assert first_minutes > 0
-    more = dataclasses.replace(cfg, max_steps=620, eval_every=610, average_last=1)
+    # save_every_minutes: a checkpoint whenever that much time passed (here: every step)
+    more = dataclasses.replace(
+        cfg, max_steps=620, eval_every=610, average_last=1, save_every_minutes=1e-9
+    )
     last = train(more, resume=True)
     _, _, state = load_model(last)
     assert state["step"] == 620
+    with open(f"{cfg.out_dir}/train.log.jsonl", encoding="utf-8") as f:
+        saves = [r for r in map(json.loads, f) if r.get("event") == "checkpoint"]
+    assert [r["step"] for r in saves if r["reason"] == "timed"] == list(range(601, 621))
+    assert all(r["reason"] != "timed" for r in saves if r["step"] <= 600)
     # Training time adds up across resumes, in the checkpoint and in the evaluation log.
     assert state["train_minutes"] >= first_minutes
-    assert [h["step"] for h in state["history"]] == [600, 610]
+    # a run that reaches its limit between evaluations ends with one
+    assert [h["step"] for h in state["history"]] == [600, 610, 620]
     assert state["history"][1]["minutes"] >= round(first_minutes, 1)
     with pytest.raises(SystemExit, match="--resume"):
         train(more)
@@ -145,7 +153,8 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
     _, tok, state = load_model(last)
     start = load_model(final)[2]
     assert state["step"] == 620 and state["epoch"] == start["epoch"] + 1
-    assert [h["step"] for h in state["history"]] == [600, 610]
+    # a run that reaches its limit between evaluations ends with one
+    assert [h["step"] for h in state["history"]] == [600, 610, 620]
     assert state["train_minutes"] >= start["train_minutes"]
     assert start["machines"] == state["machines"] == [machine()]  # one machine, named once
     assert (tmp_path / "more" / "spm.model").read_bytes() == tok.model_proto == start["tokenizer"]

@@ -195,7 +195,10 @@ def test_domains_label_train_and_split_dev_test(tmp_path):
 
     labels = (out / "train.domain").read_text(encoding="utf-8").split()
     assert len(labels) == doc["counts"]["train"]
-    assert set(labels) <= set(sources.DOMAINS)
+    assert set(labels) <= {*sources.DOMAINS, sources.DICTIONARY}
+    # the dictionary's training pairs are labelled apart from the rest of the general domain
+    ding_train = [i for i, row in enumerate(by_split["train"]) if row[2] == ding.DING_PACKAGE]
+    assert ding_train and all(labels[i] == sources.DICTIONARY for i in ding_train)
     for name in ("dev", "test"):
         rows = by_split[name]
         general = [r[0] for r in rows if r[2] == ding.DING_PACKAGE]
@@ -223,3 +226,28 @@ def test_builder_takes_only_the_chosen_domains(tmp_path, monkeypatch):
     assert ding.DING_PACKAGE not in fetched[0] and "widelands-data" not in fetched[0]
     with pytest.raises(ValueError, match="unknown domains"):
         build.build(tmp_path / "out", tmp_path / "cache", domains=("news",))
+
+
+def test_data_file_sources_are_read_split_and_credited(tmp_path):
+    stamps = tmp_path / "tuxpaint-stamps-default/usr/share/tuxpaint/stamps/animals"
+    stamps.mkdir(parents=True)
+    (stamps / "frog.txt").write_text("A green frog sits on a stone.\nde.utf8=Ein grüner Frosch "
+                                     "sitzt auf einem Stein.\n", encoding="utf-8")
+    (stamps / "open.txt").write_text("Open\nde.utf8=Öffnen\n", encoding="utf-8")
+    info = _info(tmp_path)
+    info["tuxpaint-stamps-default"] = {
+        "version": "1", "licence": "GPL-2", "dir": tmp_path / "tuxpaint-stamps-default",
+        "deb": "tuxpaint-stamps-default_1_all.deb",
+    }
+    corpus = build.collect(info)
+    frog = ("A green frog sits on a stone.", "Ein grüner Frosch sitzt auf einem Stein.")
+    assert corpus.pairs[frog] == "tuxpaint-stamps-default"
+    assert corpus.pairs[("Open", "Öffnen")] == "libreoffice-l10n-de"  # read earlier: keeps it
+    stats = corpus.stats["tuxpaint-stamps-default"]
+    assert (stats.raw, stats.kept, stats.new_unique) == (2, 2, 1)
+    earlier = set().union(*(build.words(en) for en, _ in corpus.pairs if en != frog[0]))
+    assert 0 < stats.new_words_en == len(build.words(frog[0]) - earlier) < len(build.words(frog[0]))
+    doc = build.summary(corpus, build.assign_splits(corpus), info, 1.0)
+    row = doc["sources"]["tuxpaint-stamps-default"]
+    assert row["domain"] == "general" and row["licence"] == "GPL-2"
+    assert row["new_words_en"] == stats.new_words_en

@@ -1,0 +1,215 @@
+"""Readers for the translation files games ship besides gettext ``.mo`` catalogs.
+
+Each reader takes an unpacked package directory and yields raw (English, German)
+pairs; cleaning and filtering happen in the builder as for every other source.
+
+* ``.po`` catalogs (flare, supertux, pingus, frozen-bubble): ``msgid``/``msgstr``
+  with continuation lines; fuzzy entries are left out (gettext does not use them
+  either), plural entries pair the singular with form 0 and the plural with form 1.
+* Lua tables (hedgewars ``Locale/de.lua``): ``["English"] = "German",`` lines.
+* Keyed files (megaglest ``*_english.lng``/``*_german.lng``, hedgewars
+  ``campaigns_en.txt``/``campaigns_de.txt``): ``key=text`` lines; an English and a
+  German file are joined on the key.
+* Tux Paint stamp descriptions: the first line of a stamp's ``.txt`` is English,
+  ``de.utf8=...`` its German text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .gettext import Message, message_pairs
+
+Pair = tuple[str, str]
+
+# ------------------------------------------------------------------ .po catalogs
+
+_PO_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r"}
+_PO_ESCAPE_RE = re.compile(r"\\(.)")
+_PO_LINE_RE = re.compile(r'^(msgctxt|msgid_plural|msgid|msgstr(?:\[\d+\])?)\s+"(.*)"\s*$')
+_PO_CONT_RE = re.compile(r'^"(.*)"\s*$')
+
+
+def _po_unescape(text: str) -> str:
+    return _PO_ESCAPE_RE.sub(lambda m: _PO_ESCAPES.get(m.group(1), m.group(1)), text)
+
+
+def _po_message(fields: dict[str, str]) -> Message | None:
+    if "msgid" not in fields or not fields["msgid"]:  # the header has an empty msgid
+        return None
+    forms = [fields[k] for k in sorted(fields, key=_form_index) if k.startswith("msgstr")]
+    return Message(
+        msgid=fields["msgid"],
+        msgstr=tuple(forms),
+        msgctxt=fields.get("msgctxt"),
+        msgid_plural=fields.get("msgid_plural"),
+    )
+
+
+def _form_index(key: str) -> int:
+    match = re.search(r"\[(\d+)\]", key)
+    return int(match.group(1)) if match else 0
+
+
+def parse_po(text: str) -> list[Message]:
+    """Messages of a .po file; fuzzy and obsolete (``#~``) entries are skipped."""
+    messages: list[Message] = []
+    fields: dict[str, str] = {}
+    key: str | None = None
+    fuzzy = False
+
+    def flush() -> None:
+        nonlocal fields, key, fuzzy
+        message = _po_message(fields)
+        if message is not None and not fuzzy:
+            messages.append(message)
+        fields, key, fuzzy = {}, None, False
+
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            if fields:
+                flush()
+            continue
+        if line.startswith("#"):
+            if fields and key is not None and not line.startswith("#~"):
+                flush()  # a comment after a complete entry starts the next one
+            if line.startswith("#,") and "fuzzy" in line:
+                fuzzy = True
+            continue
+        match = _PO_LINE_RE.match(line)
+        if match:
+            if match.group(1) in ("msgctxt", "msgid") and "msgid" in fields:
+                flush()
+            key = match.group(1)
+            fields[key] = _po_unescape(match.group(2))
+            continue
+        match = _PO_CONT_RE.match(line)
+        if match and key is not None:
+            fields[key] += _po_unescape(match.group(1))
+    if fields:
+        flush()
+    return messages
+
+
+def po_pairs(paths: Iterable[Path]) -> Iterator[Pair]:
+    """(English, German) pairs of German .po files."""
+    for path in paths:
+        yield from message_pairs(parse_po(path.read_text(encoding="utf-8", errors="replace")))
+
+
+# ------------------------------------------------------------------ Lua tables
+
+_LUA_STRING = r'"((?:[^"\\]|\\.)*)"'
+_LUA_ENTRY_RE = re.compile(rf"^\s*\[{_LUA_STRING}\]\s*=\s*{_LUA_STRING}\s*,?")
+_LUA_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "'": "'", "\\": "\\"}
+
+
+def _lua_unescape(text: str) -> str:
+    return _PO_ESCAPE_RE.sub(lambda m: _LUA_ESCAPES.get(m.group(1), m.group(1)), text)
+
+
+def lua_table_pairs(text: str) -> Iterator[Pair]:
+    """(English, German) pairs of a ``["English"] = "German",`` table; commented-out lines
+    (``--``) are untranslated entries and are skipped."""
+    for line in text.splitlines():
+        match = _LUA_ENTRY_RE.match(line)
+        if match:
+            yield _lua_unescape(match.group(1)), _lua_unescape(match.group(2))
+
+
+# ------------------------------------------------------------------ key=text files
+
+
+def keyed_texts(text: str) -> dict[str, str]:
+    """``key=text`` lines as a dict (``\\n`` in a text becomes a line break; comments and
+    lines without ``=`` are skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.lstrip("\ufeff")
+        if not line.strip() or line.lstrip().startswith(("#", ";", "//")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip()] = value.strip().replace("\\n", "\n")
+    return out
+
+
+def keyed_pairs(english: str, german: str) -> Iterator[Pair]:
+    """Pairs of two keyed files joined on their keys, in the English file's order."""
+    de = keyed_texts(german)
+    for key, en in keyed_texts(english).items():
+        if key in de:
+            yield en, de[key]
+
+
+def _read(path: Path) -> str:
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")  # older megaglest files
+
+
+def keyed_file_pairs(files: Iterable[tuple[Path, Path]]) -> Iterator[Pair]:
+    """Pairs of (English file, German file) couples."""
+    for en, de in files:
+        yield from keyed_pairs(_read(en), _read(de))
+
+
+# ------------------------------------------------------------------ Tux Paint stamps
+
+
+def stamp_pair(text: str) -> Pair | None:
+    """(English, German) description of one stamp's .txt file, or None without German."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    english = next((line for line in lines if not re.match(r"^[\w@]+(?:\.utf8)?=", line)), None)
+    german = next((line.split("=", 1)[1] for line in lines if line.startswith("de.utf8=")), None)
+    if english and german:
+        return english, german.rstrip("|").strip()
+    return None
+
+
+# ------------------------------------------------------------------ per package
+
+
+def _files(root: Path, pattern: str) -> list[Path]:
+    return sorted(p for p in root.glob(pattern) if p.is_file())
+
+
+def _english_twins(root: Path, pattern: str, de: str, en: str) -> list[tuple[Path, Path]]:
+    """(English, German) file couples: each German file with the English file named alike."""
+    couples = []
+    for german in _files(root, pattern):
+        english = german.with_name(german.name.replace(de, en))
+        if english.is_file():
+            couples.append((english, german))
+    return couples
+
+
+def read_hedgewars(root: Path) -> Iterator[Pair]:
+    locale = root / "usr/share/games/hedgewars/Data/Locale"
+    yield from lua_table_pairs(_read(locale / "de.lua"))
+    yield from keyed_file_pairs(_english_twins(locale, "*_de.txt", "_de.txt", "_en.txt"))
+
+
+def read_megaglest(root: Path) -> Iterator[Pair]:
+    couples = _english_twins(root, "usr/share/games/megaglest/**/*german.lng", "german", "english")
+    yield from keyed_file_pairs(couples)
+
+
+def read_tuxpaint_stamps(root: Path) -> Iterator[Pair]:
+    for path in _files(root, "usr/share/tuxpaint/stamps/**/*.txt"):
+        pair = stamp_pair(_read(path))
+        if pair:
+            yield pair
+
+
+def po_reader(pattern: str):
+    """A reader of the German .po files matching ``pattern`` below the package root."""
+
+    def read(root: Path) -> Iterator[Pair]:
+        yield from po_pairs(_files(root, pattern))
+
+    return read

@@ -1,0 +1,125 @@
+"""Readers of games' translation files: .po, Lua tables, keyed files, Tux Paint stamps."""
+
+from __future__ import annotations
+
+from model.corpus import gamedata, sources
+
+PO = r'''# German translation
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\n"
+
+#: level.stl:3
+msgid "The penguin walks "
+"into the forest."
+msgstr "Der Pinguin geht "
+"in den Wald."
+
+#, fuzzy
+msgid "An old guess"
+msgstr "Eine alte Vermutung"
+
+msgctxt "menu"
+msgid "Quit"
+msgstr "Beenden"
+
+msgid "%d coin"
+msgid_plural "%d coins"
+msgstr[0] "%d Münze"
+msgstr[1] "%d Münzen"
+
+msgid "Not translated yet"
+msgstr ""
+
+msgid "Say \"hello\"\nand wave."
+msgstr "Sag \"hallo\"\nund winke."
+
+#~ msgid "Obsolete"
+#~ msgstr "Veraltet"
+'''
+
+
+def test_po_entries_pair_with_continuations_context_and_plurals():
+    messages = gamedata.parse_po(PO)
+    by_id = {m.msgid: m for m in messages}
+    assert by_id["The penguin walks into the forest."].msgstr == ("Der Pinguin geht in den Wald.",)
+    assert by_id["Quit"].msgctxt == "menu"
+    assert by_id["%d coin"].msgid_plural == "%d coins"
+    assert by_id["%d coin"].msgstr == ("%d Münze", "%d Münzen")
+    assert by_id['Say "hello"\nand wave.'].msgstr == ('Sag "hallo"\nund winke.',)
+    # fuzzy, obsolete and the header are not messages; empty translations give no pair
+    assert "An old guess" not in by_id and "Obsolete" not in by_id and "" not in by_id
+
+
+def test_po_pairs_skip_untranslated_and_pair_plural_forms(tmp_path):
+    path = tmp_path / "de.po"
+    path.write_text(PO, encoding="utf-8")
+    pairs = list(gamedata.po_pairs([path]))
+    assert ("%d coins", "%d Münzen") in pairs and ("%d coin", "%d Münze") in pairs
+    assert not any(src == "Not translated yet" for src, _ in pairs)
+    assert len(pairs) == 5
+
+
+def test_lua_table_lines_unescape_and_commented_lines_are_skipped():
+    text = "\n".join(
+        [
+            "locale = {",
+            '["Fire at will!"] = "Feuer frei!", -- Mission_1',
+            '--      ["Untranslated line"] = "",',
+            '["Say \\"cheese\\"\\nnow"] = "Sag \\"Käse\\"\\njetzt",',
+            "}",
+        ]
+    )
+    assert list(gamedata.lua_table_pairs(text)) == [
+        ("Fire at will!", "Feuer frei!"),
+        ('Say "cheese"\nnow', 'Sag "Käse"\njetzt'),
+    ]
+
+
+def test_keyed_files_join_on_keys_in_english_order():
+    english = "; comment\nhint2=Press the key.\\nThen wait.\nhint1=Hello there\nonly_en=Lonely\n"
+    german = "\ufeffhint1=Hallo zusammen\nhint2=Drücke die Taste.\\nDann warte.\nonly_de=Allein\n"
+    assert list(gamedata.keyed_pairs(english, german)) == [
+        ("Press the key.\nThen wait.", "Drücke die Taste.\nDann warte."),
+        ("Hello there", "Hallo zusammen"),
+    ]
+
+
+def test_stamp_description_is_the_first_plain_line_and_its_german():
+    text = "A frog.\naf.utf8='n Padda.\nde.utf8=Ein Frosch.|\nen_GB.utf8=A frog.\n"
+    assert gamedata.stamp_pair(text) == ("A frog.", "Ein Frosch.")
+    assert gamedata.stamp_pair("A frog.\nfr.utf8=Une grenouille.\n") is None
+
+
+def test_package_readers_find_their_files(tmp_path):
+    locale = tmp_path / "usr/share/games/hedgewars/Data/Locale"
+    locale.mkdir(parents=True)
+    (locale / "de.lua").write_text('["Good luck!"] = "Viel Glück!",\n', encoding="utf-8")
+    (locale / "missions_en.txt").write_text("m1.desc=Reach the goal.\n", encoding="utf-8")
+    (locale / "missions_de.txt").write_text("m1.desc=Erreiche das Ziel.\n", encoding="utf-8")
+    assert list(gamedata.read_hedgewars(tmp_path)) == [
+        ("Good luck!", "Viel Glück!"),
+        ("Reach the goal.", "Erreiche das Ziel."),
+    ]
+    lang = tmp_path / "usr/share/games/megaglest/data/lang"
+    lang.mkdir(parents=True)
+    (lang / "english.lng").write_text("Yes=Yes please\n", encoding="utf-8")
+    (lang / "german.lng").write_bytes("Yes=Ja, bitte schön\n".encode("latin-1"))
+    assert list(gamedata.read_megaglest(tmp_path)) == [("Yes please", "Ja, bitte schön")]
+    stamps = tmp_path / "usr/share/tuxpaint/stamps/animals"
+    stamps.mkdir(parents=True)
+    (stamps / "frog.txt").write_text("A frog.\nde.utf8=Ein Frosch.\n", encoding="utf-8")
+    assert list(gamedata.read_tuxpaint_stamps(tmp_path)) == [("A frog.", "Ein Frosch.")]
+    po_dir = tmp_path / "mods/core/languages"
+    po_dir.mkdir(parents=True)
+    (po_dir / "data.de.po").write_text('msgid "Sword"\nmsgstr "Schwert"\n', encoding="utf-8")
+    assert list(gamedata.po_reader("**/languages/data.de.po")(tmp_path)) == [("Sword", "Schwert")]
+
+
+def test_general_packages_extract_only_german_text_and_the_copyright():
+    for package, source in sources.DATA_SOURCES.items():
+        assert sources.members_of(package) == source.members
+        assert "./usr/share/doc/*" in source.members, package
+        assert sources.domain_of(package) == "general"
+    assert sources.members_of("naev-data") == sources.CATALOG_MEMBERS
+    assert sources.members_of("libreoffice-l10n-de") == ()  # software: everything
