@@ -318,21 +318,12 @@ PACKING_OPS = {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatM
 
 
 def packing_inputs(graph: onnx.GraphProto) -> set[str]:
-    """The names that only weight-packing ops read, in graph and its subgraphs (Loop bodies).
-    A weight another op reads too (the output projection's matrix, which the embedding Gather
-    reads as well) stays in every session beside its packed copy: it is shared."""
-    packing: set[str] = set()
-    other: set[str] = set()
-
-    def walk(g: onnx.GraphProto) -> None:
-        for node in g.node:
-            (packing if node.op_type in PACKING_OPS else other).update(node.input)
-            for attr in node.attribute:
-                if attr.g.node:
-                    walk(attr.g)
-
-    walk(graph)
-    return packing - other
+    """The names that graph's weight-packing ops read and no other op of graph does. A weight
+    another op reads too (the output projection's matrix, which the embedding Gather reads as
+    well) stays in every session beside its packed copy: it is shared. Nodes of subgraphs (a
+    fused search's Loop body) are not asked: the weights they read stay shared."""
+    packing = {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
+    return packing - {x for n in graph.node if n.op_type not in PACKING_OPS for x in n.input}
 
 
 class SharedWeights:
