@@ -576,13 +576,16 @@ class Seq2SeqSessions:
         return self._made(self._fused, beam, make)
 
     def prepare(self, beams: int, lane: bool = False) -> None:
-        """Make the step session a search of `beams` rows per sentence switches to when its
-        sources' padding grows (the graph specialized for that width), before the search's cache
-        takes memory: made in the middle of a search, it raised the RSS for a moment by about
-        60 MiB on top of a full cache (shipped int8 model, beam 4, 500 test sentences, two
-        lanes: the pass's peak RSS, 340 MiB, was at that moment)."""
-        if self.by_length and beams > 1:
+        """Make the step sessions a search of `beams` rows per sentence switches between (the
+        graph specialized for that width, used while its sources' padding is high, and the
+        bundle's graph, used while it is low) before the search's cache takes memory: made in
+        the middle of a search, a session raised the RSS for a moment by about 60 MiB on top
+        of a full cache (shipped int8 model, beam 4, 500 test sentences, two lanes: the pass's
+        peak RSS, 340 MiB, was at that moment)."""
+        if beams > 1:
             self.decoder_for(beams, lane)
+            if self.by_length:
+                self.decoder_for(0, lane)
 
     def lane_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
                          ) -> ort.InferenceSession:
