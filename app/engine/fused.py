@@ -58,17 +58,18 @@ def fusable(path: str | Path | onnx.GraphProto) -> bool:
     return any(n.op_type in INT8_PRODUCTS for n in read_graph(path).node)
 
 
-def greedy_loop(path: str | Path) -> bytes:
+def greedy_loop(path: str | Path, external_data: bool = True) -> bytes:
     """The step graph at path as a greedy search over one sentence, serialized.
 
     Inputs: max_steps () int64 (the length limit, EOS included), eos () int64, start (1,)
     int64 (the decoder's first token), the step graph's cross_k_<i>, cross_v_<i> (1, H, S, Dh)
     and cross_mask (1, S) int32. Outputs: tokens (T, 1) int64 and log_probs (T, 1) float32, one
-    row per step (EOS last when the search ended by it)."""
-    return _loop(path, beam=False)
+    row per step (EOS last when the search ended by it). external_data: False keeps weights
+    that lie in a weights file as references to it (relative to path's folder)."""
+    return _loop(path, beam=False, external_data=external_data)
 
 
-def beam_loop(path: str | Path, walk_op: bool = False) -> bytes:
+def beam_loop(path: str | Path, walk_op: bool = False, external_data: bool = True) -> bytes:
     """The step graph at path as a beam search over one sentence, serialized.
 
     Inputs: max_steps () and eos () int64, start (1,) int64 and start_scores (1,) float32 (the
@@ -80,7 +81,7 @@ def beam_loop(path: str | Path, walk_op: bool = False) -> bytes:
     the next step took, in order. walk_op: the search step after the step graph is one node of
     our kernel library (`nmt.BeamWalk`, app/engine/kernels/beam_walk.cc) instead of forty-odd
     ONNX nodes (the same rules and arithmetic; the session must register the library)."""
-    return _loop(path, beam=True, walk_op=walk_op)
+    return _loop(path, beam=True, walk_op=walk_op, external_data=external_data)
 
 
 class _Nodes:
@@ -112,11 +113,12 @@ def _value(name: str, elem: int, shape: list):
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def _loop(path: str | Path, beam: bool, walk_op: bool = False) -> bytes:
+def _loop(path: str | Path, beam: bool, walk_op: bool = False,
+          external_data: bool = True) -> bytes:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    model = onnx.load(str(path))
+    model = onnx.load(str(path), load_external_data=external_data)
     graph = model.graph
     inputs = {x.name: x for x in graph.input}
     outputs = {x.name: x for x in graph.output}

@@ -42,7 +42,7 @@ M_MMAP_THRESHOLD = -3  # mallopt parameter (glibc malloc.h)
 # Blocks over this size are mmap'd (see return_large_frees_to_the_os): of the thresholds
 # measured (BENCHMARKS.md), the one with nearly the lowest peak memory at nearly the best speed.
 MMAP_THRESHOLD = 1024 * 1024
-_NUMPY_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+_ONNX_TYPES = {1: np.float32, 10: np.float16}  # onnx.TensorProto.FLOAT, FLOAT16
 
 
 @dataclass(frozen=True)
@@ -142,21 +142,32 @@ def return_large_frees_to_the_os() -> None:
 _ANNOUNCED: set[Path] = set()  # kernel libraries already named in the log
 
 
-def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool = False
-                 ) -> tuple[str | Path | bytes, Path | None, onnx.GraphProto | None]:
+def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool = False,
+                 folder: str | Path | None = None
+                 ) -> tuple[str | Path | bytes | onnx.ModelProto, Path | None,
+                            onnx.GraphProto | None]:
     """A decoder graph (a path, or serialized) with its attention and its search tail
-    (log-softmax, top-k) on app.engine.kernels' library where that is built, serialized, the
-    library, and the rewritten graph (for SharedWeights); else graph as it is, None and
-    None. matmul: its int8 matrix products too (`rewrite.swap_matmul`: quicker than
-    ONNX Runtime's for one to four rows on one thread; from eight rows on only on AMX, so
-    batched step graphs ask for it where there is AMX). advance: a greedy search's bookkeeping
-    after the top-k too (`rewrite.add_greedy_advance`)."""
+    (log-softmax, top-k) on app.engine.kernels' library where that is built, the library, and
+    the rewritten graph (for SharedWeights); else graph as it is, None and None. A rewritten
+    graph comes back as its ModelProto (`create_session` serializes it). matmul: its int8
+    matrix products too (`rewrite.swap_matmul`: quicker than ONNX Runtime's for one to four
+    rows on one thread; from eight rows on only on AMX, so batched step graphs ask for it
+    where there is AMX). advance: a greedy search's bookkeeping after the top-k too
+    (`rewrite.add_greedy_advance`). folder: where a serialized graph's external weights lie
+    (they are read to rewrite it)."""
     library = runtime.library()
     if library is None:
         return graph, None, None
     import onnx
 
-    model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
+    if isinstance(graph, bytes):
+        from onnx.external_data_helper import load_external_data_for_model
+
+        model = onnx.load_from_string(graph)
+        if folder is not None:
+            load_external_data_for_model(model, str(folder))
+    else:
+        model = onnx.load(str(graph))
     swapped = (rewrite.swap_attention(model) + rewrite.swap_cross_attention(model)
                + rewrite.swap_tail(model))
     if matmul:
@@ -169,18 +180,99 @@ def with_kernels(graph: str | Path | bytes, matmul: bool = False, advance: bool 
         _ANNOUNCED.add(library)
         log.info("decoder attention and search tail run on our kernels: %s (NMT_KERNELS=off "
                  "for ONNX Runtime's)", library)
-    return model.SerializeToString(), library, model.graph
+    return model, library, model.graph
 
 
-def create_session(path: str | Path | bytes, config: SessionConfig,
+class ExternalWeights:
+    """Where a bundle graph's initializers lie in its shared weights file (export.shared), so
+    that a graph rewritten in memory (specialized, fused, on our kernels) is handed to ONNX
+    Runtime with references into that file instead of its weights' bytes: serializing a
+    rewritten decoder with its weights made, while its session was created, two more copies of
+    them (the serialized graph and ONNX Runtime's parse of it), and the peak RSS of a process
+    is set by those moments. ONNX Runtime reads the weights it needs from the file (the shared
+    ones it takes from SharedWeights and never reads)."""
+
+    def __init__(self, *paths: str | Path) -> None:
+        import onnx
+
+        self.folder = str(Path(paths[0]).parent)  # a bundle's graphs lie in one folder
+        # name -> (digest of its bytes in the file, their length, the reference to them)
+        self.places: dict[str, tuple[bytes, int, list]] = {}
+        files: dict[str, object] = {}
+        initializers = [init for path in paths
+                        for init in onnx.load(str(path), load_external_data=False
+                                              ).graph.initializer]
+        try:
+            for init in initializers:
+                if init.data_location != onnx.TensorProto.EXTERNAL:
+                    continue
+                entries = {e.key: e.value for e in init.external_data}
+                if "location" not in entries or "length" not in entries:
+                    continue
+                location, length = entries["location"], int(entries["length"])
+                if location not in files:  # read, not mapped: mapped pages would count as RSS
+                    files[location] = open(Path(self.folder) / location, "rb")  # noqa: SIM115
+                f = files[location]
+                f.seek(int(entries.get("offset", 0)))
+                digest = hashlib.blake2b(f.read(length), digest_size=16).digest()
+                self.places[init.name] = (digest, length, list(init.external_data))
+        finally:
+            for f in files.values():
+                f.close()
+
+    def mapped(self, name: str, digest: bytes, like: np.ndarray) -> np.ndarray | None:
+        """The weight `name` as a read-only view of the file (memory-mapped: its pages are the
+        page cache's, shared by every process that maps the file, and PSS counts them once),
+        where the file holds it with this blake2b digest; else None."""
+        place = self.places.get(name)
+        if place is None or place[0] != digest or place[1] != like.nbytes:
+            return None
+        entries = {e.key: e.value for e in place[2]}
+        return np.memmap(Path(self.folder) / entries["location"], like.dtype, "r",
+                         int(entries.get("offset", 0)), like.shape)
+
+    def refer(self, model: onnx.ModelProto) -> int:
+        """Turn model's initializers that hold the same bytes as the file at their name's place
+        into references to it; return how many. One whose bytes differ (a rewrite changed it)
+        keeps them."""
+        import onnx
+
+        count = 0
+        for init in model.graph.initializer:
+            place = self.places.get(init.name)
+            if place is None or len(init.raw_data) != place[1]:
+                continue
+            digest, _, entries = place
+            if hashlib.blake2b(init.raw_data, digest_size=16).digest() != digest:
+                continue
+            init.ClearField("raw_data")
+            init.data_location = onnx.TensorProto.EXTERNAL
+            del init.external_data[:]
+            init.external_data.extend(entries)
+            count += 1
+        return count
+
+
+def create_session(path: str | Path | bytes | onnx.ModelProto, config: SessionConfig,
                    shared: list[tuple[str, ort.OrtValue]] = (),
-                   custom_ops: Path | None = None) -> ort.InferenceSession:
-    """A session of the graph at path (or of a serialized graph) with config's settings;
-    shared: initializers it takes from memory held elsewhere (SharedWeights) instead of its own
-    copy; custom_ops: a library of operators the graph uses (app.engine.kernels)."""
+                   custom_ops: Path | None = None,
+                   external: ExternalWeights | None = None) -> ort.InferenceSession:
+    """A session of the graph at path (or of a serialized graph, or a ModelProto) with
+    config's settings; shared: initializers it takes from memory held elsewhere
+    (SharedWeights) instead of its own copy; custom_ops: a library of operators the graph uses
+    (app.engine.kernels); external: for a ModelProto, the weights file its initializers may
+    refer to instead of carrying their bytes."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    if not isinstance(path, str | Path):
+        if external is not None:  # where a graph in memory's weight references lead
+            options.add_session_config_entry(
+                "session.model_external_initializers_file_folder_path", external.folder)
+        if not isinstance(path, bytes):  # a ModelProto
+            if external is not None:
+                external.refer(path)
+            path = path.SerializeToString()
     if custom_ops is not None:
         options.register_custom_ops_library(str(custom_ops))
     for name, value in shared:
@@ -212,15 +304,20 @@ def create_session(path: str | Path | bytes, config: SessionConfig,
 
 
 SHARED_MIN_BYTES = 64 * 1024  # smaller initializers are not worth a look-up
-# ops that pack their constant weights into a layout of their own at load: a shared original
-# would stay in memory beside each session's packed copy, so their weights are not shared
+# ops that pack their constant weights into a layout of their own at load: a session frees its
+# own copy of a weight that only such ops read once packed, while a shared original would stay
+# in memory beside each session's packed copy, so those weights are not shared
 PACKING_OPS = {"MatMul", "Gemm", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits",
                "MatMulIntegerToFloat", "QLinearMatMul", "Conv"}
 
 
 def packing_inputs(graph: onnx.GraphProto) -> set[str]:
-    """The names graph's weight-packing ops read."""
-    return {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
+    """The names that graph's weight-packing ops read and no other op of graph does. A weight
+    another op reads too (the output projection's matrix, which the embedding Gather reads as
+    well) stays in every session beside its packed copy: it is shared. Nodes of subgraphs (a
+    fused search's Loop body) are not asked: the weights they read stay shared."""
+    packing = {x for n in graph.node if n.op_type in PACKING_OPS for x in n.input}
+    return packing - {x for n in graph.node if n.op_type not in PACKING_OPS for x in n.input}
 
 
 class SharedWeights:
@@ -234,9 +331,13 @@ class SharedWeights:
     `SessionOptions.add_initializer` (less memory for the same sessions: BENCHMARKS.md). The int8
     weights are shared with the sessions whose graphs read them with our product
     (app.engine.kernels), which packs them once per process, and not with those that pack
-    them."""
+    them. Where the bundle keeps its weights in a weights file (ExternalWeights), the arrays
+    are read-only memory maps of that file: its pages are shared with every other process
+    serving the bundle (server processes, worker processes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, external: ExternalWeights | None = None) -> None:
+        # external: the bundle's weights file, whose weights are mapped instead of copied
+        self.external = external
         self._arrays: dict[tuple, tuple[np.ndarray, ort.OrtValue]] = {}
         self._graphs: dict[str, list[tuple[str, ort.OrtValue]]] = {}
         self._lock = threading.Lock()
@@ -272,10 +373,20 @@ class SharedWeights:
             digest = hashlib.blake2b(array, digest_size=16).digest()  # its memory, uncopied
             held = self._arrays.get((array.dtype.str, array.shape, digest))
             if held is None:  # the OrtValue reads the array's memory: both are kept
+                mapped = self.external and self.external.mapped(init.name, digest, array)
+                array = array if mapped is None else mapped
                 held = (array, ort.OrtValue.ortvalue_from_numpy(array))
                 self._arrays[(array.dtype.str, array.shape, digest)] = held
             found.append((init.name, held[1]))
         return found
+
+
+def graph_signature(graph: onnx.GraphProto) -> dict[str, list[str]]:
+    """A graph's input and output names as a session of it lists them (initializers that are
+    also graph inputs are not inputs)."""
+    weights = {i.name for i in graph.initializer}
+    return {"inputs": [x.name for x in graph.input if x.name not in weights],
+            "outputs": [x.name for x in graph.output]}
 
 
 def _our_products(config: SessionConfig) -> bool:
@@ -306,7 +417,13 @@ class Seq2SeqSessions:
         if cpu:
             return_large_frees_to_the_os()
         # on the CPU, weights the sessions would each copy are held once
-        self.shared = SharedWeights() if cpu else None
+        # the bundle's weights file, where it has one: shared weights are mapped from it, and
+        # rewritten decoder graphs refer to it
+        self._external = ExternalWeights(encoder_path, decoder_path) if cpu else None
+        self.shared = SharedWeights(self._external) if cpu else None
+        # graphs rewritten from the decoder's (specialized, fused) keep those references: their
+        # weights are read once, where our kernels' rewriting needs them (with_kernels)
+        self._load_weights = not (self._external and self._external.places)
         # one-thread copies of the graphs: for small steps and for decode workers
         self._one_thread = cpu and config.intra_op_threads != 1
         self._decoders: dict[tuple[int, bool, bool], ort.InferenceSession] = {}
@@ -324,29 +441,32 @@ class Seq2SeqSessions:
         if not side_by_side:
             self._encoders[False] = self.one_thread_encoder
         # the decoder file is parsed once for the shared weights and the questions below
-        decoder_graph = read_graph(decoder_path) if cpu else None
+        decoder_graph = read_graph(decoder_path)
         if cpu:
             self.shared.of(decoder_path, decoder_graph)
-        # the decoder session made now: the one the decode workers use where there are decode
-        # workers (the multi-thread one is then made only if a step of many rows runs outside a
-        # decode worker)
-        self._decoder_key = (0, self._one_thread and workers > 1, False)
-        first = replace(config, intra_op_threads=1) if self._decoder_key[1] else config
-        self.decoder = self._session(decoder_path, first, decoder_path, decoder=True,
-                                     matmul=_our_products(first))
+        # the bundle's own decoder graph, unspecialized, runs only where steps are not
+        # specialized by beam width (and outside decode workers where there are some): its
+        # session is made at its first use, as the others are, since on the CPU it usually never
+        # runs
+        self._decoder_one_thread = self._one_thread and workers > 1
+        self.decoder_path = decoder_path
         names = graph_names(n_layers)
-        for path, session, graph in ((encoder_path, self.one_thread_encoder, "encoder"),
-                                     (decoder_path, self.decoder, "decoder")):
-            found = {"inputs": [x.name for x in session.get_inputs()],
-                     "outputs": [x.name for x in session.get_outputs()]}
+        for path, found, graph in (
+            (encoder_path, {"inputs": [x.name for x in self.one_thread_encoder.get_inputs()],
+                            "outputs": [x.name for x in self.one_thread_encoder.get_outputs()]},
+             "encoder"),
+            (decoder_path, graph_signature(decoder_graph), "decoder"),
+        ):
             if found != names[graph]:
                 raise BundleError(f"{path}: graph inputs/outputs {found} are not the {graph}'s "
                                   f"{names[graph]}")
-        cache = next(i for i in self.decoder.get_inputs() if i.name == "cache_k_0")
-        self.kv_dtype = _NUMPY_TYPES[cache.type]  # float32, or float16 for the fp16 variant
-        self.cache_head_dim = cache.shape[3]  # (R, H, M, Dp)
-        self.providers = self.decoder.get_providers()
-        self.decoder_path = decoder_path
+        cache = next(i for i in decoder_graph.input if i.name == "cache_k_0").type.tensor_type
+        self.kv_dtype = _ONNX_TYPES[cache.elem_type]  # float32, or float16 for the fp16 variant
+        # (R, H, M, Dp): sizes, or names where a dimension is dynamic
+        self.cache_shape = [d.dim_value if d.HasField("dim_value") else d.dim_param
+                            for d in cache.shape.dim]
+        self.cache_head_dim = self.cache_shape[3]
+        self.providers = self.one_thread_encoder.get_providers()
         self.by_length = cpu and config.cross_by_length and specializable(decoder_graph)
         self.int8 = cpu and fusable(decoder_graph)  # its matrix products take int8 weights
         self.fused = cpu and (self.int8 if config.fused is None else config.fused)
@@ -359,6 +479,12 @@ class Seq2SeqSessions:
         beside = StepDecoder(self.one_thread_decoder_for, n_layers)
         self.step, self.advance = decoder.step, decoder.advance
         self.one_thread_step, self.one_thread_advance = beside.step, beside.advance
+
+    @property
+    def decoder(self) -> ort.InferenceSession:
+        """The session of the bundle's decoder graph as it is (one-thread where there are
+        lanes), made at its first use."""
+        return self.decoder_for(0, self._decoder_one_thread)
 
     @property
     def encoder(self) -> ort.InferenceSession:
@@ -375,14 +501,15 @@ class Seq2SeqSessions:
         CPU runs its attention on our kernel where it is built (app.engine.kernels)."""
         library = rewritten = None
         if decoder and self.config.provider == "cpu":
-            graph, library, rewritten = with_kernels(graph, matmul, advance)
+            graph, library, rewritten = with_kernels(
+                graph, matmul, advance, self._external and self._external.folder)
         if self.shared is None:
             shared = ()
         elif rewritten is None:
             shared = self.shared.of(weights_of or graph)
         else:  # the rewritten graph's own (our product reads int8 weights that others pack)
             shared = self.shared.of_graph(rewritten)
-        return create_session(graph, config, shared, library)
+        return create_session(graph, config, shared, library, self._external)
 
     def decoder_for(self, beams: int, one_thread: bool = False, advance: bool = False
                     ) -> ort.InferenceSession:
@@ -394,14 +521,15 @@ class Seq2SeqSessions:
         beams = beams if self.by_length else 0
         advance = advance and beams == 1 and self.greedy_advance
         key = (beams, one_thread, advance)
-        if key == self._decoder_key:
-            return self.decoder
 
         def make() -> ort.InferenceSession:
-            graph = by_source_length(self.decoder_path, beams) if beams else self.decoder_path
             config = replace(self.config, intra_op_threads=1) if one_thread else self.config
-            return self._session(graph, config, self.decoder_path, decoder=True,
-                                 matmul=_our_products(config), advance=advance)
+            # the serialized graph is passed on, not kept here: _session lets it go once parsed
+            return self._session(
+                by_source_length(self.decoder_path, beams, self._load_weights) if beams
+                else self.decoder_path,
+                config, self.decoder_path, decoder=True, matmul=_our_products(config),
+                advance=advance)
 
         return self._made(self._decoders, key, make)
 
@@ -432,19 +560,24 @@ class Seq2SeqSessions:
                     and self.int8)  # int8 products to swap
             if threads > 1 and (beam or ours):
                 config = replace(self.config, intra_op_threads=threads, spinning=True)
-            graph = (beam_loop(self.decoder_path, walk_op=runtime.library() is not None)
-                     if beam else greedy_loop(self.decoder_path))
-            return self._session(graph, config, self.decoder_path, decoder=True, matmul=True)
+            return self._session(  # the serialized graph is not kept here (see decoder_for)
+                beam_loop(self.decoder_path, walk_op=runtime.library() is not None,
+                          external_data=self._load_weights)
+                if beam else greedy_loop(self.decoder_path, external_data=self._load_weights),
+                config, self.decoder_path, decoder=True, matmul=True)
 
         return self._made(self._fused, beam, make)
 
     def prepare(self, beams: int, beside: bool = False) -> None:
-        """Make the step session a search of `beams` rows per sentence switches to when its
-        sources' padding grows (the graph specialized for that width), before the search's cache
-        takes memory: made in the middle of a search, it added its own build-time memory on top
-        of a full cache, and made the pass's peak."""
-        if self.by_length and beams > 1:
+        """Make the step sessions a search of `beams` rows per sentence switches between (the
+        graph specialized for that width, used while its sources' padding is high, and the
+        bundle's graph, used while it is low) before the search's cache takes memory: made in
+        the middle of a search, a session added its own build-time memory on top of a full cache,
+        and made the pass's peak."""
+        if beams > 1:
             self.decoder_for(beams, beside)
+            if self.by_length:
+                self.decoder_for(0, beside)
 
     def one_thread_decoder_for(self, beams: int, one_thread: bool = True, advance: bool = False
                          ) -> ort.InferenceSession:

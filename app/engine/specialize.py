@@ -81,13 +81,15 @@ def specializable(path: str | Path | onnx.GraphProto) -> bool:
                for n in graph.node)
 
 
-def by_source_length(path: str | Path, beams: int) -> bytes:
+def by_source_length(path: str | Path, beams: int, external_data: bool = True) -> bytes:
     """The step graph at path with every cross-attention run over each sentence's own source
-    length for `beams` rows per sentence, serialized (for onnxruntime.InferenceSession)."""
+    length for `beams` rows per sentence, serialized (for onnxruntime.InferenceSession).
+    external_data: False keeps weights that lie in a weights file as references to it
+    (relative to path's folder)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    model = onnx.load(str(path))
+    model = onnx.load(str(path), load_external_data=external_data)
     graph = model.graph
     cross = next(x for x in graph.input if x.name == "cross_k_0")
     dims = cross.type.tensor_type.shape.dim

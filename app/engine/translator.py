@@ -62,7 +62,7 @@ def check_consistency(
     """The graphs and the tokenizer must be the ones the manifest describes; raise BundleError
     naming the file that disagrees."""
     a, special = bundle.architecture, bundle.special_tokens
-    cache = next(x for x in sessions.decoder.get_inputs() if x.name == "cache_k_0").shape
+    cache = sessions.cache_shape
     cross = next(x for x in sessions.one_thread_encoder.get_outputs() if x.name == "cross_k").shape
     heads, head_dim = a["n_heads"], a["head_dim"]
     for path, what, shape, found, expected in (
