@@ -178,7 +178,7 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
         log.info("serving on http://%s:%d with %d server processes", settings.host, port, count)
         while not stopping:
             if selector.select(timeout=0.2):
-                _hand_over(listener, children, closed, beats)
+                _hand_over(listener, children, closed, beats, ready_flags)
             for child in children:
                 assert child.process is not None
                 if ready_flags[child.index]:
@@ -242,17 +242,23 @@ def _note_answering(child: _Child, beats: Any) -> None:
                         "blocked); new connections go to the others", child.index, STALE_AFTER)
 
 
-def candidates(children: list[_Child], closed: Any, beats: Any) -> list[_Child]:
+def candidates(children: list[_Child], closed: Any, beats: Any,
+               ready: Any = None) -> list[_Child]:
     """The live processes in the order they are offered a new connection: those whose heartbeat
-    is fresh, fewest open connections first; where none is fresh, every live one."""
+    is fresh, fewest open connections first; where none is fresh, every live one. With ready
+    (the processes' readiness flags), a process that is not ready yet (a replacement still
+    loading its models) is offered one only where no answering process is ready: it would
+    answer 503 where another can serve."""
     live = [c for c in children if c.process is not None and c.process.is_alive()]
     now = time.monotonic()
     answering = [c for c in live if _fresh(c, beats, now)] or live
+    if ready is not None:
+        answering = [c for c in answering if ready[c.index]] or answering
     return sorted(answering, key=lambda c: c.sent - closed[c.index])
 
 
 def _hand_over(listener: socket.socket, children: list[_Child], closed: Any,
-               beats: Any) -> None:
+               beats: Any, ready: Any = None) -> None:
     """Accept what is waiting; each connection goes to the answering process with the fewest
     open ones."""
     while True:
@@ -264,7 +270,7 @@ def _hand_over(listener: socket.socket, children: list[_Child], closed: Any,
             log.warning("accept failed: %s", exc)
             return
         with conn:
-            for child in candidates(children, closed, beats):
+            for child in candidates(children, closed, beats, ready):
                 try:
                     socket.send_fds(child.channel, [b"c"], [conn.fileno()])
                 except OSError:  # its channel is full or it is going away: the next one

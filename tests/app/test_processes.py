@@ -235,3 +235,7 @@ def test_new_connections_go_only_to_processes_whose_heartbeat_is_fresh():
     assert [c.index for c in candidates(children, closed, beats)] == [1, 2, 0]
     stale = [now - STALE_AFTER - 1] * 3  # none beats: all, least loaded first
     assert [c.index for c in candidates(children, closed, stale)] == [1, 2, 0]
+    # a replacement not ready yet (1) is passed over while a ready one answers
+    assert [c.index for c in candidates(children, closed, beats, [1, 0, 1])] == [2, 0]
+    # none ready (the service starting): every answering one, as without readiness
+    assert [c.index for c in candidates(children, closed, beats, [0, 0, 0])] == [1, 2, 0]
