@@ -520,7 +520,9 @@ async function reportCancel(run) {
   try {
     const response = await fetch(run.jobUrl, { method: "DELETE", headers: authHeaders() });
     if (!response.ok) return docStatus(await responseError(response), true);
-    docStatus("Cancelled: the server stopped the job.");
+    // 204: the job had finished before the cancel arrived, and was removed with its result
+    docStatus(response.status === 204 ? "Cancelled: the job had already finished; it was removed."
+                                      : "Cancelled: the server stopped the job.");
   } catch (err) {
     docStatus(networkWords(err), true);
   }
