@@ -16,7 +16,7 @@ from email.message import Message
 
 from fastapi import Request
 
-from app.errors import Unavailable, UnsupportedMediaType, excerpt
+from app.errors import ServiceError, Unavailable, UnsupportedMediaType, excerpt
 from app.http.access import client_id, header_api_key
 from app.http.state import AppState
 
@@ -44,8 +44,8 @@ def admit(request: Request, state: AppState, api_key: str | None) -> None:
         key = api_key if state.keys else None
         try:
             state.limiter.hit(client_id(request, key))
-        except Exception:
-            state.metrics.rejected.labels("rate_limit").inc()
+        except ServiceError as exc:  # counted by its code, as every other refusal
+            state.metrics.rejected.labels(exc.code).inc()
             raise
 
 

@@ -274,6 +274,9 @@ def test_rate_limit_gives_429_per_client():
         assert codes == [200, 200, 429]
         r = c.post("/v1/translate", json=payload)
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+        # one word for the refusal: the body's code and the metric's reason
+        assert (r.json()["code"], r.json()["field"]) == ("rate_limited", "rate_limit")
+        assert _rejected(c, "rate_limited") == 2 and _rejected(c, "rate_limit") == 0
         # without configured keys a made-up key is no way around the per-address bucket
         r = c.post("/v1/translate", json=payload, headers={"X-API-Key": "made-up"})
         assert r.status_code == 429
