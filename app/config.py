@@ -216,6 +216,12 @@ class Settings(BaseSettings):
         return self.jobs_dir if self.jobs_dir is not None else self.files_dir / "jobs"
 
     @property
+    def max_upload_bytes(self) -> int:
+        """A document upload's body at most: the file, a `glossary` field as large as a JSON
+        request body may be, and the rest of the form."""
+        return self.max_file_bytes + self.max_body_bytes + 64 * 1024
+
+    @property
     def is_loopback(self) -> bool:
         return self.host in LOOPBACK_HOSTS or self.host.startswith("127.")
 

@@ -187,7 +187,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
     app.add_middleware(DirectRoutes, handlers=direct, routes={
         route.path: route for module in (translate, libretranslate)
         for route in module.router.routes if route.path in direct and "POST" in route.methods})
-    upload = settings.max_file_bytes + 64 * 1024  # the file and the form around it
+    upload = settings.max_upload_bytes
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes,
                        per_path={"/translate_file": upload, "/v1/documents": upload})
     if settings.cors_origins:

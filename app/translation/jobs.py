@@ -13,6 +13,10 @@ restart, a crash included, the unfinished jobs are queued again and resume where
 (the kept chunks are not translated again); finished jobs are served as before. A finished job
 (done, failed or cancelled) expires `expiry` seconds after it finished: its row and files go.
 
+A job's own glossary (the request's terms, merged over the server's when it runs) is kept in
+the same database, written in one transaction with the job's row: whichever server process
+runs the job reads it from there. It goes when the job finishes, like the kept chunks.
+
 With API keys configured, a job belongs to the key that created it (the key's sha256 is kept,
 never the key); asking for another key's job is answered like asking for no job at all.
 """
@@ -74,6 +78,12 @@ CREATE TABLE IF NOT EXISTS chunks (
     translations TEXT NOT NULL,    -- a JSON list of `count` strings
     PRIMARY KEY (job, start, count)
 );
+-- a table of its own, not a column of jobs: every poll reads every pending job's row, and a
+-- glossary may be as large as a whole request body; only the runner of the job reads it
+CREATE TABLE IF NOT EXISTS glossaries (
+    job TEXT PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+    entries TEXT NOT NULL          -- the request's glossary: a JSON object, source -> target
+);
 """
 
 
@@ -134,15 +144,33 @@ class JobStore:
     # ------------------------------------------------------------ jobs
 
     def create(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes) -> Job:
+               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
         job_id = secrets.token_hex(16)
         folder = self.root / job_id
         folder.mkdir()
         (folder / "source").write_bytes(data)  # before the row: a queued job has its file
-        self._run("INSERT INTO jobs (id, owner, filename, format, source, target, state, "
-                  "segments, created) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                  job_id, owner, safe_name(filename), fmt, source, target, segments, time.time())
+        with self._lock:
+            # one transaction: another process's runner never sees the job without its glossary
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO jobs (id, owner, filename, format, source, target, state, "
+                    "segments, created) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                    (job_id, owner, safe_name(filename), fmt, source, target, segments,
+                     time.time()))
+                if glossary:
+                    self._db.execute("INSERT INTO glossaries VALUES (?, ?)",
+                                     (job_id, json.dumps(glossary, ensure_ascii=False)))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
         return self.get(job_id)
+
+    def glossary(self, job_id: str) -> dict[str, str] | None:
+        """The job's own glossary as the request gave it; None without one."""
+        rows = self._run("SELECT entries FROM glossaries WHERE job = ?", job_id)
+        return json.loads(rows[0]["entries"]) if rows else None
 
     def get(self, job_id: str) -> Job | None:
         rows = self._run("SELECT * FROM jobs WHERE id = ?", job_id)
@@ -179,8 +207,8 @@ class JobStore:
                   "WHERE id = ? AND state = 'running'", done, total, job_id)
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
-        """Done, failed or cancelled: the clock of its expiry starts; its chunks and the
-        uploaded file go."""
+        """Done, failed or cancelled: the clock of its expiry starts; its chunks, its glossary
+        and the uploaded file go."""
         now = time.time()
         with self._lock:
             self._db.execute(
@@ -188,6 +216,7 @@ class JobStore:
                 "WHERE id = ? AND state IN ('queued', 'running')",
                 (state, error, now, now + self.expiry, job_id))
             self._db.execute("DELETE FROM chunks WHERE job = ?", (job_id,))
+            self._db.execute("DELETE FROM glossaries WHERE job = ?", (job_id,))
         self.source_path(job_id).unlink(missing_ok=True)
 
     def remove(self, job_id: str) -> None:
@@ -271,13 +300,13 @@ class JobRunner:
             self._task.cancel()
 
     def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes) -> Job:
+               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
         pending = len(self.store.pending())
         if pending >= self.max_pending:
             raise Overloaded(f"{pending} document jobs are waiting; the limit is "
                              f"{self.max_pending}; retry later", field="max_pending_jobs",
                              limit=self.max_pending, retry_after=30)
-        job = self.store.create(owner, filename, fmt, source, target, segments, data)
+        job = self.store.create(owner, filename, fmt, source, target, segments, data, glossary)
         self._wake.set()
         return job
 
@@ -316,9 +345,11 @@ class JobRunner:
         try:
             store.start(job.id)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
+            glossary = await asyncio.to_thread(store.glossary, job.id)
             work = service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
-                priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id))
+                priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id),
+                glossary=glossary)
             outcome = await self._unless_cancelled(job.id, work)
             try:
                 await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)

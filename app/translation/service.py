@@ -162,6 +162,13 @@ class TranslationService:
         server = self.glossaries.get(source, target) if self.glossaries else Glossary()
         return server.merged(requested)
 
+    def requested_glossary(self, entries: dict[str, str] | None, field: str = "glossary"
+                           ) -> Glossary:
+        """A request's own glossary checked against the limits (check_glossary); a refusal is
+        counted as one."""
+        with self._counting_rejections():
+            return check_glossary(entries, self.settings, field)
+
     def detect(self, text: str, field: str = "q") -> list[Detection]:
         """The served languages ranked for `text`, confidences 0-100."""
         with self._counting_rejections():
@@ -328,8 +335,7 @@ class TranslationService:
         cancelled job), the thread stops whatever it is doing: parsing, waiting for the
         engine, reassembling or writing. `glossary`: the request's terms, over the server's
         for the pair (app.text.glossary), masked in each segment."""
-        with self._counting_rejections():
-            requested = check_glossary(glossary, self.settings, "glossary")
+        requested = self.requested_glossary(glossary)
         work = self._translate_document(data, fmt, source, target, progress, priority,
                                         checkpoint, requested)
         return await (unless_gone(work, until_gone) if until_gone else work)

@@ -22,7 +22,7 @@ from tests.app.fakes import (
     wait_ready,
     wait_until,
 )
-from tests.app.test_translate_file import CASES, SRT
+from tests.app.test_translate_file import CASES, SRT, UPLOAD_LIMIT
 
 FINISHED = ("done", "failed", "cancelled")
 
@@ -113,8 +113,8 @@ def test_limits_unknown_jobs_and_not_multipart(fake):
     url = fake[0].url
     r = submit(url, "long.txt", b"a\n\nb\n\nc\n\nd\n")  # four paragraphs
     assert r.json()["limit"] == 3 and "the limit is 3" in r.json()["error"]
-    r = submit(url, "big.txt", b"word " * 40_000)  # the body over its cap
-    assert r.status_code == 413 and r.json()["limit"] == 50_000 + 64 * 1024
+    r = submit(url, "big.txt", b"word " * 240_000)  # the body over its cap
+    assert r.status_code == 413 and r.json()["limit"] == UPLOAD_LIMIT
     r = httpx.post(f"{url}/v1/documents", json={"source": "en", "target": "de"})
     assert r.status_code == 415 and r.json()["field"] == "Content-Type"
     for path in ("0" * 32, "0" * 32 + "/result", "../../etc/passwd"):

@@ -25,6 +25,9 @@ from app.text.segment import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 from tests.app.samples import docx_bytes, docx_document, odt_file
 
+# the fixtures' upload body at most: the file's cap (50,000), a glossary as large as a JSON
+# body may be (NMT_MAX_BODY_BYTES, default), 64 KiB of form
+UPLOAD_LIMIT = 50_000 + 1_000_000 + 64 * 1024
 SRT = ("1\n00:00:01,000 --> 00:00:02,500\nOpen the file\nand save it.\n\n"
        "7\n00:01:00,000 --> 00:01:03,000\nClose the window.\n\n")
 
@@ -167,8 +170,8 @@ def test_missing_file_oversized_upload_and_not_multipart(fake_server):
     assert r.status_code == 400 and r.json()["field"] == "file"
     r = upload(fake_server.url, "big.txt", b"word " * 10_100)  # the file over its cap
     assert r.status_code == 400 and r.json()["limit"] == 50_000
-    r = upload(fake_server.url, "big.txt", b"word " * 40_000)  # the body over its cap
-    assert r.status_code == 413 and r.json()["limit"] == 50_000 + 64 * 1024
+    r = upload(fake_server.url, "big.txt", b"word " * 240_000)  # the body over its cap
+    assert r.status_code == 413 and r.json()["limit"] == UPLOAD_LIMIT
     r = httpx.post(f"{fake_server.url}/translate_file", json={"source": "en", "target": "de"})
     assert r.status_code == 400 and r.json()["field"] == "Content-Type"
 

@@ -13,7 +13,12 @@ from fastapi.responses import FileResponse, JSONResponse
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
 from app.http.access import header_api_key
 from app.http.checks import authorized_state, get_state
-from app.http.routes.libretranslate import files_enabled, parse_upload, required_text
+from app.http.routes.libretranslate import (
+    files_enabled,
+    form_glossary,
+    parse_upload,
+    required_text,
+)
 from app.http.schemas import DocumentJob, ErrorBody, JobProgress
 from app.http.state import AppState
 from app.translation.jobs import Job, JobRunner
@@ -29,6 +34,10 @@ UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data
                      "description": "The document: .txt .html .md .srt .po .xliff .docx .odt"},
             "source": {"type": "string", "default": "auto", "example": "en"},
             "target": {"type": "string", "example": "de"},
+            "glossary": {"type": "string", "example": '{"file manager": "Dateiverwaltung"}',
+                         "description": "Terms that must come out as given: a JSON object, "
+                         "source term -> target term, over the server's glossary for the pair "
+                         "(docs/glossaries.md)"},
         },
     },
 }}}}
@@ -101,7 +110,7 @@ def _view(request: Request, job: Job) -> DocumentJob:
         202: {"headers": {"Location": {"description": "The job's URL",
                                        "schema": {"type": "string"}}}},
         **ERRORS,
-        400: _error(400, "Unsupported language pair", {
+        400: _error(400, "Unsupported language pair, or a glossary over a limit", {
             "error": "target 'xx' is not supported from 'en'; available: ['de']",
             "code": "unsupported_language", "field": "target"}),
         413: _error(413, "A limit on size, segments or characters", {
@@ -121,9 +130,10 @@ def _view(request: Request, job: Job) -> DocumentJob:
 )
 async def create_job(request: Request, state: AppState = Depends(authorized_state)
                      ) -> JSONResponse:
-    """multipart: file, source (or `auto`), target. The document is read and checked against
-    the limits now; it is translated in the background at a lower priority than live requests.
-    Poll the job (Location header), then download `result`."""
+    """multipart: file, source (or `auto`), target, glossary (optional: a JSON object). The
+    document and the glossary are checked against the limits now; the document is translated
+    in the background at a lower priority than live requests, with the glossary kept with the
+    job. Poll the job (Location header), then download `result`."""
     from app.documents import format_of
 
     runner = _runner(state)
@@ -136,11 +146,13 @@ async def create_job(request: Request, state: AppState = Depends(authorized_stat
         raise InvalidInput("Invalid request: empty file", field="file")
     target = required_text(data, "target")
     source = required_text(data, "source") if "source" in data else "auto"
+    glossary = form_glossary(data, state.settings.max_body_bytes)
+    state.service.requested_glossary(glossary)  # refused now, not when the job runs
     fmt = format_of(filename)
     segments, _, _ = await state.service.read_document(content, fmt, source, target,
                                                        lambda doc: len(doc.segments))
     job = await asyncio.to_thread(runner.submit, owner, filename, fmt, source, target,
-                                  segments, content)
+                                  segments, content, glossary)
     url = request.url_for("document_job", job_id=job.id).path
     return JSONResponse(_view(request, job).model_dump(), status_code=202,
                         headers={"Location": url})

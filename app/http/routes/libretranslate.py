@@ -293,11 +293,16 @@ def _upload_parts(content_type: str, body: bytes
     return fields, files
 
 
-def form_glossary(data: dict[str, Any]) -> dict[str, str] | None:
-    """A form's `glossary` field (our extension): a JSON object as text, or None."""
+def form_glossary(data: dict[str, Any], max_bytes: int) -> dict[str, str] | None:
+    """A form's `glossary` field (our extension): a JSON object as text, or None; its text
+    at most `max_bytes` long (NMT_MAX_BODY_BYTES: what a JSON body with a glossary may be)."""
     value = data.get("glossary")
     if value is None or value == "":
         return None
+    size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    if size > max_bytes:  # refused before it is parsed
+        raise BadRequest(f"glossary has {size} bytes; the limit is {max_bytes}",
+                         field="glossary", limit=max_bytes)
     try:
         parsed = json.loads(value) if isinstance(value, str) else None
     except ValueError:
@@ -328,8 +333,9 @@ def files_enabled(state: AppState) -> None:
 )
 async def translate_file(request: Request, state: AppState = Depends(ready_state)
                          ) -> dict[str, Any]:
-    """multipart: file, source (or auto), target, api_key. The answer's URL downloads the
-    translated file, with its structure kept, until it expires (NMT_FILES_EXPIRY)."""
+    """multipart: file, source (or auto), target, api_key, and (our extension) glossary: a
+    JSON object of source term -> target term. The answer's URL downloads the translated
+    file, with its structure kept, until it expires (NMT_FILES_EXPIRY)."""
     from app.documents import format_of
 
     files_enabled(state)
@@ -343,7 +349,7 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
         raise InvalidInput("Invalid request: empty file", field="file")
     fmt = format_of(filename)
     limit = state.settings.file_timeout
-    glossary = form_glossary(data)
+    glossary = form_glossary(data, state.settings.max_body_bytes)
 
     async def translate_and_keep() -> str:
         outcome = await state.service.translate_document(content, fmt, source, target,
