@@ -146,6 +146,10 @@ def test_libretranslate_json_form_and_multipart(client):
     r = client.post("/translate", files={"q": (None, "a b"), "source": (None, "en"),
                                          "target": (None, "de")})
     assert r.json() == {"translatedText": "b a"}
+    # a multipart field without a charset is UTF-8 (not ASCII, with U+FFFD for the rest)
+    r = client.post("/translate", files={"q": (None, "Grüße aus Köln"),
+                                         "source": (None, "en"), "target": (None, "de")})
+    assert r.json() == {"translatedText": "Köln aus Grüße"}
     r = client.post("/translate", json={"q": ["a b", "c d"], "source": "auto", "target": "de",
                                         "alternatives": 1})
     body = r.json()

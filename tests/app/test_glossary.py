@@ -195,17 +195,39 @@ def test_documents_use_the_request_and_server_glossaries(client):
     assert out == "öffne die Akte Leiter.\n\nSpeichern es jetzt.\n"
 
 
-def test_document_jobs_use_the_server_glossary(client):
+def run_job(client, name: str, data: bytes, **files) -> str:
     r = client.post("/v1/documents", data={"source": "en", "target": "de"},
-                    files={"file": ("notes.html", b"<p>Save the <b>file</b> now.</p>")})
+                    files={"file": (name, data), **files})
     assert r.status_code == 202, r.text
     deadline = time.monotonic() + 30
     while (job := client.get(r.headers["location"]).json())["state"] not in ("done", "failed"):
         assert time.monotonic() < deadline, job
         time.sleep(0.02)
     assert job["state"] == "done", job
-    out = client.get(job["result"]).text
+    return client.get(job["result"]).text
+
+
+def test_document_jobs_use_the_server_glossary(client):
+    out = run_job(client, "notes.html", b"<p>Save the <b>file</b> now.</p>")
     assert out == "<p>Speichern die <b>Akte</b> jetzt.</p>"
+
+
+def test_document_glossaries_in_any_script_as_a_field_or_a_file_part(client):
+    glossary = json.dumps({"manager": "Geschäftsführer", "close": "zumachen"},
+                          ensure_ascii=False)
+    text = b"Open the file manager.\n\nClose it now.\n"
+    expected = "öffne die Akte Geschäftsführer.\n\nZumachen es jetzt.\n"
+    # a multipart text field is UTF-8 where its part names no charset, as clients send it
+    r = client.post("/translate_file", files={"file": ("notes.txt", text)}, data={
+        "source": "en", "target": "de", "glossary": glossary})
+    assert r.status_code == 200, r.text
+    assert client.get(r.json()["translatedFileUrl"]).text == expected
+    # curl -F glossary=@terms.json: the glossary as a file part
+    part = {"glossary": ("terms.json", glossary.encode(), "application/json")}
+    assert run_job(client, "notes.txt", text, **part) == expected
+    r = client.post("/v1/documents", data={"source": "en", "target": "de"}, files={
+        "file": ("notes.txt", text), "glossary": ("terms.json", b"\xff{}")})
+    assert (r.status_code, r.json()["field"]) == (422, "glossary")  # not UTF-8
 
 
 def test_confidence_on_request_from_the_scores_weighted_by_tokens(client):

@@ -146,7 +146,7 @@ async def create_job(request: Request, state: AppState = Depends(authorized_stat
         raise InvalidInput("Invalid request: empty file", field="file")
     target = required_text(data, "target")
     source = required_text(data, "source") if "source" in data else "auto"
-    glossary = form_glossary(data, state.settings.max_body_bytes)
+    glossary = form_glossary(data, state.settings.max_body_bytes, uploads)
     state.service.requested_glossary(glossary)  # refused now, not when the job runs
     fmt = format_of(filename)
     segments, _, _ = await state.service.read_document(content, fmt, source, target,

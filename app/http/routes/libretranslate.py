@@ -93,13 +93,24 @@ def _mime(content_type: str, body: bytes) -> EmailMessage:
     )
 
 
+def _field_text(part: EmailMessage) -> str:
+    """A form field's text: in its part's charset, UTF-8 where none is named (as browsers and
+    HTTP clients send form fields; the email parser's default, ASCII, would turn every other
+    character into U+FFFD)."""
+    data = part.get_payload(decode=True) or b""
+    try:
+        return data.decode(part.get_content_charset() or "utf-8", "replace")
+    except LookupError:  # a charset Python does not know
+        return data.decode("utf-8", "replace")
+
+
 def _multipart(content_type: str, body: bytes) -> list[tuple[str, str]]:
     message = _mime(content_type, body)
     pairs = []
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         if name:
-            pairs.append((str(name), part.get_content()))
+            pairs.append((str(name), _field_text(part)))
     return pairs
 
 
@@ -289,14 +300,21 @@ def _upload_parts(content_type: str, body: bytes
         if filename is not None:
             files[name] = (str(filename), part.get_payload(decode=True) or b"")
         elif name:
-            fields.append((name, part.get_content()))
+            fields.append((name, _field_text(part)))
     return fields, files
 
 
-def form_glossary(data: dict[str, Any], max_bytes: int) -> dict[str, str] | None:
+def form_glossary(data: dict[str, Any], max_bytes: int,
+                  uploads: dict[str, tuple[str, bytes]] | None = None) -> dict[str, str] | None:
     """A form's `glossary` field (our extension): a JSON object as text, or None; its text
-    at most `max_bytes` long (NMT_MAX_BODY_BYTES: what a JSON body with a glossary may be)."""
+    at most `max_bytes` long (NMT_MAX_BODY_BYTES: what a JSON body with a glossary may be).
+    In an upload it may come as a file part too (`curl -F glossary=@terms.json`)."""
     value = data.get("glossary")
+    if value is None and uploads and "glossary" in uploads:
+        try:
+            value = uploads["glossary"][1].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("glossary must be UTF-8 text", field="glossary") from None
     if value is None or value == "":
         return None
     size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
@@ -349,7 +367,7 @@ async def translate_file(request: Request, state: AppState = Depends(ready_state
         raise InvalidInput("Invalid request: empty file", field="file")
     fmt = format_of(filename)
     limit = state.settings.file_timeout
-    glossary = form_glossary(data, state.settings.max_body_bytes)
+    glossary = form_glossary(data, state.settings.max_body_bytes, uploads)
 
     async def translate_and_keep() -> str:
         outcome = await state.service.translate_document(content, fmt, source, target,
