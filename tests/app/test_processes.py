@@ -5,6 +5,7 @@ SIGTERM drains them all."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -115,11 +116,15 @@ def test_jobs_queued_through_either_process_are_done(two, tiny_sentences):
     _, url = two
     ids = []
     for i in range(4):  # fresh connections: both processes take uploads
-        r = submit(url, f"doc{i}.txt", "\n\n".join(tiny_sentences[i:i + 3]).encode())
+        # a glossary: the process that runs the job reads it from the shared store
+        r = submit(url, f"doc{i}.txt", "\n\n".join(tiny_sentences[i:i + 3]).encode(),
+                   glossary=json.dumps({"the": "derdiedas"}))
         assert r.status_code == 202, r.text
         ids.append(r.json()["id"])
     for job_id in ids:
-        assert wait_for(url, job_id, timeout=120)["state"] == "done"
+        done = wait_for(url, job_id, timeout=120)
+        assert done["state"] == "done"
+        assert "derdiedas" in httpx.get(url + done["result"], timeout=10).text.lower()
 
 
 def test_a_dead_process_is_replaced_and_the_service_keeps_serving(two):
