@@ -166,18 +166,25 @@ class KernelReport:
     active: tuple[str, ...]
     inactive: dict[str, str] = field(default_factory=dict)  # kernel -> why not
 
+    @property
+    def missing(self) -> bool:
+        """Whether the CPU provider runs ONNX Runtime's kernels where ours would run once
+        built (not by a choice: NMT_KERNELS=off, another provider)."""
+        return self.provider == "cpu" and self.library is None and not turned_off()
+
     def line(self) -> str:
-        """One line for the log: what is active, and why the rest is not."""
+        """One line for the log: what is active, why the rest is not, and how to build them
+        where that is what they lack."""
+        hint = f". To add ours: {HOW_TO_BUILD}" if self.missing else ""
         if not self.active:
             reasons = sorted(set(self.inactive.values()))
-            chosen = all("NMT_KERNELS" in why or "provider" in why for why in reasons)
             return (f"kernels: none active ({'; '.join(reasons)}); ONNX Runtime's kernels "
-                    "run instead" + ("" if chosen else f". To add ours: {HOW_TO_BUILD}"))
+                    f"run instead{hint}")
         by_reason: dict[str, list[str]] = {}
         for name, why in self.inactive.items():
             by_reason.setdefault(why, []).append(name)
         rest = "".join(f"; {', '.join(names)} not: {why}" for why, names in by_reason.items())
-        return f"kernels: {', '.join(self.active)} active{rest}"
+        return f"kernels: {', '.join(self.active)} active{rest}{hint}"
 
 
 def report(provider: str = "cpu") -> KernelReport:
