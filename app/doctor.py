@@ -114,16 +114,15 @@ def engine_lines(diagnosis: Diagnosis, settings: Settings) -> None:
     config = SessionConfig(provider=settings.provider, intra_op_threads=settings.threads,
                            workers=settings.workers)
     workers = decode_workers(config, settings.max_batch_size)
-    diagnosis.add("decode workers", f"{workers} in all"
-                  + (", as worker processes" if settings.worker_processes and workers > 1
-                     and settings.provider == "cpu" else ", as threads"))
+    diagnosis.add("decode workers", f"{workers} in all; worker processes "
+                  f"{'on' if settings.worker_processes else 'off'} (NMT_WORKER_PROCESSES)")
     diagnosis.add("server processes", f"{processes} behind {settings.host}:{settings.port}")
 
 
 def model_lines(diagnosis: Diagnosis, settings: Settings) -> None:
     """The bundles `nmt serve` would load, each checked as it would check it (manifest,
     files and their checksums), with its variants and their sizes on disk."""
-    from app.engine.bundle import BundleError, load_bundle, read_manifest
+    from app.engine.bundle import BundleError, load_bundle
     from app.translation.registry import bundle_dirs
 
     root = Path(settings.models_dir)
@@ -134,18 +133,20 @@ def model_lines(diagnosis: Diagnosis, settings: Settings) -> None:
                                   "NMT_MODELS_DIR or --models-dir, or nmt import a model")
     for path in dirs:
         try:
-            manifest = read_manifest(path)
             bundle = load_bundle(path, settings.variant)
         except BundleError as exc:
             diagnosis.add(path.name, f"cannot be served: {exc}")
             diagnosis.problems.append(str(exc))
             continue
         sizes = []
-        for name, files in manifest["variants"].items():
-            total = sum((path / entry["file"]).stat().st_size for key, entry in files.items()
-                        if isinstance(entry, dict) and "file" in entry)
-            sizes.append(f"{name} {_size(total)}" + (" (served)" if name == bundle.variant
-                                                      else ""))
+        for name, files in bundle.manifest["variants"].items():
+            paths = [path / entry["file"] for entry in files.values()
+                     if isinstance(entry, dict) and "file" in entry]
+            found = [p for p in paths if p.is_file()]
+            sizes.append(f"{name} {_size(sum(p.stat().st_size for p in found))}"
+                         + (" (served)" if name == bundle.variant else "")
+                         + (f" ({len(paths) - len(found)} file(s) missing)"
+                            if len(found) < len(paths) else ""))
         diagnosis.add(bundle.name, f"{bundle.source_lang}->{bundle.target_lang}, "
                       f"{', '.join(sizes)}")
 

@@ -30,7 +30,7 @@ def test_a_servable_environment_is_described_and_exits_0(tiny_bundle, capsys, mo
     assert "provider:         cpu (CPUExecutionProvider)" in out
     assert f"kernels:          {runtime.report().line().removeprefix('kernels: ')}" in out
     assert "threads:          1 (ONNX Runtime's intra-op threads)" in out
-    assert "decode workers:   2 in all, as worker processes" in out
+    assert "decode workers:   2 in all; worker processes on (NMT_WORKER_PROCESSES)" in out
     assert "server processes: 1 behind 127.0.0.1:8000" in out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("en-de:")]
     assert "en->de" in line and "int8 " in line and "fp32 " in line
@@ -63,6 +63,12 @@ def test_a_bundle_the_server_would_refuse_is_named(tiny_bundle, tmp_path, capsys
         f.write(b"\x00\x01\x02")
     code, out = doctor(capsys, "--models-dir", str(tmp_path))
     assert code == 1 and "sentencepiece.model: sha256 mismatch" in out
+    shutil.copy2(tiny_bundle / "sentencepiece.model", broken / "sentencepiece.model")
+    other = next(v for v in ("fp32", "int8") if v != json.loads(
+        (broken / "manifest.json").read_text())["default_variant"])
+    (broken / f"decoder.{other}.onnx").unlink()  # not the served variant: a note, no reason
+    code, out = doctor(capsys, "--models-dir", str(tmp_path))
+    assert code == 0 and f"{other} " in out and "(1 file(s) missing)" in out
 
 
 def test_cuda_without_its_provider_falls_back_and_still_starts(tiny_bundle, capsys):
