@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(build_langid())
         path = build(args.include, args.out, fetch=args.fetch)
-    except (FileNotFoundError, BuildError, subprocess.CalledProcessError) as exc:
+    except (OSError, BuildError, subprocess.CalledProcessError) as exc:  # no compiler, no headers
         raise SystemExit(f"error: {exc}") from exc
     print(path)
 
