@@ -124,7 +124,7 @@ def fetch_headers(dest: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         try:
             done = subprocess.run(["bash", str(FETCH_SCRIPT), f"{tmp}/headers"],
-                                  capture_output=True, text=True, timeout=300)
+                                  capture_output=True, text=True, timeout=180)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BuildError(str(exc)) from exc
         found = Path(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
@@ -168,8 +168,8 @@ def compile_kernels(include: str | Path | None = None, out: Path | None = None,
                     flags: set[str] | None = None) -> Path:
     """Compile the ONNX Runtime kernels for this CPU (AVX2 + FMA where it has them; `flags`:
     another CPU's) and return the library's path. Each source is compiled on its own core."""
+    cxx = find_compiler(cxx)  # first: without a compiler, nothing is fetched
     headers = find_headers(include, fetch)
-    cxx = find_compiler(cxx)
     out = out or DEFAULT_LIBRARY
     found = API_VERSION.search((headers / "onnxruntime_c_api.h").read_text(errors="replace"))
     if not found:

@@ -27,7 +27,7 @@ else
 fi
 apt_opts=(-o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$work/parts"
           -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache"
-          -o APT::Sandbox::User=root)
+          -o APT::Sandbox::User=root -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30)
 apt-get -q "${apt_opts[@]}" update >/dev/null
 (cd "$work" && apt-get -q "${apt_opts[@]}" download libonnxruntime-dev >/dev/null)
 dpkg-deb -x "$work"/libonnxruntime-dev_*.deb "$work/root"

@@ -138,3 +138,14 @@ def test_the_metric_is_read_in_multiprocess_mode(tmp_path, monkeypatch):
     text = metrics.render().decode()
     assert 'nmt_kernel_active{kernel="langid"} 1.0' in text
     assert 'nmt_kernel_active{kernel="attention"} 0.0' in text
+
+
+def test_without_a_compiler_nothing_is_fetched(tmp_path, monkeypatch):
+    """An install on a machine with no compiler fails the kernel build at once, before any
+    header is fetched from the network."""
+    monkeypatch.setenv("CXX", "")
+    monkeypatch.setattr(builder.shutil, "which", lambda name: None)
+    monkeypatch.setattr(builder, "fetch_headers", lambda dest: pytest.fail("fetched"))
+    with pytest.raises(FileNotFoundError, match=r"no C\+\+ compiler"):
+        builder.compile_kernels(out=tmp_path / "libnmt_kernels.so", fetch=True)
+    assert not list(tmp_path.iterdir())
