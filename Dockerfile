@@ -13,12 +13,17 @@
 
 ARG BASE_IMAGE=python:3.11-slim
 
-# --- build: a virtual environment with the runtime dependencies and the app -----------------
+# --- build: a virtual environment with the runtime dependencies, the app and its kernels ----
 FROM ${BASE_IMAGE} AS build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
+# a C++ compiler for our native kernels (app/engine/kernels), in this stage only: the runtime
+# stage gets the built libraries and no toolchain
+RUN apt-get update -q \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++ \
+    && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 
@@ -35,6 +40,11 @@ RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
     pip uninstall -y nmt-service; \
     rm -rf app build *.egg-info
 
+# setup.py builds the native kernels into the venv's package (ONNX Runtime's C API headers:
+# Debian's, fetched by app/engine/kernels/fetch_headers.sh). They are built for this build
+# machine's CPU; where the image runs on a CPU without the features they were built for, the
+# server leaves them out and says so (app.engine.kernels.runtime), on ONNX Runtime's kernels.
+COPY setup.py ./
 COPY app ./app
 RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
     set -eu; \
@@ -43,7 +53,9 @@ RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
     pip install --no-deps . ; \
     pip check; \
     python -c "import app.http.app, onnxruntime, sentencepiece"; \
-    if python -c "import torch" 2>/dev/null; then echo "torch must not be installed" >&2; exit 1; fi
+    if python -c "import torch" 2>/dev/null; then echo "torch must not be installed" >&2; exit 1; fi; \
+    cd / && python -c "from app.engine.kernels import runtime; print(runtime.report().line())"; \
+    rm -rf /root/.cache
 
 # --- runtime: the venv, the shipped bundles, a non-root user --------------------------------
 FROM ${BASE_IMAGE} AS runtime

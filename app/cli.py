@@ -6,6 +6,8 @@ nmt import      an Argos Translate package, a CTranslate2 model or a Transformer
                 directory -> a bundle: runs `python -m export.argos` (or export.marian) in a
                 child process, so the service itself never imports torch
 nmt translate-file IN -t de [-o OUT]   a document, structure kept (app.documents.cli)
+nmt doctor      the environment as `nmt serve` would find it: providers, kernels, threads,
+                processes, models; exit 0 when it could serve (app.doctor)
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmt", description="Machine translation on ONNX Runtime.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("serve", help="run the HTTP service (options: nmt serve --help)")
+    commands.add_parser("doctor", help="check this environment: providers, kernels, threads, "
+                        "processes, models (options: those of nmt serve)")
     commands.add_parser(
         "import", help="import an Argos package, CTranslate2 or Marian model (nmt import --help)"
     )
@@ -174,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         return serve_main(argv[1:])
     if argv[:1] == ["import"]:  # and after `import`, to the importer
         return import_main(argv[1:])
+    if argv[:1] == ["doctor"]:  # the server's options, checked rather than served
+        from app.doctor import doctor_main
+
+        return doctor_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "translate-file":
         return documents_cli.translate_file_main(args)

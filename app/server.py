@@ -41,12 +41,14 @@ def _argument(annotation: Any) -> dict[str, Any]:
     return {}  # str, Path, str | None: the string as given
 
 
-def build_parser() -> argparse.ArgumentParser:
+SERVE = "Serve the translation API."
+
+
+def build_parser(prog: str = "nmt serve", does: str = SERVE) -> argparse.ArgumentParser:
     """One flag per Settings field: name, type, help and default all come from Settings."""
     parser = argparse.ArgumentParser(
-        prog="nmt serve",
-        description="Serve the translation API. Every flag also reads NMT_<NAME> from the "
-        "environment; flags win.",
+        prog=prog,
+        description=f"{does} Every flag also reads NMT_<NAME> from the environment; flags win.",
     )
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=False)
@@ -63,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from_args(argv: list[str] | None) -> Settings:
-    args = vars(build_parser().parse_args(argv))
+def settings_from_args(argv: list[str] | None, prog: str = "nmt serve",
+                       does: str = SERVE) -> Settings:
+    args = vars(build_parser(prog, does).parse_args(argv))
     return Settings(**{key: value for key, value in args.items() if value is not None})
 
 
@@ -122,6 +125,10 @@ def serve_main(argv: list[str] | None = None) -> int:
         return 2
     logging.config.dictConfig(log_config(settings))
     warn_if_exposed(settings)
+    from app.engine.kernels import runtime as kernels
+
+    found = kernels.report(settings.provider)  # once, before the server processes start
+    log.log(logging.WARNING if found.missing else logging.INFO, "%s", found.line())
     from app.serving.supervisor import process_count, supervise
 
     count = process_count(settings)

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.documents.filestore import FileStore
+from app.engine.kernels import runtime as kernels
 from app.http.access import rate_limiter
 from app.http.direct import DirectRoutes
 from app.http.errors import install_handlers
@@ -150,6 +151,7 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
     app_state = AppState(settings=settings, metrics=Metrics(multiprocess=peers is not None),
                          files=FileStore(settings.files_dir, settings.files_expiry), peers=peers)
     app_state.limiter = rate_limiter(settings, None if peers is None else peers.rate_limit_db)
+    app_state.kernels = app_state.metrics.kernels.report = kernels.report(settings.provider)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.engine.kernels.runtime import KERNELS, KernelReport
 from app.translation.batcher import BatchStats
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -49,6 +50,25 @@ class WorkerProcessCollector:
             started.add_metric([model], count)
         yield running
         yield started
+
+
+class KernelCollector:
+    """Which of our native kernels (app.engine.kernels) this server runs: 1 per active kernel, 0
+    per other one, from the report made when the app was (every server process makes the same
+    one: it asks the files and the CPU, not the process)."""
+
+    def __init__(self) -> None:
+        self.report: KernelReport | None = None
+
+    def collect(self):
+        active = GaugeMetricFamily(
+            "nmt_kernel_active", "1 for each of our native kernels the engine runs, 0 for one "
+            "it does not (not built, turned off, or this CPU lacks what it needs).",
+            labels=["kernel"])
+        if self.report is not None:
+            for name in KERNELS:
+                active.add_metric([name], 1 if name in self.report.active else 0)
+        yield active
 
 
 class Metrics:
@@ -110,6 +130,8 @@ class Metrics:
                            "server process is).", registry=r, multiprocess_mode="livemin")
         self.worker_processes = WorkerProcessCollector()
         r.register(self.worker_processes)
+        self.kernels = KernelCollector()
+        r.register(self.kernels)
 
     def observe_batch(self, stats: BatchStats) -> None:
         self.batches.labels(stats.model, "ok" if stats.ok else "error").inc()
@@ -129,6 +151,7 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
         registry.register(self.worker_processes)
+        registry.register(self.kernels)
         return generate_latest(registry)
 
 

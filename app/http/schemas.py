@@ -168,11 +168,19 @@ class PivotInfo(BaseModel):
     via: str = Field(description="The pivot language: source -> via -> target.")
 
 
+class KernelsInfo(BaseModel):
+    active: list[str] = Field(description="Our native kernels the engine runs "
+                              "(app.engine.kernels), e.g. attention, int8_matmul.")
+    inactive: dict[str, str] = Field(
+        default_factory=dict, description="Each of the others, with why it does not run.")
+
+
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
     pivots: list[PivotInfo] = Field(
         default_factory=list, description="Pairs served through a pivot language (no direct model)."
     )
+    kernels: KernelsInfo | None = Field(None, description="Our native kernels in this server.")
 
 
 class ErrorBody(BaseModel):

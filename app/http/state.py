@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from app.config import Settings
 from app.documents.filestore import FileStore
+from app.engine.kernels.runtime import KernelReport
 from app.http.access import ApiKeys, RateLimiter
 from app.http.metrics import Metrics
 from app.serving.peers import Peers
@@ -33,6 +34,7 @@ class AppState:
     jobs: JobRunner | None = None  # document jobs (opened in the lifespan)
     loader_task: asyncio.Task | None = field(default=None, repr=False)
     peers: Peers | None = None  # the other server processes (app.serving)
+    kernels: KernelReport | None = None  # our native kernels in use (app.engine.kernels)
     keys: ApiKeys = field(init=False)  # settings.api_keys; none: every caller may translate
 
     def __post_init__(self) -> None:

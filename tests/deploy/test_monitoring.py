@@ -19,6 +19,7 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
+from app.engine.kernels.runtime import KERNELS, KernelReport
 from app.http.metrics import LATENCY_BUCKETS, Metrics
 from app.http.routes import documents, health, libretranslate, metrics, models, translate, web
 from app.translation.batcher import BatchStats
@@ -46,6 +47,7 @@ def exported() -> dict[str, set[str]]:
     for ok in (True, False):
         m.observe_batch(BatchStats("en-de", 2, 16, 10, 12, 0.5, ok))
     m.worker_processes.source = lambda: [("en-de", 2, 2)]
+    m.kernels.report = KernelReport("cpu", None, KERNELS[:1], dict.fromkeys(KERNELS[1:], "-"))
     names: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
         for sample in family.samples:
@@ -65,6 +67,7 @@ def label_values() -> dict[str, set[str]]:
         "status": {str(code) for code in range(100, 600)},
         "outcome": {"ok", "error"},  # Metrics.observe_batch
         "kind": {"source", "output"},
+        "kernel": set(KERNELS),
         "le": {str(float(b)) for b in LATENCY_BUCKETS} | {"+Inf"},
     }
 
@@ -139,7 +142,7 @@ def test_the_registry_read_covers_every_metric_of_the_service():
     families = {name.removesuffix("_total") for name in EXPORTED}
     assert {"nmt_http_requests", "nmt_http_request_duration_seconds_bucket", "nmt_queue_depth",
             "nmt_batch_size_bucket", "nmt_tokens", "nmt_rejected_requests", "nmt_ready",
-            "nmt_lane_processes", "nmt_lane_process_starts"} <= families
+            "nmt_lane_processes", "nmt_lane_process_starts", "nmt_kernel_active"} <= families
 
 
 @pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])

@@ -196,7 +196,7 @@ def build_context(request: pytest.FixtureRequest, workdir: Path) -> Path:
     tiny: Path = request.getfixturevalue("tiny_bundle")
     context = workdir / "context"
     context.mkdir()
-    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"):
+    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, context / name)
     shutil.copytree(
         REPO / "app", context / "app", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -310,6 +310,23 @@ def check_translations(port: int, pair: tuple[str, str]) -> None:
     print(f"\n/translate: 'open the file' -> {body['translatedText']!r}")
 
 
+def check_kernels(cid: str, port: int) -> None:
+    """The image built our native kernels and its server runs them: its log line at start,
+    /v1/models and the metric agree (the build stage has the compiler; the image runs on the
+    machine that built it, so on a CPU with what they were built for)."""
+    logs = docker("logs", cid, check=False)
+    (line,) = [ln for ln in (logs.stdout + logs.stderr).splitlines()
+               if "app.server: kernels:" in ln]
+    assert "attention, search_tail, beam_walk, greedy_advance" in line and " active" in line
+    status, body = http(port, "GET", "/v1/models")
+    assert status == 200 and {"attention", "search_tail", "langid"} <= set(
+        body["kernels"]["active"]), body
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        metrics = response.read().decode()
+    assert 'nmt_kernel_active{kernel="attention"} 1.0' in metrics
+    print(f"\n{line.split('app.server: ', 1)[1]}")
+
+
 def service_uid(cid: str) -> int:
     """The real uid of the container's main process (PID 1), read from /proc."""
     status = docker("exec", cid, "cat", "/proc/1/status").stdout
@@ -341,6 +358,13 @@ def test_image_is_torch_free_without_toolchain(image: Image) -> None:
         "run", "--rm", "--network", "none", "--entrypoint", "sh", image.tag, "-c", probe
     ).stdout
     assert out.strip().splitlines() == ["probe-done"], out
+
+    # nmt doctor in the image: the kernels are in the venv's package and load (no network)
+    doctor = docker("run", "--rm", "--network", "none", image.tag, "nmt", "doctor",
+                    check=False)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "kernel library:   /opt/venv/lib/" in doctor.stdout
+    assert "loads into ONNX Runtime: yes" in doctor.stdout, doctor.stdout
 
     size = int(docker("image", "inspect", "--format", "{{.Size}}", image.tag).stdout)
     print(f"\nimage {image.tag}: {size / 1e6:.0f} MB, built in {image.build_seconds:.0f}s")
@@ -374,6 +398,7 @@ def test_docker_run_serves_and_stops_cleanly(image: Image) -> None:
     try:
         ready_after = wait_healthy(cid)
         check_translations(port, image.pair)
+        check_kernels(cid, port)
         status, body = http(port, "GET", "/health/live")
         assert status == 200, body
         assert service_uid(cid) == SERVICE_UID

@@ -3,8 +3,10 @@
 The package has three parts: `builder` compiles the libraries on the machine that runs them,
 `runtime` is the one place that asks whether a library is there and usable (and what the CPU
 runs), `rewrite` puts our operators in place of ONNX Runtime's nodes in the decoder graphs.
-`python -m app.engine.kernels build [--include DIR]` (DIR holding onnxruntime_c_api.h) builds
-both libraries; nothing depends on them: without them (or with NMT_KERNELS=off) the engine runs
+`pip install` builds both libraries where a C++ compiler and ONNX Runtime's C API headers can be
+had (setup.py), and `python -m app.engine.kernels build [--include DIR]` (DIR holding
+onnxruntime_c_api.h) builds them later; `runtime.report` says which kernels run; nothing
+depends on them: without them (or with NMT_KERNELS=off) the engine runs
 ONNX Runtime's own kernels and the language identification scores in Python.
 
 The operators (domain `nmt`), each replacing what the exported graphs compute with many small
@@ -36,7 +38,7 @@ wheel does not ship them, Debian packages them as libonnxruntime-dev from trixie
 from 1.16 works with a newer runtime). What each kernel gains is measured in BENCHMARKS.md.
 """
 
-from app.engine.kernels.builder import HEADER_DIRS, build, build_langid, find_headers
+from app.engine.kernels.builder import HEADER_DIRS, BuildError, build, build_langid, find_headers
 from app.engine.kernels.rewrite import (
     ADVANCE_INPUTS,
     ADVANCE_OP,
@@ -56,19 +58,21 @@ from app.engine.kernels.rewrite import (
     swap_tail,
 )
 from app.engine.kernels.runtime import (
+    KernelReport,
     amx_supported,
     cpu_flags,
     langid_library,
     library,
     library_path,
     matmul_supported,
+    report,
     turned_off,
 )
 
 __all__ = [
     "ADVANCE_INPUTS", "ADVANCE_OP", "ADVANCE_OUTPUTS", "CROSS_OP", "CROSS_SWAPPED", "DOMAIN",
-    "HEADER_DIRS", "MATMUL_OP", "OP", "SWAPPED", "TAIL_OP", "WALK_OP", "add_greedy_advance",
-    "amx_supported", "build", "build_langid", "cpu_flags", "find_headers", "langid_library",
-    "library", "library_path", "matmul_supported", "swap_attention", "swap_cross_attention",
-    "swap_matmul", "swap_tail", "turned_off",
+    "HEADER_DIRS", "MATMUL_OP", "OP", "SWAPPED", "TAIL_OP", "WALK_OP", "BuildError",
+    "KernelReport", "add_greedy_advance", "amx_supported", "build", "build_langid", "cpu_flags",
+    "find_headers", "langid_library", "library", "library_path", "matmul_supported", "report",
+    "swap_attention", "swap_cross_attention", "swap_matmul", "swap_tail", "turned_off",
 ]

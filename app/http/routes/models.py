@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 
 from app.engine.bundle import DECODING_KEYS
 from app.http.checks import ready_state
-from app.http.schemas import ModelInfo, ModelsResponse, PivotInfo
+from app.http.schemas import KernelsInfo, ModelInfo, ModelsResponse, PivotInfo
 from app.http.state import AppState
 
 router = APIRouter(prefix="/v1", tags=["v1"])
@@ -28,4 +28,6 @@ async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
             for m in state.registry
         ],
         pivots=[PivotInfo(source=s, target=t, via=v) for s, t, v in state.registry.pivots()],
+        kernels=None if state.kernels is None else KernelsInfo(
+            active=list(state.kernels.active), inactive=state.kernels.inactive),
     )

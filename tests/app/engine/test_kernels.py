@@ -224,6 +224,7 @@ def _nodes(graph, op):
 
 def test_missing_headers_name_the_package(tmp_path, monkeypatch):
     monkeypatch.setattr(kernels.builder, "HEADER_DIRS", ())
+    monkeypatch.setattr(kernels.builder, "cache_dir", lambda: tmp_path / "none fetched")
     monkeypatch.delenv("NMT_ORT_INCLUDE", raising=False)
     with pytest.raises(FileNotFoundError, match="libonnxruntime-dev"):
         kernels.find_headers(tmp_path)
