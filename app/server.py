@@ -126,8 +126,21 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     count = process_count(settings)
     if count > 1:
-        return supervise(settings, count, run_server)
+        return supervise(settings, count, run_server, prepare=_before_fork)
     return run_server(settings)
+
+
+def _before_fork() -> None:
+    """What every server process would load for itself, loaded once by the supervisor: the web
+    stack, ONNX Runtime, and the language identification tables the native scores read."""
+    import uvicorn  # noqa: F401
+
+    import app.http.app  # noqa: F401
+    from app.engine.kernels.runtime import langid_library
+    from app.text.langid import native_tables
+
+    if langid_library() is not None:
+        native_tables()
 
 
 def run_server(settings: Settings, peers: Peers | None = None,

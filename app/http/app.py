@@ -7,6 +7,7 @@ so /health/live answers at once and /health/ready turns 200 when every bundle is
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sqlite3
 import time
@@ -19,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.documents.filestore import FileStore
+from app.engine import heap
 from app.http.access import rate_limiter
 from app.http.direct import DirectRoutes
 from app.http.errors import install_handlers
@@ -84,6 +86,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     )
     if app_state.jobs is not None and not app_state.draining:
         app_state.jobs.start(app_state.service)  # resumes the unfinished document jobs
+    gc.collect()
+    heap.trim()  # what loading parsed and rewrote and let go (app.engine.heap)
     app_state.set_ready(not app_state.draining)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
              time.perf_counter() - started)
