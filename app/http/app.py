@@ -128,6 +128,18 @@ def _open_jobs(settings: Settings) -> JobStore | None:
         return None
 
 
+HEAP_TRIM_EVERY = 60.0  # seconds
+
+
+async def _trim_heap_now_and_then() -> None:
+    """Hand the C heap's free pages back to the system every HEAP_TRIM_EVERY seconds
+    (app.engine.heap): the memory a load peak's larger batches took would otherwise stay
+    resident for good. In a thread: the event loop never waits for it."""
+    while True:
+        await asyncio.sleep(HEAP_TRIM_EVERY)
+        await asyncio.to_thread(heap.trim)
+
+
 async def _drain(app_state: AppState) -> None:
     """Let queued work finish within the grace period, then stop the batcher."""
     app_state.begin_drain()
@@ -167,7 +179,9 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
                 runs=peers is None or peers.runs_jobs,  # one process runs them, all queue
                 poll=None if peers is None else 1.0)  # others' jobs come through the store
         app_state.loader_task = asyncio.create_task(_load(app_state, loader or load_models))
+        trimmer = asyncio.create_task(_trim_heap_now_and_then())
         yield
+        trimmer.cancel()
         await _drain(app_state)
         if store is not None:
             store.close()
