@@ -55,6 +55,18 @@ When API keys are configured, send one as `Authorization: Bearer <key>` or `X-AP
 
 
 async def _load(app_state: AppState, loader: Loader) -> None:
+    """Load the models and start serving them. One of several server processes loads in its
+    turn (app.serving.peers.Peers.take_turn): loading holds transient copies of the graphs, and
+    the processes' peaks would otherwise add up."""
+    turn = None if app_state.peers is None else await asyncio.to_thread(app_state.peers.take_turn)
+    try:
+        await _load_models(app_state, loader)
+    finally:
+        if turn is not None:
+            turn.close()
+
+
+async def _load_models(app_state: AppState, loader: Loader) -> None:
     settings = app_state.settings
     started = time.perf_counter()
     try:

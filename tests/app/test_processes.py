@@ -273,3 +273,24 @@ def test_server_processes_are_forked_sharing_pages_but_not_the_port(two):
         assert _kib(pid, "Shared_Dirty") > 20 * 1024  # pages still the supervisor's
     with httpx.Client() as client:
         assert translate(client, url).status_code == 200
+
+
+def test_server_processes_load_their_models_in_turn(tmp_path):
+    """Peers.take_turn: a second process (here a second open file) waits until the first one
+    has loaded and let its turn go, so their load peaks never add up."""
+    from app.serving.peers import Peers
+
+    peers = Peers(0, 2, tmp_path, tmp_path, None, None, None)
+    first = peers.take_turn()
+    second_got_it = threading.Event()
+
+    def second() -> None:
+        peers.take_turn().close()
+        second_got_it.set()
+
+    waiter = threading.Thread(target=second, daemon=True)
+    waiter.start()
+    assert not second_got_it.wait(0.5)
+    first.close()
+    assert second_got_it.wait(10)
+    waiter.join(10)
