@@ -110,12 +110,16 @@ class NativeTables:
 
 
 @functools.cache
-def native_tables() -> NativeTables:
-    """The model's tables, read once per process (about a second)."""
+def native_tables(languages: tuple[str, ...] | None = None) -> NativeTables:
+    """The model's tables, read once per process (about a second); with languages (sorted), only
+    the weights of those the model knows are kept (the automaton is the same for all)."""
     ptc, pc, classes, next_state, row, feature = load_model(Path(MODEL_DIR) / MODEL_FILE)
+    classes = list(classes)
+    columns = [i for i, code in enumerate(classes) if languages is None or code in languages]
     return NativeTables(
-        classes=list(classes), ptc=np.ascontiguousarray(ptc, dtype=np.float16),
-        pc=np.asarray(pc, dtype=np.float32),
+        classes=[classes[i] for i in columns],
+        ptc=np.ascontiguousarray(ptc[:, columns], dtype=np.float16),
+        pc=np.asarray(pc, dtype=np.float32)[columns],
         next_state=np.frombuffer(next_state, dtype=np.uint32),
         row_base=np.asarray(row, dtype=np.uint32) << 8,
         feature=np.asarray(feature, dtype=np.int32))
@@ -177,8 +181,8 @@ def _native_scores(languages: list[str]) -> _NativeScores | None:
     if path is None:
         return None
     try:
-        tables = native_tables()
-    except (OSError, ValueError, KeyError) as exc:
+        tables = native_tables(tuple(sorted(languages)))
+    except (OSError, KeyError, ValueError) as exc:
         log.warning("language identification scores in Python: %s", exc)
         return None
     _check_known(languages, tables.classes)
