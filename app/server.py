@@ -133,8 +133,24 @@ def serve_main(argv: list[str] | None = None) -> int:
 
     count = process_count(settings)
     if count > 1:
-        return supervise(settings, count, run_server)
+        return supervise(settings, count, run_server, prepare=lambda: _before_fork(settings))
     return run_server(settings)
+
+
+def _before_fork(settings: Settings) -> None:
+    """What every server process would load for itself, loaded once by the supervisor: the web
+    stack, ONNX Runtime, and the language identification tables the native scores read for the
+    bundles' languages (app.http.app builds its detector over the same)."""
+    import uvicorn  # noqa: F401
+
+    import app.http.app  # noqa: F401
+    from app.engine.kernels.runtime import langid_library
+    from app.text.langid import native_tables
+    from app.translation.registry import bundle_languages
+
+    languages = bundle_languages(settings.models_dir)
+    if langid_library() is not None and len(languages) > 1:
+        native_tables(tuple(languages))
 
 
 def run_server(settings: Settings, peers: Peers | None = None,

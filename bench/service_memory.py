@@ -4,7 +4,8 @@ Starts `nmt serve` on a loopback port with the NMT_* settings of this environmen
 it is ready, then runs `--clients` clients that post LibreTranslate `/translate` requests (two
 short texts each) for `--seconds`, sampling the process tree every 0.2 s: RSS from
 /proc/PID/status, PSS from /proc/PID/smaps_rollup (pages shared between processes, such as a
-memory-mapped weights file, count once in the sum). Prints one JSON line.
+memory-mapped weights file, count once in the sum). Prints one JSON line: the peaks over the
+whole run, until ready (loading the models) and while serving.
 
     NMT_PROCESSES=1 NMT_WORKERS=1 python -m bench.service_memory --seconds 40
 """
@@ -77,13 +78,17 @@ def main(argv: list[str] | None = None) -> int:
                              "--port", str(args.port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = {"rss": 0.0, "pss": 0.0, "processes": 0}
+    starting = {"rss": 0.0, "pss": 0.0}  # the peak until ready: loading the models
+    serving = {"rss": 0.0, "pss": 0.0}  # the peak from then on, under the clients' load
+    ready = threading.Event()
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
             now = tree_memory(proc.pid)
-            for key in peak:
-                peak[key] = max(peak[key], now[key])
+            for phase in (peak, serving if ready.is_set() else starting):
+                for key in phase:
+                    phase[key] = max(phase[key], now[key])
             time.sleep(SAMPLE_EVERY)
 
     counts = {"requests": 0, "errors": 0}
@@ -105,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         threading.Thread(target=sample, daemon=True).start()
         ready_s = _wait_ready(url, proc)
+        ready.set()
         idle = tree_memory(proc.pid)
         clients = [threading.Thread(target=client, args=(i,), daemon=True)
                    for i in range(args.clients)]
@@ -123,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                       "idle_rss_mib": round(idle["rss"]), "idle_pss_mib": round(idle["pss"]),
                       "peak_rss_sum_mib": round(peak["rss"]),
                       "peak_pss_sum_mib": round(peak["pss"]),
+                      "starting_peak_pss_mib": round(starting["pss"]),
+                      "serving_peak_pss_mib": round(serving["pss"]),
+                      "serving_peak_rss_mib": round(serving["rss"]),
                       "sum_vmhwm_mib": round(end["hwm"]), **counts,
                       "requests_per_s": round(counts["requests"] / args.seconds, 1)}))
     return 0

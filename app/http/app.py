@@ -7,6 +7,7 @@ so /health/live answers at once and /health/ready turns 200 when every bundle is
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sqlite3
 import time
@@ -19,6 +20,7 @@ from fastapi.staticfiles import StaticFiles
 
 from app.config import Settings
 from app.documents.filestore import FileStore
+from app.engine import heap
 from app.engine.kernels import runtime as kernels
 from app.http.access import rate_limiter
 from app.http.direct import DirectRoutes
@@ -54,6 +56,18 @@ When API keys are configured, send one as `Authorization: Bearer <key>` or `X-AP
 
 
 async def _load(app_state: AppState, loader: Loader) -> None:
+    """Load the models and start serving them. One of several server processes loads in its
+    turn (app.serving.peers.Peers.take_turn): loading holds transient copies of the graphs, and
+    the processes' peaks would otherwise add up."""
+    turn = None if app_state.peers is None else await asyncio.to_thread(app_state.peers.take_turn)
+    try:
+        await _load_models(app_state, loader)
+    finally:
+        if turn is not None:
+            turn.close()
+
+
+async def _load_models(app_state: AppState, loader: Loader) -> None:
     settings = app_state.settings
     started = time.perf_counter()
     try:
@@ -85,6 +99,8 @@ async def _load(app_state: AppState, loader: Loader) -> None:
     )
     if app_state.jobs is not None and not app_state.draining:
         app_state.jobs.start(app_state.service)  # resumes the unfinished document jobs
+    gc.collect()
+    heap.trim()  # what loading parsed and rewrote and let go (app.engine.heap)
     app_state.set_ready(not app_state.draining)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),
              time.perf_counter() - started)
@@ -123,6 +139,18 @@ def _open_jobs(settings: Settings) -> JobStore | None:
     except (OSError, sqlite3.Error) as exc:
         log.warning("document jobs are off: cannot open %s: %s", settings.jobs_path, exc)
         return None
+
+
+HEAP_TRIM_EVERY = 60.0  # seconds
+
+
+async def _trim_heap_now_and_then() -> None:
+    """Hand the C heap's free pages back to the system every HEAP_TRIM_EVERY seconds
+    (app.engine.heap): the memory a load peak's larger batches took would otherwise stay
+    resident for good. In a thread: the event loop never waits for it."""
+    while True:
+        await asyncio.sleep(HEAP_TRIM_EVERY)
+        await asyncio.to_thread(heap.trim)
 
 
 async def _drain(app_state: AppState) -> None:
@@ -165,7 +193,9 @@ def create_app(settings: Settings | None = None, loader: Loader | None = None,
                 runs=peers is None or peers.runs_jobs,  # one process runs them, all queue
                 poll=None if peers is None else 1.0)  # others' jobs come through the store
         app_state.loader_task = asyncio.create_task(_load(app_state, loader or load_models))
+        trimmer = asyncio.create_task(_trim_heap_now_and_then())
         yield
+        trimmer.cancel()
         await _drain(app_state)
         if store is not None:
             store.close()

@@ -6,12 +6,14 @@ without importing the code that starts processes."""
 
 from __future__ import annotations
 
+import fcntl
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 RATE_LIMIT_DB = "rate_limits.sqlite"
+LOADING_LOCK = "loading.lock"
 
 
 @dataclass
@@ -54,6 +56,13 @@ class Peers:
         process idles
         (its core is free)."""
         return any(self.load[i] == 0 for i in range(self.count) if i != self.index)
+
+    def take_turn(self) -> IO[bytes]:
+        """Wait until no other server process is loading its models (blocks): the open lock
+        file, which holds the turn until it is closed (or this process ends)."""
+        lock = open(self.shared_dir / LOADING_LOCK, "ab")  # noqa: SIM115 (the caller closes it)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return lock
 
     @property
     def runs_jobs(self) -> bool:

@@ -29,6 +29,7 @@ module makes that one service:
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import multiprocessing
@@ -40,10 +41,12 @@ import socket
 import sqlite3
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from app.config import Settings
+from app.engine import heap
 from app.serving.peers import RATE_LIMIT_DB, Peers
 
 log = logging.getLogger("app.serving.supervisor")
@@ -114,16 +117,19 @@ def bind(settings: Settings) -> socket.socket:
 
 class ServerProcess(Protocol):
     """What one server process runs (app.server.run_server): given by the entry point, so this
-    module never imports the layers above it. It must be a module-level function: the processes
-    are spawned, and it travels to them by name."""
+    module never imports the layers above it. The processes are forked from the supervisor
+    (after `supervise`'s prepare, before any model or thread of ours), so they share the pages
+    of what it imported and loaded."""
 
     def __call__(self, settings: Settings, *, peers: Peers, channel: socket.socket) -> int: ...
 
 
-def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
+def supervise(settings: Settings, count: int, serve: ServerProcess,
+              prepare: Callable[[], object] | None = None) -> int:
     """Run `count` server processes (each `serve`) behind one listening socket until
     SIGTERM/SIGINT; 0 after a graceful stop, 1 when a process could not start (its log says
-    why)."""
+    why). prepare: run here before the processes are forked from this one (imports, tables
+    every process reads and none writes), so that its pages are held once for all."""
     try:
         listener = bind(settings)
     except OSError as exc:
@@ -134,7 +140,12 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
     metrics_dir = shared_dir / "metrics"  # prometheus-client reads every *.db file there
     metrics_dir.mkdir()
     prepare_databases(settings, shared_dir)
-    context = multiprocessing.get_context("spawn")
+    if prepare is not None:
+        prepare()
+    gc.collect()
+    heap.trim()
+    gc.freeze()  # the server processes' collections leave the shared objects' pages alone
+    context = multiprocessing.get_context("fork")
     ready_flags = context.RawArray("b", count)
     closed = context.RawArray("q", count)
     load = context.RawArray("i", count)
@@ -152,6 +163,9 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
 
     def start(child: _Child) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # what the forked process must not keep open: the port, the other processes' channels
+        supervisor_only = [listener, selector, ours,
+                           *(c.channel for c in children if c.channel is not None)]
         ours.setblocking(False)  # a process that stops reading never stalls the supervisor
         ready_flags[child.index] = 0
         closed[child.index] = 0
@@ -162,7 +176,8 @@ def supervise(settings: Settings, count: int, serve: ServerProcess) -> int:
         peers = Peers(child.index, count, shared_dir, metrics_dir, ready_flags, closed, load,
                       beats)
         child.process = context.Process(target=_serve_child,
-                                        args=(serve, child_settings, peers, theirs),
+                                        args=(serve, child_settings, peers, theirs,
+                                              supervisor_only),
                                         name=f"nmt-server-{child.index}")
         child.process.start()
         theirs.close()
@@ -310,8 +325,13 @@ def _forget(child: _Child, metrics_dir: Path) -> None:
 
 
 def _serve_child(serve: ServerProcess, settings_data: dict[str, Any], peers: Peers,
-                 channel: socket.socket) -> None:
+                 channel: socket.socket, supervisor_only: list[Any]) -> None:
     from prometheus_client import values
+
+    for signum in (signal.SIGTERM, signal.SIGINT):  # the supervisor's, until the server's own
+        signal.signal(signum, signal.SIG_DFL)
+    for inherited in supervisor_only:
+        inherited.close()
 
     os.environ[MULTIPROC_ENV] = str(peers.metrics_dir)
     values.ValueClass = values.get_value_class()  # metrics made from here on write the files

@@ -9,6 +9,11 @@ languages), quicker, and from a much smaller package.
 
 Load a LanguageDetector once (it reads the model: about a second) in the service's lifespan and
 share it: `detect` only reads it (the native scores' scratch arrays are used with the GIL held).
+The native scores read the model's tables (`native_tables`, tens of MiB, most of it the byte
+n-gram automaton), loaded once per process and never written: a supervisor loads them before it
+forks its server processes (app.server), which then share their pages. py3langid's own model
+object (its Python lists, a second copy of the automaton) is made only where the library is not
+built.
 
 The scores come from `app/text/langid_score.cc` (the same model's tables, one call a
 text) where that library is built, else from py3langid's own walk and NumPy scoring: the same
@@ -20,15 +25,18 @@ large table run cold (BENCHMARKS.md).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from py3langid.langid import MODEL_FILE, LanguageIdentifier
+from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+from py3langid.modelio import load_model
 
 log = logging.getLogger("app.text.langid")
 
@@ -49,13 +57,12 @@ class LanguageDetector:
         self.languages = sorted(set(languages))
         if not self.languages:
             raise ValueError("a language detector needs at least one language")
-        self._model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        known = set(self._model.nb_classes)
-        unknown = [code for code in self.languages if code not in known]
-        if unknown:
-            raise ValueError(f"language identification does not know {', '.join(unknown)}")
-        self._model.set_languages(self.languages)
-        self._native = _native_scores(self._model)
+        self._native = _native_scores(self.languages)
+        self._model: LanguageIdentifier | None = None
+        if self._native is None:
+            self._model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+            _check_known(self.languages, self._model.nb_classes)
+            self._model.set_languages(self.languages)
 
     @property
     def native(self) -> bool:
@@ -65,6 +72,7 @@ class LanguageDetector:
     def rank(self, text: str) -> list[tuple[str, float]]:
         """(language, probability) pairs, most likely first."""
         if self._native is None:
+            assert self._model is not None
             return self._model.rank(text)
         return self._native(text)
 
@@ -83,21 +91,62 @@ class LanguageDetector:
         return self.detect(text, top=1)[0].language
 
 
+def _check_known(languages: list[str], classes: list[str]) -> None:
+    unknown = [code for code in languages if code not in classes]
+    if unknown:
+        raise ValueError(f"language identification does not know {', '.join(unknown)}")
+
+
+@dataclass(frozen=True)
+class NativeTables:
+    """py3langid's model, all its languages, as the native library reads it."""
+
+    classes: list[str]
+    ptc: np.ndarray  # (features, classes) float16: log P(feature | language)
+    pc: np.ndarray  # (classes,) float32: log P(language)
+    next_state: np.ndarray  # (rows * 256,) uint32: the automaton's transitions, rows shared
+    row_base: np.ndarray  # (states,) uint32: each state's row * 256
+    feature: np.ndarray  # (states,) int32: the n-gram feature a state completes, -1 for none
+
+
+@functools.cache
+def native_tables(languages: tuple[str, ...] | None = None) -> NativeTables:
+    """The model's tables, read once per process (about a second); with languages (sorted), only
+    the weights of those the model knows are kept (the automaton is the same for all)."""
+    ptc, pc, classes, next_state, row, feature = load_model(Path(MODEL_DIR) / MODEL_FILE)
+    classes = list(classes)
+    columns = [i for i, code in enumerate(classes) if languages is None or code in languages]
+    return NativeTables(
+        classes=[classes[i] for i in columns],
+        ptc=np.ascontiguousarray(ptc[:, columns], dtype=np.float16),
+        pc=np.asarray(pc, dtype=np.float32)[columns],
+        next_state=np.frombuffer(next_state, dtype=np.uint32),
+        row_base=np.asarray(row, dtype=np.uint32) << 8,
+        feature=np.asarray(feature, dtype=np.int32))
+
+
 class _NativeScores:
-    """A py3langid model (restricted to its languages) scored by the native library: the text
+    """py3langid's model, restricted to some languages, scored by the native library: the text
     prepared as py3langid prepares it (all-capital text lowered, NFC, UTF-8), then one call."""
 
-    def __init__(self, model: LanguageIdentifier, library: ctypes.PyDLL) -> None:
-        self.classes = list(model.nb_classes)
-        weight = np.ascontiguousarray(model.nb_ptc, dtype=np.float32)
+    def __init__(self, tables: NativeTables, languages: list[str],
+                 library: ctypes.PyDLL) -> None:
+        _check_known(languages, tables.classes)
+        # the model's order, as py3langid restricts it (a language listed twice would be an
+        # alias pair, which py3langid merges: not this scorer's business)
+        columns = [i for i, code in enumerate(tables.classes) if code in set(languages)]
+        self.classes = [tables.classes[i] for i in columns]
+        if len(set(self.classes)) != len(self.classes):
+            raise ValueError("the model lists a language twice")
+        weight = np.ascontiguousarray(tables.ptc[:, columns], dtype=np.float32)
         rows = len(weight)
         # kept here: the library reads them through the pointers below
         self._arrays = [
-            np.frombuffer(model.tk_nextmove, dtype=np.uint32),
-            np.asarray(model.tk_row, dtype=np.uint32) << 8,
-            np.asarray(model.tk_output, dtype=np.int32),
+            tables.next_state,
+            tables.row_base,
+            tables.feature,
             weight,
-            np.ascontiguousarray(model.nb_pc, dtype=np.float32),
+            np.ascontiguousarray(tables.pc[columns], dtype=np.float32),
             np.full(rows, -1, dtype=np.int32),  # seen
             np.empty(rows, dtype=np.int32),  # rows visited
             np.empty(rows, dtype=np.float32),  # their visits
@@ -122,22 +171,28 @@ class _NativeScores:
                       reverse=True)
 
 
-def _native_scores(model: LanguageIdentifier) -> _NativeScores | None:
-    """The native scores for this model, or None (py3langid scores) when the library is not
-    built, or this py3langid's model is not laid out as the library expects."""
+def _native_scores(languages: list[str]) -> _NativeScores | None:
+    """The native scores for these languages, or None (py3langid scores) when the library is
+    not built or this py3langid's model is not laid out as the library expects. ValueError
+    for a language the model does not know."""
     from app.engine.kernels.runtime import langid_library
 
     path = langid_library()
-    if path is None or getattr(model, "_alias_pairs", None) or not getattr(model, "_norm_probs",
-                                                                          False):
+    if path is None:
         return None
+    try:
+        tables = native_tables(tuple(sorted(languages)))
+    except (OSError, KeyError, ValueError) as exc:
+        log.warning("language identification scores in Python: %s", exc)
+        return None
+    _check_known(languages, tables.classes)
     try:
         library = ctypes.PyDLL(str(path))  # the GIL stays held: the scratch arrays are shared
         call = library.nmt_langid_scores
         call.restype = ctypes.c_int
         call.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_char_p,
                                                  ctypes.c_size_t] + [ctypes.c_void_p] * 4
-        return _NativeScores(model, library)
+        return _NativeScores(tables, languages, library)
     except (OSError, AttributeError, TypeError, ValueError) as exc:
         log.warning("language identification scores in Python: %s", exc)
         return None

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.engine.bundle import MANIFEST, BundleError, find_bundles
+from app.engine.bundle import MANIFEST, BundleError, find_bundles, read_manifest
 from app.engine.types import Engine, TranslationOptions
 from app.errors import UnsupportedLanguage, excerpt
 
@@ -148,6 +148,23 @@ def bundle_dirs(models_dir: Path) -> list[Path]:
     if (models_dir / MANIFEST).is_file():
         return [models_dir]
     return find_bundles(models_dir)
+
+
+def bundle_languages(models_dir: Path | str) -> list[str]:
+    """Every language the bundles under models_dir read or write, from their manifests alone
+    (what Registry.languages will be once they are loaded); [] where none can be read."""
+    languages: set[str] = set()
+    try:
+        paths = bundle_dirs(Path(models_dir))
+    except OSError:
+        return []  # loading will say why
+    for path in paths:
+        try:
+            manifest = read_manifest(path)
+        except (BundleError, OSError, ValueError):
+            continue  # loading it will say why
+        languages |= {manifest["source_lang"], manifest["target_lang"]}
+    return sorted(languages)
 
 
 def load_models(settings: Settings) -> list[LoadedModel]:

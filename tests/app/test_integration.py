@@ -12,7 +12,7 @@ from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
 from app.http.app import create_app
 from app.text.segment import segment
-from app.translation.registry import load_models
+from app.translation.registry import bundle_languages, load_models
 from tests.app.conftest import real_settings
 from tests.app.fakes import running, wait_until
 
@@ -109,6 +109,17 @@ def test_models_come_from_the_manifest(client, tiny_bundle):
     assert set(m["variants"]) == {"fp32", "int8"}
     assert m["variant"] in m["variants"]
     assert "beam_size" in m["decoding"] and isinstance(m["scores"], dict)
+
+
+def test_bundle_languages_are_what_the_loaded_registry_serves(client, tiny_bundle, tmp_path):
+    """What a supervisor reads from the manifests before its server processes load the bundles
+    (their language identification tables) is the loaded registry's languages."""
+    served = client.get("/languages").json()
+    codes = {lang["code"] for lang in served} | {t for lang in served for t in lang["targets"]}
+    assert bundle_languages(tiny_bundle) == sorted(codes)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "manifest.json").write_text("{")
+    assert bundle_languages(tmp_path) == [] and bundle_languages(tmp_path / "none") == []
 
 
 @pytest.mark.parametrize(

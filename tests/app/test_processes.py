@@ -23,15 +23,15 @@ from tests.app.test_jobs import submit, wait_for
 
 
 def server_processes(supervisor: int) -> list[int]:
-    """The supervisor's server processes (its children that run the app, not the helpers)."""
+    """The supervisor's server processes: its children (forked from it, they start no helper
+    process of multiprocessing's)."""
     found = []
     for pid in process_tree(supervisor):
         try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
-        if b"spawn_main" in command and Path(f"/proc/{pid}/status").read_text().count(
-                f"PPid:\t{supervisor}\n"):
+        if f"PPid:\t{supervisor}\n" in status:
             found.append(pid)
     return sorted(found)
 
@@ -244,3 +244,58 @@ def test_new_connections_go_only_to_processes_whose_heartbeat_is_fresh():
     assert [c.index for c in candidates(children, closed, beats, [1, 0, 1])] == [2, 0]
     # none ready (the service starting): every answering one, as without readiness
     assert [c.index for c in candidates(children, closed, beats, [0, 0, 0])] == [1, 2, 0]
+
+
+def _listening_inode(port: int) -> str:
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(f":{port:04X}") and fields[3] == "0A":  # 0A: LISTEN
+            return fields[9]
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def _kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(field)
+
+
+def test_server_processes_are_forked_sharing_pages_but_not_the_port(two):
+    """Forked from the supervisor once it imported the web stack: each server process shares
+    those pages with it, and holds neither the listening socket nor another's channel."""
+    proc, url = two
+    children = server_processes(proc.pid)
+    listener = f"socket:[{_listening_inode(int(url.rsplit(':', 1)[1]))}]"
+    for pid in children:
+        links = set()
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                links.add(os.readlink(fd))
+            except OSError:
+                continue
+        assert listener not in links
+        assert _kib(pid, "Shared_Dirty") > 20 * 1024  # pages still the supervisor's
+    with httpx.Client() as client:
+        assert translate(client, url).status_code == 200
+
+
+def test_server_processes_load_their_models_in_turn(tmp_path):
+    """Peers.take_turn: a second process (here a second open file) waits until the first one
+    has loaded and let its turn go, so their load peaks never add up."""
+    from app.serving.peers import Peers
+
+    peers = Peers(0, 2, tmp_path, tmp_path, None, None, None)
+    first = peers.take_turn()
+    second_got_it = threading.Event()
+
+    def second() -> None:
+        peers.take_turn().close()
+        second_got_it.set()
+
+    waiter = threading.Thread(target=second, daemon=True)
+    waiter.start()
+    assert not second_got_it.wait(0.5)
+    first.close()
+    assert second_got_it.wait(10)
+    waiter.join(10)
