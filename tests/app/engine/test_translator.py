@@ -398,3 +398,40 @@ def test_greedy_calls_start_with_the_longest_sources(tiny_bundle, reference, sou
     n = translator_module.LONGEST_FIRST if beam_size == 1 else 0
     want = by_length[::-1][:n] + by_length[:2]
     assert [len(sources[i]) for i in first[:n + 2]] == [len(sources[i]) for i in want]
+
+
+def test_cuda_sessions_get_none_of_the_cpu_only_machinery(tiny_bundle, tiny_sentences,
+                                                         monkeypatch):
+    """On CUDA our kernels (CPU-only custom ops), the fused search Loop, the graphs specialized
+    by source length, one-thread copies and decode worker processes are all left out: the
+    sessions run the bundle's graphs as exported. Here CUDA falls back to the CPU sessions,
+    which still must have been made as for CUDA."""
+    import onnx
+
+    import app.engine.sessions as sessions_module
+    from app.engine.kernels.rewrite import DOMAIN
+
+    made = []
+    original = sessions_module.create_session
+
+    def recording(path, config, shared=(), custom_ops=None, external=None):
+        if isinstance(path, bytes):
+            graph = onnx.load_from_string(path)
+        elif isinstance(path, onnx.ModelProto):
+            graph = path
+        else:
+            graph = onnx.load(str(path), load_external_data=False)
+        made.append((config.provider, custom_ops, {n.domain for n in graph.graph.node}))
+        return original(path, config, shared, custom_ops, external)
+
+    monkeypatch.setattr(sessions_module, "create_session", recording)
+    t = Translator.from_dir(tiny_bundle, variant="fp32", provider="cuda", max_batch_size=64,
+                            worker_processes=True)
+    out = t.translate_batch(tiny_sentences[:1], TranslationOptions(beam_size=1))  # alone: fused?
+    out += t.translate_batch(tiny_sentences[:4], TranslationOptions(beam_size=4))
+    assert all(r.text for r in out)
+    s = t.sessions
+    assert (s.by_length, s.fused, s.greedy_advance, s._one_thread) == (False,) * 4
+    assert t.workers == 1 and t.worker_processes is None
+    assert made and all(provider == "cuda" and library is None and DOMAIN not in domains
+                        for provider, library, domains in made), made
