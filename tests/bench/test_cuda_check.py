@@ -79,7 +79,8 @@ def test_cpu_fallback_runs_every_part_and_says_no_gpu_was_used(carry, tiny_bundl
     service = parts["service"]["rows"]
     assert [r["clients"] for r in service] == [2]
     assert service[0]["requests"] > 0 and service[0]["errors"] == 0
-    assert "| service clients |" in table
+    assert parts["service"]["host_peak_rss_mib"] > 0 and "| service clients |" in table
+    assert "CPUExecutionProvider" in parts["parity"]["provider_options"]
 
 
 def test_agreement_counts_changed_outputs_and_shows_where_they_part():
