@@ -11,7 +11,7 @@
 set -uo pipefail
 
 CARRY=${CUDA_CARRY:-.cuda}
-STAGE=/tmp/cuda-stage
+STAGE=${CUDA_STAGE:-/tmp/cuda-stage}
 PAYLOAD=/tmp/cuda-carry
 PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/cuda-out}

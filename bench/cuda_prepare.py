@@ -164,7 +164,8 @@ def prepare(dest: Path, bundle: Path, src: Path, ref: Path, what: Preparation) -
     """Fill dest/payload with what the GPU machine needs besides the repository, cut it into
     parts that fit beside the working tree (split_payload), and say how many calls carry them."""
     payload = dest / "payload"
-    payload.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(payload, ignore_errors=True)  # nothing left from an earlier preparation
+    payload.mkdir(parents=True)
     sources, references = read_pairs(src, ref, what.sentences)
     (payload / CARRY_FILES["sources"]).write_text("\n".join(sources) + "\n", encoding="utf-8")
     (payload / CARRY_FILES["references"]).write_text("\n".join(references) + "\n",
@@ -190,8 +191,13 @@ def prepare(dest: Path, bundle: Path, src: Path, ref: Path, what: Preparation) -
     if room <= 0:
         report["error"] = (f"the working tree that travels is {tree:.1f} MiB, over the "
                            f"{TRAVEL_LIMIT_MIB} MiB limit: no room for any part (docs/cuda.md: "
-                           "keep the bundle's graphs out of what travels, --bundle, --part-mib)")
+                           "the bundle's graphs kept out of what travels, --with-bundle, "
+                           "--part-mib)")
         return report
+    if tree + room > TRAVEL_LIMIT_MIB:
+        report["warning"] = (f"a part of {room:.1f} MiB fits only once what travels besides it "
+                             f"is under {TRAVEL_LIMIT_MIB - room:.1f} MiB; now {tree:.1f} MiB "
+                             "(docs/cuda.md: the bundle's graphs kept out of what travels)")
     parts = split_payload(payload, dest, room)
     report["parts"] = [p.name for p in parts]
     report["calls"] = [{"carry": [f"{dest.name}/{p.name}"]

@@ -105,3 +105,39 @@ def test_cuda_asked_for_but_absent_falls_back_and_says_why(tiny_bundle, tmp_path
     assert cfg.provider == "cpu" and cfg.no_gpu_reason == reason
     assert reason in cuda_check.headline(cfg) and cfg.references is None
     assert cfg.batches == cuda_check.CPU_SIZES["batches"]
+
+
+def test_prepare_cuts_the_payload_into_parts_that_join_back(tiny_bundle, carry, tmp_path):
+    """bench.cuda_prepare without the network (no wheels): the sentences and the fp32 bundle,
+    cut into parts of the size asked, with checksums, and the device calls that carry them (the
+    last one runs the check); joined as bench/cuda_check.sh joins them, the tar gives the files
+    back byte for byte."""
+    import hashlib
+    import io
+    import tarfile
+
+    dest = tmp_path / ".cuda"
+    what = cuda_prepare.Preparation(sentences=5, bundle=True, wheels=False, part_mib=0.4)
+    report = cuda_prepare.prepare(dest, tiny_bundle, carry / "test.en", carry / "test.de", what)
+    parts = sorted(dest.glob("part-*"))
+    assert [p.name for p in parts] == report["parts"] and len(parts) >= 2
+    assert all(p.stat().st_size <= 0.4 * 2**20 for p in parts)
+    sums = dict(reversed(line.split("  ")) for line in
+                (dest / "parts.sha256").read_text().splitlines())
+    assert sums == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in parts}
+    calls = report["calls"]
+    assert [c["command"].split()[-1] for c in calls] == ["stage"] * (len(parts) - 1) + ["run"]
+    assert calls[-1]["carry"] == [f".cuda/{parts[-1].name}", ".cuda/parts.sha256"]
+    out = tmp_path / "joined"
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts))) as joined:
+        joined.extractall(out, filter="data")
+    assert (out / "test.en").read_text().splitlines() == \
+        (carry / "test.en").read_text().splitlines()[:5]
+    manifest = json.loads((tiny_bundle / "manifest.json").read_text())
+    for graph in ("encoder", "decoder"):
+        name = manifest["variants"]["fp32"][graph]["file"]
+        assert (out / "bundle" / name).read_bytes() == (tiny_bundle / name).read_bytes()
+    assert not (out / "bundle" / manifest["variants"]["int8"]["encoder"]["file"]).exists()
+    from app.engine.bundle import load_bundle
+
+    assert load_bundle(out / "bundle", "fp32").variant == "fp32"  # loads and checks its sums
