@@ -258,8 +258,9 @@ def parity(cfg: CheckConfig, budget: Budget) -> dict:
     fp16 = None
     if cfg.fp16_bundle is None:
         fp16 = "skipped: no fp16 bundle (--fp16-bundle, or --carry with bundle-fp16/)"
+    elif time.monotonic() > budget.end:
+        fp16 = f"stopped: over the part's {budget.seconds:.0f} s budget before fp16"
     else:
-        budget.check("fp16")
         half = ours(cfg, "fp16")
         for beam in BEAMS:
             got = half.translate(sources, beam)
@@ -283,38 +284,56 @@ def parity(cfg: CheckConfig, budget: Budget) -> dict:
 def speed(make: Callable[[int], object], cfg: CheckConfig, budget: Budget, name: str) -> dict:
     """Throughput of one engine at each batch size (all sentences, sorted by length, greedy and
     beam 4, after a warm-up) and its batch-1 latency (the first latency_sentences, one call
-    each); the engine's GPU memory (or peak RSS on the CPU) after its largest batch."""
-    from bench.backends import batch1, generated_tokens, timed, warm_up
-
+    each); the most GPU memory (or peak RSS on the CPU) the process held after a batch size's
+    passes. Past the budget it stops between batch sizes and keeps what it measured."""
     sources = list(cfg.sources)
-    throughput, latency, memory = [], {}, None
-    for i, batch in enumerate(cfg.batches):
-        budget.check(f"{name} batch {batch}")
-        backend = make(batch)
-        warm_up(backend, sources)
-        for beam in BEAMS:
-            outputs, seconds = timed(lambda b=beam, e=backend: e.translate(sources, b))
-            tokens = generated_tokens(outputs)
-            throughput.append({"engine": name, "batch": batch, "beam": beam,
-                               "sentences": len(sources), "tokens": tokens,
-                               "seconds": round(seconds, 3),
-                               "tokens_per_s": round(tokens / seconds, 1),
-                               "sentences_per_s": round(len(sources) / seconds, 1)})
-        if i == len(cfg.batches) - 1:
-            memory = gpu_memory_mib([os.getpid()]) if cfg.gpu else pid_peak_rss_mb(os.getpid())
-        if i == 0:
-            budget.check(f"{name} batch-1 latency")
-            for beam in BEAMS:
-                ms = [s * 1000 for s in
-                      batch1(backend, sources[: cfg.latency_sentences], beam)["latency_s"]]
-                latency[str(beam)] = {"sentences": len(ms), "p50_ms": round(percentile(ms, 50), 2),
-                                      "p95_ms": round(percentile(ms, 95), 2)}
-        del backend
-        gc.collect()
-        log(f"speed: {name} batch {batch}: " + ", ".join(
-            f"beam {r['beam']} {r['tokens_per_s']} tok/s" for r in throughput[-len(BEAMS):]))
-    return {"throughput": throughput, "latency": latency,
-            "memory_mib": memory, "memory_kind": "gpu" if cfg.gpu else "peak_rss"}
+    found = {"throughput": [], "latency": {}, "memory_mib": None,
+             "memory_kind": "gpu" if cfg.gpu else "peak_rss"}
+    try:
+        for i, batch in enumerate(cfg.batches):
+            budget.check(f"{name} batch {batch}")
+            backend = make(batch)
+            _passes(backend, sources, batch, name, found["throughput"])
+            held = gpu_memory_mib([os.getpid()]) if cfg.gpu else pid_peak_rss_mb(os.getpid())
+            found["memory_mib"] = max(held or 0, found["memory_mib"] or 0) or None
+            if i == 0:
+                budget.check(f"{name} batch-1 latency")
+                found["latency"] = _latency(backend, sources[: cfg.latency_sentences])
+            del backend
+            gc.collect()
+            log(f"speed: {name} batch {batch}: " + ", ".join(
+                f"beam {r['beam']} {r['tokens_per_s']} tok/s"
+                for r in found["throughput"][-len(BEAMS):]))
+    except OverBudget as exc:
+        found["stopped"] = str(exc)
+        log(f"speed: {name}: {exc}")
+    return found
+
+
+def _passes(backend, sources: list[str], batch: int, name: str, rows: list[dict]) -> None:
+    """One timed pass over all sentences per search, after a warm-up."""
+    from bench.backends import generated_tokens, timed, warm_up
+
+    warm_up(backend, sources)
+    for beam in BEAMS:
+        outputs, seconds = timed(lambda b=beam: backend.translate(sources, b))
+        tokens = generated_tokens(outputs)
+        rows.append({"engine": name, "batch": batch, "beam": beam, "sentences": len(sources),
+                     "tokens": tokens, "seconds": round(seconds, 3),
+                     "tokens_per_s": round(tokens / seconds, 1),
+                     "sentences_per_s": round(len(sources) / seconds, 1)})
+
+
+def _latency(backend, sources: list[str]) -> dict:
+    """Per-search p50/p95 of one-sentence calls, in ms."""
+    from bench.backends import batch1
+
+    found = {}
+    for beam in BEAMS:
+        ms = [s * 1000 for s in batch1(backend, sources, beam)["latency_s"]]
+        found[str(beam)] = {"sentences": len(ms), "p50_ms": round(percentile(ms, 50), 2),
+                            "p95_ms": round(percentile(ms, 95), 2)}
+    return found
 
 
 def engine_speed(cfg: CheckConfig, budget: Budget) -> dict:
@@ -337,8 +356,6 @@ def ctranslate2_speed(cfg: CheckConfig, budget: Budget) -> dict:
         name = f"ct2-{compute_type}"
         try:
             found[name] = speed(lambda b, c=compute_type: _ct2_batch(cfg, c, b), cfg, budget, name)
-        except OverBudget:
-            raise
         except Exception as exc:  # noqa: BLE001 - one compute type failing leaves the other
             found[name] = {"error": f"{type(exc).__name__}: {exc}"}
             log(f"speed: {name} failed: {exc}")
@@ -364,11 +381,13 @@ def service(cfg: CheckConfig, budget: Budget) -> dict:
              "--max-batch-size", str(max(cfg.batches))]
     proc, url = start_server(str(cfg.bundle), extra, cfg.threads)
     texts = list(cfg.sources[:200])
-    rows = []
+    rows, stopped = [], None
     try:
         asyncio.run(drive(url, 4, 1.0, 50, target, texts))  # warm up
         for clients in cfg.clients:
-            budget.check(f"service at {clients} clients")
+            if time.monotonic() > budget.end:
+                stopped = f"over the part's {budget.seconds:.0f} s budget before {clients} clients"
+                break
             before = engine_batches(url)
             row = asyncio.run(drive(url, clients, cfg.service_seconds, 20000, target, texts))
             batches = engine_batches(url) - before
@@ -383,7 +402,7 @@ def service(cfg: CheckConfig, budget: Budget) -> dict:
     finally:
         stop_server(proc)
     return {"rows": rows, "memory_mib": memory, "memory_kind": "gpu" if cfg.gpu else "peak_rss",
-            "host_peak_rss_mib": rss}
+            "host_peak_rss_mib": rss, "stopped": stopped}
 
 
 PARTS: dict[str, Callable[[CheckConfig, Budget], dict]] = {
@@ -477,6 +496,9 @@ def markdown(report: dict) -> str:
                      for b in ("1", "4")]
             lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
         lines.append("")
+    for name, e in engines.items():
+        if e.get("stopped"):
+            lines += [f"{name} stopped early: {e['stopped']}", ""]
     skipped = parts.get("ctranslate2", {}).get("skipped")
     if skipped:
         lines += [f"CTranslate2: {skipped}", ""]
@@ -489,7 +511,8 @@ def markdown(report: dict) -> str:
         gpu_memory = (f"GPU memory {_f(svc['memory_mib'], 0)} MiB, "
                       if svc["memory_kind"] == "gpu" else "")
         lines += ["", f"Service: {gpu_memory}peak RSS of its processes "
-                  f"{_f(svc['host_peak_rss_mib'], 0)} MiB.", ""]
+                  f"{_f(svc['host_peak_rss_mib'], 0)} MiB."
+                  + (f" Stopped early: {svc['stopped']}." if svc.get("stopped") else ""), ""]
     return "\n".join(lines) + "\n"
 
 

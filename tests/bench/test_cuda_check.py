@@ -141,3 +141,30 @@ def test_prepare_cuts_the_payload_into_parts_that_join_back(tiny_bundle, carry, 
     from app.engine.bundle import load_bundle
 
     assert load_bundle(out / "bundle", "fp32").variant == "fp32"  # loads and checks its sums
+
+
+def test_a_part_past_its_budget_stops_and_keeps_what_it_measured(tiny_bundle):
+    """The budget runs out while the first batch size is measured: its passes are kept, the
+    latency and the next batch size are not run, and the result says where it stopped."""
+    import time
+
+    class Fake:  # one token per word
+        layout = ""
+
+        def translate(self, texts, beam):
+            return [Output(t, [1] * len(t.split())) for t in texts]
+
+    cfg = cuda_check.CheckConfig(provider="cpu", bundle=tiny_bundle, sources=("a b", "c"),
+                                 batches=(4, 8), latency_sentences=1)
+    budget, made = cuda_check.Budget(3600), []
+
+    def make(batch):
+        made.append(batch)
+        budget.end = time.monotonic() - 1
+        return Fake()
+
+    found = cuda_check.speed(make, cfg, budget, "fake")
+    assert made == [4] and found["latency"] == {}
+    assert [(r["batch"], r["beam"], r["tokens"]) for r in found["throughput"]] == \
+        [(4, 1, 5), (4, 4, 5)]  # 3 words + an EOS per sentence
+    assert "before fake batch-1 latency" in found["stopped"]
