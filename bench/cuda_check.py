@@ -477,7 +477,9 @@ def markdown(report: dict) -> str:
     engines = {**{k: v for k, v in parts.get("speed", {}).items() if isinstance(v, dict)},
                **{k: v for k, v in parts.get("ctranslate2", {}).items() if isinstance(v, dict)}}
     if any("throughput" in v for v in engines.values()):
-        lines += ["| engine | batch | greedy tok/s | beam 4 tok/s | memory MiB |",
+        memory = ("GPU MiB held by the process" if report["gpu_used"]
+                  else "peak RSS MiB of the process so far")
+        lines += [f"| engine | batch | greedy tok/s | beam 4 tok/s | {memory} |",
                   "|---|---:|---:|---:|---:|"]
         for name, e in engines.items():
             if "error" in e:
@@ -504,7 +506,8 @@ def markdown(report: dict) -> str:
         lines += [f"CTranslate2: {skipped}", ""]
     svc = parts.get("service", {})
     if svc.get("rows"):
-        lines += ["| service clients | req/s | p50 ms | p95 ms | sentences/batch | errors |",
+        lines += ["| service clients | req/s | p50 ms | p95 ms | sentences per engine batch "
+                  "| errors |",
                   "|---:|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p95_ms']} "
                   f"| {_f(r['sentences_per_batch'], 2)} | {r['errors']} |" for r in svc["rows"]]
