@@ -12,7 +12,7 @@ set -uo pipefail
 
 CARRY=${CUDA_CARRY:-.cuda}
 STAGE=${CUDA_STAGE:-/tmp/cuda-stage}
-PAYLOAD=/tmp/cuda-carry
+PAYLOAD=${CUDA_PAYLOAD:-/tmp/cuda-carry}
 PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/cuda-out}
 say() { echo "[cuda_check.sh $(date -u +%T)] $*"; }

@@ -37,12 +37,15 @@ def log(message: str) -> None:
     print(f"[cuda_prepare] {message}", flush=True)
 
 
-def wheels_command(dest: Path, names: list[str]) -> list[str]:
-    """pip download of the wheels the GPU machine lacks, for its Python 3.12 on x86-64."""
+GPU_PYTHON = "3.12"  # the GPU machine's python3
+
+
+def wheels_command(dest: Path, names: list[str], python: str = GPU_PYTHON) -> list[str]:
+    """pip download of the wheels the GPU machine lacks, for its Python on x86-64."""
     platforms = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
                  "manylinux2014_x86_64", "manylinux1_x86_64"]
     return [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--python-version", "3.12", "--implementation", "cp",
+            "--python-version", python, "--implementation", "cp",
             *[a for p in platforms for a in ("--platform", p)], "-d", str(dest), *names]
 
 
@@ -158,6 +161,7 @@ class Preparation:
     ct2: bool = False
     wheels: bool = True
     part_mib: float | None = None  # None: what the limit leaves beside the working tree
+    python: str = GPU_PYTHON  # the wheels' Python version (another for a rehearsal elsewhere)
 
 
 def prepare(dest: Path, bundle: Path, src: Path, ref: Path, what: Preparation) -> dict:
@@ -181,7 +185,8 @@ def prepare(dest: Path, bundle: Path, src: Path, ref: Path, what: Preparation) -
         log("prepare: CTranslate2 model written")
     if what.wheels:
         names = GPU_WHEELS + ([CT2_WHEEL] if what.ct2 else [])
-        subprocess.run(wheels_command(payload / CARRY_FILES["wheels"], names), check=True)
+        subprocess.run(wheels_command(payload / CARRY_FILES["wheels"], names, what.python),
+                       check=True)
     sizes = {p.name: round(folder_mib(p) if p.is_dir() else p.stat().st_size / 2**20, 2)
              for p in sorted(payload.iterdir())}
     tree = travelling_mib()
@@ -223,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-wheels", action="store_true", help="no pip download")
     ap.add_argument("--part-mib", type=float, help="size of each carried part (default: what "
                     "the 64 MiB limit leaves beside the working tree)")
+    ap.add_argument("--python", default=GPU_PYTHON, help="the wheels' Python version")
     ap.add_argument("--make-fp16", type=Path, metavar="DIR",
                     help="only write the fp16 bundle of --bundle to DIR")
     ap.add_argument("--make-ct2", type=Path, metavar="DIR",
@@ -237,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dest is None:
         ap.error("give the carried folder, --make-fp16 or --make-ct2")
     what = Preparation(SENTENCES, args.with_bundle, args.fp16, args.ct2, not args.no_wheels,
-                       args.part_mib)
+                       args.part_mib, args.python)
     report = prepare(args.dest, args.bundle, args.src, args.ref or args.src.with_suffix(".de"),
                      what)
     print(json.dumps(report, indent=1))
