@@ -77,7 +77,8 @@ class CheckConfig:
         return ("float16", "int8_float16") if self.gpu else ("int8",)
 
 
-# sizes of a run: the GPU's (about five minutes with start-up) and the CPU fallback's
+# sizes of a run: the GPU's (meant to fit the five minutes of device time with the
+# machine's start) and the CPU fallback's
 GPU_SIZES = {"sentences": 500, "batches": (32, 64, 128), "latency_sentences": 50,
              "clients": (32, 128), "service_seconds": 8.0, "part_seconds": 60.0}
 CPU_SIZES = {"sentences": 24, "batches": (8, 16), "latency_sentences": 4, "clients": (4, 8),
