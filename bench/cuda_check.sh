@@ -37,12 +37,18 @@ EOF
 
 probe() {
     say "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
-    say "CUDA 12 cuBLAS (CTranslate2's CUDA build needs it): $(ldconfig -p | grep -c 'libcublas.so.12') in ldconfig, $(find /usr /opt -name 'libcublas.so.12*' 2>/dev/null | head -3 | tr '\n' ' ')"
+    local cublas12
+    cublas12="$(ldconfig -p | grep -c 'libcublas.so.12') in ldconfig; $(ls \
+        /opt/*/.venv/lib/python3*/site-packages/nvidia/*/lib/libcublas.so.12* \
+        /usr/local/cuda*/lib64/libcublas.so.12* 2>/dev/null | tr '\n' ' ')"
+    say "CUDA 12 cuBLAS (CTranslate2's CUDA build needs it): $cublas12"
 }
 
 run() {
     stage
-    (cd "$STAGE" && sha256sum -c --quiet parts.sha256) || { say "parts missing or damaged"; exit 3; }
+    if ! (cd "$STAGE" && sha256sum -c --quiet parts.sha256); then
+        say "parts missing or damaged"; exit 3
+    fi
     rm -rf "$PAYLOAD" && mkdir -p "$PAYLOAD"
     cat "$STAGE"/part-* | tar -x -C "$PAYLOAD" || exit 3
     say "payload: $(ls "$PAYLOAD" | tr '\n' ' ')"
@@ -52,18 +58,19 @@ run() {
     LD_LIBRARY_PATH="$(nvidia_libraries)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
     probe
-    "$PY" -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())"
+    "$PY" -c "import onnxruntime as o; print('onnxruntime', o.__version__, \
+        o.get_available_providers())"
     bundle=bundles/en-de
     [ -d "$PAYLOAD/bundle" ] && bundle=$PAYLOAD/bundle
     if [ ! -d "$PAYLOAD/bundle-fp16" ]; then
         say "making the fp16 bundle"
         "$PY" -m bench.cuda_prepare --bundle "$bundle" --make-fp16 "$PAYLOAD/bundle-fp16" \
-            || say "fp16 bundle not made: the check skips fp16"
+            || { rm -rf "$PAYLOAD/bundle-fp16"; say "fp16 bundle not made: the check skips fp16"; }
     fi
     if [ ! -d "$PAYLOAD/ct2-model" ] && "$PY" -c "import ctranslate2" 2>/dev/null; then
         say "making the CTranslate2 model"
         "$PY" -m bench.cuda_prepare --bundle "$bundle" --make-ct2 "$PAYLOAD/ct2-model" \
-            || say "CTranslate2 model not made: the check skips CTranslate2"
+            || { rm -rf "$PAYLOAD/ct2-model"; say "no CTranslate2 model: the check skips it"; }
     fi
     mkdir -p "$OUT"
     # shellcheck disable=SC2086  # CHECK_ARGS: several options
@@ -72,7 +79,7 @@ run() {
 }
 
 case "${1:-}" in
-    stage) stage; probe ;;
+    stage) stage; if [ "$(ls "$STAGE" | wc -l)" -le 1 ]; then probe; fi ;;  # on the first call
     run) run ;;
     *) echo "usage: bash bench/cuda_check.sh stage|run" >&2; exit 2 ;;
 esac
