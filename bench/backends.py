@@ -95,12 +95,14 @@ class Backend:
 class OrtBackend(Backend):
     """Our engine: app.engine.Translator on ONNX Runtime (it sorts and batches by itself)."""
 
-    def __init__(self, bundle: Path, variant: str, threads: int, batch_size: int = 32) -> None:
+    def __init__(self, bundle: Path, variant: str, threads: int, batch_size: int = 32,
+                 provider: str = "cpu") -> None:
         from app.engine import TranslationOptions, Translator
 
         self.translator = Translator.from_dir(
             bundle,
             variant=variant,
+            provider=provider,
             intra_threads=threads,
             inter_threads=1,
             max_batch_size=batch_size,
@@ -129,7 +131,7 @@ class Ct2Backend(Backend):
     same threads."""
 
     def __init__(self, model_dir: Path, compute_type: str, threads: int, max_positions: int,
-                 workers: int = 1):
+                 workers: int = 1, device: str = "cpu"):
         import ctranslate2
 
         super().__init__(model_dir / "sentencepiece.model", max_positions)
@@ -137,7 +139,7 @@ class Ct2Backend(Backend):
         self.batch_size = -(-self.batch_size // workers)
         self.translator = ctranslate2.Translator(
             str(model_dir),
-            device="cpu",
+            device=device,
             compute_type=compute_type,
             intra_threads=max(1, threads // workers),
             inter_threads=workers,
@@ -146,6 +148,7 @@ class Ct2Backend(Backend):
         self.index = {p: i for i, p in enumerate(self.pieces)}
         self.name = "ct2-" + {"float32": "fp32"}.get(compute_type, compute_type)
         self._args = (model_dir, compute_type, threads, max_positions)
+        self._device = device
         self.threads = threads
 
     @property
@@ -156,7 +159,8 @@ class Ct2Backend(Backend):
         """A single sentence runs on one worker, so in the decode worker layout on 1/workers of the
         threads: time it on one worker with all of them too. Which is quicker depends on the
         model's size (one thread was for our 8M-parameter model, two for a 31M one)."""
-        return functools.partial(Ct2Backend, *self._args, workers=1) if self.workers > 1 else None
+        return (functools.partial(Ct2Backend, *self._args, workers=1, device=self._device)
+                if self.workers > 1 else None)
 
     def _search_chunks(self, chunks: list[list[list[int]]], beam: int) -> list[list[list[int]]]:
         pending = [  # all queued at once: the workers take them in turn

@@ -292,13 +292,37 @@ def _checked_file(bundle_dir: Path, entry: dict[str, str], verify: bool) -> Path
     return path
 
 
+# when no variant is named and the manifest's default does not list the provider (the shipped
+# default, int8, is made for the CPU: on CUDA its quantized products would run on the CPU between
+# copies), the first of these that does; fp32 before fp16, whose quality is checked by
+# bench.cuda_check rather than at export
+PROVIDER_VARIANTS = {"cpu": ("int8", "fp32"), "cuda": ("fp32", "fp16")}
+
+
+def variant_for(manifest: dict[str, Any], provider: str = "cpu") -> str:
+    """The variant to load for `provider` when none is named: the manifest's default where its
+    `providers` list the provider (a variant without that list runs anywhere), else the first
+    of PROVIDER_VARIANTS[provider] that does, else the default."""
+    variants = manifest["variants"]
+
+    def runs_on(name: str) -> bool:
+        return name in variants and provider in variants[name].get("providers", [provider])
+
+    default = manifest["default_variant"]
+    if runs_on(default):
+        return default
+    return next((v for v in PROVIDER_VARIANTS.get(provider, ()) if runs_on(v)), default)
+
+
 def load_bundle(
-    bundle_dir: str | Path, variant: str | None = None, verify_checksums: bool = True
+    bundle_dir: str | Path, variant: str | None = None, verify_checksums: bool = True,
+    provider: str = "cpu",
 ) -> Bundle:
-    """Validate the manifest and the files of one variant (the default one if None)."""
+    """Validate the manifest and the files of one variant (if None, the one for `provider`:
+    variant_for)."""
     root = Path(bundle_dir)
     manifest = read_manifest(root)
-    chosen = variant or manifest["default_variant"]
+    chosen = variant or variant_for(manifest, provider)
     if chosen not in manifest["variants"]:
         raise BundleError(
             f"{root / MANIFEST}: no variant {chosen!r}; available: {sorted(manifest['variants'])}"

@@ -11,6 +11,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -291,16 +292,54 @@ def create_session(path: str | Path | bytes | onnx.ModelProto, config: SessionCo
     # SkipLayerNormalization kernel is slower than both (measured on the shipped model;
     # BENCHMARKS.md); graphs that carry SkipLayerNormalization nodes run them as they are
     disabled = ["SkipLayerNormFusion"] if config.provider == "cpu" else []
-    session = ort.InferenceSession(
-        path if isinstance(path, bytes) else str(path), sess_options=options,
-        providers=execution_providers(config.provider), disabled_optimizers=disabled,
-    )
-    if isinstance(path, bytes) and config.provider == "cpu":
+    session = _inference_session(path, options, execution_providers(config.provider), disabled)
+    if getattr(session, "_model_bytes", None) is not None and config.provider == "cpu":
         # the Python session keeps a serialized graph for as long as it lives, only to remake
         # itself on another provider after a failure (which the CPU provider has no use for):
         # a serialized decoder per session, and a model has several sessions
         session._model_bytes = None
     return session
+
+
+# onnxruntime's refusal of a graph written by a newer onnx than it reads (onnxruntime-gpu
+# releases trail the CPU package and the onnx that exports the bundles)
+IR_REFUSED = re.compile(r"Unsupported model IR version: (\d+), max supported IR version: (\d+)")
+_RESTAMPED: set[tuple[int, int]] = set()  # (graph's, runtime's) IR versions already logged
+
+
+def _inference_session(graph: str | Path | bytes, options: ort.SessionOptions,
+                       providers: list[str], disabled: list[str]) -> ort.InferenceSession:
+    """An InferenceSession of graph; where this onnxruntime refuses the graph's IR version, the
+    graph again with the IR version it reads: the graph's operators are defined by its opset
+    imports, which the runtime checks on its own, and our graphs use no type or construct that
+    came with a later IR version."""
+    import onnxruntime as ort
+
+    def make(source: str | bytes) -> ort.InferenceSession:
+        return ort.InferenceSession(source, sess_options=options, providers=providers,
+                                    disabled_optimizers=disabled)
+
+    try:
+        return make(graph if isinstance(graph, bytes) else str(graph))
+    except Exception as exc:  # onnxruntime raises its own Fail, with the versions in the text
+        refused = IR_REFUSED.search(str(exc))
+        if refused is None:
+            raise
+    return make(with_ir_version(graph, int(refused[1]), int(refused[2])))
+
+
+def with_ir_version(graph: str | Path | bytes, found: int, readable: int) -> bytes:
+    """graph (a file, its weights loaded with it, or serialized) serialized with ir_version set
+    to `readable`."""
+    import onnx
+
+    if (found, readable) not in _RESTAMPED:
+        _RESTAMPED.add((found, readable))
+        log.warning("this onnxruntime reads ONNX IR version %d at most; the bundle's graphs are "
+                    "%d: loading them as %d", readable, found, readable)
+    model = onnx.load_from_string(graph) if isinstance(graph, bytes) else onnx.load(str(graph))
+    model.ir_version = readable
+    return model.SerializeToString()
 
 
 SHARED_MIN_BYTES = 64 * 1024  # smaller initializers are not worth a look-up

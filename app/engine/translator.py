@@ -220,10 +220,11 @@ class Translator:
         fused: bool | None = None,
         worker_processes: bool = False,
     ) -> Translator:
-        """Load and validate the bundle at path (its default variant if variant is None);
+        """Load and validate the bundle at path (if variant is None, its default variant, or on
+        CUDA the first one made for it: app.engine.bundle.variant_for);
         workers: decode workers (0 = one per core), cross_by_length and fused: see
         SessionConfig; worker_processes: see use_worker_processes."""
-        bundle = load_bundle(path, variant, verify_checksums=verify_checksums)
+        bundle = load_bundle(path, variant, verify_checksums=verify_checksums, provider=provider)
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
                                workers=workers, cross_by_length=cross_by_length, fused=fused)
         translator = cls(bundle, config, max_batch_size)

@@ -129,3 +129,24 @@ def test_a_graph_with_other_names_is_refused(bundle):
     shutil.copy(bundle / "encoder.fp32.onnx", bundle / "decoder.fp32.onnx")
     with pytest.raises(BundleError, match=r"decoder\.fp32\.onnx: graph inputs/outputs"):
         Translator.from_dir(bundle, verify_checksums=False)
+
+
+def test_cuda_without_a_named_variant_loads_one_made_for_cuda(bundle):
+    """The shipped default, int8, lists only the CPU: on CUDA the fp32 graphs load instead (its
+    quantized products would run on the CPU between copies); on the CPU the default stays."""
+    from app.engine.bundle import variant_for
+
+    edit_manifest(bundle, lambda m: m.update(default_variant="int8"))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["variants"]["int8"]["providers"] == ["cpu"]
+    assert load_bundle(bundle).variant == "int8"
+    assert load_bundle(bundle, provider="cuda").variant == "fp32"
+    assert load_bundle(bundle, "int8", provider="cuda").variant == "int8"  # named: as asked
+    # this onnxruntime may have no CUDA provider: the sessions then fall back to the CPU, but the
+    # variant is still chosen for CUDA
+    assert Translator.from_dir(bundle, provider="cuda", workers=1).variant == "fp32"
+    # a manifest without provider lists runs its default anywhere; none made for CUDA: default
+    edit_manifest(bundle, lambda m: [v.pop("providers") for v in m["variants"].values()])
+    assert load_bundle(bundle, provider="cuda").variant == "int8"
+    manifest["variants"]["fp32"]["providers"] = ["cpu"]
+    assert variant_for(manifest, "cuda") == "int8"

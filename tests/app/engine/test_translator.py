@@ -398,3 +398,87 @@ def test_greedy_calls_start_with_the_longest_sources(tiny_bundle, reference, sou
     n = translator_module.LONGEST_FIRST if beam_size == 1 else 0
     want = by_length[::-1][:n] + by_length[:2]
     assert [len(sources[i]) for i in first[:n + 2]] == [len(sources[i]) for i in want]
+
+
+def test_cuda_sessions_get_none_of_the_cpu_only_machinery(tiny_bundle, tiny_sentences,
+                                                         monkeypatch):
+    """On CUDA our kernels (CPU-only custom ops), the fused search Loop, the graphs specialized
+    by source length, one-thread copies and decode worker processes are all left out: the
+    sessions run the bundle's graphs as exported. Here CUDA falls back to the CPU sessions,
+    which still must have been made as for CUDA."""
+    import onnx
+
+    import app.engine.sessions as sessions_module
+    from app.engine.kernels.rewrite import DOMAIN
+
+    made = []
+    original = sessions_module.create_session
+
+    def recording(path, config, shared=(), custom_ops=None, external=None):
+        if isinstance(path, bytes):
+            graph = onnx.load_from_string(path)
+        elif isinstance(path, onnx.ModelProto):
+            graph = path
+        else:
+            graph = onnx.load(str(path), load_external_data=False)
+        made.append((config.provider, custom_ops, {n.domain for n in graph.graph.node}))
+        return original(path, config, shared, custom_ops, external)
+
+    monkeypatch.setattr(sessions_module, "create_session", recording)
+    t = Translator.from_dir(tiny_bundle, variant="fp32", provider="cuda", max_batch_size=64,
+                            worker_processes=True)
+    out = t.translate_batch(tiny_sentences[:1], TranslationOptions(beam_size=1))  # alone: fused?
+    out += t.translate_batch(tiny_sentences[:4], TranslationOptions(beam_size=4))
+    assert all(r.text for r in out)
+    s = t.sessions
+    assert (s.by_length, s.fused, s.greedy_advance, s._one_thread) == (False,) * 4
+    assert t.workers == 1 and t.worker_processes is None
+    assert made and all(provider == "cuda" and library is None and DOMAIN not in domains
+                        for provider, library, domains in made), made
+
+
+def test_graphs_of_a_newer_ir_version_than_onnxruntime_reads_still_load(tiny_bundle,
+                                                                       tiny_sentences, tmp_path,
+                                                                       caplog, monkeypatch):
+    """onnxruntime-gpu trails the onnx that writes the bundles (IR 14 graphs, a runtime that
+    reads 13): a bundle whose graphs carry an IR version one past what this onnxruntime reads
+    loads with the version it reads, says so once, and translates as the original does."""
+    import hashlib
+    import json
+    import shutil
+
+    import onnx
+    import onnxruntime as ort
+
+    import app.engine.sessions as sessions_module
+
+    monkeypatch.setattr(sessions_module, "_RESTAMPED", set())
+    copy = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    entries = manifest["variants"]["fp32"]
+    graph = onnx.load(str(copy / entries["encoder"]["file"]))
+    newer = graph.ir_version + 1
+    graph.ir_version = newer
+    try:  # this onnxruntime must refuse it, else there is nothing to test here
+        ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail
+        assert sessions_module.IR_REFUSED.search(str(exc)), exc
+    else:
+        pytest.skip(f"this onnxruntime reads IR version {newer}")
+    for name in ("encoder", "decoder"):
+        path = copy / entries[name]["file"]
+        model = onnx.load(str(path))
+        model.ir_version = newer
+        onnx.save(model, str(path))
+        entries[name]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+
+    options = TranslationOptions(beam_size=2)
+    expected = Translator.from_dir(tiny_bundle, variant="fp32", workers=1)
+    with caplog.at_level("WARNING"):
+        newer_bundle = Translator.from_dir(copy, variant="fp32", workers=1)
+        got = newer_bundle.translate_batch(tiny_sentences[:4], options)
+    assert [r.tokens for r in got] == \
+        [r.tokens for r in expected.translate_batch(tiny_sentences[:4], options)]
+    assert caplog.text.count(f"the bundle's graphs are {newer}: loading them as") == 1
