@@ -128,12 +128,15 @@ def measure(server: Server, port: int, seconds: float, clients: int, source: str
     ready = threading.Event()
     stop = threading.Event()
 
+    def record(phase: dict) -> None:
+        now = tree_memory(proc.pid)
+        for seen in (peak, phase):
+            for key in seen:
+                seen[key] = max(seen[key], now[key])
+
     def sample() -> None:
         while not stop.is_set():
-            now = tree_memory(proc.pid)
-            for phase in (peak, serving if ready.is_set() else starting):
-                for key in phase:
-                    phase[key] = max(phase[key], now[key])
+            record(serving if ready.is_set() else starting)
             time.sleep(SAMPLE_EVERY)
 
     counts = {"requests": 0, "errors": 0}
@@ -152,6 +155,7 @@ def measure(server: Server, port: int, seconds: float, clients: int, source: str
         threading.Thread(target=sample, daemon=True).start()
         ready_s = _wait_ready(url + server.ready_path, proc, server.name)
         probe = check_translates(url, server.name, source, target)
+        record(starting)  # the probe's last moments may fall between two samples
         ready.set()
         idle = tree_memory(proc.pid)
         threads = [threading.Thread(target=client, args=(i,), daemon=True)
