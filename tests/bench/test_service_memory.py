@@ -77,3 +77,28 @@ def test_libretranslate_home_keeps_it_offline(tmp_path):
     assert server.env["HOME"] == str(home) and server.cwd == str(home)
     assert server.env["ARGOS_PACKAGES_DIR"] == str(home / "packages")
     assert server.argv[-2:] == ["--load-only", "en,de"]
+
+
+@pytest.mark.slow
+def test_bench_run_section_serves_the_bundle_beside_a_standin(tmp_path):
+    """beside_libretranslate as bench.run calls it: nmt serve on the shipped bundle, the
+    stand-in started the way LibreTranslate is (its flags, its HOME, its package installed)."""
+    from bench.run import memory_text
+
+    bundle = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
+    executable = tmp_path / "libretranslate"
+    executable.write_text(f"#!/bin/sh\nexec {sys.executable} {STANDIN} \"$@\"\n")
+    executable.chmod(0o755)
+    ct2 = tmp_path / "ct2"
+    ct2.mkdir()
+    (ct2 / "model.bin").write_bytes(b"weights")
+    (ct2 / "sentencepiece.model").write_bytes(b"sp")
+    record = service_memory.beside_libretranslate(bundle, str(executable), 1.0, 2, tmp_path,
+                                                  ct2)
+    assert record["ours"]["probe"].lower().count("datei") == 1
+    assert record["ours"]["requests"] > 0 and record["libretranslate"]["requests"] > 0
+    installed = tmp_path / "lt-home" / "packages" / "en-de"
+    assert (installed / "model" / "model.bin").read_bytes() == b"weights"
+    text = "\n".join(memory_text(record))
+    assert "| nmt serve |" in text and "| LibreTranslate |" in text
+    assert f"peak RSS: {record['ratios_ours_over_lt']['peak_pss_over_lt_rss']}" in text

@@ -17,6 +17,8 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--echo", action="store_true")
     p.add_argument("--child", action="store_true")
+    p.add_argument("--host", default="127.0.0.1")  # LibreTranslate's flags, as it is started
+    p.add_argument("--load-only")
     args = p.parse_args()
     # the server is stopped with SIGTERM: exit through the finally below, ending the child
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -45,7 +47,7 @@ def main() -> None:
         def log_message(self, *_: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     try:
         server.serve_forever()
     finally:
