@@ -217,6 +217,7 @@ class BenchRun:
     roofline: dict
     elapsed_s: float = 0.0
     paired: PairedResult | None = None  # two engines in alternation (bench.paired)
+    memory: dict | None = None  # bench.service_memory: ours, and LibreTranslate's beside it
 
     def ok(self) -> dict[str, EngineResult]:
         return {r.engine: r for r in self.engines if r.error is None}
@@ -230,6 +231,7 @@ class BenchRun:
             "service": self.service.to_json() if self.service else None,
             "roofline": self.roofline,
             "paired": self.paired.to_json() if self.paired else None,
+            "memory": self.memory,
             "elapsed_s": self.elapsed_s,
         }
 
@@ -497,6 +499,7 @@ def report(run: BenchRun) -> str:
         if engine is not None and beam in engine.searches:
             offline = engine.searches[beam].sentences_per_s
     out += service_text(run.service, s.service_seconds, offline)
+    out += memory_text(run.memory)
     out += ["", roofline_text(run.roofline, ok)]
     return "\n".join(out)
 
@@ -533,6 +536,34 @@ def service_text(svc: ServiceResult | None, seconds: float,
             f"| {row.clients} | {fmt(row.requests_per_s, 1)} | {share} | {fmt(row.p50_ms, 1)} "
             f"| {fmt(row.p99_ms, 1)} | {row.errors} | {row.requests} |"
         )
+    return out
+
+
+def memory_text(memory: dict | None) -> list[str]:
+    """The whole service's memory peaks (all its processes), beside LibreTranslate's."""
+    if memory is None:
+        return []
+    if memory.get("error"):
+        return ["", f"Memory: {memory['error']}"]
+    sides = [("nmt serve", memory["ours"])]
+    if memory.get("libretranslate"):
+        sides.append(("LibreTranslate", memory["libretranslate"]))
+    out = ["", "### Memory of the whole service (bench.service_memory: the process tree's "
+           "summed RSS and PSS, sampled every 0.2 s; start-up until a first translation came "
+           "back, then serving 8 clients)", "",
+           "| service | processes | start-up peak RSS / PSS MiB | serving peak RSS / PSS MiB "
+           "| requests/s |", "|---|---:|---:|---:|---:|"]
+    for name, m in sides:
+        out.append(f"| {name} | {m['processes']} | {m['starting_peak_rss_mib']} / "
+                   f"{m['starting_peak_pss_mib']} | {m['serving_peak_rss_mib']} / "
+                   f"{m['serving_peak_pss_mib']} | {fmt(m['requests_per_s'], 1)} |")
+    if memory.get("ratios_ours_over_lt"):
+        r = memory["ratios_ours_over_lt"]
+        out += ["", f"Ours peak PSS over LibreTranslate's peak RSS: {r['peak_pss_over_lt_rss']} "
+                f"(over its PSS: {r['peak_pss_over_lt_pss']}); requests/s ratio "
+                f"{r['requests_per_s']}."]
+    elif memory.get("skipped"):
+        out += ["", f"LibreTranslate: {memory['skipped']}."]
     return out
 
 
@@ -617,6 +648,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--service-requests", type=int, default=2000, help="per concurrency level")
     p.add_argument("--service-variant", help="variant the server runs (default: the bundle's)")
     p.add_argument("--no-service", action="store_true")
+    p.add_argument("--memory-seconds", type=float, default=20.0,
+                   help="the service's memory under 8 clients, beside LibreTranslate's where it "
+                   "is found (bench.service_memory); 0 to skip")
+    p.add_argument("--libretranslate", default="auto", metavar="PATH",
+                   help="LibreTranslate's executable for the memory section (default: on PATH)")
     p.add_argument("--json", type=Path, help="also write all results here")
     return p.parse_args(argv)
 
@@ -709,6 +745,17 @@ def service_result(bundle: Path, manifest: dict, texts: list[str], args, spec: d
             worker.close()
 
 
+def memory_result(bundle: Path, args, ct2_model: Path | None, tmp: Path) -> dict:
+    from bench.service_memory import beside_libretranslate, find_libretranslate
+
+    executable = find_libretranslate(args.libretranslate)
+    log("memory of the service" + (f" beside {executable} ..." if executable else " ..."))
+    try:
+        return beside_libretranslate(bundle, executable, args.memory_seconds, 8, tmp, ct2_model)
+    except Exception as exc:  # noqa: BLE001 - reported in the table, run goes on
+        return {"error": f"memory benchmark failed: {exc}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -767,6 +814,9 @@ def main(argv: list[str] | None = None) -> int:
             log(f"no paired comparison: {args.paired} are not two engines that ran")
         service = None if args.no_service else service_result(bundle, manifest, texts, args,
                                                                spec, tmp)
+        memory = None
+        if not args.no_service and args.memory_seconds > 0:
+            memory = memory_result(bundle, args, peer_dirs.get("ct2-int8"), tmp)
 
     settings = RunSettings(
         bundle=str(bundle),
@@ -785,7 +835,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = BenchRun({**machine(), "cpu_busy_percent_before": busy_before}, settings, results,
                    skipped, service, roof, elapsed_s=time.perf_counter() - started,
-                   paired=paired_result)
+                   paired=paired_result, memory=memory)
     m = run.machine
     print(f"## Benchmark: {m['cpu']}, {m['logical_cpus']} logical CPUs; bundle {bundle}\n")
     print(report(run))

@@ -268,6 +268,8 @@ def test_run_prints_the_table_and_writes_json(
             "0.5",
             "--service-requests",
             "20",
+            "--memory-seconds",  # bench.service_memory has tests of its own
+            "0",
             "--json",
             str(out),
         ]
