@@ -5,18 +5,21 @@
 A bundle exported before `share` (export.graphs) keeps the tied embedding three times: the
 encoder's table, the decoder's scaled table and the output projection's matrix. Re-exporting it
 would quantize and calibrate its int8 variant again; here its own graphs are rewritten instead,
-their quantization left as it is:
+their quantization left as it is. The embedding Gathers whose (V, D) table is the projection's
+matrix (transposed, times 1 or sqrt(D); for int8, within half a quantization step of its int8
+matrix) are rewritten, and their tables go:
 
-1. each embedding Gather that reads a (V, D) table equal to the output projection's matrix
-   (transposed, times 1 or sqrt(D)) reads the projection's columns instead, as a graph written
-   with `share` does (export.graphs.gather_columns); the table goes;
-2. the variant's weights move into one file both graphs read (export.shared.store_once), and in
-   the int8 variant the Gathers read the projection's int8 matrix and its per-entry scales.
+- fp32: they read the projection's columns, as a graph written with `share` does
+  (export.graphs.gather_columns). Bit for bit the same results, so its measurements stay.
+- int8: they read one int8 copy of the table that both graphs share (8 bits, one scale per
+  entry, as CTranslate2 stores its embedding), by rows: the projection's int8 matrix is (D, V),
+  and a Gather of its columns (what export.shared does for imported bundles) reads D bytes
+  apart per token, measured slower (docs/memory.md). Its results change a little, so the
+  variant's verification and scores are dropped: measure them again with
+  `python -m export.verify --record` and `python -m export.evaluate --record`.
 
-The fp32 rewrite is exact (checked bit for bit), so its measurements stay. The int8 embedding
-becomes the projection's int8 matrix, so that variant's verification and scores are dropped:
-measure them again with `python -m export.verify --record` and `python -m export.evaluate
---record`. Needs the `train` extra (onnx).
+Then the variant's weights move into one file both graphs read (export.shared.store_once), each
+distinct tensor once. Needs the `train` extra (onnx).
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from export.graphs import OUTPUT_W
-from export.shared import share_int8_embedding
 
 QUANTIZED = ("_quantized", "_scale", "_zero_point")  # ONNX Runtime's quantizer's suffixes
+# the int8 variant's token embedding, (V, D), and its scale per entry, (V, 1)
+EMBEDDING_INT8, EMBEDDING_SCALE = "embedding_int8", "embedding_int8_scale"
 
 
 def _projection(decoder: onnx.ModelProto, vocab: int, d_model: int) -> str:
@@ -91,63 +95,110 @@ def _input_rank(model: onnx.ModelProto, name: str) -> int:
     raise ValueError(f"embedding ids {name!r} are not a graph input: their rank is unknown")
 
 
-def _tie_gathers(model: onnx.ModelProto, matrix: np.ndarray, step: np.ndarray | None,
-                 d_model: int) -> int:
-    """Gathers of tables tied to the projection -> gathers of its columns (then transposed and
-    scaled as the table was); the tables go. Returns how many were rewritten."""
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    vocab = matrix.shape[1]
-    nodes, dropped = [], set()
-    for node in graph.node:
+def _tied_gathers(model: onnx.ModelProto, matrix: np.ndarray, step: np.ndarray | None,
+                  d_model: int) -> list[tuple[onnx.NodeProto, np.ndarray, float]]:
+    """(Gather, its (V, D) table, s) for each Gather of model whose table is s x the
+    projection's matrix, transposed (_tie_scale)."""
+    inits = {i.name: i for i in model.graph.initializer}
+    found = []
+    for node in model.graph.node:
         table = inits.get(node.input[0]) if node.op_type == "Gather" else None
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-        s = None
-        if table is not None and axis == 0 and tuple(table.dims) == (vocab, d_model):
-            s = _tie_scale(numpy_helper.to_array(table), matrix, step, d_model)
-        if s is None:
-            nodes.append(node)
+        if table is None or axis != 0 or tuple(table.dims) != (matrix.shape[1], d_model):
             continue
-        ids, out = node.input[1], node.output[0]
-        rank = _input_rank(model, ids)
-        columns = f"{out}_columns"
-        rows = out if s == 1.0 else f"{out}_rows"
-        nodes += [helper.make_node("Gather", [OUTPUT_W, ids], [columns], axis=1),  # (D, *ids)
-                  helper.make_node("Transpose", [columns], [rows],
-                                   perm=[*range(1, rank + 1), 0])]  # (*ids, D)
-        if s != 1.0:
-            scale = f"{out}_embedding_scale"
-            graph.initializer.append(numpy_helper.from_array(np.array(s, np.float32), scale))
-            nodes.append(helper.make_node("Mul", [rows, scale], [out]))
-        dropped.add(table.name)
-    if dropped:
-        del graph.node[:]
-        graph.node.extend(nodes)
-        still_read = {x for n in graph.node for x in n.input}
-        kept = [i for i in graph.initializer if i.name not in dropped or i.name in still_read]
-        del graph.initializer[:]
-        graph.initializer.extend(kept)
-    return len(dropped)
+        array = numpy_helper.to_array(table)
+        s = _tie_scale(array, matrix, step, d_model)
+        if s is not None:
+            found.append((node, array, s))
+    return found
+
+
+def _times(model: onnx.ModelProto, x: str, s: float, out: str) -> list[onnx.NodeProto]:
+    """out = x * s (a Mul; none when s is 1 and x is out)."""
+    if s == 1.0:
+        return []
+    factor = f"{out}_embedding_factor"
+    model.graph.initializer.append(numpy_helper.from_array(np.array(s, np.float32), factor))
+    return [helper.make_node("Mul", [x, factor], [out])]
+
+
+def _columns_reader(model: onnx.ModelProto, node: onnx.NodeProto, s: float):
+    """The float Gather's result read from the columns of OUTPUT_W, (D, V)."""
+    ids, out = node.input[1], node.output[0]
+    columns, rows = f"{out}_columns", out if s == 1.0 else f"{out}_rows"
+    rank = _input_rank(model, ids)
+    return [helper.make_node("Gather", [OUTPUT_W, ids], [columns], axis=1),  # (D, *ids)
+            helper.make_node("Transpose", [columns], [rows],
+                             perm=[*range(1, rank + 1), 0]),  # (*ids, D)
+            *_times(model, rows, s, out)]
+
+
+def _int8_reader(model: onnx.ModelProto, node: onnx.NodeProto, s: float):
+    """The float Gather's result read from EMBEDDING_INT8's rows times their scales."""
+    ids, out = node.input[1], node.output[0]
+    q, cast, scale = f"{out}_int8", f"{out}_float", f"{out}_scale"
+    rows = out if s == 1.0 else f"{out}_rows"
+    return [helper.make_node("Gather", [EMBEDDING_INT8, ids], [q]),  # (*ids, D) int8
+            helper.make_node("Cast", [q], [cast], to=TensorProto.FLOAT),
+            helper.make_node("Gather", [EMBEDDING_SCALE, ids], [scale]),  # (*ids, 1)
+            helper.make_node("Mul", [cast, scale], [rows]),  # (*ids, D)
+            *_times(model, rows, s, out)]
+
+
+def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(V, D) floats -> int8 (V, D) and float32 scales (V, 1): symmetric, 8 bits, one scale per
+    row (a Gather reads no pair sums, so the 7-bit limit of matrix products does not apply)."""
+    scale = np.abs(table).max(axis=1, keepdims=True) / 127.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return np.clip(np.round(table / scale), -127, 127).astype(np.int8), scale
+
+
+def _rewrite(model: onnx.ModelProto, readers: dict[int, list[onnx.NodeProto]]) -> None:
+    """Replace the nodes keyed by id with their readers; drop initializers no longer read."""
+    graph = model.graph
+    nodes = [new for node in graph.node for new in readers.get(id(node), [node])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    read = {x for n in graph.node for x in n.input}
+    kept = [i for i in graph.initializer if i.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
 
 
 def tie_embeddings(encoder: onnx.ModelProto, decoder: onnx.ModelProto, vocab: int,
                    d_model: int) -> int:
-    """Rewrite both graphs of a variant so their embedding Gathers read the decoder's output
-    projection (named OUTPUT_W, as export.graphs names it); returns the number of Gathers
-    rewritten (0: nothing tied to the projection)."""
+    """Rewrite both graphs of a variant so their embedding Gathers, where their tables are the
+    decoder's output projection's matrix, read it (float: the columns of OUTPUT_W) or one int8
+    copy of the table both graphs share (int8: EMBEDDING_INT8, rows, so a row is one contiguous
+    read); returns the number of Gathers rewritten (0: nothing tied to the projection)."""
     name = _projection(decoder, vocab, d_model)
     if name != OUTPUT_W:
         _rename(decoder, {name + s: OUTPUT_W + s for s in ("", *QUANTIZED)})
     matrix, step = _matrix(decoder)
-    count = _tie_gathers(decoder, matrix, step, d_model)
-    encoder_count = _tie_gathers(encoder, matrix, step, d_model)
-    names = {i.name for i in encoder.graph.initializer}
-    if encoder_count and step is None and OUTPUT_W not in names:  # the float matrix, a copy
-        encoder.graph.initializer.append(
-            next(i for i in decoder.graph.initializer if i.name == OUTPUT_W))
-    if step is not None:  # int8: the Gathers read the int8 matrix and its per-entry scales
-        share_int8_embedding(encoder, decoder)
-    return count + encoder_count
+    tied = {id(m): _tied_gathers(m, matrix, step, d_model) for m in (encoder, decoder)}
+    found = [t for ts in tied.values() for t in ts]
+    if not found:
+        return 0
+    extra: list[TensorProto] = []
+    if step is None:
+        extra = [next(i for i in decoder.graph.initializer if i.name == OUTPUT_W)]
+    else:  # one int8 table for every Gather: theirs, scaled as the first one reads it
+        _, first, s0 = found[0]
+        reference = first / np.float32(s0)
+        for _, table, s in found[1:]:
+            if not np.allclose(table / np.float32(s), reference, rtol=1e-6, atol=0):
+                raise ValueError("the embedding tables of the int8 graphs differ")
+        q, scale = quantize_rows(reference)
+        extra = [numpy_helper.from_array(q, EMBEDDING_INT8),
+                 numpy_helper.from_array(scale, EMBEDDING_SCALE)]
+    reader = _columns_reader if step is None else _int8_reader
+    for model in (encoder, decoder):
+        if tied[id(model)]:
+            names = {i.name for i in model.graph.initializer}
+            model.graph.initializer.extend(i for i in extra if i.name not in names)
+            _rewrite(model, {id(node): reader(model, node, s)
+                             for node, _, s in tied[id(model)]})
+    return len(found)
 
 
 def tie_variant(bundle_dir: Path, manifest: dict, variant: str) -> int:
@@ -196,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             if variant == "int8":  # fp32 is rewritten exactly; int8's numbers change
                 manifest["variants"][variant].pop("verification", None)
                 forget_measurements(manifest, variant)
-            print(f"{variant}: {count} embedding Gathers read the output projection; weights "
+            print(f"{variant}: {count} embedding Gathers rewritten; weights "
                   f"in {manifest['variants'][variant]['weights']['file']}")
         save_manifest(args.bundle, manifest)
         for variant in variants:

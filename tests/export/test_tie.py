@@ -63,16 +63,31 @@ def test_tie_stores_the_embedding_once_and_keeps_fp32_exact(tiny_bundle, tiny_se
     assert len(_tables(bundle / "decoder.int8.onnx", vocab, d)) == 2
 
     assert tie.main([str(bundle), "--variants", "fp32,int8"]) == 0
-    assert "2 embedding Gathers" in capsys.readouterr().out
+    assert "2 embedding Gathers rewritten" in capsys.readouterr().out
     after = json.loads((bundle / "manifest.json").read_text())
-    for variant, tables in (("fp32", [OUTPUT_W]), ("int8", [f"{OUTPUT_W}_quantized"])):
+    # fp32: both graphs read the projection's matrix; int8: both read one int8 table, and the
+    # decoder's projection keeps its own int8 matrix
+    tables = {("fp32", "encoder"): [OUTPUT_W], ("fp32", "decoder"): [OUTPUT_W],
+              ("int8", "encoder"): [tie.EMBEDDING_INT8],
+              ("int8", "decoder"): sorted([tie.EMBEDDING_INT8, f"{OUTPUT_W}_quantized"])}
+    for variant, added in (("fp32", 0), ("int8", vocab * d)):
         entry = after["variants"][variant]
         assert entry["weights"]["file"] == f"weights.{variant}.bin"
-        for graph in ("encoder", "decoder"):  # one (D, V) matrix, read by both graphs
-            assert _tables(bundle / entry[graph]["file"], vocab, d) == tables, (variant, graph)
+        for graph in ("encoder", "decoder"):
+            found = _tables(bundle / entry[graph]["file"], vocab, d)
+            assert found == tables[variant, graph], (variant, graph)
         load_bundle(bundle, variant)  # checksums of graphs and weights file hold
-        # two float tables fewer, and the weights both graphs read stored once
-        assert _stored_bytes(bundle, entry) < sizes[variant] - 2 * vocab * d * 4, variant
+        # two float tables fewer (int8: one int8 table more), what both graphs read stored once
+        assert _stored_bytes(bundle, entry) < sizes[variant] - 2 * vocab * d * 4 + added, variant
+    # the int8 table: the float embedding within half a step per entry, 8 bits used
+    weights = {i.name: onnx.numpy_helper.to_array(i, str(bundle)) for i in onnx.load(
+        str(bundle / "encoder.int8.onnx"), load_external_data=False).graph.initializer}
+    table = onnx.numpy_helper.to_array(next(
+        i for i in onnx.load(str(tiny_bundle / "encoder.fp32.onnx")).graph.initializer
+        if tuple(i.dims) == (vocab, d)))
+    q, scale = weights[tie.EMBEDDING_INT8], weights[tie.EMBEDDING_SCALE]
+    assert q.dtype == np.int8 and np.abs(q.astype(int)).max() == 127 and scale.shape == (vocab, 1)
+    assert np.all(np.abs(q * scale - table) <= scale * 0.5001)
 
     # fp32: the same table, read another way: bit for bit the same scores
     assert _hypotheses(bundle, "fp32", texts) == before["fp32"]
