@@ -11,12 +11,13 @@ matrix) are rewritten, and their tables go:
 
 - fp32: they read the projection's columns, as a graph written with `share` does
   (export.graphs.gather_columns). Bit for bit the same results, so its measurements stay.
-- int8: they read one int8 copy of the table that both graphs share (8 bits, one scale per
-  entry, as CTranslate2 stores its embedding), by rows: the projection's int8 matrix is (D, V),
-  and a Gather of its columns (what export.shared does for imported bundles) reads D bytes
-  apart per token, measured slower (docs/memory.md). Its results change a little, so the
-  variant's verification and scores are dropped: measure them again with
-  `python -m export.verify --record` and `python -m export.evaluate --record`.
+- int8: they read the projection's int8 matrix and its scale per entry (the quantization the
+  variant already has: the embedding is that matrix, as in graphs that export.shared rewrites),
+  stored once more transposed, (V, D), and shared by both graphs: a token's row is then one
+  contiguous read, where a Gather of the (D, V) matrix's columns reads D bytes apart per token,
+  measured slower (docs/memory.md). Its results change a little, so the variant's verification
+  and scores are dropped: measure them again with `python -m export.verify --record` and
+  `python -m export.evaluate --record`.
 
 Then the variant's weights move into one file both graphs read (export.shared.store_once), each
 distinct tensor once. Needs the `train` extra (onnx).
@@ -36,7 +37,8 @@ from onnx import TensorProto, helper, numpy_helper
 from export.graphs import OUTPUT_W
 
 QUANTIZED = ("_quantized", "_scale", "_zero_point")  # ONNX Runtime's quantizer's suffixes
-# the int8 variant's token embedding, (V, D), and its scale per entry, (V, 1)
+# the int8 variant's token embedding, (V, D): the projection's int8 matrix transposed; and its
+# scale per entry, (V, 1)
 EMBEDDING_INT8, EMBEDDING_SCALE = "embedding_int8", "embedding_int8_scale"
 
 
@@ -145,14 +147,6 @@ def _int8_reader(model: onnx.ModelProto, node: onnx.NodeProto, s: float):
             *_times(model, rows, s, out)]
 
 
-def quantize_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(V, D) floats -> int8 (V, D) and float32 scales (V, 1): symmetric, 8 bits, one scale per
-    row (a Gather reads no pair sums, so the 7-bit limit of matrix products does not apply)."""
-    scale = np.abs(table).max(axis=1, keepdims=True) / 127.0
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    return np.clip(np.round(table / scale), -127, 127).astype(np.int8), scale
-
-
 def _rewrite(model: onnx.ModelProto, readers: dict[int, list[onnx.NodeProto]]) -> None:
     """Replace the nodes keyed by id with their readers; drop initializers no longer read."""
     graph = model.graph
@@ -168,8 +162,8 @@ def _rewrite(model: onnx.ModelProto, readers: dict[int, list[onnx.NodeProto]]) -
 def tie_embeddings(encoder: onnx.ModelProto, decoder: onnx.ModelProto, vocab: int,
                    d_model: int) -> int:
     """Rewrite both graphs of a variant so their embedding Gathers, where their tables are the
-    decoder's output projection's matrix, read it (float: the columns of OUTPUT_W) or one int8
-    copy of the table both graphs share (int8: EMBEDDING_INT8, rows, so a row is one contiguous
+    decoder's output projection's matrix, read it (float: the columns of OUTPUT_W; int8: its
+    int8 matrix transposed, EMBEDDING_INT8, which both graphs share, so a row is one contiguous
     read); returns the number of Gathers rewritten (0: nothing tied to the projection)."""
     name = _projection(decoder, vocab, d_model)
     if name != OUTPUT_W:
@@ -182,15 +176,11 @@ def tie_embeddings(encoder: onnx.ModelProto, decoder: onnx.ModelProto, vocab: in
     extra: list[TensorProto] = []
     if step is None:
         extra = [next(i for i in decoder.graph.initializer if i.name == OUTPUT_W)]
-    else:  # one int8 table for every Gather: theirs, scaled as the first one reads it
-        _, first, s0 = found[0]
-        reference = first / np.float32(s0)
-        for _, table, s in found[1:]:
-            if not np.allclose(table / np.float32(s), reference, rtol=1e-6, atol=0):
-                raise ValueError("the embedding tables of the int8 graphs differ")
-        q, scale = quantize_rows(reference)
-        extra = [numpy_helper.from_array(q, EMBEDDING_INT8),
-                 numpy_helper.from_array(scale, EMBEDDING_SCALE)]
+    else:  # the projection's int8 matrix and scales, by rows: (V, D) and (V, 1)
+        q = next(i for i in decoder.graph.initializer if i.name == f"{OUTPUT_W}_quantized")
+        rows = np.ascontiguousarray(numpy_helper.to_array(q).T)
+        extra = [numpy_helper.from_array(rows, EMBEDDING_INT8),
+                 numpy_helper.from_array(step[:, None], EMBEDDING_SCALE)]
     reader = _columns_reader if step is None else _int8_reader
     for model in (encoder, decoder):
         if tied[id(model)]:

@@ -79,14 +79,19 @@ def test_tie_stores_the_embedding_once_and_keeps_fp32_exact(tiny_bundle, tiny_se
         load_bundle(bundle, variant)  # checksums of graphs and weights file hold
         # two float tables fewer (int8: one int8 table more), what both graphs read stored once
         assert _stored_bytes(bundle, entry) < sizes[variant] - 2 * vocab * d * 4 + added, variant
-    # the int8 table: the float embedding within half a step per entry, 8 bits used
-    weights = {i.name: onnx.numpy_helper.to_array(i, str(bundle)) for i in onnx.load(
-        str(bundle / "encoder.int8.onnx"), load_external_data=False).graph.initializer}
+    # the int8 table: the projection's int8 matrix and scales, transposed; within half a step
+    # of the float embedding
+    def initializers(graph):
+        model = onnx.load(str(bundle / f"{graph}.int8.onnx"), load_external_data=False)
+        return {i.name: onnx.numpy_helper.to_array(i, str(bundle)) for i in model.graph.initializer}
+
+    encoder, decoder = initializers("encoder"), initializers("decoder")
+    q, scale = encoder[tie.EMBEDDING_INT8], encoder[tie.EMBEDDING_SCALE]
+    np.testing.assert_array_equal(q, decoder[f"{OUTPUT_W}_quantized"].T)
+    np.testing.assert_array_equal(scale[:, 0], decoder[f"{OUTPUT_W}_scale"])
     table = onnx.numpy_helper.to_array(next(
         i for i in onnx.load(str(tiny_bundle / "encoder.fp32.onnx")).graph.initializer
         if tuple(i.dims) == (vocab, d)))
-    q, scale = weights[tie.EMBEDDING_INT8], weights[tie.EMBEDDING_SCALE]
-    assert q.dtype == np.int8 and np.abs(q.astype(int)).max() == 127 and scale.shape == (vocab, 1)
     assert np.all(np.abs(q * scale - table) <= scale * 0.5001)
 
     # fp32: the same table, read another way: bit for bit the same scores
