@@ -211,10 +211,10 @@ def worker(engine: str, work: Path, threads: int, workers: int = 0) -> dict:
 
 
 def _sizes(work: Path) -> dict:
+    from app.engine.bundle import variant_bytes
+
     bundle = json.loads((work / "bundle" / "manifest.json").read_text())
-    entry = bundle["variants"]["int8"]
-    ours = sum((work / "bundle" / entry[k]["file"]).stat().st_size
-               for k in ("encoder", "decoder", "weights") if k in entry)
+    ours = variant_bytes(work / "bundle", bundle["variants"]["int8"])
     theirs = (work / "package" / "model" / "model.bin").stat().st_size
     return {"ours_int8_bytes": ours, "ct2_int8_model_bin_bytes": theirs,
             "ratio": ours / theirs}

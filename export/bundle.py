@@ -22,6 +22,7 @@ from app.engine.bundle import (
     graph_names,
     load_bundle,
     sha256_file,
+    variant_bytes,
 )
 from export.graphs import OPSET, export_graphs
 from export.variants import VARIANTS, quantize_int8
@@ -210,8 +211,7 @@ def _variant_rows(manifest: dict[str, Any], out: Path) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for variant, entry in manifest["variants"].items():
-        size = sum((out / entry[g]["file"]).stat().st_size
-                   for g in ("encoder", "decoder", "weights") if g in entry)
+        size = variant_bytes(out, entry)
         check = entry.get("verification") or {}
         agreement = check.get("greedy_agreement")
         rows.append(

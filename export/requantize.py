@@ -36,14 +36,19 @@ def requantize(bundle_dir: Path, per_channel: bool = True) -> dict:
     if "weights" in fp32:  # a bundle that stores each weight once: so does its int8 variant
         share_variant(bundle_dir, entry, "int8")
     manifest["variants"]["int8"] = entry
-    scores = manifest.get("scores") or {}
-    scores.pop("int8", None)
-    for row in (manifest.get("domain_scores") or {}).values():
-        row.pop("int8", None)
-    if (manifest.get("examples") or {}).get("variant") == "int8":
-        manifest.pop("examples")
+    forget_measurements(manifest, "int8")
     save_manifest(bundle_dir, manifest)
     return entry
+
+
+def forget_measurements(manifest: dict, variant: str) -> None:
+    """Drop the variant's scores, per-domain scores and recorded examples from manifest: they
+    were measured on graphs that have changed."""
+    (manifest.get("scores") or {}).pop(variant, None)
+    for row in (manifest.get("domain_scores") or {}).values():
+        row.pop(variant, None)
+    if (manifest.get("examples") or {}).get("variant") == variant:
+        manifest.pop("examples")
 
 
 def main(argv: list[str] | None = None) -> int:

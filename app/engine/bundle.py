@@ -97,6 +97,14 @@ def file_entry(bundle_dir: Path, name: str) -> dict[str, str]:
     return {"file": name, "sha256": sha256_file(bundle_dir / name)}
 
 
+VARIANT_FILES = ("encoder", "decoder", "weights")  # a variant's own files ("weights": optional)
+
+
+def variant_bytes(bundle_dir: Path, entry: dict[str, Any]) -> int:
+    """The size on disk of a variant's files (entry: its manifest entry)."""
+    return sum((bundle_dir / entry[k]["file"]).stat().st_size for k in VARIANT_FILES if k in entry)
+
+
 @dataclass(frozen=True)
 class Bundle:
     """A validated bundle with one chosen variant."""
