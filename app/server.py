@@ -118,6 +118,9 @@ def warn_if_exposed(settings: Settings) -> None:
 def serve_main(argv: list[str] | None = None) -> int:
     """Run the server until SIGTERM/SIGINT; 0 after a graceful stop, 2 on bad settings,
     1 when the models cannot be loaded."""
+    from app.engine import heap
+
+    heap.map_large_blocks()  # before the models and batches allocate (app.engine.heap)
     try:
         settings = settings_from_args(argv)
     except ValidationError as exc:

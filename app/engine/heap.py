@@ -3,7 +3,11 @@
 Loading a model parses and rewrites its graphs (protobuf messages, serialized copies) and lets
 them go; glibc keeps most of the freed memory in its arenas, where it counts in the process's
 resident memory until something reuses it. A server process trims once it is ready, so what it
-holds from then on is what it uses. Elsewhere than glibc this does nothing.
+holds from then on is what it uses. glibc also raises its mmap threshold each time a large block
+is freed (up to 32 MiB): from then on a batch's large arrays come from the arenas and their
+memory stays there after the batch. `nmt serve` fixes the threshold (MMAP_THRESHOLD, unless the
+environment sets MALLOC_MMAP_THRESHOLD_), so blocks above it are mapped and unmapped with their
+batch. Elsewhere than glibc this does nothing.
 """
 
 from __future__ import annotations
@@ -12,20 +16,40 @@ import ctypes
 import ctypes.util
 import functools
 import logging
+import os
 
 log = logging.getLogger("app.engine.heap")
 
 
+M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
+MMAP_THRESHOLD = 1 << 20  # bytes: a batch's large arrays, not the many small objects
+
+
 @functools.cache
-def _malloc_trim():
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str, argtypes: tuple):
+    library = ctypes.util.find_library("c")
     try:
-        function = ctypes.CDLL(name).malloc_trim if name else None
+        function = getattr(ctypes.CDLL(library), name) if library else None
     except (OSError, AttributeError):  # not glibc (musl, macOS)
         return None
     if function is not None:
-        function.argtypes, function.restype = [ctypes.c_size_t], ctypes.c_int
+        function.argtypes, function.restype = list(argtypes), ctypes.c_int
     return function
+
+
+def _malloc_trim():
+    return _libc_function("malloc_trim", (ctypes.c_size_t,))
+
+
+def map_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Blocks of threshold bytes or more mapped on their own from now on (glibc's mallopt
+    M_MMAP_THRESHOLD, which also stops the threshold from rising), unless the environment sets
+    MALLOC_MMAP_THRESHOLD_ (then glibc took that); False where there is no mallopt or it
+    refused."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    function = _libc_function("mallopt", (ctypes.c_int, ctypes.c_int))
+    return function is not None and function(M_MMAP_THRESHOLD, threshold) == 1
 
 
 def trim() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -35,3 +36,37 @@ def test_trim_gives_freed_blocks_back():
     held, trimmed = map(float, out.split())
     assert held > 150  # the freed blocks were still resident
     assert held - trimmed > 100
+
+
+def test_large_blocks_are_mapped_unless_the_environment_says_otherwise():
+    """With the threshold fixed, a large block freed goes back to the system at once (glibc
+    would otherwise raise its threshold after the first one and keep the next in its heap)."""
+    if not heap.trim():
+        pytest.skip("no mallopt here (not glibc)")
+    script = """
+import numpy as np
+from app.engine import heap
+
+def rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+print(heap.map_large_blocks())
+kept = []
+for _ in range(3):  # the first free raises glibc's own threshold above these blocks
+    blocks = [np.ones(4 << 20, dtype=np.uint8) for _ in range(10)]
+    kept.append(blocks[-1])  # a live block above the freed ones: the heap cannot shrink
+    del blocks
+print(rss_mib())
+"""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, env=env, timeout=60).stdout.split()
+    assert out[0] == "True"
+    mapped = float(out[1])
+    env["MALLOC_MMAP_THRESHOLD_"] = str(64 << 20)  # the operator's choice stands: kept in heap
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, env=env, timeout=60).stdout.split()
+    assert out[0] == "False"
+    assert float(out[1]) - mapped > 25  # 36 MB of freed blocks still resident
