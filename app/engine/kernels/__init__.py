@@ -38,7 +38,7 @@ wheel does not ship them, Debian packages them as libonnxruntime-dev from trixie
 from 1.16 works with a newer runtime). What each kernel gains is measured in BENCHMARKS.md.
 """
 
-from app.engine.kernels.builder import HEADER_DIRS, BuildError, build, build_langid, find_headers
+from app.engine.kernels.builder import HEADER_DIRS, BuildError, build_langid, find_headers
 from app.engine.kernels.rewrite import (
     ADVANCE_INPUTS,
     ADVANCE_OP,
@@ -60,6 +60,7 @@ from app.engine.kernels.rewrite import (
 from app.engine.kernels.runtime import (
     KernelReport,
     amx_supported,
+    build,
     cpu_flags,
     langid_library,
     library,

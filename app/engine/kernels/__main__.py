@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from app.engine.kernels.builder import BuildError, build, build_langid
-from app.engine.kernels.runtime import library_path
+from app.engine.kernels.builder import BuildError, build_langid
+from app.engine.kernels.runtime import build, library_path
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -199,14 +199,3 @@ def note_failure(library: Path, reason: str) -> None:
 
 def build_langid(out: Path | None = None, compiler: str | None = None) -> Path:
     return compile_langid(out, compiler)
-
-
-def build(include: str | Path | None = None, out: Path | None = None,
-          compiler: str | None = None, fetch: bool = False) -> Path:
-    """compile_kernels, then forget what this process knew about the library before."""
-    from app.engine.kernels import runtime
-
-    path = compile_kernels(include, out or runtime.library_path(), compiler, fetch)
-    runtime.library.cache_clear()
-    runtime.amx_supported.cache_clear()
-    return path

@@ -24,6 +24,7 @@ from app.engine.kernels.builder import (
     LANGID_LIBRARY,
     LANGID_SOURCE,
     SOURCES,
+    compile_kernels,
     cpu_flags,
     read_note,
     sources_digest,
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_LIBRARY", "KERNELS_DIR", "LANGID_LIBRARY", "LANGID_SOURCE", "SOURCES",
            "KERNELS", "KernelReport", "amx_supported", "cpu_flags", "langid_library", "library",
-           "library_path", "library_problem", "matmul_supported", "report", "turned_off"]
+           "build", "library_path", "library_problem", "matmul_supported", "report", "turned_off"]
 
 MATMUL_FLAGS = {"avx512f", "avx512bw", "avx512_vnni"}  # what int8_matmul.cc's kernel runs on
 
@@ -210,3 +211,12 @@ def report(provider: str = "cpu") -> KernelReport:
                               else _unusable(LANGID_LIBRARY, [LANGID_SOURCE]) or "not usable")
     return KernelReport(provider, None if provider != "cpu" else path,
                         tuple(k for k in KERNELS if k not in inactive), inactive)
+
+
+def build(include: str | Path | None = None, out: Path | None = None,
+          compiler: str | None = None, fetch: bool = False) -> Path:
+    """builder.compile_kernels, then forget what this process knew about the library before."""
+    path = compile_kernels(include, out or library_path(), compiler, fetch)
+    library.cache_clear()
+    amx_supported.cache_clear()
+    return path
