@@ -15,11 +15,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import logging
 import os
-
-log = logging.getLogger("app.engine.heap")
-
 
 M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 MMAP_THRESHOLD = 1 << 20  # bytes: a batch's large arrays, not the many small objects
