@@ -104,18 +104,27 @@ def _loads(path: Path) -> str:
 
 
 def engine_lines(diagnosis: Diagnosis, settings: Settings) -> None:
-    """Threads, decode workers and server processes as `nmt serve` would choose them."""
+    """Threads, decode workers and server processes as `nmt serve` would choose them; with
+    several server processes, as each of them runs (app.serving.supervisor.share)."""
     from app.engine.sessions import SessionConfig, decode_workers
-    from app.serving.supervisor import process_count
+    from app.serving.supervisor import process_count, share
 
     processes = process_count(settings)
-    diagnosis.add("threads", f"{settings.threads} (ONNX Runtime's intra-op threads)"
-                  if settings.threads else "0: ONNX Runtime's default per session")
-    config = SessionConfig(provider=settings.provider, intra_op_threads=settings.threads,
-                           workers=settings.workers)
-    workers = decode_workers(config, settings.max_batch_size)
-    diagnosis.add("decode workers", f"{workers} in all; worker processes "
-                  f"{'on' if settings.worker_processes else 'off'} (NMT_WORKER_PROCESSES)")
+    each = share(settings, processes) if processes > 1 else settings
+    per = " per server process" if processes > 1 else ""
+    diagnosis.add("threads", f"{each.threads} (ONNX Runtime's intra-op threads{per})"
+                  if each.threads else "0: ONNX Runtime's default per session")
+    config = SessionConfig(provider=each.provider, intra_op_threads=each.threads,
+                           workers=each.workers)
+    workers = decode_workers(config, each.max_batch_size)
+    if processes > 1:
+        own = each.workers // processes
+        diagnosis.add("decode workers", f"{workers} per server process ({own} its own, "
+                      f"{workers - own} spare); worker processes off (threads, under server "
+                      "processes)")
+    else:
+        diagnosis.add("decode workers", f"{workers} in all; worker processes "
+                      f"{'on' if settings.worker_processes else 'off'} (NMT_WORKER_PROCESSES)")
     diagnosis.add("server processes", f"{processes} behind {settings.host}:{settings.port}")
 
 

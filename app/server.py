@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import logging.config
@@ -201,6 +202,11 @@ def run_server(settings: Settings, peers: Peers | None = None,
         server.should_exit = True
 
     state.on_fatal = fatal
+    # What loading left alive lives as long as the process: frozen, the collector's full passes
+    # (one after every document, app.translation.stoppable) skip it. Models are never replaced
+    # in a running process, and what is reloaded (a server glossary) is freed by reference
+    # counts, so nothing frozen becomes garbage that only the collector could free.
+    state.on_loaded = gc.freeze
     # uvicorn re-raises the signal it caught once it has stopped; a no-op handler turns that
     # into a normal return, so a graceful stop exits 0
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM,

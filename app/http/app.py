@@ -97,9 +97,11 @@ async def _load_models(app_state: AppState, loader: Loader) -> None:
         on_rejected=lambda exc: app_state.metrics.rejected.labels(exc.code).inc(),
         detector=detector,
     )
+    gc.collect()
+    if app_state.on_loaded is not None:
+        app_state.on_loaded()
     if app_state.jobs is not None and not app_state.draining:
         app_state.jobs.start(app_state.service)  # resumes the unfinished document jobs
-    gc.collect()
     heap.trim()  # what loading parsed and rewrote and let go (app.engine.heap)
     app_state.set_ready(not app_state.draining)
     log.info("ready: %d model(s) in %.2fs", len(app_state.registry),

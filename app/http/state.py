@@ -29,6 +29,7 @@ class AppState:
     draining: bool = False
     load_error: str | None = None
     on_fatal: Callable[[], None] | None = None  # set by the server: stop when loading fails
+    on_loaded: Callable[[], None] | None = None  # set by the server: once loaded, before serving
     limiter: RateLimiter | None = None  # None: no rate limit (app.http.access)
     files: FileStore | None = None  # translated files awaiting download
     jobs: JobRunner | None = None  # document jobs (opened in the lifespan)

@@ -306,7 +306,7 @@ class TranslationService:
             return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
 
         with self._counting_rejections():
-            kept, sample = await run_stoppable(read)
+            kept, sample = await run_stoppable(read, collect=True)
             detected = None
             if auto:
                 detected = self.detect_source(sample, target)
@@ -401,7 +401,7 @@ class TranslationService:
                         out[i] = masks[i].restore(text)
                 return documents.rebuild(doc, out)
 
-            result = await run_stoppable(run)
+            result = await run_stoppable(run, collect=True)
             return DocumentOutcome(result, route, segments, detected)
 
     async def _run_route(

@@ -15,6 +15,14 @@ awaiting task's cancellation (client gone, deadline passed, job cancelled) stops
 
 Stopped derives from BaseException so that no `except Exception` in a parser swallows it.
 A thread is made per call: raising into a pooled thread could hit its next task.
+
+With `collect=True` the thread runs a full garbage collection when the work has ended, after
+handing over its outcome. Parsed documents are reference cycles around native memory
+(python-docx's package and parts hold each other and their lxml trees): the collector counts
+Python objects, not the bytes behind them, so without this a server process held every parsed
+document until its next full collection, rare in a long-lived process, and grew by the size of
+each one meanwhile. A failure's traceback has its frames' locals cleared first, so the document
+is garbage by then.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import gc
 import logging
 import threading
+import traceback
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -98,9 +108,11 @@ class _Worker(threading.Thread):
                                                            ctypes.py_object(Stopped))
 
 
-async def run_stoppable(fn: Callable[[Stop], T], name: str = "nmt-document") -> T:
+async def run_stoppable(fn: Callable[[Stop], T], name: str = "nmt-document",
+                        collect: bool = False) -> T:
     """fn(stop) in a new thread; its result or exception. When the awaiting task is cancelled,
-    the thread is stopped (see the module doc) and CancelledError goes on at once."""
+    the thread is stopped (see the module doc) and CancelledError goes on at once. collect: a
+    full garbage collection in the thread once fn has ended (see the module doc)."""
     loop = asyncio.get_running_loop()
     stop = Stop()
     done: asyncio.Future[T] = loop.create_future()
@@ -116,9 +128,14 @@ async def run_stoppable(fn: Callable[[Stop], T], name: str = "nmt-document") -> 
             return
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
             error = exc
+            if collect:  # the traceback keeps its lines, not the frames' locals
+                traceback.clear_frames(error.__traceback__)
             loop.call_soon_threadsafe(deliver, lambda: done.set_exception(error))
         else:
             loop.call_soon_threadsafe(deliver, lambda: done.set_result(result))
+        finally:
+            if collect:
+                gc.collect()
 
     thread = _Worker(target, name)
     thread.start()

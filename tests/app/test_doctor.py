@@ -39,6 +39,18 @@ def test_a_servable_environment_is_described_and_exits_0(tiny_bundle, capsys, mo
     assert out.rstrip().endswith("nmt serve could start with these settings.")
 
 
+def test_several_server_processes_are_described_as_each_runs(tiny_bundle, capsys):
+    """Each server process gets its share of the threads and decode workers, on threads even
+    where worker processes are asked for (app.serving.supervisor.share)."""
+    code, out = doctor(capsys, "--models-dir", str(tiny_bundle.parent), "--processes", "2",
+                       "--threads", "4", "--worker-processes")
+    assert code == 0, out
+    assert "threads:          2 (ONNX Runtime's intra-op threads per server process)" in out
+    assert ("decode workers:   2 per server process (1 its own, 1 spare); worker processes off"
+            in out)
+    assert "server processes: 2 behind" in out
+
+
 def test_the_kernel_library_is_loaded_into_onnx_runtime_where_it_is_used(tiny_bundle, capsys):
     code, out = doctor(capsys, "--models-dir", str(tiny_bundle))
     assert code == 0

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import threading
 import time
+import traceback
+import weakref
 
 import pytest
 
@@ -91,3 +94,54 @@ def test_results_and_errors_come_back_and_check_raises_once_stopped():
     late = concurrent.futures.Future()
     stop.waiting(late)  # registered after the stop: cancelled at once
     assert late.cancelled()
+
+
+class Parsed:
+    """A parsed document's shape: objects that hold each other, so that only the collector
+    frees them (python-docx's package and parts do, around their lxml trees)."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def _thread_gone(name: str) -> bool:
+    return not any(t.name == name for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("fails", [False, True])
+@pytest.mark.parametrize("collect", [True, False])
+def test_collect_frees_what_the_work_left_in_cycles_once_it_ends(collect, fails):
+    """collect=True: a full collection in the thread after the work; a failure's frames give
+    up their locals first. Without it the cycle outlives the work (automatic collection off,
+    as it effectively is for a long-lived server process's old objects)."""
+    refs: list[weakref.ref] = []
+
+    def work(stop: Stop) -> str:
+        parsed = Parsed()
+        refs.append(weakref.ref(parsed))
+        if fails:
+            raise ValueError("unreadable")
+        return "rebuilt"
+
+    async def main() -> None:
+        call = run_stoppable(work, name="nmt-collect-test", collect=collect)
+        if fails:
+            with pytest.raises(ValueError, match="unreadable") as caught:
+                await call
+            assert "work" in "".join(traceback.format_tb(caught.value.__traceback__))
+            del caught
+        else:
+            assert await call == "rebuilt"
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        asyncio.run(main())
+        deadline = time.monotonic() + 5
+        while not _thread_gone("nmt-collect-test") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (refs[0]() is None) is collect
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
