@@ -17,8 +17,9 @@
 // streams them once, for up to ROWS rows at a time; the integer sums are exact and the scaling
 // is ONNX Runtime's (float(sum) * scale, then + bias), so the outputs are its outputs to the bit.
 // Calls of AMX_ROWS rows or more run on AMX where the CPU has it (16-row tiles over the same
-// layout). Needs AVX-512 VNNI (the graph rewrite checks, and that N is a multiple of 64 and K
-// of 4; AMX also needs K a multiple of 64, else VNNI runs).
+// layout). Needs AVX-512 VNNI (the graph rewrite checks, and that K is a multiple of 4; AMX
+// also needs K a multiple of 64, else VNNI runs). Any N: the packed weights are padded with zero
+// columns to a multiple of 64, and the last block's loads and stores past N are masked.
 
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
@@ -48,10 +49,23 @@ constexpr int ROWS = 6;       // rows per pass: ROWS x 4 accumulators in registe
 constexpr int64_t AMX_ROWS = 8;  // calls of this many rows or more run on AMX where there is AMX
 
 struct Packed {
-  std::vector<int8_t> w;        // [N / COLS][K / 4][COLS][4]
-  std::vector<int32_t> colsum;  // (N,): sum over k of w[k][n]
-  int64_t K = 0, N = 0;
+  std::vector<int8_t> w;        // [NP / COLS][K / 4][COLS][4], columns from N on zero
+  std::vector<int32_t> colsum;  // (NP,): sum over k of w[k][n]
+  int64_t K = 0, N = 0, NP = 0;  // NP: N rounded up to a multiple of COLS
 };
+
+// the columns of block nb that are w's (COLS but in the last block of an N not a multiple)
+inline int valid_cols(const Packed& p, int64_t nb) {
+  const int64_t left = p.N - nb * COLS;
+  return static_cast<int>(left < COLS ? left : COLS);
+}
+
+// the lanes of 16-column group c of a block with `cols` valid columns
+inline __mmask16 lanes(int cols, int c) {
+  const int valid = cols - 16 * c;
+  return valid >= 16 ? static_cast<__mmask16>(0xFFFF)
+                     : valid <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << valid) - 1);
+}
 
 uint64_t content_hash(const int8_t* w, int64_t n) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -82,12 +96,13 @@ std::shared_ptr<const Packed> shared_packed(const int8_t* w, int64_t K, int64_t 
 void pack(const int8_t* w, int64_t K, int64_t N, Packed& p) {
   p.K = K;
   p.N = N;
-  p.w.resize(K * N);
-  p.colsum.assign(N, 0);
+  p.NP = (N + COLS - 1) / COLS * COLS;
+  p.w.assign(K * p.NP, 0);
+  p.colsum.assign(p.NP, 0);
   const int64_t KQ = K / 4;
-  for (int64_t nb = 0; nb < N / COLS; ++nb)
+  for (int64_t nb = 0; nb < p.NP / COLS; ++nb)
     for (int64_t kq = 0; kq < KQ; ++kq)
-      for (int64_t j = 0; j < COLS; ++j)
+      for (int64_t j = 0; j < COLS && nb * COLS + j < N; ++j)
         for (int64_t t = 0; t < 4; ++t) {
           const int8_t v = w[(4 * kq + t) * N + nb * COLS + j];
           p.w[((nb * KQ + kq) * COLS + j) * 4 + t] = v;
@@ -122,11 +137,12 @@ inline __m512 scaled16(__m512i sum, __m512i zero_sums, __m512 scale, __m512 bias
   return _mm512_add_ps(_mm512_mul_round_ps(v, scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), bias);
 }
 
-// rows [0, R) of q (R <= ROWS), columns [nb * COLS, nb * COLS + COLS)
+// rows [0, R) of q (R <= ROWS), columns [nb * COLS, nb * COLS + cols) (colsum and scale
+// padded to whole blocks; bias and y not)
 template <int R>
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
 void block(const uint8_t* q, int64_t K, const int8_t* w, const int32_t* colsum,
-           const float* scale, const float* bias, int zero, float* y, int64_t N) {
+           const float* scale, const float* bias, int zero, float* y, int64_t N, int cols) {
   __m512i acc[R][4];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_si512();
@@ -146,9 +162,12 @@ void block(const uint8_t* q, int64_t K, const int8_t* w, const int32_t* colsum,
   }
   const __m512i z = _mm512_set1_epi32(zero);
   for (int c = 0; c < 4; ++c) {
+    const __mmask16 m = lanes(cols, c);
+    if (!m) break;
     const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * c));
-    const __m512 s = _mm512_loadu_ps(scale + 16 * c), b = _mm512_loadu_ps(bias + 16 * c);
-    for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * N + 16 * c, scaled16(acc[r][c], zs, s, b));
+    const __m512 s = _mm512_loadu_ps(scale + 16 * c), b = _mm512_maskz_loadu_ps(m, bias + 16 * c);
+    for (int r = 0; r < R; ++r)
+      _mm512_mask_storeu_ps(y + r * N + 16 * c, m, scaled16(acc[r][c], zs, s, b));
   }
 }
 
@@ -218,18 +237,21 @@ __attribute__((target("amx-tile"))) void tiles_end() { _tile_release(); }
 // the epilogue of `rows` rows of c (16 x 64 int32 sums) into y
 __attribute__((target("avx512f,avx512bw")))
 void finish(const int32_t* c, int rows, const int32_t* colsum, const float* scale,
-            const float* bias, int zero, float* y, int64_t N) {
+            const float* bias, int zero, float* y, int64_t N, int cols) {
   const __m512i z = _mm512_set1_epi32(zero);
   for (int j = 0; j < 4; ++j) {
+    const __mmask16 m = lanes(cols, j);
+    if (!m) break;
     const __m512i zs = _mm512_mullo_epi32(z, _mm512_loadu_si512(colsum + 16 * j));
-    const __m512 s = _mm512_loadu_ps(scale + 16 * j), b = _mm512_loadu_ps(bias + 16 * j);
+    const __m512 s = _mm512_loadu_ps(scale + 16 * j), b = _mm512_maskz_loadu_ps(m, bias + 16 * j);
     for (int r = 0; r < rows; ++r)
-      _mm512_storeu_ps(y + r * N + 16 * j, scaled16(_mm512_loadu_si512(c + r * COLS + 16 * j), zs, s, b));
+      _mm512_mask_storeu_ps(y + r * N + 16 * j, m,
+                            scaled16(_mm512_loadu_si512(c + r * COLS + 16 * j), zs, s, b));
   }
 }
 
 using BlockFn = void (*)(const uint8_t*, int64_t, const int8_t*, const int32_t*, const float*,
-                         const float*, int, float*, int64_t);
+                         const float*, int, float*, int64_t, int);
 constexpr BlockFn BLOCKS[ROWS + 1] = {nullptr, block<1>, block<2>, block<3>,
                                       block<4>, block<5>, block<6>};
 
@@ -252,7 +274,7 @@ struct Few {
 
 void few_part(void* data, size_t part) {
   const Few& f = *static_cast<const Few*>(data);
-  const int64_t K = f.p->K, N = f.p->N, KQ = K / 4, blocks = N / COLS;
+  const int64_t K = f.p->K, N = f.p->N, KQ = K / 4, blocks = f.p->NP / COLS;
   const int64_t first = blocks * static_cast<int64_t>(part) / static_cast<int64_t>(f.parts);
   const int64_t last = blocks * static_cast<int64_t>(part + 1) / static_cast<int64_t>(f.parts);
   for (int64_t nb = first; nb < last; ++nb) {
@@ -260,7 +282,7 @@ void few_part(void* data, size_t part) {
     for (int64_t m = 0; m < f.M; m += ROWS) {
       const int rows = static_cast<int>(f.M - m < ROWS ? f.M - m : ROWS);
       BLOCKS[rows](f.q + m * K, K, w, f.p->colsum.data() + nb * COLS, f.scale + nb * COLS,
-                   f.bias + nb * COLS, f.zero, f.y + m * N + nb * COLS, N);
+                   f.bias + nb * COLS, f.zero, f.y + m * N + nb * COLS, N, valid_cols(*f.p, nb));
     }
   }
 }
@@ -276,14 +298,14 @@ struct Kernel {
     Ort::ConstValue w_in = ctx.GetInput(1);
     std::call_once(once_, [&] {
       const std::vector<int64_t> ws = w_in.GetTensorTypeAndShapeInfo().GetShape();
-      if (ws.size() != 2 || ws[0] % 4 || ws[1] % COLS)
-        throw std::runtime_error("w is not (K, N) with K a multiple of 4 and N of 64");
+      if (ws.size() != 2 || ws[0] % 4 || ws[1] < 1)
+        throw std::runtime_error("w is not (K, N) with K a multiple of 4");
       Ort::ConstValue w_scale = ctx.GetInput(4);
       if (w_scale.GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(ws[1]))
         throw std::runtime_error("w_scale is not (N,)");
       const float x_scale = *ctx.GetInput(2).GetTensorData<float>();
       const float* per_column = w_scale.GetTensorData<float>();
-      scale_.resize(ws[1]);
+      scale_.assign((ws[1] + COLS - 1) / COLS * COLS, 0.0f);  // padded as the weights
       for (int64_t n = 0; n < ws[1]; ++n) scale_[n] = x_scale * per_column[n];
       packed_ = shared_packed(w_in.GetTensorData<int8_t>(), ws[0], ws[1]);
       source_ = w_in.GetTensorRawData();
@@ -319,18 +341,19 @@ struct Kernel {
       std::memset(q.data() + M * K, 0, (padded - M) * K);
       alignas(64) int32_t c[TILE_ROWS * COLS];
       tiles_begin();
-      for (int64_t nb = 0; nb < N / COLS; ++nb) {
+      for (int64_t nb = 0; nb < p.NP / COLS; ++nb) {
         const int8_t* w = p.w.data() + nb * KQ * COLS * 4;
         for (int64_t m = 0; m < M; m += TILE_ROWS) {
           tiles(q.data() + m * K, K, w, c);
           finish(c, static_cast<int>(M - m < TILE_ROWS ? M - m : TILE_ROWS), p.colsum.data() + nb * COLS,
-                 scale.data() + nb * COLS, bias + nb * COLS, zero, y + m * N + nb * COLS, N);
+                 scale.data() + nb * COLS, bias + nb * COLS, zero, y + m * N + nb * COLS, N,
+                 valid_cols(p, nb));
         }
       }
       tiles_end();
       return;
     }
-    Few few{&p, q.data(), scale.data(), bias, y, M, zero, N / COLS >= 2 && K * N >= SPLIT_BYTES ? size_t{2} : size_t{1}};
+    Few few{&p, q.data(), scale.data(), bias, y, M, zero, p.NP / COLS >= 2 && K * N >= SPLIT_BYTES ? size_t{2} : size_t{1}};
     if (few.parts > 1)
       ctx.ParallelFor(few_part, few.parts, 0, &few);
     else

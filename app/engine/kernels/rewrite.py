@@ -196,7 +196,7 @@ MATMUL_OP = "Int8MatMul"
 def swap_matmul(model: onnx.ModelProto) -> int:
     """Replace each QuantizeLinear -> MatMulIntegerToFloat pair of model (Loop bodies included)
     with one Int8MatMul node where its kernel takes them: the activation quantized with constant
-    scalar scale and zero point, constant int8 weights (K, N) with K a multiple of 4, N of 64
+    scalar scale and zero point, constant int8 weights (K, N) with K a multiple of 4 (any N)
     and zero points 0, a constant bias or none (then zeros). A QuantizeLinear left feeding
     nothing goes. Return how many were replaced; 0 on a CPU without AVX-512 VNNI."""
     import numpy as np
@@ -239,7 +239,7 @@ def swap_matmul(model: onnx.ModelProto) -> int:
                 continue
             weights, scale, zero, w_scales = got
             k, n = weights.shape if weights.ndim == 2 else (0, 0)
-            if (weights.dtype != np.int8 or k % 4 or n % 64 or not n or scale.size != 1
+            if (weights.dtype != np.int8 or k % 4 or not n or scale.size != 1
                     or zero.dtype != np.uint8 or zero.size != 1 or w_scales.shape != (n,)):
                 continue
             if w_zero and (constant(w_zero) is None or constant(w_zero).any()):

@@ -412,9 +412,11 @@ def test_a_library_older_than_its_sources_is_not_used(tmp_path, monkeypatch):
 
 def int8_products_graph(rows_shape: list, seed: int = 0, width: int = 64,
                         hidden: int = 128) -> onnx.ModelProto:
-    """x -> three QuantizeLinear -> MatMulIntegerToFloat pairs, as export.calibrate writes them:
-    (K width, N hidden) with a bias, (hidden, width) without, and (width, 96), whose N our
-    kernel does not take. Weights int8 in 7 bits, per-column scales, zero points 0."""
+    """x -> four QuantizeLinear -> MatMulIntegerToFloat pairs, as export.calibrate writes them:
+    (K width, N hidden) with a bias, (hidden, width) without, (width, 100) with a bias (N not a
+    multiple of 64 nor of 16: the last block's columns in part), and (width, 64) with nonzero
+    weight zero points, which our kernel does not take. Weights int8 in 7 bits, per-column
+    scales, zero points 0 but the last's."""
     from onnx import numpy_helper
 
     rng = np.random.default_rng(seed)
@@ -424,13 +426,13 @@ def int8_products_graph(rows_shape: list, seed: int = 0, width: int = 64,
         inits.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
-    def product(i, x, k, n, bias):
+    def product(i, x, k, n, bias, w_zero=0):
         scale = const(f"s{i}", np.float32(rng.uniform(0.02, 0.08)))
         zero = const(f"z{i}", np.uint8(rng.integers(100, 150)))
         nodes.append(helper.make_node("QuantizeLinear", [x, scale, zero], [f"q{i}"]))
         inputs = [f"q{i}", const(f"w{i}", rng.integers(-64, 64, (k, n)).astype(np.int8)), scale,
                   const(f"ws{i}", rng.uniform(1e-3, 4e-3, n).astype(np.float32)), zero,
-                  const(f"wz{i}", np.zeros(n, np.int8))]
+                  const(f"wz{i}", np.full(n, w_zero, np.int8))]
         if bias:
             inputs.append(const(f"b{i}", rng.normal(0, 0.2, n).astype(np.float32)))
         nodes.append(helper.make_node("MatMulIntegerToFloat", inputs, [f"y{i}"],
@@ -440,11 +442,13 @@ def int8_products_graph(rows_shape: list, seed: int = 0, width: int = 64,
     first = product(0, "x", width, hidden, bias=True)
     nodes.append(helper.make_node("Relu", [first], ["h"]))
     out = product(1, "h", hidden, width, bias=False)
-    other = product(2, "x", width, 96, bias=True)
+    ragged = product(2, "x", width, 100, bias=True)
+    other = product(3, "x", width, 64, bias=True, w_zero=3)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [*rows_shape, width])
     graph = helper.make_graph(
         nodes, "products", [x],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in (out, other)], inits)
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+         for n in (out, ragged, other)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
                                                    helper.make_opsetid("com.microsoft", 1)])
 
@@ -462,9 +466,9 @@ def test_int8_matmul_gives_onnxruntimes_outputs_to_the_bit(rows, three_d):
     x = np.random.default_rng(rows).normal(0, 2.0, (*shape, 64)).astype(np.float32)
     x.flat[::7] *= 40  # beyond the quantization range: clamped to 0 or 255
     want = session(model.SerializeToString(), custom=False).run(None, {"x": x})
-    assert kernels.swap_matmul(model) == 2
+    assert kernels.swap_matmul(model) == 3
     ops = [n.op_type for n in model.graph.node]
-    assert ops.count(kernels.MATMUL_OP) == 2 and ops.count("QuantizeLinear") == 1
+    assert ops.count(kernels.MATMUL_OP) == 3 and ops.count("QuantizeLinear") == 1
     got = session(model.SerializeToString(), custom=True).run(None, {"x": x})
     for a, b in zip(want, got, strict=True):
         assert a.shape == b.shape and np.array_equal(a, b)
@@ -473,15 +477,17 @@ def test_int8_matmul_gives_onnxruntimes_outputs_to_the_bit(rows, three_d):
 @pytest.mark.skipif(kernels.library() is None or not kernels.matmul_supported(),
                     reason="kernel library not built, or this CPU has no AVX-512 VNNI")
 @pytest.mark.parametrize("rows", [1, 4])
-def test_int8_matmul_shared_out_between_threads_gives_the_same_bits(rows):
+@pytest.mark.parametrize("hidden", [1024, 1000])
+def test_int8_matmul_shared_out_between_threads_gives_the_same_bits(rows, hidden):
     """Products of 128 KiB of weights and more, of few rows, have their columns shared out
-    between the session's threads: the same bits as ONNX Runtime's on one thread."""
+    between the session's threads (a last block in part included): the same bits as ONNX
+    Runtime's on one thread."""
     import onnxruntime as ort
 
-    model = int8_products_graph([rows], width=256, hidden=1024)  # 256 KiB each way
+    model = int8_products_graph([rows], width=256, hidden=hidden)  # about 256 KiB each way
     x = np.random.default_rng(rows).normal(0, 2.0, (rows, 256)).astype(np.float32)
     want = session(model.SerializeToString(), custom=False).run(None, {"x": x})
-    assert kernels.swap_matmul(model) == 2
+    assert kernels.swap_matmul(model) == 3
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.register_custom_ops_library(str(kernels.library()))
@@ -496,15 +502,18 @@ def test_int8_weights_are_shared_only_where_our_product_reads_them():
     """Int8 weights that feed ONNX Runtime's weight-packing products are each session's own (it
     packs them); where our product reads them (it packs once per process) they are shared,
     held once for every session."""
-    from app.engine.sessions import SharedWeights
+    from onnx import numpy_helper
+
+    from app.engine.sessions import SHARED_MIN_BYTES, SharedWeights
 
     model = int8_products_graph([1], width=256, hidden=1024)
-    int8 = {i.name for i in model.graph.initializer if i.data_type == TensorProto.INT8}
+    int8 = {i.name for i in model.graph.initializer if i.data_type == TensorProto.INT8
+            and numpy_helper.to_array(i).nbytes >= SHARED_MIN_BYTES}  # smaller ones never are
     shared = SharedWeights()
     assert not int8 & {name for name, _ in shared.of_graph(model.graph)}
-    assert kernels.swap_matmul(model) == 2
+    assert kernels.swap_matmul(model) == 3
     first, again = shared.of_graph(model.graph), shared.of_graph(model.graph)
-    swapped = {n.input[1] for n in model.graph.node if n.op_type == kernels.MATMUL_OP}
+    swapped = {n.input[1] for n in model.graph.node if n.op_type == kernels.MATMUL_OP} & int8
     assert swapped and swapped <= {name for name, _ in first}
     assert not (int8 - swapped) & {name for name, _ in first}  # the one left to ONNX Runtime
     held = {id(value) for _, value in first}
@@ -515,7 +524,7 @@ def test_swap_matmul_needs_avx512_vnni(monkeypatch):
     model = int8_products_graph([2])
     monkeypatch.setattr(kernels.runtime, "cpu_flags", lambda: {"avx2", "fma", "avx512f"})
     assert kernels.swap_matmul(model) == 0
-    assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 3
+    assert [n.op_type for n in model.graph.node].count("MatMulIntegerToFloat") == 4
 
 
 def test_amx_only_where_the_cpu_has_it(monkeypatch):
