@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from app.config import Settings
@@ -24,3 +26,18 @@ def real_server(tiny_bundle, tmp_path_factory):
                                    files_dir=tmp_path_factory.mktemp("files")))
     with running(app) as server:
         yield server
+
+
+@pytest.fixture()
+def collector_off():
+    """Automatic garbage collection off for the test (as it effectively is for a long-lived
+    server process's old objects), so that what is left in reference cycles stays visible."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()

@@ -11,7 +11,6 @@ import gc
 
 import docx.package
 import httpx
-import pytest
 
 from app.config import Settings
 from app.http.app import create_app
@@ -24,19 +23,6 @@ PAIR = {"source": "en", "target": "de"}
 
 def parsed_documents() -> int:
     return sum(isinstance(o, docx.package.Package) for o in gc.get_objects())
-
-
-@pytest.fixture()
-def collector_off():
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.collect()
 
 
 def test_no_parsed_docx_outlives_its_request_or_job(tmp_path, collector_off):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import gc
 import threading
 import time
 import traceback
@@ -15,6 +14,7 @@ import weakref
 import pytest
 
 from app.translation.stoppable import Stop, Stopped, run_stoppable
+from tests.app.fakes import wait_until
 
 
 class Spin:
@@ -110,7 +110,7 @@ def _thread_gone(name: str) -> bool:
 
 @pytest.mark.parametrize("fails", [False, True])
 @pytest.mark.parametrize("collect", [True, False])
-def test_collect_frees_what_the_work_left_in_cycles_once_it_ends(collect, fails):
+def test_collect_frees_what_the_work_left_in_cycles_once_it_ends(collect, fails, collector_off):
     """collect=True: a full collection in the thread after the work; a failure's frames give
     up their locals first. Without it the cycle outlives the work (automatic collection off,
     as it effectively is for a long-lived server process's old objects)."""
@@ -133,15 +133,6 @@ def test_collect_frees_what_the_work_left_in_cycles_once_it_ends(collect, fails)
         else:
             assert await call == "rebuilt"
 
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        asyncio.run(main())
-        deadline = time.monotonic() + 5
-        while not _thread_gone("nmt-collect-test") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert (refs[0]() is None) is collect
-    finally:
-        if was_enabled:
-            gc.enable()
-        gc.collect()
+    asyncio.run(main())
+    wait_until(lambda: _thread_gone("nmt-collect-test"), 5)
+    assert (refs[0]() is None) is collect

@@ -54,6 +54,9 @@ struct Packed {
   int64_t K = 0, N = 0, NP = 0;  // NP: N rounded up to a multiple of COLS
 };
 
+// n rounded up to whole blocks of COLS columns: the packed weights' and the scales' width
+constexpr int64_t whole_blocks(int64_t n) { return (n + COLS - 1) / COLS * COLS; }
+
 // the columns of block nb that are w's (COLS but in the last block of an N not a multiple)
 inline int valid_cols(const Packed& p, int64_t nb) {
   const int64_t left = p.N - nb * COLS;
@@ -96,7 +99,7 @@ std::shared_ptr<const Packed> shared_packed(const int8_t* w, int64_t K, int64_t 
 void pack(const int8_t* w, int64_t K, int64_t N, Packed& p) {
   p.K = K;
   p.N = N;
-  p.NP = (N + COLS - 1) / COLS * COLS;
+  p.NP = whole_blocks(N);
   p.w.assign(K * p.NP, 0);
   p.colsum.assign(p.NP, 0);
   const int64_t KQ = K / 4;
@@ -305,7 +308,7 @@ struct Kernel {
         throw std::runtime_error("w_scale is not (N,)");
       const float x_scale = *ctx.GetInput(2).GetTensorData<float>();
       const float* per_column = w_scale.GetTensorData<float>();
-      scale_.assign((ws[1] + COLS - 1) / COLS * COLS, 0.0f);  // padded as the weights
+      scale_.assign(whole_blocks(ws[1]), 0.0f);  // padded as the weights
       for (int64_t n = 0; n < ws[1]; ++n) scale_[n] = x_scale * per_column[n];
       packed_ = shared_packed(w_in.GetTensorData<int8_t>(), ws[0], ws[1]);
       source_ = w_in.GetTensorRawData();
