@@ -44,6 +44,11 @@ def graph_weights(path: Path, n_heads: int, head_dim: int) -> dict[str, np.ndarr
             consumers.setdefault(name, []).append(node)
     found = {n[len(PREFIX) :]: a for n, a in inits.items() if n.startswith(PREFIX)}
     for node in graph.node:
+        if node.op_type == "Gather" and _gathers_columns(node, inits):
+            # a graph that stores a tied embedding once (export `share`, export.tie) reads it
+            # from the output projection's (D, V) matrix
+            found.setdefault("embeddings.lut.weight", inits[node.input[0]].T)
+            continue
         weight = node.input[1] if node.op_type == "MatMul" and len(node.input) == 2 else None
         if weight not in inits or weight.startswith(PREFIX):
             continue
@@ -52,6 +57,14 @@ def graph_weights(path: Path, n_heads: int, head_dim: int) -> dict[str, np.ndarr
             if add.op_type == "Add" and bias:
                 found[bias[len(PREFIX) : -len(".bias")] + ".weight"] = inits[weight].T
     return _split_fused(found, n_heads, head_dim)
+
+
+def _gathers_columns(node: onnx.NodeProto, inits: dict[str, np.ndarray]) -> bool:
+    """A Gather of whole columns (axis 1) of an unnamed 2-D initializer."""
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    table = node.input[0]
+    return axis == 1 and table in inits and not table.startswith(PREFIX) \
+        and inits[table].ndim == 2
 
 
 def _split_fused(found: dict[str, np.ndarray], heads: int, head_dim: int) -> dict[str, np.ndarray]:

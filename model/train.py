@@ -319,7 +319,9 @@ class Trainer:
         elif resume and existing:
             self._resume(existing[-1])
         here = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else machine()
-        if here not in self.progress.machines:
+        # named again when a run goes back to a machine after another, so the card's
+        # "X, then Y, then X" says where each phase ran
+        if self.progress.machines[-1:] != [here]:
             self.progress.machines.append(here)
         self.recipe = dataclasses.asdict(cfg)
         self.stop = StopFlag()

@@ -15,7 +15,7 @@ import torch
 
 from app.engine import TranslationOptions, Translator
 from app.engine.bundle import load_bundle, sha256_file
-from export import evaluate
+from export import evaluate, tie
 from export.__main__ import main as export_main
 from export.bundle import write_bundle
 from export.unbundle import main as unbundle_main
@@ -220,6 +220,20 @@ def test_unbundle_rebuilds_the_checkpoint_weights_exactly(tiny_checkpoint, tiny_
         assert torch.equal(rebuilt["model"][name], tensor), name
     assert rebuilt.get("step") == original.get("step")
     assert rebuilt["recovered_from"]["checkpoint_sha256"] == sha256_file(tiny_checkpoint)
+
+
+def test_unbundle_reads_an_embedding_stored_once(tiny_checkpoint, tiny_bundle, tmp_path):
+    """A bundle whose fp32 graphs read the tied embedding from the output projection (export.tie)
+    has no table of its own to find: it is the projection's matrix."""
+    bundle = tmp_path / "tied"
+    shutil.copytree(tiny_bundle, bundle)
+    assert tie.main([str(bundle), "--variants", "fp32"]) == 0
+    out = tmp_path / "rebuilt.pt"
+    assert unbundle_main([str(bundle), "--out", str(out)]) == 0
+    original, rebuilt = read_checkpoint(tiny_checkpoint), read_checkpoint(out)
+    assert rebuilt["model"].keys() == original["model"].keys()
+    for name, tensor in original["model"].items():
+        assert torch.equal(rebuilt["model"][name], tensor), name
 
 
 def test_unbundle_needs_the_fp32_graphs(tiny_bundle, tmp_path, capsys):

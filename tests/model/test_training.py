@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 
 from export.verify import reference_log_probs
 from model.checkpoint import load_model
@@ -137,6 +138,18 @@ def test_resume_continues_from_the_last_checkpoint(toy_run):
     assert state["history"][1]["minutes"] >= round(first_minutes, 1)
     with pytest.raises(SystemExit, match="--resume"):
         train(more)
+
+
+def test_a_run_back_on_an_earlier_machine_names_it_again(toy_run, tmp_path):
+    cfg, final, _ = toy_run
+    state = torch.load(final, weights_only=False)
+    state["machines"] = [machine(), "an accelerator"]
+    moved = tmp_path / "moved.pt"
+    torch.save(state, moved)
+    more = dataclasses.replace(cfg, out_dir=str(tmp_path / "more"), max_steps=602,
+                               eval_every=1000, average_last=1)
+    last = train(more, init_from=moved)
+    assert load_model(last)[2]["machines"] == [machine(), "an accelerator", machine()]
 
 
 def test_the_warm_up_schedule_rises_then_decays_as_inverse_square_root():
