@@ -151,20 +151,31 @@ def test_a_dead_process_is_replaced_and_the_service_keeps_serving(two):
 def test_sigterm_drains_every_process_and_exits_0(two, tiny_sentences):
     proc, url = two
     children = server_processes(proc.pid)
-    text = [f"{s}." for s in tiny_sentences] * 6
+    body = json.dumps({"text": [f"{s}." for s in tiny_sentences] * 6, "source": "en",
+                       "target": "de", "options": {"beam_size": 2}}).encode()
     clients = [httpx.Client() for _ in range(4)]
     results: list[int] = []
+    signalled = threading.Event()
+
+    def held_body():
+        # the tiny model answers in well under a second: each request's body is held back until
+        # the signal has gone, so all four are in flight then, however fast the machine
+        yield body[:8]
+        signalled.wait(60)
+        yield body[8:]
 
     def run(client: httpx.Client) -> None:
-        r = client.post(f"{url}/v1/translate", timeout=120, json={
-            "text": text, "source": "en", "target": "de", "options": {"beam_size": 2}})
+        r = client.post(f"{url}/v1/translate", timeout=120, content=held_body(),
+                        headers={"Content-Type": "application/json"})
         results.append(r.status_code)
 
     threads = [threading.Thread(target=run, args=(c,)) for c in clients]
     for t in threads:
         t.start()
-    wait_until(lambda: metric_sum(url, "nmt_http_requests_in_progress ") >= 4, 60)
+    # the four, and the /metrics request that reads the gauge
+    wait_until(lambda: metric_sum(url, "nmt_http_requests_in_progress ") >= 5, 60)
     proc.send_signal(signal.SIGTERM)
+    signalled.set()
     for t in threads:
         t.join(120)
     assert proc.wait(60) == 0
