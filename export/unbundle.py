@@ -25,7 +25,7 @@ import torch
 from onnx import numpy_helper
 
 from app.engine.bundle import BundleError, read_manifest, sha256_file
-from export.graphs import PARAM_PREFIX, QKV
+from export.graphs import OUTPUT_W, PARAM_PREFIX, QKV
 from model.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.tokenizer import SplitTokenizer, Tokenizer
@@ -44,10 +44,10 @@ def graph_weights(path: Path, n_heads: int, head_dim: int) -> dict[str, np.ndarr
             consumers.setdefault(name, []).append(node)
     found = {n[len(PREFIX) :]: a for n, a in inits.items() if n.startswith(PREFIX)}
     for node in graph.node:
-        if node.op_type == "Gather" and _gathers_columns(node, inits):
+        if node.op_type == "Gather" and node.input[0] == OUTPUT_W and OUTPUT_W in inits:
             # a graph that stores a tied embedding once (export `share`, export.tie) reads it
             # from the output projection's (D, V) matrix
-            found.setdefault("embeddings.lut.weight", inits[node.input[0]].T)
+            found.setdefault("embeddings.lut.weight", inits[OUTPUT_W].T)
             continue
         weight = node.input[1] if node.op_type == "MatMul" and len(node.input) == 2 else None
         if weight not in inits or weight.startswith(PREFIX):
@@ -57,14 +57,6 @@ def graph_weights(path: Path, n_heads: int, head_dim: int) -> dict[str, np.ndarr
             if add.op_type == "Add" and bias:
                 found[bias[len(PREFIX) : -len(".bias")] + ".weight"] = inits[weight].T
     return _split_fused(found, n_heads, head_dim)
-
-
-def _gathers_columns(node: onnx.NodeProto, inits: dict[str, np.ndarray]) -> bool:
-    """A Gather of whole columns (axis 1) of an unnamed 2-D initializer."""
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-    table = node.input[0]
-    return axis == 1 and table in inits and not table.startswith(PREFIX) \
-        and inits[table].ndim == 2
 
 
 def _split_fused(found: dict[str, np.ndarray], heads: int, head_dim: int) -> dict[str, np.ndarray]:

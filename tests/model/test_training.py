@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from export.verify import reference_log_probs
-from model.checkpoint import load_model
+from model.checkpoint import load_model, read_checkpoint
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
@@ -142,7 +142,7 @@ def test_resume_continues_from_the_last_checkpoint(toy_run):
 
 def test_a_run_back_on_an_earlier_machine_names_it_again(toy_run, tmp_path):
     cfg, final, _ = toy_run
-    state = torch.load(final, weights_only=False)
+    state = read_checkpoint(final)
     state["machines"] = [machine(), "an accelerator"]
     moved = tmp_path / "moved.pt"
     torch.save(state, moved)
