@@ -19,13 +19,17 @@ import os
 import sys
 from pathlib import Path
 
-from setuptools import Command, setup
+from setuptools import Command, Distribution, setup
 from setuptools.command.build import build
 
 ROOT = Path(__file__).resolve().parent
 BUILDER = ROOT / "app" / "engine" / "kernels" / "builder.py"
 KERNELS = Path("app/engine/kernels/libnmt_kernels.so")
 LANGID = Path("app/text/libnmt_langid.so")
+
+
+def _kernels_wanted() -> bool:
+    return os.environ.get("NMT_BUILD_KERNELS", "1").lower() not in ("0", "off", "false", "no")
 
 
 def _builder():
@@ -53,7 +57,7 @@ class build_kernels(Command):  # noqa: N801 (setuptools names commands in lower 
         return ROOT if self.editable_mode else Path(self.build_lib)
 
     def run(self) -> None:
-        if os.environ.get("NMT_BUILD_KERNELS", "1").lower() in ("0", "off", "false", "no"):
+        if not _kernels_wanted():
             self.announce("build_kernels: skipped (NMT_BUILD_KERNELS=0)", level=2)
             return
         builder = _builder()
@@ -99,4 +103,14 @@ class build_with_kernels(build):  # noqa: N801
     sub_commands = [*build.sub_commands, ("build_kernels", None)]
 
 
-setup(cmdclass={"build": build_with_kernels, "build_kernels": build_kernels})
+class NativeDistribution(Distribution):
+    """A wheel that carries libraries compiled for this machine is tagged for its Python and
+    platform (cp311-cp311-linux_x86_64, say), not as pure Python (py3-none-any), so pip never
+    installs it where the libraries cannot load."""
+
+    def has_ext_modules(self) -> bool:
+        return _kernels_wanted()
+
+
+setup(cmdclass={"build": build_with_kernels, "build_kernels": build_kernels},
+      distclass=NativeDistribution)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,11 @@ def test_pip_install_then_nmt_serve_runs_on_our_kernels(tmp_path, tiny_bundle):
     bin_dir = fresh_venv(tmp_path / "venv")
     done = pip_install(bin_dir, fresh_checkout(tmp_path / "checkout"))
     assert done.returncode == 0, done.stderr[-3000:]
+    # the wheel pip built carries compiled libraries: tagged for this Python and platform
+    (wheel,) = re.findall(r"filename=(nmt_service-\S+\.whl)", done.stdout)
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    assert wheel.endswith(f"-{python}-{python}-{platform}.whl"), wheel
     package = installed_package(bin_dir)
     assert package.is_relative_to(tmp_path / "venv")  # the install's, not this repository's
     note = json.loads((package / "engine/kernels/libnmt_kernels.so.json").read_text())
