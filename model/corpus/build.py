@@ -390,8 +390,8 @@ def train_label_shares(rows: list[tuple[str, str, str]]) -> dict[str, dict]:
     (what a recipe's ``domain_sample`` weighs)."""
     pairs: Counter = Counter()
     tokens: Counter = Counter()
-    for _src, tgt, origin in rows:
-        label = sources.train_label(origin)
+    for src, tgt, origin in rows:
+        label = sources.train_label(origin, src)
         pairs[label] += 1
         tokens[label] += len(tgt.split())
     total = sum(tokens.values()) or 1
@@ -440,7 +440,8 @@ def write_corpus(out: Path, by_split: dict, doc: dict) -> None:
     tmp.mkdir(parents=True)
     for name, rows in split_files(by_split).items():
         write_split(tmp, name, rows)
-    domains = "".join(sources.train_label(origin) + "\n" for _s, _t, origin in by_split["train"])
+    domains = "".join(sources.train_label(origin, src) + "\n"
+                      for src, _t, origin in by_split["train"])
     (tmp / "train.domain").write_text(domains, encoding="utf-8")
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     (tmp / "corpus.json").write_text(text, encoding="utf-8")

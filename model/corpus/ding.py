@@ -25,6 +25,10 @@ DING_LICENCE = "GPL-2+"
 
 _NOTES_RE = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)|/[^/\s][^/]*\./|<[^<>]*>")
 _SPACE_RE = re.compile(r"\s+")
+# The dictionary's slots for an object ("to summon sb.", "etw. auflassen") mark an entry as a
+# pattern to fill in, not a sentence as written.
+_SLOT_RE = re.compile(r"\b(?:sth|sb|etw|jdn|jdm|jds)\b")
+_SENTENCE_END_RE = re.compile(r"[.?!][\"”’']?$")
 
 
 def _clean(text: str) -> str:
@@ -50,6 +54,14 @@ def entry_pairs(line: str) -> list[tuple[str, str]]:
         if de and en and "…" not in de + en and "..." not in de + en:
             pairs.append((en, de))
     return pairs
+
+
+def is_example_sentence(english: str) -> bool:
+    """Whether an entry's English side is one of the dictionary's example sentences ("I don't
+    know any details.") rather than a word or a pattern ("to smile at sb."): four words or
+    more, a capital first letter, a sentence's last mark, no object slot."""
+    return (len(english.split()) >= 4 and english[:1].isupper()
+            and bool(_SENTENCE_END_RE.search(english)) and not _SLOT_RE.search(english))
 
 
 def ding_pairs(lines: Iterable[str]) -> Iterator[tuple[str, str]]:

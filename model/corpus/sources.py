@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gamedata
-from .ding import DING_PACKAGE
+from .ding import DING_PACKAGE, is_example_sentence
 
 HELP_EN = "libreoffice-help-en-us"
 HELP_DE = "libreoffice-help-de"
@@ -222,6 +222,7 @@ DATA_SOURCES: dict[str, DataSource] = {
     ),
 }
 DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")
+PHRASE = "phrase"  # ... and for the Ding entries that are example sentences
 
 
 def members_of(package: str) -> tuple[str, ...]:
@@ -233,11 +234,15 @@ def members_of(package: str) -> tuple[str, ...]:
     return ()
 
 
-def train_label(source: str) -> str:
+def train_label(source: str, english: str) -> str:
     """The label of a training pair in ``train.domain``: its domain, except that the Ding
-    dictionary is told apart from the narrative sources of the general domain, so a recipe
-    can weigh the two (``domain_sample``)."""
-    return DICTIONARY if source == DING_PACKAGE else domain_of(source)
+    dictionary is told apart from the narrative sources of the general domain, and its
+    example sentences from its words and patterns, so a recipe can weigh the three
+    (``domain_sample``): the entries are mostly one to three words, while the example
+    sentences are the everyday English no other source has."""
+    if source == DING_PACKAGE:
+        return PHRASE if is_example_sentence(english) else DICTIONARY
+    return domain_of(source)
 
 
 def domain_of(source: str) -> str:

@@ -167,6 +167,7 @@ def _ding_package(root: Path) -> Path:
         "# Version :: test",
         "Wetter {n} | schönes Wetter :: weather | nice weather",
         "Die Kinder spielten im Garten. :: The children played in the garden.",
+        "jdm. beim Umzug helfen :: to help sb. move house",
         # Same English as a software pair: the software pair keeps the source.
         "Öffnen :: Open",
     ]
@@ -195,10 +196,16 @@ def test_domains_label_train_and_split_dev_test(tmp_path):
 
     labels = (out / "train.domain").read_text(encoding="utf-8").split()
     assert len(labels) == doc["counts"]["train"]
-    assert set(labels) <= {*sources.DOMAINS, sources.DICTIONARY}
-    # the dictionary's training pairs are labelled apart from the rest of the general domain
-    ding_train = [i for i, row in enumerate(by_split["train"]) if row[2] == ding.DING_PACKAGE]
-    assert ding_train and all(labels[i] == sources.DICTIONARY for i in ding_train)
+    assert set(labels) <= {*sources.DOMAINS, sources.DICTIONARY, sources.PHRASE}
+    # the dictionary's training pairs are labelled apart from the rest of the general domain,
+    # its example sentences apart from its words and patterns
+    assert labels == [sources.train_label(origin, src) for src, _t, origin in by_split["train"]]
+    assert ding.DING_PACKAGE in {origin for _s, _t, origin in by_split["train"]}
+    assert sources.train_label(ding.DING_PACKAGE, "nice weather") == sources.DICTIONARY
+    assert sources.train_label(ding.DING_PACKAGE, "to help sb. move house") == sources.DICTIONARY
+    assert (sources.train_label(ding.DING_PACKAGE, "The children played in the garden.")
+            == sources.PHRASE)
+    assert sources.train_label("wesnoth-1.16-data", "The children played.") == "general"
     for name in ("dev", "test"):
         rows = by_split[name]
         general = [r[0] for r in rows if r[2] == ding.DING_PACKAGE]
@@ -209,7 +216,7 @@ def test_domains_label_train_and_split_dev_test(tmp_path):
         assert per_domain == doc["counts"][name]
     assert doc["sources"][ding.DING_PACKAGE]["domain"] == "general"
     assert doc["packages"][ding.DING_PACKAGE]["licence"] == ding.DING_LICENCE
-    assert sum(doc["domains"]["general"].values()) == 3
+    assert sum(doc["domains"]["general"].values()) == 4
 
 
 def test_builder_takes_only_the_chosen_domains(tmp_path, monkeypatch):

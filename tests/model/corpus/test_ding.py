@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from model.corpus.ding import ding_pairs, entry_pairs
+from model.corpus.ding import ding_pairs, entry_pairs, is_example_sentence
 
 
 def test_sub_entries_pair_in_order_and_notes_are_dropped():
@@ -35,3 +35,13 @@ def test_lines_that_do_not_align_are_skipped():
 def test_ding_pairs_reads_every_line():
     lines = ["Hund {m} :: dog", "# comment", "Katze {f} | Katzen {pl} :: cat | cats"]
     assert list(ding_pairs(lines)) == [("dog", "Hund"), ("cat", "Katze"), ("cats", "Katzen")]
+
+
+def test_example_sentences_are_told_from_words_and_patterns():
+    for sentence in ("Do you ever see him?", "I don’t know any details.",
+                     "He said: “Keep away from acids.”", "Tim and Mary left together!"):
+        assert is_example_sentence(sentence), sentence
+    for entry in ("nice weather", "more than ever", "to dry your hands.",
+                  "Do you see sb. often?", "to leave open sth.", "Do you see?",
+                  "The empire strikes back"):
+        assert not is_example_sentence(entry), entry
