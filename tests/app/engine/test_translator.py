@@ -210,13 +210,18 @@ def joiners_match_pytorch(translator, model, sources, order, beam_size):
         translator.admit(search, [i], [sources[i]], options)
         found.update(search.step())
     found.update(search.run())
+    assert_match_pytorch(model, sources, found, beam_size)
+    return search
+
+
+def assert_match_pytorch(model, sources, found, beam_size):
+    """Each source's best hypothesis (found[i]) equals PyTorch's search of it alone."""
     for i, source in enumerate(sources):
         if beam_size == 1:
             ref = greedy_search(model, [source])[0]
         else:
             ref = beam_search(model, source, beam_size=beam_size)[0].tokens
         assert found[i][0].tokens == ref, i
-    return search
 
 
 def test_growing_buffers_and_late_joiners_keep_pytorch_results(translator, reference, sources,
@@ -282,12 +287,7 @@ def test_cross_buffers_narrow_after_long_sources_finish(translator, reference, s
         assert widths, "the cross buffers never narrowed"
         assert all(4 * after <= 3 * before for before, after in widths)
         widths.clear()
-        refs: dict[tuple, list] = {}
-        for i, source in enumerate(inputs):
-            if tuple(source) not in refs:
-                refs[tuple(source)] = (greedy_search(model, [source])[0] if beam_size == 1 else
-                                       beam_search(model, source, beam_size=beam_size)[0].tokens)
-            assert found[i][0].tokens == refs[tuple(source)], i
+        assert_match_pytorch(model, inputs, found, beam_size)
 
 
 def test_sentences_are_encoded_a_batch_at_a_time_and_join_a_few_at_a_time(
