@@ -294,7 +294,7 @@ def speed(make: Callable[[int], object], cfg: CheckConfig, budget: Budget, name:
         for i, batch in enumerate(cfg.batches):
             budget.check(f"{name} batch {batch}")
             backend = make(batch)
-            _passes(backend, sources, batch, name, found["throughput"])
+            _passes(backend, sources, batch, name, found["throughput"], cfg.references)
             held = gpu_memory_mib([os.getpid()]) if cfg.gpu else pid_peak_rss_mb(os.getpid())
             found["memory_mib"] = max(held or 0, found["memory_mib"] or 0) or None
             if i == 0:
@@ -311,8 +311,10 @@ def speed(make: Callable[[int], object], cfg: CheckConfig, budget: Budget, name:
     return found
 
 
-def _passes(backend, sources: list[str], batch: int, name: str, rows: list[dict]) -> None:
-    """One timed pass over all sentences per search, after a warm-up."""
+def _passes(backend, sources: list[str], batch: int, name: str, rows: list[dict],
+            references: tuple[str, ...] | None = None) -> None:
+    """One timed pass over all sentences per search, after a warm-up; each row keeps the pass's
+    BLEU, so an engine that runs fast but translates wrongly shows."""
     from bench.backends import generated_tokens, timed, warm_up
 
     warm_up(backend, sources)
@@ -322,7 +324,8 @@ def _passes(backend, sources: list[str], batch: int, name: str, rows: list[dict]
         rows.append({"engine": name, "batch": batch, "beam": beam, "sentences": len(sources),
                      "tokens": tokens, "seconds": round(seconds, 3),
                      "tokens_per_s": round(tokens / seconds, 1),
-                     "sentences_per_s": round(len(sources) / seconds, 1)})
+                     "sentences_per_s": round(len(sources) / seconds, 1),
+                     "bleu": bleu([o.text for o in outputs], references)})
 
 
 def _latency(backend, sources: list[str]) -> dict:
@@ -480,17 +483,19 @@ def markdown(report: dict) -> str:
     if any("throughput" in v for v in engines.values()):
         memory = ("GPU MiB held by the process" if report["gpu_used"]
                   else "peak RSS MiB of the process so far")
-        lines += [f"| engine | batch | greedy tok/s | beam 4 tok/s | {memory} |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [f"| engine | batch | greedy tok/s | beam 4 tok/s | greedy / beam 4 BLEU "
+                  f"| {memory} |", "|---|---:|---:|---:|---:|---:|"]
         for name, e in engines.items():
             if "error" in e:
-                lines.append(f"| {name} | - | failed: {e['error'][:80]} | | |")
+                lines.append(f"| {name} | - | failed: {e['error'][:80]} | | | |")
                 continue
             for batch in sorted({r["batch"] for r in e["throughput"]}):
-                tps = {r["beam"]: r["tokens_per_s"] for r in e["throughput"]
-                       if r["batch"] == batch}
+                rows = {r["beam"]: r for r in e["throughput"] if r["batch"] == batch}
+                tps = {b: r["tokens_per_s"] for b, r in rows.items()}
+                scores = " / ".join(_f(rows[b].get("bleu"), 2) if b in rows else "-"
+                                    for b in (1, 4))
                 lines.append(f"| {name} | {batch} | {_f(tps.get(1))} | {_f(tps.get(4))} "
-                             f"| {_f(e['memory_mib'], 0)} |")
+                             f"| {scores} | {_f(e['memory_mib'], 0)} |")
         lines += ["", "| engine | batch-1 greedy p50 / p95 ms | batch-1 beam 4 p50 / p95 ms |",
                   "|---|---:|---:|"]
         for name, e in engines.items():

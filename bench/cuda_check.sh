@@ -35,6 +35,22 @@ print(":".join(sorted(dirs)))
 EOF
 }
 
+# CTranslate2's wheel is built for CUDA 12 and opens libcublas.so.12 by name (dlopen), calling
+# eight cuBLAS functions whose signatures CUDA 13 kept. Where no CUDA 12 cuBLAS exists, a link of
+# that name to CUDA 13's lets it run; its rows carry their BLEU, so a wrong result would show.
+cublas12_link() {
+    if ldconfig -p | grep -q 'libcublas.so.12'; then return; fi
+    local dir found
+    for dir in ${LD_LIBRARY_PATH//:/ }; do
+        [ -e "$dir/libcublas.so.12" ] && return
+        [ -e "$dir/libcublas.so.13" ] && found=$dir/libcublas.so.13
+    done
+    [ -n "${found:-}" ] || return
+    mkdir -p /tmp/cublas12 && ln -sfn "$found" /tmp/cublas12/libcublas.so.12
+    export LD_LIBRARY_PATH=/tmp/cublas12:$LD_LIBRARY_PATH
+    say "no CUDA 12 cuBLAS: libcublas.so.12 -> $found for CTranslate2"
+}
+
 probe() {
     say "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
     local cublas12
@@ -57,6 +73,7 @@ run() {
     export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
     LD_LIBRARY_PATH="$(nvidia_libraries)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export LD_LIBRARY_PATH
+    cublas12_link
     probe
     "$PY" -c "import onnxruntime as o; print('onnxruntime', o.__version__, \
         o.get_available_providers())"

@@ -68,6 +68,8 @@ def test_cpu_fallback_runs_every_part_and_says_no_gpu_was_used(carry, tiny_bundl
                    for r in speed[engine]["throughput"])
         assert speed[engine]["latency"]["1"]["sentences"] == 2
         assert speed[engine]["memory_kind"] == "peak_rss" and speed[engine]["memory_mib"] > 0
+    for r in speed["ort-fp32"]["throughput"]:  # each pass scored: the engine parity measured
+        assert r["bleu"] == rows["fp32", r["beam"]]["bleu"]
     assert "| ort-fp16 | 8 |" in table
 
     if HAVE_CT2:
