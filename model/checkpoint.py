@@ -71,3 +71,49 @@ def average_checkpoints(paths: list[str | Path], out: str | Path) -> Path:
     extra = {k: v for k, v in last.items() if k in kept}
     extra["averaged_from"] = [str(p) for p in paths]
     return save_checkpoint(out, model, tokenizer_from_state(base["tokenizer"]), **extra)
+
+
+def set_precision(path: str | Path, out: str | Path, dtype: torch.dtype) -> Path:
+    """A copy of a checkpoint with its floating-point weights in dtype. fp16 halves the file for
+    carrying it off a machine through a size limit (its 11 significant bits are far finer than
+    the int8 variant's steps); float32 makes it a training checkpoint again."""
+    state = read_checkpoint(path)
+    state["model"] = {name: t.to(dtype) if t.is_floating_point() else t
+                      for name, t in state["model"].items()}
+    state.pop("optimizer", None)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(state, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from model.train import checkpoint_paths
+
+    ap = argparse.ArgumentParser(prog="python -m model.checkpoint", description=(
+        "average: the last checkpoints of a run into one file; precision: a copy in fp16/fp32"))
+    sub = ap.add_subparsers(dest="command", required=True)
+    avg = sub.add_parser("average")
+    avg.add_argument("run_dir", type=Path)
+    avg.add_argument("out", type=Path)
+    avg.add_argument("--last", type=int, default=5)
+    avg.add_argument("--fp16", action="store_true", help="write the weights in fp16")
+    prec = sub.add_parser("precision")
+    prec.add_argument("path", type=Path)
+    prec.add_argument("out", type=Path)
+    prec.add_argument("--dtype", choices=("float16", "float32"), default="float32")
+    args = ap.parse_args(argv)
+    if args.command == "average":
+        paths = checkpoint_paths(args.run_dir)[-args.last :]
+        out = average_checkpoints(paths, args.out)
+        if args.fp16:
+            set_precision(out, out, torch.float16)
+        print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
+    else:
+        print(set_precision(args.path, args.out, getattr(torch, args.dtype)))
+
+
+if __name__ == "__main__":
+    main()

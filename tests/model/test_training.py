@@ -16,6 +16,7 @@ from model.hardware import machine
 from model.search import beam_search, greedy_search
 from model.train import (
     Trainer,
+    checkpoint_paths,
     inverse_sqrt_lr,
     load_train_config,
     train,
@@ -237,3 +238,23 @@ def test_domain_sample_takes_a_seeded_share_of_a_domain_each_epoch(toy_run, tmp_
     with pytest.raises(SystemExit, match="domain_sample names"):
         Trainer(dataclasses.replace(sampled, out_dir=str(tmp_path / "x"),
                                     domain_sample={"nope": 0.5}), init_from=final)
+
+
+def test_a_run_averaged_to_fp16_and_widened_again_keeps_its_weights(toy_run, tmp_path):
+    """model/gpu_train.sh carries a run off a GPU machine as an fp16 average of its last
+    checkpoints; widened to float32 here it loads as a model again."""
+    from model.checkpoint import average_checkpoints, main
+
+    cfg, _, _ = toy_run
+    last = checkpoint_paths(Path(cfg.out_dir))[-2:]
+    main(["average", cfg.out_dir, str(tmp_path / "half.pt"), "--last", "2", "--fp16"])
+    main(["precision", str(tmp_path / "half.pt"), str(tmp_path / "wide.pt")])
+    exact = read_checkpoint(average_checkpoints(last, tmp_path / "exact.pt"))["model"]
+    half = read_checkpoint(tmp_path / "half.pt")
+    assert half["averaged_from"] == [str(p) for p in last] and "optimizer" not in half
+    assert {t.dtype for t in half["model"].values() if t.is_floating_point()} == {torch.float16}
+    _, _, state = load_model(tmp_path / "wide.pt")
+    for name, tensor in state["model"].items():
+        assert tensor.dtype == exact[name].dtype
+        assert torch.allclose(tensor, exact[name], rtol=1e-3, atol=1e-4), name
+    assert state["step"] == read_checkpoint(last[-1])["step"]
