@@ -282,6 +282,136 @@ def parity(cfg: CheckConfig, budget: Budget) -> dict:
             else "no BLEU: sacrebleu or the references are missing"}
 
 
+# ONNX Runtime's switches for its CUDA attention kernels (read when a session makes its kernels):
+# with all of them set, attention runs on the plain (unfused) kernels
+FUSED_ATTENTION_OFF = ("ORT_DISABLE_FLASH_ATTENTION", "ORT_DISABLE_MEMORY_EFFICIENT_ATTENTION",
+                       "ORT_DISABLE_FUSED_ATTENTION", "ORT_DISABLE_FUSED_CROSS_ATTENTION",
+                       "ORT_DISABLE_TRT_FLASH_ATTENTION")
+LOCALIZE_SENTENCES = 8
+LOCALIZE_SETTINGS = {"as the engine": {}, "no graph optimizations": {"optimization": "disable"},
+                     "fused attention off": {"env": FUSED_ATTENTION_OFF}}
+
+
+@contextlib.contextmanager
+def environment_set(names: tuple[str, ...]):
+    before = {n: os.environ.get(n) for n in names}
+    os.environ.update(dict.fromkeys(names, "1"))
+    try:
+        yield
+    finally:
+        for n, value in before.items():
+            if value is None:
+                os.environ.pop(n, None)
+            else:
+                os.environ[n] = value
+
+
+def localize(cfg: CheckConfig, budget: Budget) -> dict:
+    """Where the provider's numbers part from the CPU's, outside the engine: the bundle's
+    encoder, then two greedy decoder steps, as plain sessions (numpy in and out, no I/O
+    binding) on the provider and on the CPU (fp32), under settings that each leave one thing
+    out. Both steps take the CPU's encoder output, so a step's difference is the decoder
+    graph's own. A setting under which the graphs agree with the CPU while the engine's
+    parity fails points at the engine (its I/O binding); one that mends the graphs is tried on
+    the engine too (greedy, the first sentences)."""
+    from app.engine import Translator
+
+    texts = list(cfg.sources[:LOCALIZE_SENTENCES])
+    cpu = Translator.from_dir(cfg.bundle, variant="fp32", provider="cpu")
+    src = cpu.source_array(cpu.encode(texts))
+    reference = _plain_run(cpu.sessions, "cpu", {}, src, cpu.start_id, None)
+    rows = []
+    variants = [("fp32", cfg.bundle)] + ([("fp16", cfg.fp16_bundle)] if cfg.fp16_bundle else [])
+    for variant, bundle in variants:
+        for name, setting in LOCALIZE_SETTINGS.items():
+            budget.check(f"{variant} {name}")
+            tr = Translator.from_dir(bundle, variant=variant, provider="cpu")
+            got = _plain_run(tr.sessions, cfg.provider, setting, src, cpu.start_id, reference)
+            rows.append({"variant": variant, "setting": name, **got})
+            log(f"localize: {variant}, {name}: " + ", ".join(
+                f"{k} {v}" for k, v in got.items() if k != "providers"))
+    # the harness itself: its CPU steps give the CPU engine's first two greedy tokens
+    engine = ours(cfg, "fp32", provider="cpu").translate(texts, 1)
+    firsts = [tuple(int(s["top_ids"][i, 0]) for s in reference["steps"]) for i in range(len(texts))]
+    found = {"sentences": len(texts), "rows": rows, "harness_matches_cpu_engine": all(
+        tuple(o.tokens[:2]) == f[: len(o.tokens[:2])] for o, f in zip(engine, firsts, strict=True))}
+    mends = [r for r in rows if r["variant"] == "fp32" and r["setting"] != "as the engine"
+             and r["step_top1_agreement"] == [1.0, 1.0]]
+    if cfg.gpu and mends and rows[0]["step_top1_agreement"] != [1.0, 1.0]:
+        found["engine_under"] = _engine_under(cfg, mends[0]["setting"], budget)
+    return found
+
+
+def _plain_run(sessions, provider: str, setting: dict, src, start_id: int,
+               reference: dict | None) -> dict:
+    """The encoder and two greedy steps of `sessions`' graph files as fresh plain sessions on
+    provider under setting; with reference (the CPU fp32 run), how far they are from it."""
+    import numpy as np
+
+    from app.engine.sessions import SessionConfig, create_session
+
+    config = SessionConfig(provider=provider, optimization=setting.get("optimization", "all"))
+    with environment_set(setting.get("env", ())):
+        encoder = create_session(sessions.encoder_path, config)
+        decoder = create_session(sessions.decoder_path, config)
+    cross_k, cross_v, src_mask = encoder.run(None, {"src_ids": src})
+    if reference is not None:  # the decoder steps read the CPU's encoder output
+        mine = {"cross_k": cross_k, "cross_v": cross_v}
+        cross_k, cross_v = reference["cross_k"], reference["cross_v"]
+        src_mask_equal = bool((src_mask == reference["src_mask"]).all())
+    dtype = np.float16 if sessions.kv_dtype == np.float16 else np.float32
+    n, layers = src.shape[0], cross_k.shape[0]
+    _, heads, _, head_dim = sessions.cache_shape
+    feeds = {"top_k": np.array([4], np.int64), "cross_mask": src_mask.astype(np.int32)}
+    for i in range(layers):
+        feeds[f"cross_k_{i}"] = cross_k[i].astype(dtype)
+        feeds[f"cross_v_{i}"] = cross_v[i].astype(dtype)
+        for kind in ("k", "v"):
+            feeds[f"cache_{kind}_{i}"] = np.zeros((n, heads, 8, head_dim), dtype)
+    tokens = np.full(n, start_id, np.int64)
+    steps = []
+    names = [o.name for o in decoder.get_outputs()]
+    for position in range(2):
+        feeds.update(tokens=tokens, positions=np.full(n, position, np.int64),
+                     past_lengths=np.full(n, position, np.int32),
+                     total_length=np.array(position + 1, np.int32))
+        out = dict(zip(names, decoder.run(None, feeds), strict=True))
+        steps.append(out)
+        for name in names[2:]:  # the caches: this run's own, as the engine keeps them
+            feeds[name.removesuffix("_out")] = out[name]
+        tokens = out["top_ids"][:, 0].astype(np.int64)
+    found = {"providers": decoder.get_providers()}
+    if reference is None:
+        return {"cross_k": cross_k, "cross_v": cross_v, "src_mask": src_mask, "steps": steps}
+
+    def gap(a, b) -> float:
+        return round(float(np.abs(a.astype(np.float32) - b.astype(np.float32)).max()), 5)
+
+    found["encoder_max_diff"] = max(gap(mine[k], reference[k]) for k in mine)
+    found["src_mask_equal"] = src_mask_equal
+    found["step_top1_agreement"] = [
+        round(float((s["top_ids"][:, 0] == r["top_ids"][:, 0]).mean()), 4)
+        for s, r in zip(steps, reference["steps"], strict=True)]
+    found["step_max_logprob_diff"] = [gap(s["top_log_probs"], r["top_log_probs"])
+                                      for s, r in zip(steps, reference["steps"], strict=True)]
+    return found
+
+
+def _engine_under(cfg: CheckConfig, setting: str, budget: Budget) -> dict:
+    """Greedy parity of our fp32 engine on the provider with `setting` (one that mended the
+    plain sessions), on the first 100 sentences."""
+    budget.check(f"the engine under {setting}")
+    sources = list(cfg.sources[:100])
+    reference = ours(cfg, "fp32", provider="cpu").translate(sources, 1)
+    with environment_set(LOCALIZE_SETTINGS[setting].get("env", ())):
+        if "optimization" in LOCALIZE_SETTINGS[setting]:
+            return {"setting": setting, "skipped": "the engine takes no optimization setting here"}
+        got = ours(cfg, "fp32").translate(sources, 1)
+    return {"setting": setting, "sentences": len(sources),
+            "identical_to_cpu_fp32": agreement(reference, got),
+            "bleu": bleu([o.text for o in got], cfg.references[:100] if cfg.references else None)}
+
+
 def speed(make: Callable[[int], object], cfg: CheckConfig, budget: Budget, name: str) -> dict:
     """Throughput of one engine at each batch size (all sentences, sorted by length, greedy and
     beam 4, after a warm-up) and its batch-1 latency (the first latency_sentences, one call
@@ -412,6 +542,7 @@ def service(cfg: CheckConfig, budget: Budget) -> dict:
 PARTS: dict[str, Callable[[CheckConfig, Budget], dict]] = {
     "environment": environment,
     "parity": parity,
+    "localize": localize,
     "speed": engine_speed,
     "ctranslate2": ctranslate2_speed,
     "service": service,
@@ -478,6 +609,18 @@ def markdown(report: dict) -> str:
                          f"| {_pct(r.get('identical_to_fp32'))} | {_f(r['bleu'], 2)} "
                          f"| {_f(r.get('bleu_minus_fp32'), 2)} |")
         lines += [""] + ([f"fp16: {par['fp16']}", ""] if par.get("fp16") else [])
+    loc = parts.get("localize", {})
+    if loc.get("rows"):
+        lines += [f"Plain sessions against the CPU's fp32 ({loc['sentences']} sentences; the "
+                  "steps read the CPU's encoder output):", "",
+                  "| graphs | setting | encoder max diff | steps 1, 2: top-1 as the CPU "
+                  "| steps 1, 2: max log-prob diff |", "|---|---|---:|---:|---:|"]
+        for r in loc["rows"]:
+            lines.append(f"| {r['variant']} | {r['setting']} | {r['encoder_max_diff']} "
+                         f"| {', '.join(_pct(a) for a in r['step_top1_agreement'])} "
+                         f"| {', '.join(str(d) for d in r['step_max_logprob_diff'])} |")
+        lines += [""] + ([f"The engine under that setting: {loc['engine_under']}", ""]
+                         if loc.get("engine_under") else [])
     engines = {**{k: v for k, v in parts.get("speed", {}).items() if isinstance(v, dict)},
                **{k: v for k, v in parts.get("ctranslate2", {}).items() if isinstance(v, dict)}}
     if any("throughput" in v for v in engines.values()):

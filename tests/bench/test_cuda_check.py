@@ -60,6 +60,16 @@ def test_cpu_fallback_runs_every_part_and_says_no_gpu_was_used(carry, tiny_bundl
             rows["fp16", beam]["bleu"] - rows["fp32", beam]["bleu"], abs=0.011)
     assert parts["parity"]["differences"]["fp32 beam 1"] == []
 
+    localized = parts["localize"]  # the plain sessions on the CPU against the CPU: no gap
+    assert localized["harness_matches_cpu_engine"] is True
+    assert {(r["variant"], r["setting"]) for r in localized["rows"]} == {
+        (v, s) for v in ("fp32", "fp16") for s in cuda_check.LOCALIZE_SETTINGS}
+    for r in localized["rows"]:
+        if r["variant"] == "fp32":
+            assert r["encoder_max_diff"] == 0.0 and r["step_top1_agreement"] == [1.0, 1.0]
+        assert r["src_mask_equal"] and len(r["step_max_logprob_diff"]) == 2
+    assert "| fp32 | fused attention off | 0.0 | 100.00%, 100.00% |" in table
+
     speed = parts["speed"]
     for engine in ("ort-fp32", "ort-fp16"):
         found = {(r["batch"], r["beam"]) for r in speed[engine]["throughput"]}
