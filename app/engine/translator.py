@@ -228,6 +228,8 @@ class Translator:
         config = SessionConfig(provider, intra_threads, inter_threads, optimization,
                                workers=workers, cross_by_length=cross_by_length, fused=fused)
         translator = cls(bundle, config, max_batch_size)
+        if translator.sessions.providers[0] != "CPUExecutionProvider":
+            check_provider(translator, cls.from_dir(path, "fp32", verify_checksums=False))
         if worker_processes:
             translator.use_worker_processes()
         return translator
@@ -494,3 +496,34 @@ class RunningBatch:
             done += [(key, self.translator.result(hyps, self.options))
                      for key, hyps in self.search.step()]
         return done
+
+
+# Sentences a translator on another provider must translate about as the CPU does. The CUDA
+# provider once gave this engine's graphs wrong numbers while loading and running without an
+# error (docs/cuda.md): such output shares almost no tokens with the CPU's, while rounding
+# (TF32, fp16) changes a token here and there.
+PROBE_SENTENCES = ("The file could not be saved.", "Open the settings and choose a language.",
+                   "Thank you very much for your help.")
+PROBE_MIN_OVERLAP = 0.5
+
+
+def check_provider(translator: Translator, cpu: Translator) -> None:
+    """Raise BundleError unless translator's greedy output of the probe sentences shares at
+    least PROBE_MIN_OVERLAP of its tokens with the CPU translator's (same bundle, fp32)."""
+    from collections import Counter
+
+    options = TranslationOptions(beam_size=1)
+    got = translator.translate_batch(list(PROBE_SENTENCES), options)
+    want = cpu.translate_batch(list(PROBE_SENTENCES), options)
+    cpu.close()
+    overlaps = [sum((Counter(a.tokens) & Counter(b.tokens)).values())
+                / max(1, len(a.tokens), len(b.tokens)) for a, b in zip(got, want, strict=True)]
+    if sum(overlaps) / len(overlaps) < PROBE_MIN_OVERLAP:
+        worst = min(range(len(overlaps)), key=overlaps.__getitem__)
+        provider = translator.sessions.providers[0]
+        raise BundleError(
+            f"{translator.bundle.path}: on {provider} the {translator.variant} graphs translate "
+            f"differently from the CPU: {PROBE_SENTENCES[worst]!r} -> {got[worst].text!r}, "
+            f"on the CPU {want[worst].text!r}. Serve this bundle on the CPU (provider cpu); "
+            "docs/cuda.md has the CUDA provider's state")
+

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import app.engine.translator as translator_module
-from app.engine import TranslationOptions, Translator
+from app.engine import BundleError, Result, TranslationOptions, Translator
 from model.search import beam_search, greedy_search
 
 
@@ -501,3 +501,40 @@ def test_graphs_of_a_newer_ir_version_than_onnxruntime_reads_still_load(tiny_bun
     assert [r.tokens for r in got] == \
         [r.tokens for r in expected.translate_batch(tiny_sentences[:4], options)]
     assert caplog.text.count(f"the bundle's graphs are {newer}: loading them as") == 1
+
+
+def test_another_provider_must_translate_the_probe_sentences_as_the_cpu_does(tiny_bundle,
+                                                                             monkeypatch):
+    """A translator whose provider is not the CPU is loaded only if its greedy output of the
+    probe sentences shares most tokens with the CPU fp32 engine's: a provider that computes
+    wrong numbers without an error is refused with the sentence that shows it."""
+    from app.engine.sessions import Seq2SeqSessions
+
+    made = Seq2SeqSessions.__init__
+    probed = []
+
+    def as_cuda(self, *args, **kwargs):  # CPU sessions that, asked for CUDA, report it
+        made(self, *args, **kwargs)
+        if self.config.provider == "cuda":
+            self.providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def recording(translator, cpu):
+        probed.append(cpu.sessions.providers[0])
+        return check(translator, cpu)
+
+    check = translator_module.check_provider
+    monkeypatch.setattr(translator_module, "check_provider", recording)
+    monkeypatch.setattr(Seq2SeqSessions, "__init__", as_cuda)
+    t = Translator.from_dir(tiny_bundle, variant="fp32", provider="cuda")
+    assert probed == ["CPUExecutionProvider"]  # checked against the CPU engine
+    monkeypatch.undo()
+
+    cpu = Translator.from_dir(tiny_bundle, variant="fp32")
+    good = cpu.translate_batch(list(translator_module.PROBE_SENTENCES),
+                               TranslationOptions(beam_size=1))
+    assert all(r.tokens for r in good)
+    translator_module.check_provider(t, cpu)  # the same numbers: accepted
+    wrong = [Result(text="des des des", tokens=[-1] * len(r.tokens)) for r in good]
+    monkeypatch.setattr(t, "translate_batch", lambda texts, options=None: wrong)
+    with pytest.raises(BundleError, match="translate differently from the CPU: 'The file"):
+        translator_module.check_provider(t, cpu)
