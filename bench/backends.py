@@ -96,13 +96,14 @@ class OrtBackend(Backend):
     """Our engine: app.engine.Translator on ONNX Runtime (it sorts and batches by itself)."""
 
     def __init__(self, bundle: Path, variant: str, threads: int, batch_size: int = 32,
-                 provider: str = "cpu") -> None:
+                 provider: str = "cpu", optimization: str = "all") -> None:
         from app.engine import TranslationOptions, Translator
 
         self.translator = Translator.from_dir(
             bundle,
             variant=variant,
             provider=provider,
+            optimization=optimization,
             intra_threads=threads,
             inter_threads=1,
             max_batch_size=batch_size,

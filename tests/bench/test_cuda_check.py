@@ -180,3 +180,16 @@ def test_a_part_past_its_budget_stops_and_keeps_what_it_measured(tiny_bundle):
     assert [(r["batch"], r["beam"], r["tokens"]) for r in found["throughput"]] == \
         [(4, 1, 5), (4, 4, 5)]  # 3 words + an EOS per sentence
     assert "before fake batch-1 latency" in found["stopped"]
+
+
+@pytest.mark.parametrize("setting", ["no graph optimizations", "fused attention off"])
+def test_the_engine_under_a_localize_setting_is_compared_with_the_cpu(carry, tiny_bundle,
+                                                                      setting):
+    """What localize runs on a GPU when a setting mends the plain sessions: the engine under
+    that setting against the CPU engine (here both on the CPU: every sentence alike)."""
+    cfg = cuda_check.config_from_args(cuda_check.parse_args([
+        "--provider", "cpu", "--bundle", str(tiny_bundle), "--carry", str(carry),
+        "--threads", "1"]))
+    found = cuda_check._engine_under(cfg, setting, cuda_check.Budget(60))
+    assert found["setting"] == setting and found["sentences"] == len(cfg.sources) == 12
+    assert found["identical_to_cpu_fp32"] == 1.0 and found["bleu"] is not None
