@@ -325,10 +325,10 @@ def localize(cfg: CheckConfig, budget: Budget) -> dict:
     rows = []
     variants = [("fp32", cfg.bundle)] + ([("fp16", cfg.fp16_bundle)] if cfg.fp16_bundle else [])
     for variant, bundle in variants:
+        graphs = Translator.from_dir(bundle, variant=variant, provider="cpu").sessions
         for name, setting in LOCALIZE_SETTINGS.items():
             budget.check(f"{variant} {name}")
-            tr = Translator.from_dir(bundle, variant=variant, provider="cpu")
-            got = _plain_run(tr.sessions, cfg.provider, setting, src, cpu.start_id, reference)
+            got = _plain_run(graphs, cfg.provider, setting, src, cpu.start_id, reference)
             rows.append({"variant": variant, "setting": name, **got})
             log(f"localize: {variant}, {name}: " + ", ".join(
                 f"{k} {v}" for k, v in got.items() if k != "providers"))

@@ -229,7 +229,8 @@ class Translator:
                                workers=workers, cross_by_length=cross_by_length, fused=fused)
         translator = cls(bundle, config, max_batch_size)
         if translator.sessions.providers[0] != "CPUExecutionProvider":
-            check_provider(translator, cls.from_dir(path, "fp32", verify_checksums=False))
+            reference = "fp32" if "fp32" in bundle.manifest["variants"] else None
+            check_provider(translator, cls.from_dir(path, reference, verify_checksums=False))
         if worker_processes:
             translator.use_worker_processes()
         return translator
@@ -509,7 +510,8 @@ PROBE_MIN_OVERLAP = 0.5
 
 def check_provider(translator: Translator, cpu: Translator) -> None:
     """Raise BundleError unless translator's greedy output of the probe sentences shares at
-    least PROBE_MIN_OVERLAP of its tokens with the CPU translator's (same bundle, fp32)."""
+    least PROBE_MIN_OVERLAP of its tokens with the CPU translator's (the same bundle, fp32
+    where it has that variant)."""
     from collections import Counter
 
     options = TranslationOptions(beam_size=1)
