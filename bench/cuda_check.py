@@ -325,7 +325,8 @@ def localize(cfg: CheckConfig, budget: Budget) -> dict:
     rows = []
     variants = [("fp32", cfg.bundle)] + ([("fp16", cfg.fp16_bundle)] if cfg.fp16_bundle else [])
     for variant, bundle in variants:
-        graphs = Translator.from_dir(bundle, variant=variant, provider="cpu").sessions
+        graphs = cpu.sessions if variant == "fp32" else Translator.from_dir(
+            bundle, variant=variant, provider="cpu").sessions
         for name, setting in LOCALIZE_SETTINGS.items():
             budget.check(f"{variant} {name}")
             got = _plain_run(graphs, cfg.provider, setting, src, cpu.start_id, reference)
@@ -402,11 +403,11 @@ def _plain_run(sessions, provider: str, setting: dict, src, start_id: int,
 def _engine_under(cfg: CheckConfig, setting: str, budget: Budget) -> dict:
     """Greedy parity of our fp32 engine on the provider with `setting` (one that mended the
     plain sessions), on the first 100 sentences."""
+    from app.engine import BundleError
+
     budget.check(f"the engine under {setting}")
     sources = list(cfg.sources[:100])
     reference = ours(cfg, "fp32", provider="cpu").translate(sources, 1)
-    from app.engine import BundleError
-
     chosen = LOCALIZE_SETTINGS[setting]
     with environment_set(chosen.get("env", ())):
         try:

@@ -38,6 +38,11 @@ def save_checkpoint(
     return path
 
 
+def checkpoint_paths(out_dir: Path) -> list[Path]:
+    """A run's step checkpoints (step_<N>.pt), oldest first."""
+    return sorted(out_dir.glob("step_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return torch.load(Path(path), map_location="cpu", weights_only=False)
 
@@ -89,8 +94,6 @@ def set_precision(path: str | Path, out: str | Path, dtype: torch.dtype) -> Path
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
-
-    from model.train import checkpoint_paths
 
     ap = argparse.ArgumentParser(prog="python -m model.checkpoint", description=(
         "average: the last checkpoints of a run into one file; precision: a copy in fp16/fp32"))

@@ -26,7 +26,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from model.checkpoint import average_checkpoints, read_checkpoint, save_checkpoint
+from model.checkpoint import (
+    average_checkpoints,
+    checkpoint_paths,
+    read_checkpoint,
+    save_checkpoint,
+)
 from model.config import ModelConfig
 from model.data import (
     Example,
@@ -240,10 +245,6 @@ class StopFlag:
             raise KeyboardInterrupt
         self.stop = True
         print("\nstop requested: saving a checkpoint ...", file=sys.stderr)
-
-
-def checkpoint_paths(out_dir: Path) -> list[Path]:
-    return sorted(out_dir.glob("step_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
 
 
 def start_from(cfg: TrainConfig, path: str | Path) -> dict:

@@ -10,13 +10,12 @@ import pytest
 import torch
 
 from export.verify import reference_log_probs
-from model.checkpoint import load_model, read_checkpoint
+from model.checkpoint import checkpoint_paths, load_model, read_checkpoint
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
 from model.train import (
     Trainer,
-    checkpoint_paths,
     inverse_sqrt_lr,
     load_train_config,
     train,
