@@ -338,6 +338,9 @@ def localize(cfg: CheckConfig, budget: Budget) -> dict:
     firsts = [tuple(int(s["top_ids"][i, 0]) for s in reference["steps"]) for i in range(len(texts))]
     found = {"sentences": len(texts), "rows": rows, "harness_matches_cpu_engine": all(
         tuple(o.tokens[:2]) == f[: len(o.tokens[:2])] for o, f in zip(engine, firsts, strict=True))}
+    if rows[0]["step_top1_agreement"] != [1.0, 1.0] or rows[0]["encoder_max_diff"] > 0.01:
+        budget.check("the node by node comparison")
+        found["nodes"] = _node_by_node(cpu.sessions, cfg.provider, src, cpu.start_id, reference)
     mends = [r for r in rows if r["variant"] == "fp32" and r["setting"] != "as the engine"
              and r["step_top1_agreement"] == [1.0, 1.0]]
     if cfg.gpu and mends and rows[0]["step_top1_agreement"] != [1.0, 1.0]:
@@ -363,14 +366,8 @@ def _plain_run(sessions, provider: str, setting: dict, src, start_id: int,
         cross_k, cross_v = reference["cross_k"], reference["cross_v"]
         src_mask_equal = bool((src_mask == reference["src_mask"]).all())
     dtype = np.float16 if sessions.kv_dtype == np.float16 else np.float32
-    n, layers = src.shape[0], cross_k.shape[0]
-    _, heads, _, head_dim = sessions.cache_shape
-    feeds = {"top_k": np.array([4], np.int64), "cross_mask": src_mask.astype(np.int32)}
-    for i in range(layers):
-        feeds[f"cross_k_{i}"] = cross_k[i].astype(dtype)
-        feeds[f"cross_v_{i}"] = cross_v[i].astype(dtype)
-        for kind in ("k", "v"):
-            feeds[f"cache_{kind}_{i}"] = np.zeros((n, heads, 8, head_dim), dtype)
+    n = src.shape[0]
+    feeds = _step_feeds(sessions, cross_k, cross_v, src_mask, dtype)
     tokens = np.full(n, start_id, np.int64)
     steps = []
     names = [o.name for o in decoder.get_outputs()]
@@ -398,6 +395,81 @@ def _plain_run(sessions, provider: str, setting: dict, src, start_id: int,
     found["step_max_logprob_diff"] = [gap(s["top_log_probs"], r["top_log_probs"])
                                       for s, r in zip(steps, reference["steps"], strict=True)]
     return found
+
+
+NODE_GAP = 0.02  # relative difference of a node's output that counts as parting from the CPU
+
+
+def _node_by_node(sessions, provider: str, src, start_id: int, reference: dict) -> dict:
+    """Every node output of the fp32 encoder and of the first decoder step (fed the CPU's
+    encoder output), unoptimized, on the provider against the CPU: the nodes in graph order
+    whose output parts from the CPU's (largest difference over the CPU's largest value above
+    NODE_GAP, a shape or a NaN that the CPU lacks), the first ones first."""
+    import numpy as np
+    import onnx
+
+    from app.engine.sessions import SessionConfig, create_session
+
+    feeds = _step_feeds(sessions, reference["cross_k"], reference["cross_v"],
+                        reference["src_mask"], np.float32)
+    feeds.update(tokens=np.full(src.shape[0], start_id, np.int64),
+                 positions=np.zeros(src.shape[0], np.int64),
+                 past_lengths=np.zeros(src.shape[0], np.int32), total_length=np.array(1, np.int32))
+    found = {}
+    for graph, inputs in (("encoder", {"src_ids": src}), ("decoder", feeds)):
+        model = onnx.load(str(getattr(sessions, f"{graph}_path")))
+        nodes = {out: node for node in model.graph.node for out in node.output if out}
+        listed = {o.name for o in model.graph.output}
+        for name in nodes:  # untyped outputs: ONNX Runtime types them from their nodes
+            if name not in listed:
+                model.graph.output.add().name = name
+        values = []  # the CPU's, the provider's
+        for where in ("cpu", provider):
+            session = create_session(model.SerializeToString(),
+                                     SessionConfig(provider=where, optimization="disable"))
+            names = [o.name for o in session.get_outputs()]
+            values.append(dict(zip(names, session.run(None, inputs), strict=True)))
+        parted = []
+        for name, node in nodes.items():
+            a, b = values[0][name], values[1][name]
+            row = {"node": node.name, "op": node.op_type, "output": name}
+            if a.shape != b.shape:
+                parted.append({**row, "shapes": [list(a.shape), list(b.shape)]})
+                continue
+            if a.dtype.kind not in "fc":
+                if (a != b).any():
+                    parted.append({**row, "unequal": round(float((a != b).mean()), 4)})
+                continue
+            a, b = a.astype(np.float32), b.astype(np.float32)
+            if np.isnan(b).any() and not np.isnan(a).any():
+                parted.append({**row, "nan": True})
+                continue
+            with np.errstate(invalid="ignore"):  # -inf padding on both sides is no gap
+                gaps = np.where(a == b, 0.0, np.abs(a - b))
+            finite = np.abs(a[np.isfinite(a)])
+            gap = float(np.nanmax(gaps)) if a.size else 0.0
+            if gap > NODE_GAP * max(float(finite.max()) if finite.size else 0.0, 1e-6):
+                parted.append({**row, "gap": round(gap, 5)})
+        found[graph] = {"nodes": len(nodes), "parted": len(parted), "first": parted[:12]}
+        log(f"localize: node by node, {graph}: {len(parted)} of {len(nodes)} outputs part; "
+            f"first: {parted[:3]}")
+    return found
+
+
+def _step_feeds(sessions, cross_k, cross_v, src_mask, dtype) -> dict:
+    """A first decoder step's feeds but the tokens and positions: the cross keys/values and
+    mask given, empty caches of eight positions."""
+    import numpy as np
+
+    n, layers = src_mask.shape[0], cross_k.shape[0]
+    _, heads, _, head_dim = sessions.cache_shape
+    feeds = {"top_k": np.array([4], np.int64), "cross_mask": src_mask.astype(np.int32)}
+    for i in range(layers):
+        feeds[f"cross_k_{i}"] = cross_k[i].astype(dtype)
+        feeds[f"cross_v_{i}"] = cross_v[i].astype(dtype)
+        for kind in ("k", "v"):
+            feeds[f"cache_{kind}_{i}"] = np.zeros((n, heads, 8, head_dim), dtype)
+    return feeds
 
 
 def _engine_under(cfg: CheckConfig, setting: str, budget: Budget) -> dict:

@@ -514,8 +514,8 @@ class Seq2SeqSessions:
         # on the graph specialized for one row per sentence, where our library is built
         self.greedy_advance = self.by_length and runtime.library() is not None
         small_rows = config.small_rows if self._one_thread else 0
-        decoder = StepDecoder(self.decoder_for, n_layers, small_rows)
-        beside = StepDecoder(self.one_thread_decoder_for, n_layers)
+        decoder = StepDecoder(self.decoder_for, n_layers, small_rows, rebind_inputs=not cpu)
+        beside = StepDecoder(self.one_thread_decoder_for, n_layers, rebind_inputs=not cpu)
         self.step, self.advance = decoder.step, decoder.advance
         self.one_thread_step, self.one_thread_advance = beside.step, beside.advance
 

@@ -340,9 +340,15 @@ class StepDecoder:
     step has at most small_rows rows (a one-thread session serves those best)."""
 
     def __init__(self, session_for: Callable[..., ort.InferenceSession], n_layers: int,
-                 small_rows: int = 0) -> None:
+                 small_rows: int = 0, rebind_inputs: bool = False) -> None:
         self.session_for, self.small_rows = session_for, small_rows
         self.n_layers = n_layers
+        # ONNX Runtime copies a bound input to the device of the node that reads it when it is
+        # bound (IOBinding::BindInput), not at each run. On the CPU provider nothing is copied and
+        # every run reads the bound memory, which the search fills in place; on another
+        # provider (CUDA) a binding would keep feeding the values its inputs had when bound, so
+        # there the inputs are bound again before every run
+        self.rebind_inputs = rebind_inputs
 
     def advance(self, state: DecodeState, rows: GreedyRows) -> np.ndarray:
         """A greedy step of every running row on the graph with the GreedyAdvance node (its
@@ -354,6 +360,8 @@ class StepDecoder:
             b = state.bound = self._bind(session, state, 1, rows)
         if b.by_length and b.sources != state.sources:
             _fill_sources(b, state)
+        if self.rebind_inputs:
+            self._bind_inputs(b, state)
         session.run_with_iobinding(b.binding)
         return rows.ended
 
@@ -378,6 +386,8 @@ class StepDecoder:
         b.positions[:] = positions
         b.past_lengths[:] = past_lengths
         b.total_length[...] = int(past_lengths.max()) + 1
+        if self.rebind_inputs:
+            self._bind_inputs(b, state)
         session.run_with_iobinding(b.binding)
         return b.top_log_probs, b.top_ids
 
@@ -395,31 +405,20 @@ class StepDecoder:
             top_k=np.array([k], np.int64), top_log_probs=np.empty((rows, k), np.float32),
             top_ids=np.empty((rows, k), np.int64), greedy=greedy,
         )
-        bind_in, bind_out = b.binding.bind_input, b.binding.bind_output
+        bind_out = b.binding.bind_output
         if greedy is not None:
             g = greedy
-            for name, array in (("greedy_score", g.score), ("greedy_history", g.history),
-                                ("greedy_limit", g.limit), ("greedy_alive", g.alive),
-                                ("greedy_eos", g.eos)):
-                _bind(bind_in, name, array, None if array.ndim == 0 else rows)
             for name, array in (("tokens_next", g.tokens), ("positions_next", g.positions),
                                 ("past_lengths_next", g.past), ("greedy_score_next", g.score),
                                 ("greedy_history_next", g.history),
                                 ("greedy_alive_next", g.alive), ("greedy_ended", g.ended)):
                 _bind(bind_out, name, array, rows)  # in place
         by_length = b.by_length = any(o.name == "cross_k_0_out" for o in session.get_outputs())
-        for name in ("tokens", "positions", "past_lengths"):
-            _bind(bind_in, name, getattr(b, name), rows)
-        for name in ("total_length", "top_k"):
-            _bind(bind_in, name, getattr(b, name))
-        _bind(bind_in, "cross_mask", state.cross_mask, sents)
         for i in range(self.n_layers):
             for kind, buf in (("k", state.keys[i]), ("v", state.values[i])):
-                _bind(bind_in, f"cache_{kind}_{i}", buf, rows)
                 _bind(bind_out, f"cache_{kind}_{i}_out", buf, rows)  # in place
-            for kind, buf in (("k", state.cross_k[i]), ("v", state.cross_v[i])):
-                _bind(bind_in, f"cross_{kind}_{i}", buf, sents)
-                if by_length:  # written back in place (the same values)
+            if by_length:  # written back in place (the same values)
+                for kind, buf in (("k", state.cross_k[i]), ("v", state.cross_v[i])):
                     _bind(bind_out, f"cross_{kind}_{i}_out", buf, sents)
         if by_length:
             # (L, 2, N, 1, H Dh): per layer k, v, views of one array (filled in one copy)
@@ -427,12 +426,34 @@ class StepDecoder:
                                    state.heads * state.cross_head_dim), state.dtype)
             b.last = [b.last_all[i, j] for i in range(self.n_layers) for j in range(2)]
             b.seqlens, b.cross_total = np.zeros(sents, np.int32), np.zeros((), np.int32)
-            names = cross_input_names(self.n_layers)
-            for name, array in zip(names, [*b.last, b.seqlens, b.cross_total], strict=True):
-                _bind(bind_in, name, array)
+        self._bind_inputs(b, state)
         _bind(bind_out, "top_log_probs", b.top_log_probs)
         _bind(bind_out, "top_ids", b.top_ids)
         return b
+
+    def _bind_inputs(self, b: _Binding, state: DecodeState) -> None:
+        """Bind every input of b's step: the state's buffers and b's small arrays."""
+        bind_in, rows, sents = b.binding.bind_input, state.rows, state.sentences
+        if b.greedy is not None:
+            g = b.greedy
+            for name, array in (("greedy_score", g.score), ("greedy_history", g.history),
+                                ("greedy_limit", g.limit), ("greedy_alive", g.alive),
+                                ("greedy_eos", g.eos)):
+                _bind(bind_in, name, array, None if array.ndim == 0 else rows)
+        for name in ("tokens", "positions", "past_lengths"):
+            _bind(bind_in, name, getattr(b, name), rows)
+        for name in ("total_length", "top_k"):
+            _bind(bind_in, name, getattr(b, name))
+        _bind(bind_in, "cross_mask", state.cross_mask, sents)
+        for i in range(self.n_layers):
+            _bind(bind_in, f"cache_k_{i}", state.keys[i], rows)
+            _bind(bind_in, f"cache_v_{i}", state.values[i], rows)
+            _bind(bind_in, f"cross_k_{i}", state.cross_k[i], sents)
+            _bind(bind_in, f"cross_v_{i}", state.cross_v[i], sents)
+        if b.by_length:
+            names = cross_input_names(self.n_layers)
+            for name, array in zip(names, [*b.last, b.seqlens, b.cross_total], strict=True):
+                _bind(bind_in, name, array)
 
 
 def _fill_sources(b: _Binding, state: DecodeState) -> None:

@@ -193,3 +193,54 @@ def test_the_engine_under_a_localize_setting_is_compared_with_the_cpu(carry, tin
     found = cuda_check._engine_under(cfg, setting, cuda_check.Budget(60))
     assert found["setting"] == setting and found["sentences"] == len(cfg.sources) == 12
     assert found["identical_to_cpu_fp32"] == 1.0 and found["bleu"] is not None
+
+
+def test_node_by_node_names_the_first_node_whose_output_parts(tiny_bundle, monkeypatch):
+    """localize's node-by-node comparison (run on a GPU when the plain sessions part from the
+    CPU): every node output of both graphs compared; here the checked side is the CPU with
+    one node's output changed, and that node, only it, is named."""
+    import numpy as np
+
+    import app.engine.sessions as sessions_module
+    from app.engine import Translator
+
+    cpu = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1)
+    src = cpu.source_array(cpu.encode(["hello world", "a b c"]))
+    reference = cuda_check._plain_run(cpu.sessions, "cpu", {}, src, cpu.start_id, None)
+    same = cuda_check._node_by_node(cpu.sessions, "cpu", src, cpu.start_id, reference)
+    assert same["encoder"]["nodes"] > 50 and same["decoder"]["nodes"] > 50
+    assert same["encoder"]["parted"] == same["decoder"]["parted"] == 0
+
+    import onnx
+
+    decoder = onnx.load(str(cpu.sessions.decoder_path), load_external_data=False)
+    changed = next(n for n in decoder.graph.node if n.op_type == "LayerNormalization")
+    made, original = [], sessions_module.create_session
+
+    class Changed:  # the second session of each graph (the "provider" side) is off at one node
+        def __init__(self, session):
+            self.session = session
+
+        def get_outputs(self):
+            return self.session.get_outputs()
+
+        def run(self, names, feeds):
+            out = self.session.run(names, feeds)
+            at = [o.name for o in self.session.get_outputs()].index(changed.output[0])
+            if at < len(out) and made[-1] == "decoder":
+                out[at] = out[at] + np.abs(out[at]).max()
+            return out
+
+    def creating(path, config, *args, **kwargs):
+        session = original(path, config, *args, **kwargs)
+        graph = "decoder" if "top_ids" in [o.name for o in session.get_outputs()] else "encoder"
+        made.append(graph)
+        return Changed(session) if len([m for m in made if m == graph]) == 2 else session
+
+    monkeypatch.setattr(sessions_module, "create_session", creating)
+    found = cuda_check._node_by_node(cpu.sessions, "cpu", src, cpu.start_id, reference)
+    assert found["encoder"]["parted"] == 0
+    first = found["decoder"]["first"][0]
+    assert (first["node"], first["op"], first["output"]) == (
+        changed.name, "LayerNormalization", changed.output[0])
+    assert found["decoder"]["parted"] == 1 and first["gap"] > 0

@@ -538,3 +538,67 @@ def test_another_provider_must_translate_the_probe_sentences_as_the_cpu_does(tin
     monkeypatch.setattr(t, "translate_batch", lambda texts, options=None: wrong)
     with pytest.raises(BundleError, match="translate differently from the CPU: 'The file"):
         translator_module.check_provider(t, cpu)
+
+
+class _CopyAtBind:
+    """An I/O binding with the CUDA provider's input semantics, on the CPU: ONNX Runtime copies
+    an input read on another device when it is bound (IOBinding::BindInput), so later writes
+    to the bound memory do not reach the run."""
+
+    def __init__(self, binding) -> None:
+        self.binding, self.held = binding, {}
+
+    def bind_input(self, name, device, index, dtype, shape, pointer) -> None:
+        import ctypes
+
+        import numpy as np
+
+        count = int(np.prod(shape))
+        memory = (ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(pointer)
+        copy = self.held[name] = np.frombuffer(memory, dtype, count).reshape(shape).copy()
+        self.binding.bind_input(name, device, index, dtype, shape, copy.ctypes.data)
+
+    def bind_output(self, *args) -> None:
+        self.binding.bind_output(*args)
+
+
+class _CopyingSession:
+    def __init__(self, session) -> None:
+        self.session = session
+
+    def io_binding(self) -> _CopyAtBind:
+        return _CopyAtBind(self.session.io_binding())
+
+    def run_with_iobinding(self, binding: _CopyAtBind) -> None:
+        self.session.run_with_iobinding(binding.binding)
+
+    def get_outputs(self):
+        return self.session.get_outputs()
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
+        tiny_bundle, tiny_sentences, beam_size):
+    """Where ONNX Runtime copies bound inputs when they are bound (CUDA), the decoder binds its
+    inputs again before every step (StepDecoder.rebind_inputs, set off the CPU) and translates
+    as the CPU does; binding them once, as on the CPU, feeds every step the first one's
+    tokens and cache (the output the first CUDA run showed)."""
+    from app.engine.step import StepDecoder
+
+    options = TranslationOptions(beam_size=beam_size)
+    t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1, workers=1,
+                            cross_by_length=False, fused=False)
+    s = t.sessions
+    assert not s.by_length and not s.greedy_advance  # the bundle's own graph, as on CUDA
+    want = [r.tokens for r in t.translate_batch(tiny_sentences, options)]
+
+    def copying(beams, small=False, advance=False):
+        return _CopyingSession(s.decoder_for(beams, small, advance))
+
+    got = {}
+    for rebind in (False, True):
+        s.step = StepDecoder(copying, t.bundle.architecture["n_decoder_layers"],
+                             rebind_inputs=rebind).step
+        got[rebind] = [r.tokens for r in t.translate_batch(tiny_sentences, options)]
+    assert got[True] == want
+    assert sum(a != b for a, b in zip(got[False], want, strict=True)) >= len(want) // 2
