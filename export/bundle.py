@@ -123,7 +123,7 @@ def _write_variants(model: Transformer, out: Path, variants: list[str], per_chan
             if share:
                 share_variant(out, entries[variant], variant)
     if "fp16" in entries:
-        entries["fp16"]["note"] = "for the CUDA provider (docs/cuda.md: its quality and speed on a GPU)"
+        entries["fp16"]["note"] = "for the CUDA provider (docs/cuda.md: quality and speed on a GPU)"
     return entries
 
 
