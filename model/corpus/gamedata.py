@@ -12,11 +12,18 @@ pairs; cleaning and filtering happen in the builder as for every other source.
   German file are joined on the key.
 * Tux Paint stamp descriptions: the first line of a stamp's ``.txt`` is English,
   ``de.utf8=...`` its German text.
+* Qt ``.qm`` catalogs (gcompris ``gcompris_de.qm``): compiled messages that keep their
+  English source text beside the translation.
+* FreeOrion string tables (``stringtables/en.txt``, ``de.txt``): a key line, then its text on
+  the next line or between ``'''`` marks over several lines; the two files are joined on the
+  key. Texts that pull in other entries (``[[KEY]]``) are left out: they are not whole
+  sentences.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -169,6 +176,104 @@ def stamp_pair(text: str) -> Pair | None:
     if english and german:
         return english, german.rstrip("|").strip()
     return None
+
+
+# ------------------------------------------------------------------ Qt .qm catalogs
+
+QM_MAGIC = bytes.fromhex("3cb86418caef9c95cd211cbf60a1bddd")
+_QM_MESSAGES = 0x69  # the block of messages; the others (hashes, contexts, rules) are skipped
+# tags of a message's fields (Qt's translator format)
+_QM_END, _QM_TRANSLATION, _QM_OBSOLETE1, _QM_SOURCE = 1, 3, 5, 6
+_QM_LENGTH_FIELDS = {2, 4, 6, 7, 8}  # source, context and comment: a length, then bytes
+_QM_NULL = 0xFFFFFFFF  # a translation's length when it has none
+
+
+def qm_pairs(data: bytes) -> Iterator[Pair]:
+    """(source text, translation) of each message of a compiled Qt catalog that keeps its
+    source texts and has one translation (messages with plural forms are left out: their
+    source stands for several forms)."""
+    if not data.startswith(QM_MAGIC):
+        raise ValueError("not a Qt .qm catalog (wrong magic number)")
+    at = len(QM_MAGIC)
+    while at + 5 <= len(data):
+        tag, length = data[at], struct.unpack_from(">I", data, at + 1)[0]
+        at += 5
+        if tag == _QM_MESSAGES:
+            yield from _qm_messages(data[at:at + length])
+        at += length
+
+
+def _qm_messages(block: bytes) -> Iterator[Pair]:
+    at, source, translations = 0, None, []
+    while at < len(block):
+        tag = block[at]
+        at += 1
+        if tag == _QM_END:
+            if source and len(translations) == 1 and translations[0]:
+                yield source, translations[0]
+            source, translations = None, []
+        elif tag == _QM_TRANSLATION:
+            length = struct.unpack_from(">I", block, at)[0]
+            at += 4
+            if length != _QM_NULL:
+                translations.append(block[at:at + length].decode("utf-16-be", "replace"))
+                at += length
+        elif tag in _QM_LENGTH_FIELDS:
+            length = struct.unpack_from(">I", block, at)[0]
+            if tag == _QM_SOURCE:
+                source = block[at + 4:at + 4 + length].decode("utf-8", "replace")
+            at += 4 + length
+        elif tag in (_QM_OBSOLETE1, 9):  # a hash of four bytes
+            at += 4
+        else:
+            raise ValueError(f"unknown field tag {tag} in a .qm message")
+
+
+def read_qm(pattern: str):
+    """A reader of the .qm catalogs matching ``pattern`` below the package root."""
+
+    def read(root: Path) -> Iterator[Pair]:
+        for path in _files(root, pattern):
+            yield from qm_pairs(path.read_bytes())
+
+    return read
+
+
+# ------------------------------------------------------------------ FreeOrion string tables
+
+_STRINGTABLE_KEY = re.compile(r"^[A-Za-z0-9_]+$")
+_QUOTES = "'''"
+
+
+def stringtable(text: str) -> dict[str, str]:
+    """key -> text of a FreeOrion string table (its first line names the language)."""
+    lines, table, at = text.splitlines(), {}, 1
+    while at < len(lines):
+        key = lines[at].strip()
+        at += 1
+        if not _STRINGTABLE_KEY.match(key) or at >= len(lines):
+            continue  # blank lines, comments, section marks
+        value = lines[at]
+        at += 1
+        if value.startswith(_QUOTES):
+            parts = [value[len(_QUOTES):]]
+            while not (parts[-1].endswith(_QUOTES) and (len(parts) > 1 or len(parts[0]) >= 3)):
+                if at >= len(lines):
+                    break
+                parts.append(lines[at])
+                at += 1
+            value = "\n".join(parts).removesuffix(_QUOTES)
+        table[key] = value.strip()
+    return table
+
+
+def read_freeorion(root: Path) -> Iterator[Pair]:
+    folder = root / "usr/share/games/freeorion/default/stringtables"
+    english, german = (stringtable(_read(folder / f"{lang}.txt")) for lang in ("en", "de"))
+    for key, en in english.items():
+        de = german.get(key)
+        if de and "[[" not in en and "[[" not in de:
+            yield en, de
 
 
 # ------------------------------------------------------------------ per package

@@ -184,10 +184,9 @@ GENERAL_GETTEXT_PACKAGES = [
 # Looked at and left out (corpus v3): 0ad-data-common, neverball-data, endless-sky-data,
 # xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
 # no German text; stellarium-data's German is 44 short landscape pages (HTML to align by
-# hand for little text); lincity-ng-data's help is XML pages per language; gcompris-qt-data
-# holds its German in a Qt .qm catalog with the English source texts (no reader yet: the next
-# source to add, see docs/corpus.md); openttd-data and minetest-data are
-# interface labels; kanagram/khangman/parley hold DocBook manuals and word lists.
+# hand for little text); lincity-ng-data's help is XML pages per language; openttd-data and
+# minetest-data are interface labels; kanagram/khangman/parley hold DocBook manuals and word
+# lists.
 
 # What the builder extracts from those packages (their images and sounds are hundreds of MB):
 # the German catalogs and the copyright files.
@@ -219,6 +218,13 @@ DATA_SOURCES: dict[str, DataSource] = {
     "pingus-data": DataSource(("*/po/de.po", _DOC), gamedata.po_reader("**/po/de.po")),
     "frozen-bubble-data": DataSource(
         ("*/locale/de.po", _DOC), gamedata.po_reader("**/locale/de.po")
+    ),
+    # children's activities: short instructions and descriptions in plain words
+    "gcompris-qt-data": DataSource(
+        ("*/translations/gcompris_de.qm", _DOC), gamedata.read_qm("**/translations/gcompris_de.qm")
+    ),
+    "freeorion-data": DataSource(
+        ("*/stringtables/en.txt", "*/stringtables/de.txt", _DOC), gamedata.read_freeorion
     ),
 }
 DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")

@@ -123,3 +123,59 @@ def test_general_packages_extract_only_german_text_and_the_copyright():
         assert sources.domain_of(package) == "general"
     assert sources.members_of("naev-data") == sources.CATALOG_MEMBERS
     assert sources.members_of("libreoffice-l10n-de") == ()  # software: everything
+
+
+def _qm_field(tag: int, payload: bytes) -> bytes:
+    return bytes([tag]) + len(payload).to_bytes(4, "big") + payload
+
+
+def test_qm_messages_pair_source_text_with_their_one_translation(tmp_path):
+    """A compiled Qt catalog as lrelease lays it out (magic, then tagged blocks; in the
+    messages block each message's fields end with tag 1): messages with a source text and one
+    translation pair up; plural forms, missing translations and other blocks are skipped."""
+    def message(*fields: bytes) -> bytes:
+        return b"".join(fields) + b"\x01"
+
+    messages = (
+        message(_qm_field(3, "Hallo Welt".encode("utf-16-be")), b"\x05" + b"\x00\x01\x02\x03",
+                _qm_field(6, b"Hello world"), _qm_field(7, b"MainView"))
+        + message(_qm_field(3, "%n Datei".encode("utf-16-be")),  # plural forms: left out
+                  _qm_field(3, "%n Dateien".encode("utf-16-be")), _qm_field(6, b"%n file(s)"))
+        + message(b"\x03\xff\xff\xff\xff", _qm_field(6, b"Untranslated"))
+        + message(_qm_field(3, "Schließe das Café".encode("utf-16-be")),
+                  _qm_field(8, b"a button"), _qm_field(6, "Close the café".encode()))
+    )
+    data = (gamedata.QM_MAGIC + _qm_field(0x42, b"\x00" * 16) + _qm_field(0x69, messages)
+            + _qm_field(0x2F, b"\x00" * 8))
+    assert list(gamedata.qm_pairs(data)) == [("Hello world", "Hallo Welt"),
+                                            ("Close the café", "Schließe das Café")]
+    folder = tmp_path / "usr/share/gcompris-qt/translations"
+    folder.mkdir(parents=True)
+    (folder / "gcompris_de.qm").write_bytes(data)
+    assert len(list(gamedata.read_qm("**/translations/gcompris_de.qm")(tmp_path))) == 2
+    try:
+        list(gamedata.qm_pairs(b"not a catalog"))
+    except ValueError as exc:
+        assert "magic" in str(exc)
+    else:
+        raise AssertionError("a file without the .qm magic number was read")
+
+
+def test_freeorion_string_tables_join_on_keys_and_skip_texts_with_references(tmp_path):
+    folder = tmp_path / "usr/share/games/freeorion/default/stringtables"
+    folder.mkdir(parents=True)
+    (folder / "en.txt").write_text(
+        "English\n# a comment\n\n##\n## Common phrases\n##\n\nCANCEL\nCancel\n\n"
+        "SP_HUMAN_DESC\n'''Humans walk on two legs.\n\nThey like to cook.\n'''\n\n"
+        "ONE_LINE\n'''Quoted on one line.'''\n\nWITH_REF\n'''See [[SP_HUMAN]].'''\n\n"
+        "ONLY_ENGLISH\nNot translated\n", encoding="utf-8")
+    (folder / "de.txt").write_text(
+        "Deutsch\n\nCANCEL\nAbbrechen\n\nSP_HUMAN_DESC\n'''Menschen gehen auf zwei Beinen.\n\n"
+        "Sie kochen gern.'''\n\nONE_LINE\n'''In einer Zeile.'''\n\nWITH_REF\n"
+        "'''Siehe [[SP_HUMAN]].'''\n", encoding="utf-8")
+    assert list(gamedata.read_freeorion(tmp_path)) == [
+        ("Cancel", "Abbrechen"),
+        ("Humans walk on two legs.\n\nThey like to cook.",
+         "Menschen gehen auf zwei Beinen.\n\nSie kochen gern."),
+        ("Quoted on one line.", "In einer Zeile."),
+    ]
