@@ -558,6 +558,99 @@ def engine_speed(cfg: CheckConfig, budget: Budget) -> dict:
     return found
 
 
+PROFILE_BATCH = 32
+PROFILE_TOP = 12  # (op type, provider) rows kept per pass
+
+
+def profile(cfg: CheckConfig, budget: Budget) -> dict:
+    """Where our engine's time goes on the provider: for fp32 (and fp16 where there is a
+    bundle), one greedy and one beam-4 pass over the sentences at batch 32 with ONNX Runtime's
+    profiler on: the pass's wall time against the time inside the sessions' runs (the rest is
+    the host's: the search, the bindings, Python), and the node time summed per op type and
+    provider, the copies between host and device (Memcpy nodes) among them. The profiler adds
+    its own cost, so these passes are slower than the speed part's."""
+    found = {}
+    for variant in ("fp32", "fp16"):
+        if variant == "fp16" and cfg.fp16_bundle is None:
+            continue
+        budget.check(f"the {variant} profile")
+        found[variant] = _profiled_passes(cfg, variant)
+        log(f"profile: {variant}: " + ", ".join(
+            f"beam {r['beam']} {r['inside_runs_share']:.0%} of {r['seconds']} s inside runs"
+            for r in found[variant]["passes"]))
+    return found
+
+
+@contextlib.contextmanager
+def _profiled_sessions(provider: str, folder: str, made: list):
+    """Sessions on `provider` made meanwhile profile into `folder`, count the seconds spent in
+    their runs, and are listed in `made`."""
+    import app.engine.sessions as sessions_module
+
+    original = sessions_module._inference_session
+
+    def profiled(graph, options, providers, disabled):
+        if providers[0] != sessions_module.PROVIDERS[provider]:
+            return original(graph, options, providers, disabled)
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(folder, f"session{len(made)}")
+        session = original(graph, options, providers, disabled)
+        for name in ("run", "run_with_iobinding"):
+            def timed(*args, _run=getattr(session, name), **kwargs):
+                started = time.perf_counter()
+                try:
+                    return _run(*args, **kwargs)
+                finally:
+                    _INSIDE[0] += time.perf_counter() - started
+            setattr(session, name, timed)
+        made.append(session)
+        return session
+
+    sessions_module._inference_session = profiled
+    try:
+        yield
+    finally:
+        sessions_module._inference_session = original
+
+
+_INSIDE = [0.0]  # seconds inside profiled sessions' runs
+
+
+def _profiled_passes(cfg: CheckConfig, variant: str) -> dict:
+    import json
+    import tempfile
+    from collections import defaultdict
+
+    from bench.backends import timed, warm_up
+
+    sources, made, passes = list(cfg.sources), [], []
+    # the decoder sessions are made at their first use: profiled from the warm-up on
+    with tempfile.TemporaryDirectory() as folder, _profiled_sessions(cfg.provider, folder, made):
+        backend = ours(cfg, variant, PROFILE_BATCH)
+        warm_up(backend, sources[:PROFILE_BATCH])
+        for beam in BEAMS:
+            _INSIDE[0] = 0.0
+            _, seconds = timed(lambda b=beam: backend.translate(sources, b))
+            passes.append({"beam": beam, "seconds": round(seconds, 3),
+                           "inside_runs_s": round(_INSIDE[0], 3),
+                           "inside_runs_share": round(_INSIDE[0] / seconds, 4)})
+        nodes: dict[tuple[str, str], float] = defaultdict(float)
+        for session in made:
+            with open(session.end_profiling(), encoding="utf-8") as f:
+                for event in json.load(f):
+                    if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+                        key = (event["args"].get("op_name", "?"), event["args"].get("provider",
+                                                                                        "?"))
+                        nodes[key] += event["dur"] / 1e6
+    total = sum(nodes.values()) or 1.0
+    rows = [{"op": op, "provider": provider, "seconds": round(t, 3), "share": round(t / total, 4)}
+            for (op, provider), t in sorted(nodes.items(), key=lambda kv: -kv[1])]
+    copies = sum(r["seconds"] for r in rows if r["op"].startswith("Memcpy"))
+    return {"batch": PROFILE_BATCH, "passes": passes, "sessions": len(made),
+            "node_seconds": round(total, 3), "copies_seconds": round(copies, 3),
+            "by_op": rows[:PROFILE_TOP]}
+
+
 def ctranslate2_speed(cfg: CheckConfig, budget: Budget) -> dict:
     """CTranslate2 on the same weights (a model from --prepare) on the same device: float16 and
     int8_float16 on the GPU, int8 on the CPU fallback."""
@@ -624,6 +717,7 @@ PARTS: dict[str, Callable[[CheckConfig, Budget], dict]] = {
     "parity": parity,
     "localize": localize,
     "speed": engine_speed,
+    "profile": profile,
     "ctranslate2": ctranslate2_speed,
     "service": service,
 }
@@ -726,6 +820,18 @@ def markdown(report: dict) -> str:
             cells = [f"{_f(lat[b]['p50_ms'], 2)} / {_f(lat[b]['p95_ms'], 2)}" if b in lat else "-"
                      for b in ("1", "4")]
             lines.append(f"| {name} | {cells[0]} | {cells[1]} |")
+        lines.append("")
+    prof = {k: v for k, v in parts.get("profile", {}).items() if isinstance(v, dict)}
+    for variant, pr in prof.items():
+        passes = "; ".join(f"{'greedy' if r['beam'] == 1 else 'beam 4'} {r['seconds']} s, "
+                           f"{r['inside_runs_share']:.0%} inside the sessions' runs"
+                           for r in pr["passes"])
+        lines += [f"Profile, ours {variant}, batch {pr['batch']} ({passes}); node time "
+                  f"{pr['node_seconds']} s, of which copies between host and device "
+                  f"{pr['copies_seconds']} s:", "", "| op | provider | seconds | share |",
+                  "|---|---|---:|---:|"]
+        lines += [f"| {r['op']} | {r['provider']} | {r['seconds']} | {r['share']:.1%} |"
+                  for r in pr["by_op"]]
         lines.append("")
     for name, e in engines.items():
         if e.get("stopped"):

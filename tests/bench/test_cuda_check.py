@@ -82,6 +82,15 @@ def test_cpu_fallback_runs_every_part_and_says_no_gpu_was_used(carry, tiny_bundl
         assert r["bleu"] == rows["fp32", r["beam"]]["bleu"]
     assert "| ort-fp16 | 8 |" in table
 
+    for variant in ("fp32", "fp16"):  # profiled passes: the encoder's and decoder's sessions
+        profiled = parts["profile"][variant]
+        assert profiled["sessions"] >= 2 and [p["beam"] for p in profiled["passes"]] == [1, 4]
+        assert all(0 < p["inside_runs_s"] < p["seconds"] for p in profiled["passes"])
+        ops = {r["op"] for r in profiled["by_op"]}
+        assert "MatMul" in ops and profiled["copies_seconds"] == 0  # the CPU copies nothing
+        assert {r["provider"] for r in profiled["by_op"]} == {"CPUExecutionProvider"}
+    assert f"Profile, ours fp16, batch {cuda_check.PROFILE_BATCH}" in table
+
     if HAVE_CT2:
         ct2 = parts["ctranslate2"]["ct2-int8"]  # on the CPU: int8 only
         assert len(ct2["throughput"]) == 4 and "| ct2-int8 | 4 |" in table
