@@ -296,6 +296,7 @@ class _Binding:
     seqlens: np.ndarray | None = None  # (N,) int32
     cross_total: np.ndarray | None = None  # () int32
     sources: int = -1
+    cross_bound: int = -1  # the state's `sources` when the cross inputs were last bound
 
 
 @dataclass
@@ -347,7 +348,8 @@ class StepDecoder:
         # bound (IOBinding::BindInput), not at each run. On the CPU provider nothing is copied and
         # every run reads the bound memory, which the search fills in place; on another
         # provider (CUDA) a binding would keep feeding the values its inputs had when bound, so
-        # there the inputs are bound again before every run
+        # there the inputs that change are bound again before every run (the cross keys, values
+        # and mask when the state's sources have changed)
         self.rebind_inputs = rebind_inputs
 
     def advance(self, state: DecodeState, rows: GreedyRows) -> np.ndarray:
@@ -432,7 +434,8 @@ class StepDecoder:
         return b
 
     def _bind_inputs(self, b: _Binding, state: DecodeState) -> None:
-        """Bind every input of b's step: the state's buffers and b's small arrays."""
+        """Bind the inputs of b's step: b's small arrays and the state's caches, and the cross
+        keys, values and mask where the state's sources changed since they were bound."""
         bind_in, rows, sents = b.binding.bind_input, state.rows, state.sentences
         if b.greedy is not None:
             g = b.greedy
@@ -444,12 +447,15 @@ class StepDecoder:
             _bind(bind_in, name, getattr(b, name), rows)
         for name in ("total_length", "top_k"):
             _bind(bind_in, name, getattr(b, name))
-        _bind(bind_in, "cross_mask", state.cross_mask, sents)
         for i in range(self.n_layers):
             _bind(bind_in, f"cache_k_{i}", state.keys[i], rows)
             _bind(bind_in, f"cache_v_{i}", state.values[i], rows)
-            _bind(bind_in, f"cross_k_{i}", state.cross_k[i], sents)
-            _bind(bind_in, f"cross_v_{i}", state.cross_v[i], sents)
+        if b.cross_bound != state.sources:
+            _bind(bind_in, "cross_mask", state.cross_mask, sents)
+            for i in range(self.n_layers):
+                _bind(bind_in, f"cross_k_{i}", state.cross_k[i], sents)
+                _bind(bind_in, f"cross_v_{i}", state.cross_v[i], sents)
+            b.cross_bound = state.sources
         if b.by_length:
             names = cross_input_names(self.n_layers)
             for name, array in zip(names, [*b.last, b.seqlens, b.cross_total], strict=True):

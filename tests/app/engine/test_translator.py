@@ -577,20 +577,24 @@ class _CopyingSession:
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])
+@pytest.mark.parametrize("batch", [32, 6], ids=["one batch", "sentences joining"])
 def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
-        tiny_bundle, tiny_sentences, beam_size):
+        tiny_bundle, tiny_sentences, beam_size, batch):
     """Where ONNX Runtime copies bound inputs when they are bound (CUDA), the decoder binds its
-    inputs again before every step (StepDecoder.rebind_inputs, set off the CPU) and translates
-    as the CPU does; binding them once, as on the CPU, feeds every step the first one's
-    tokens and cache (the output the first CUDA run showed)."""
+    inputs again before every step (StepDecoder.rebind_inputs, set off the CPU; the cross
+    keys, values and mask when they changed, as when sentences join a running batch in
+    finished ones' slots) and translates as the CPU does; binding them once, as on the CPU,
+    feeds every step the first one's tokens and cache (the output the first CUDA run
+    showed)."""
     from app.engine.step import StepDecoder
 
+    sentences = tiny_sentences * 3  # in batches of 6, some join in finished ones' slots
     options = TranslationOptions(beam_size=beam_size)
     t = Translator.from_dir(tiny_bundle, variant="fp32", intra_threads=1, workers=1,
-                            cross_by_length=False, fused=False)
+                            cross_by_length=False, fused=False, max_batch_size=batch)
     s = t.sessions
     assert not s.by_length and not s.greedy_advance  # the bundle's own graph, as on CUDA
-    want = [r.tokens for r in t.translate_batch(tiny_sentences, options)]
+    want = [r.tokens for r in t.translate_batch(sentences, options)]
 
     def copying(beams, small=False, advance=False):
         return _CopyingSession(s.decoder_for(beams, small, advance))
@@ -599,6 +603,6 @@ def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
     for rebind in (False, True):
         s.step = StepDecoder(copying, t.bundle.architecture["n_decoder_layers"],
                              rebind_inputs=rebind).step
-        got[rebind] = [r.tokens for r in t.translate_batch(tiny_sentences, options)]
+        got[rebind] = [r.tokens for r in t.translate_batch(sentences, options)]
     assert got[True] == want
     assert sum(a != b for a, b in zip(got[False], want, strict=True)) >= len(want) // 2
