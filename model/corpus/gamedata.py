@@ -8,8 +8,9 @@ pairs; cleaning and filtering happen in the builder as for every other source.
   either), plural entries pair the singular with form 0 and the plural with form 1.
 * Lua tables (hedgewars ``Locale/de.lua``): ``["English"] = "German",`` lines.
 * Keyed files (megaglest ``*_english.lng``/``*_german.lng``, hedgewars
-  ``campaigns_en.txt``/``campaigns_de.txt``): ``key=text`` lines; an English and a
-  German file are joined on the key.
+  ``campaigns_en.txt``/``campaigns_de.txt``, FreeCol's ``FreeColMessages.properties``/
+  ``FreeColMessages_de.properties``): ``key=text`` lines; an English and a German file are
+  joined on the key.
 * Tux Paint stamp descriptions: the first line of a stamp's ``.txt`` is English,
   ``de.utf8=...`` its German text.
 * Qt ``.qm`` catalogs (gcompris ``gcompris_de.qm``): compiled messages that keep their
@@ -302,6 +303,16 @@ def read_hedgewars(root: Path) -> Iterator[Pair]:
 def read_megaglest(root: Path) -> Iterator[Pair]:
     couples = _english_twins(root, "usr/share/games/megaglest/**/*german.lng", "german", "english")
     yield from keyed_file_pairs(couples)
+
+
+def read_freecol(root: Path) -> Iterator[Pair]:
+    """FreeCol's messages; those in its template language (``{{plural:...}}``, ``{{tag:...}}``)
+    are left out: their text is markup, not sentences."""
+    couples = _english_twins(root, "usr/share/games/freecol/strings/FreeColMessages_de.properties",
+                             "_de.properties", ".properties")
+    for en, de in keyed_file_pairs(couples):
+        if "{{" not in en and "{{" not in de:
+            yield en, de
 
 
 def read_tuxpaint_stamps(root: Path) -> Iterator[Pair]:

@@ -181,7 +181,9 @@ GENERAL_GETTEXT_PACKAGES = [
     "tuxpaint-data",
     "manaplus-data",
 ]
-# Looked at and left out (corpus v3): 0ad-data-common, neverball-data, endless-sky-data,
+# Looked at and left out (corpus v3): supertuxkart-data (1,119 mostly interface messages in a
+# 599 MB download), teeworlds-data (410 interface messages), ufoai-data (no German);
+# 0ad-data-common, neverball-data, endless-sky-data,
 # xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
 # no German text; stellarium-data's German is 44 short landscape pages (HTML to align by
 # hand for little text); lincity-ng-data's help is XML pages per language; openttd-data and
@@ -225,6 +227,10 @@ DATA_SOURCES: dict[str, DataSource] = {
     ),
     "freeorion-data": DataSource(
         ("*/stringtables/en.txt", "*/stringtables/de.txt", _DOC), gamedata.read_freeorion
+    ),
+    "freecol": DataSource(
+        ("*/strings/FreeColMessages.properties", "*/strings/FreeColMessages_de.properties", _DOC),
+        gamedata.read_freecol,
     ),
 }
 DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")

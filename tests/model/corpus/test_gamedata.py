@@ -106,6 +106,15 @@ def test_package_readers_find_their_files(tmp_path):
     (lang / "english.lng").write_text("Yes=Yes please\n", encoding="utf-8")
     (lang / "german.lng").write_bytes("Yes=Ja, bitte schön\n".encode("latin-1"))
     assert list(gamedata.read_megaglest(tmp_path)) == [("Yes please", "Ja, bitte schön")]
+    strings = tmp_path / "usr/share/games/freecol/strings"
+    strings.mkdir(parents=True)
+    (strings / "FreeColMessages.properties").write_text(
+        "# comment\nmodel.goods.cotton.name=Cotton\nmodel.unit.name={{plural:%number%|one=Unit}}\n"
+        "model.goods.furs.name=Furs\n", encoding="utf-8")
+    (strings / "FreeColMessages_de.properties").write_text(
+        "model.goods.furs.name=Felle\nmodel.unit.name={{plural:%number%|one=Einheit}}\n"
+        "model.goods.cotton.name=Baumwolle\n", encoding="utf-8")
+    assert list(gamedata.read_freecol(tmp_path)) == [("Cotton", "Baumwolle"), ("Furs", "Felle")]
     stamps = tmp_path / "usr/share/tuxpaint/stamps/animals"
     stamps.mkdir(parents=True)
     (stamps / "frog.txt").write_text("A frog.\nde.utf8=Ein Frosch.\n", encoding="utf-8")
