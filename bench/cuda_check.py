@@ -366,15 +366,12 @@ def _plain_run(sessions, provider: str, setting: dict, src, start_id: int,
         cross_k, cross_v = reference["cross_k"], reference["cross_v"]
         src_mask_equal = bool((src_mask == reference["src_mask"]).all())
     dtype = np.float16 if sessions.kv_dtype == np.float16 else np.float32
-    n = src.shape[0]
     feeds = _step_feeds(sessions, cross_k, cross_v, src_mask, dtype)
-    tokens = np.full(n, start_id, np.int64)
+    tokens = np.full(src.shape[0], start_id, np.int64)
     steps = []
     names = [o.name for o in decoder.get_outputs()]
     for position in range(2):
-        feeds.update(tokens=tokens, positions=np.full(n, position, np.int64),
-                     past_lengths=np.full(n, position, np.int32),
-                     total_length=np.array(position + 1, np.int32))
+        feeds.update(_step_at(tokens, position))
         out = dict(zip(names, decoder.run(None, feeds), strict=True))
         steps.append(out)
         for name in names[2:]:  # the caches: this run's own, as the engine keeps them
@@ -412,9 +409,7 @@ def _node_by_node(sessions, provider: str, src, start_id: int, reference: dict) 
 
     feeds = _step_feeds(sessions, reference["cross_k"], reference["cross_v"],
                         reference["src_mask"], np.float32)
-    feeds.update(tokens=np.full(src.shape[0], start_id, np.int64),
-                 positions=np.zeros(src.shape[0], np.int64),
-                 past_lengths=np.zeros(src.shape[0], np.int32), total_length=np.array(1, np.int32))
+    feeds.update(_step_at(np.full(src.shape[0], start_id, np.int64), 0))
     found = {}
     for graph, inputs in (("encoder", {"src_ids": src}), ("decoder", feeds)):
         model = onnx.load(str(getattr(sessions, f"{graph}_path")))
@@ -454,6 +449,16 @@ def _node_by_node(sessions, provider: str, src, start_id: int, reference: dict) 
         log(f"localize: node by node, {graph}: {len(parted)} of {len(nodes)} outputs part; "
             f"first: {parted[:3]}")
     return found
+
+
+def _step_at(tokens, position: int) -> dict:
+    """A greedy step's inputs for rows that all stand at `position`, reading `tokens`."""
+    import numpy as np
+
+    n = len(tokens)
+    return {"tokens": tokens, "positions": np.full(n, position, np.int64),
+            "past_lengths": np.full(n, position, np.int32),
+            "total_length": np.array(position + 1, np.int32)}
 
 
 def _step_feeds(sessions, cross_k, cross_v, src_mask, dtype) -> dict:
@@ -582,9 +587,9 @@ def profile(cfg: CheckConfig, budget: Budget) -> dict:
 
 
 @contextlib.contextmanager
-def _profiled_sessions(provider: str, folder: str, made: list):
-    """Sessions on `provider` made meanwhile profile into `folder`, count the seconds spent in
-    their runs, and are listed in `made`."""
+def _profiled_sessions(provider: str, folder: str, made: list, inside: list[float]):
+    """Sessions on `provider` made meanwhile profile into `folder`, add the seconds spent in
+    their runs to inside[0], and are listed in `made`."""
     import app.engine.sessions as sessions_module
 
     original = sessions_module._inference_session
@@ -601,7 +606,7 @@ def _profiled_sessions(provider: str, folder: str, made: list):
                 try:
                     return _run(*args, **kwargs)
                 finally:
-                    _INSIDE[0] += time.perf_counter() - started
+                    inside[0] += time.perf_counter() - started
             setattr(session, name, timed)
         made.append(session)
         return session
@@ -613,9 +618,6 @@ def _profiled_sessions(provider: str, folder: str, made: list):
         sessions_module._inference_session = original
 
 
-_INSIDE = [0.0]  # seconds inside profiled sessions' runs
-
-
 def _profiled_passes(cfg: CheckConfig, variant: str) -> dict:
     import json
     import tempfile
@@ -623,17 +625,18 @@ def _profiled_passes(cfg: CheckConfig, variant: str) -> dict:
 
     from bench.backends import timed, warm_up
 
-    sources, made, passes = list(cfg.sources), [], []
+    sources, made, passes, inside = list(cfg.sources), [], [], [0.0]
     # the decoder sessions are made at their first use: profiled from the warm-up on
-    with tempfile.TemporaryDirectory() as folder, _profiled_sessions(cfg.provider, folder, made):
+    with (tempfile.TemporaryDirectory() as folder,
+          _profiled_sessions(cfg.provider, folder, made, inside)):
         backend = ours(cfg, variant, PROFILE_BATCH)
         warm_up(backend, sources[:PROFILE_BATCH])
         for beam in BEAMS:
-            _INSIDE[0] = 0.0
+            inside[0] = 0.0
             _, seconds = timed(lambda b=beam: backend.translate(sources, b))
             passes.append({"beam": beam, "seconds": round(seconds, 3),
-                           "inside_runs_s": round(_INSIDE[0], 3),
-                           "inside_runs_share": round(_INSIDE[0] / seconds, 4)})
+                           "inside_runs_s": round(inside[0], 3),
+                           "inside_runs_share": round(inside[0] / seconds, 4)})
         nodes: dict[tuple[str, str], float] = defaultdict(float)
         for session in made:
             with open(session.end_profiling(), encoding="utf-8") as f:

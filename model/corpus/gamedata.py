@@ -184,7 +184,7 @@ def stamp_pair(text: str) -> Pair | None:
 QM_MAGIC = bytes.fromhex("3cb86418caef9c95cd211cbf60a1bddd")
 _QM_MESSAGES = 0x69  # the block of messages; the others (hashes, contexts, rules) are skipped
 # tags of a message's fields (Qt's translator format)
-_QM_END, _QM_TRANSLATION, _QM_OBSOLETE1, _QM_SOURCE = 1, 3, 5, 6
+_QM_END, _QM_TRANSLATION, _QM_OBSOLETE1, _QM_SOURCE, _QM_OBSOLETE2 = 1, 3, 5, 6, 9
 _QM_LENGTH_FIELDS = {2, 4, 6, 7, 8}  # source, context and comment: a length, then bytes
 _QM_NULL = 0xFFFFFFFF  # a translation's length when it has none
 
@@ -224,7 +224,7 @@ def _qm_messages(block: bytes) -> Iterator[Pair]:
             if tag == _QM_SOURCE:
                 source = block[at + 4:at + 4 + length].decode("utf-8", "replace")
             at += 4 + length
-        elif tag in (_QM_OBSOLETE1, 9):  # a hash of four bytes
+        elif tag in (_QM_OBSOLETE1, _QM_OBSOLETE2):  # four bytes
             at += 4
         else:
             raise ValueError(f"unknown field tag {tag} in a .qm message")
