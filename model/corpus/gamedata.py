@@ -7,6 +7,8 @@ pairs; cleaning and filtering happen in the builder as for every other source.
   with continuation lines; fuzzy entries are left out (gettext does not use them
   either), plural entries pair the singular with form 0 and the plural with form 1.
 * Lua tables (hedgewars ``Locale/de.lua``): ``["English"] = "German",`` lines.
+* Lua dialogue scripts (Fish Fillets ``script/<level>/dialogs_de.lua``): each
+  ``dialogId("id", "font", "English")`` call followed by ``dialogStr("German")``.
 * Keyed files (megaglest ``*_english.lng``/``*_german.lng``, hedgewars
   ``campaigns_en.txt``/``campaigns_de.txt``, FreeCol's ``FreeColMessages.properties``/
   ``FreeColMessages_de.properties``): ``key=text`` lines; an English and a German file are
@@ -126,6 +128,21 @@ def lua_table_pairs(text: str) -> Iterator[Pair]:
         match = _LUA_ENTRY_RE.match(line)
         if match:
             yield _lua_unescape(match.group(1)), _lua_unescape(match.group(2))
+
+
+_DIALOG_RE = re.compile(
+    rf"dialogId\(\s*{_LUA_STRING}\s*,\s*{_LUA_STRING}\s*,\s*{_LUA_STRING}\s*\)"
+    rf"\s*dialogStr\(\s*{_LUA_STRING}\s*\)"
+)
+
+
+def dialog_pairs(text: str) -> Iterator[Pair]:
+    """(English, German) pairs of a Fish Fillets ``dialogs_de.lua``: the English line is the
+    third argument of ``dialogId``, its German the ``dialogStr`` right after it (either may
+    wrap onto the next line). Commented-out calls (``--``) are skipped."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    for match in _DIALOG_RE.finditer(text):
+        yield _lua_unescape(match.group(3)), _lua_unescape(match.group(4))
 
 
 # ------------------------------------------------------------------ key=text files
@@ -313,6 +330,12 @@ def read_freecol(root: Path) -> Iterator[Pair]:
     for en, de in keyed_file_pairs(couples):
         if "{{" not in en and "{{" not in de:
             yield en, de
+
+
+def read_fillets(root: Path) -> Iterator[Pair]:
+    """Fish Fillets' level dialogues (the Swiss German files, ``dialogs_de_CH.lua``, left out)."""
+    for path in _files(root, "usr/share/games/fillets-ng/script/*/dialogs_de.lua"):
+        yield from dialog_pairs(_read(path))
 
 
 def read_tuxpaint_stamps(root: Path) -> Iterator[Pair]:

@@ -180,8 +180,11 @@ GENERAL_GETTEXT_PACKAGES = [
     "7kaa-data",
     "tuxpaint-data",
     "manaplus-data",
+    "gbrainy",  # puzzles and their answers in plain sentences
 ]
-# Looked at and left out (corpus v3): supertuxkart-data (1,119 mostly interface messages in a
+# Looked at and left out (corpus v3): colobot-common (help pages in its own markup, one
+# directory per language), singularity (no German), lordsawar-data (interface messages);
+# supertuxkart-data (1,119 mostly interface messages in a
 # 599 MB download), teeworlds-data (410 interface messages), ufoai-data (no German);
 # 0ad-data-common, neverball-data, endless-sky-data,
 # xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
@@ -232,6 +235,8 @@ DATA_SOURCES: dict[str, DataSource] = {
         ("*/strings/FreeColMessages.properties", "*/strings/FreeColMessages_de.properties", _DOC),
         gamedata.read_freecol,
     ),
+    # two fish talking their way through puzzles: short everyday dialogue lines
+    "fillets-ng-data": DataSource(("*/dialogs_de.lua", _DOC), gamedata.read_fillets),
 }
 DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")
 PHRASE = "phrase"  # ... and for the Ding entries that are example sentences

@@ -188,3 +188,20 @@ def test_freeorion_string_tables_join_on_keys_and_skip_texts_with_references(tmp
          "Menschen gehen auf zwei Beinen.\n\nSie kochen gern."),
         ("Quoted on one line.", "In einer Zeile."),
     ]
+
+
+def test_fillets_dialogues_pair_each_english_line_with_the_german_after_it(tmp_path):
+    level = tmp_path / "usr/share/games/fillets-ng/script/airplane"
+    level.mkdir(parents=True)
+    (level / "dialogs_de.lua").write_text(
+        '-- Intro\ndialogId("let-m-1", "font_small", "Seats. Why are there so many seats?")\n'
+        'dialogStr("Sitze. Warum gibt es so viele Sitze?")\n\n'
+        '--dialogId("let-m-2", "font_small", "Cut.")\n--dialogStr("Gestrichen.")\n'
+        'dialogId("let-v-3", "font_big",\n"You mean \\"in the water\\".")\n'
+        'dialogStr("Du meinst \\"im Wasser\\".")\n', encoding="utf-8")
+    (level / "dialogs_de_CH.lua").write_text(
+        'dialogId("let-m-1", "font_small", "Seats.")\ndialogStr("Sitzli.")\n', encoding="utf-8")
+    assert list(gamedata.read_fillets(tmp_path)) == [
+        ("Seats. Why are there so many seats?", "Sitze. Warum gibt es so viele Sitze?"),
+        ('You mean "in the water".', 'Du meinst "im Wasser".'),
+    ]
