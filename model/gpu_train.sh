@@ -18,6 +18,11 @@
 #   cp runs/en-de-v3ft2.pt .gpu/init.pt    (python -m export.unbundle bundles/en-de ...)
 # Back here: cat train-back.tar.part-* | tar -x, then python -m model.checkpoint precision
 # RUN.pt RUN-fp32.pt makes each averaged run a float32 checkpoint again.
+#
+# A run's options are --set options, except two: recipe=FILE trains that recipe instead of
+# GPU_RECIPE, and init=none starts from scratch instead of from .gpu/init.pt (its tokenizer
+# then comes from the recipe or a tokenizer= option, e.g. .gpu/spm-16000.model), e.g.
+#   GPU_RUNS='big recipe=recipes/en-de-v3big.yaml init=none tokenizer=.gpu/spm-16000.model'
 set -uo pipefail
 
 WORK=${GPU_TRAIN_DIR:-/tmp/gpu-train}
@@ -29,6 +34,7 @@ RECIPE=${GPU_RECIPE:-recipes/en-de-v3ft2.yaml}
 RUNS=${GPU_RUNS:-"lr06 lr_scale=0.6;lr10 lr_scale=1.0"}
 COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4"}
 STOP_SECONDS=60  # to stop, average and pack
+SETTLE=${GPU_TRAIN_SETTLE:-45}  # seconds start waits before it shows the runs' first progress
 say() { echo "[gpu_train.sh $(date -u +%T)] $*"; }
 
 runs() { tr ';' '\n' <<<"$RUNS" | sed '/^ *$/d'; }
@@ -39,7 +45,7 @@ progress() {
     for name in $(runs | cut -d' ' -f1); do
         say "$name: $(tr '\r' '\n' <"$WORK/$name.out" | grep -a 'step' | tail -1)"
     done
-    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null
+    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
 }
 
 start() {
@@ -48,16 +54,22 @@ start() {
     cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3
     local data=$WORK/data/en-de-v3 name opts
     while read -r name opts; do
-        local sets=()
-        for kv in $COMMON $opts; do sets+=(--set "$kv"); done
-        setsid nohup "$PY" -m model.train --config "$RECIPE" --init-from "$WORK/init.pt" \
+        local sets=() recipe=$RECIPE init=(--init-from "$WORK/init.pt")
+        for kv in $COMMON $opts; do
+            case $kv in
+                recipe=*) recipe=${kv#recipe=} ;;
+                init=none) init=() ;;
+                *) sets+=(--set "$kv") ;;
+            esac
+        done
+        setsid nohup "$PY" -m model.train --config "$recipe" "${init[@]}" \
             --set "out_dir=$WORK/$name" --set "train=$data/train" --set "dev=$data/dev" \
             --set "dev_extra={\"general\": \"$data/dev.general\"}" \
             --set 'domain_sample={"dictionary": 0.6, "phrase": 4.0, "general": 1.75}' \
             "${sets[@]}" >"$WORK/$name.out" 2>&1 </dev/null &
-        say "started $name: ${sets[*]}"
+        say "started $name: $recipe ${init[*]:-from scratch} ${sets[*]}"
     done < <(runs)
-    sleep 45
+    sleep "$SETTLE"
     progress
 }
 

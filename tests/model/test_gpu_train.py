@@ -1,0 +1,89 @@
+"""model/gpu_train.sh, the script a lent GPU's lease runs, run here on a toy corpus: one run
+fine-tunes the carried checkpoint, one trains another recipe from scratch, and both come back
+as averaged fp16 checkpoints in $OUT's pieces."""
+
+import io
+import lzma
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from model.checkpoint import read_checkpoint
+from model.train import load_train_config, train
+
+from .test_training import toy_corpus, write_split
+
+ROOT = Path(__file__).parents[2]
+TOY = {"vocab_size": 40, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers": 1,
+       "d_ff": 64, "dropout": 0.0, "batch_tokens": 400, "warmup_steps": 10, "max_len": 32,
+       "bleu_sentences": 4, "average_last": 1}
+
+
+def recipe(path: Path, d_model: int) -> Path:
+    path.write_text("\n".join(f"{k}: {v}" for k, v in {**TOY, "d_model": d_model}.items()) + "\n")
+    return path
+
+
+def test_runs_fine_tune_or_start_from_scratch_and_come_back_averaged(tmp_path):
+    # The carried corpus, labelled as corpus v3 is (the script weighs these three labels).
+    data = tmp_path / "data/en-de-v3"
+    data.mkdir(parents=True)
+    pairs = toy_corpus(300, seed=3)
+    write_split(data / "train", pairs)
+    write_split(data / "dev", pairs[:8])
+    for lang, side in (("en", 0), ("de", 1)):  # write_split would take ".general" for a suffix
+        (data / f"dev.general.{lang}").write_text("".join(p[side] + "\n" for p in pairs[8:16]))
+    labels = ("dictionary", "phrase", "general")
+    (data / "train.domain").write_text("".join(f"{labels[i % 3]}\n" for i in range(len(pairs))))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(data, arcname="data/en-de-v3")
+    (carry / "data.tar.xz").write_bytes(lzma.compress(buffer.getvalue()))
+    # The checkpoint to fine-tune: a toy model of width 32.
+    small = recipe(tmp_path / "small.yaml", 32)
+    init = train(load_train_config(str(small), [
+        f"train={data / 'train'}", f"dev={data / 'dev'}", f"out_dir={tmp_path / 'init'}",
+        "max_steps=3", "eval_every=3", "save_every=3"]))
+    (carry / "init.pt").write_bytes(init.read_bytes())
+    init_step = read_checkpoint(init)["step"]
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_DIR": str(work),
+           "GPU_TRAIN_CARRY": str(carry), "OUT": str(out), "GPU_TRAIN_SETTLE": "0",
+           "GPU_RECIPE": str(small),
+           "GPU_COMMON": "max_steps=4 eval_every=4 save_every=2 keep_last=4 threads=1",
+           "GPU_RUNS": f"ft lr_scale=0.5 max_steps={init_step + 4};"
+                       f"scratch recipe={recipe(tmp_path / 'wide.yaml', 48)} init=none max_steps=6"}
+    script = ["bash", str(ROOT / "model/gpu_train.sh")]
+    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+    assert started.returncode == 0, started.stderr
+    assert "started scratch: " in started.stdout and "from scratch" in started.stdout
+    # Let both runs reach their last step (each saves then), then stop and pack them.
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and subprocess.run(
+        ["pgrep", "-f", f"out_dir={work}/"], capture_output=True).returncode == 0:
+        time.sleep(1)
+    for name in ("ft", "scratch"):
+        log = (work / f"{name}.out").read_text()
+        assert "final checkpoint" in log, log[-2000:]
+    finished = subprocess.run([*script, "finish", str(int(time.time()))], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+
+    pieces = sorted(out.glob("train-back.tar.part-*"))
+    back = tmp_path / "back"
+    back.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in pieces))) as tar:
+        tar.extractall(back, filter="data")
+    ft, scratch = read_checkpoint(back / "ft.pt"), read_checkpoint(back / "scratch.pt")
+    # The fine-tuned run went on from the carried checkpoint's step, with its width; the other
+    # trained its own recipe from step 0.
+    assert ft["step"] == init_step + 4 and ft["config"]["d_model"] == 32
+    assert scratch["step"] == 6 and scratch["config"]["d_model"] == 48
+    assert (back / "ft.log.jsonl").exists() and (back / "scratch.log.jsonl").exists()
