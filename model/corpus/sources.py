@@ -184,14 +184,13 @@ GENERAL_GETTEXT_PACKAGES = [
 ]
 # Looked at and left out (corpus v3): colobot-common (help pages in its own markup, one
 # directory per language), singularity (no German), lordsawar-data (interface messages);
-# supertuxkart-data (1,119 mostly interface messages in a
-# 599 MB download), teeworlds-data (410 interface messages), ufoai-data (no German);
-# 0ad-data-common, neverball-data, endless-sky-data,
-# xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and scummvm-data ship
-# no German text; stellarium-data's German is 44 short landscape pages (HTML to align by
-# hand for little text); lincity-ng-data's help is XML pages per language; openttd-data and
-# minetest-data are interface labels; kanagram/khangman/parley hold DocBook manuals and word
-# lists.
+# supertuxkart-data (1,119 mostly interface messages in a 599 MB download), teeworlds-data (410
+# interface messages), ufoai-data (no German); 0ad-data-common, neverball-data,
+# endless-sky-data, xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and
+# scummvm-data ship no German text; stellarium-data's German is 44 short landscape pages (HTML
+# to align by hand for little text); lincity-ng-data's help is XML pages per language;
+# openttd-data and minetest-data are interface labels; kanagram/khangman/parley hold DocBook
+# manuals and word lists.
 
 # What the builder extracts from those packages (their images and sounds are hundreds of MB):
 # the German catalogs and the copyright files.
