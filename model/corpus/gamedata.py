@@ -21,10 +21,16 @@ pairs; cleaning and filtering happen in the builder as for every other source.
   the next line or between ``'''`` marks over several lines; the two files are joined on the
   key. Texts that pull in other entries (``[[KEY]]``) are left out: they are not whole
   sentences.
+* OpenClonk's groups (``Objects.ocd``, ``Missions.ocf``...): packed archives holding, per
+  object and scenario, ``StringTblUS.txt``/``StringTblDE.txt`` (``key=text``, joined on the
+  key) and ``DescUS.txt``/``DescDE.txt`` (one description each).
+* ScummVM's ``supernova.dat`` (Mission Supernova, a German adventure, with its English
+  translation): per game, the German and the English messages in the same order.
 """
 
 from __future__ import annotations
 
+import gzip
 import re
 import struct
 from collections.abc import Iterable, Iterator
@@ -170,7 +176,10 @@ def keyed_pairs(english: str, german: str) -> Iterator[Pair]:
 
 
 def _read(path: Path) -> str:
-    data = path.read_bytes()
+    return _decode(path.read_bytes())
+
+
+def _decode(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -255,6 +264,133 @@ def read_qm(pattern: str):
             yield from qm_pairs(path.read_bytes())
 
     return read
+
+
+# ------------------------------------------------------------------ OpenClonk groups
+
+C4GROUP_MAGIC = b"\x1e\x8c"  # a gzip stream with its first two bytes changed
+_C4_ID = b"RedWolf Design GrpFolder"
+_C4_HEADER, _C4_RECORD = 204, 316  # bytes of a group's header and of one entry's record
+_C4_MARKUP = re.compile(r"</?(?:c(?: [0-9a-fA-F]{6,8})?|i)>")  # colour and italics tags
+# Some of its German texts are typed without umlauts ("fuer", "Gegenstaende", "Tuer"): words
+# with ae, oe or ue inside, except where German spells them so (neue, Feuer, Bauer, quer,
+# aktuell, zuerst, Aerobic). Such text would teach the model that spelling.
+_NO_UMLAUTS = re.compile(
+    r"(?i)\b(?!zuer)(?:(?:ue|oe|ae(?!r))\w*"
+    r"|\w+?(?:ae|oe|(?<![aeq])ue(?!ll)|(?<![aeqtnsxdv])uell)\w*)")
+_UMLAUTS = re.compile("[äöüÄÖÜß]")
+
+
+def _c4_unscramble(header: bytes) -> bytes:
+    """A group's header is stored XOR 0xED, the first and third of every three bytes swapped."""
+    out = bytearray(b ^ 0xED for b in header)
+    for i in range(0, len(out) - 2, 3):
+        out[i], out[i + 2] = out[i + 2], out[i]
+    return bytes(out)
+
+
+def c4group_files(data: bytes, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+    """(path, contents) of every file in an OpenClonk group, nested groups included.
+
+    A packed group is gzip with its magic changed; inside, a scrambled header (an id, two
+    versions, the entry count), one fixed-size record per entry (a NUL-padded name of 260
+    bytes, then little-endian: packed flag, child-group flag, size, a reserved word, offset
+    from the end of the records), then the contents. A nested group is stored unpacked."""
+    if data.startswith(C4GROUP_MAGIC):
+        data = gzip.decompress(b"\x1f\x8b" + data[2:])
+    header = _c4_unscramble(data[:_C4_HEADER])
+    if not header.startswith(_C4_ID):
+        raise ValueError("not an OpenClonk group (wrong header)")
+    count = struct.unpack_from("<i", header, 36)[0]
+    start = _C4_HEADER + count * _C4_RECORD
+    for k in range(count):
+        record = data[_C4_HEADER + k * _C4_RECORD:_C4_HEADER + (k + 1) * _C4_RECORD]
+        name = record[:260].split(b"\0")[0].decode("latin-1")
+        _packed, child, size, _reserved, offset = struct.unpack_from("<5i", record, 260)
+        contents = data[start + offset:start + offset + size]
+        if child:
+            yield from c4group_files(contents, f"{prefix}{name}/")
+        else:
+            yield prefix + name, contents
+
+
+def _clonk_text(text: str) -> str:
+    """``|`` is the game's line break, ``\\"`` a quote escaped for the scripts that use it."""
+    return _C4_MARKUP.sub("", text).replace("|", " ").replace('\\"', '"').strip()
+
+
+def clonk_pairs(files: dict[str, bytes]) -> Iterator[Pair]:
+    """(English, German) texts of a group's string tables and descriptions. Left out: texts
+    that show an object's picture (``{{Name}}``: the picture is part of the sentence), German
+    texts typed without umlauts, and whole German files typed so (more such words than
+    umlauts: their other texts are most likely so typed too)."""
+    for path, german in files.items():
+        if not path.endswith(("StringTblDE.txt", "DescDE.txt")):
+            continue
+        english = files.get(path[:-len("DE.txt")] + "US.txt")
+        if english is None:
+            continue
+        en, de = _decode(english), _decode(german)
+        if len(_NO_UMLAUTS.findall(de)) > len(_UMLAUTS.findall(de)):
+            continue
+        texts = keyed_pairs(en, de) if path.endswith("StringTblDE.txt") else [(en, de)]
+        for en_text, de_text in texts:
+            if "{{" not in en_text + de_text and not _NO_UMLAUTS.search(de_text):
+                yield _clonk_text(en_text), _clonk_text(de_text)
+
+
+def read_openclonk(root: Path) -> Iterator[Pair]:
+    for path in _files(root, "usr/share/games/openclonk/*.oc?"):
+        yield from clonk_pairs(dict(c4group_files(path.read_bytes())))
+
+
+# ------------------------------------------------------------------ ScummVM's supernova.dat
+
+SUPERNOVA_MAGIC = b"MSN"
+_SUPERNOVA_TEXT = b"TEXT"
+
+
+def supernova_texts(data: bytes) -> dict[int, dict[str, list[str]]]:
+    """The messages of each game in ScummVM's ``supernova.dat``, by game and language.
+
+    The file is ``MSN`` and a version byte, then one part per game: the game's number (a
+    byte), the part's length (four bytes, little-endian), then blocks, each a four-byte tag,
+    a language code padded to four bytes with NULs, a length and the body. A ``TEXT``
+    body holds the game's messages, NUL-separated, in code page 437 (the DOS game's); the
+    other blocks (images, music, the manual) are skipped."""
+    if not data.startswith(SUPERNOVA_MAGIC):
+        raise ValueError("not ScummVM's supernova.dat (wrong magic)")
+    texts: dict[int, dict[str, list[str]]] = {}
+    at = len(SUPERNOVA_MAGIC) + 1
+    while at + 5 <= len(data):
+        game, length = data[at], struct.unpack_from("<I", data, at + 1)[0]
+        at, end = at + 5, at + 5 + length
+        while at + 12 <= end:
+            tag, lang = data[at:at + 4], data[at + 4:at + 8].rstrip(b"\0").decode("ascii")
+            size = struct.unpack_from("<I", data, at + 8)[0]
+            if tag == _SUPERNOVA_TEXT:
+                body = data[at + 12:at + 12 + size].decode("cp437")
+                texts.setdefault(game, {})[lang] = body.split("\0")
+            at += 12 + size
+        at = end
+    return texts
+
+
+def supernova_pairs(data: bytes) -> Iterator[Pair]:
+    """(English, German) messages of each game, paired by position; a game whose two lists
+    differ in length is left out (its messages would pair wrongly). ``|`` is the game's
+    line break: a space here."""
+    for languages in supernova_texts(data).values():
+        english, german = languages.get("en", []), languages.get("de", [])
+        if len(english) == len(german):
+            for en, de in zip(english, german, strict=True):
+                if en and de:  # each list ends with a NUL: an empty last message
+                    yield en.replace("|", " "), de.replace("|", " ")
+
+
+def read_supernova(root: Path) -> Iterator[Pair]:
+    for path in _files(root, "usr/share/scummvm/supernova.dat"):
+        yield from supernova_pairs(path.read_bytes())
 
 
 # ------------------------------------------------------------------ FreeOrion string tables

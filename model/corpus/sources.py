@@ -182,13 +182,14 @@ GENERAL_GETTEXT_PACKAGES = [
     "manaplus-data",
     "gbrainy",  # puzzles and their answers in plain sentences
 ]
-# Looked at and left out (corpus v3): colobot-common (help pages in its own markup, one
-# directory per language), singularity (no German), lordsawar-data (interface messages);
-# supertuxkart-data (1,119 mostly interface messages in a 599 MB download), teeworlds-data (410
-# interface messages), ufoai-data (no German); 0ad-data-common, neverball-data,
-# endless-sky-data, xmoto-data, pioneers-data, lbreakout2-data, asc-data, openclonk-data and
-# scummvm-data ship no German text; stellarium-data's German is 44 short landscape pages (HTML
-# to align by hand for little text); lincity-ng-data's help is XML pages per language;
+# Looked at and left out (corpus v3): colobot-common (help pages in its own markup, one directory
+# per language), singularity (no German), lordsawar-data (interface messages); supertuxkart-data
+# (1,119 mostly interface messages in a 599 MB download), teeworlds-data (410 interface messages),
+# ufoai-data (no German); 0ad-data-common, neverball-data, endless-sky-data, xmoto-data,
+# pioneers-data, lbreakout2-data and asc-data ship no German text; scummvm-data's tables besides
+# supernova.dat are small (kyra.dat), spelled without umlauts (mort.dat) or unpaired
+# (titanic.dat); drascula-german is all capitals; stellarium-data's German is 44 short landscape
+# pages (HTML to align by hand for little text); lincity-ng-data's help is XML pages per language;
 # openttd-data and minetest-data are interface labels; kanagram/khangman/parley hold DocBook
 # manuals and word lists.
 
@@ -236,6 +237,13 @@ DATA_SOURCES: dict[str, DataSource] = {
     ),
     # two fish talking their way through puzzles: short everyday dialogue lines
     "fillets-ng-data": DataSource(("*/dialogs_de.lua", _DOC), gamedata.read_fillets),
+    # a German game's objects, tutorials and missions (hints, dialogue), in packed groups
+    "openclonk-data": DataSource(
+        ("*/openclonk/*.ocd", "*/openclonk/*.ocf", "*/openclonk/System.ocg", _DOC),
+        gamedata.read_openclonk,
+    ),
+    # a German adventure's messages and dialogue with their English translation
+    "scummvm-data": DataSource(("*/supernova.dat", _DOC), gamedata.read_supernova),
 }
 DICTIONARY = "dictionary"  # train.domain's label for the Ding entries (domain "general")
 PHRASE = "phrase"  # ... and for the Ding entries that are example sentences

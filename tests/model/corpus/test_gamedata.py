@@ -1,6 +1,12 @@
-"""Readers of games' translation files: .po, Lua tables, keyed files, Tux Paint stamps."""
+"""Readers of games' translation files: .po, Lua tables, keyed files, Tux Paint stamps,
+OpenClonk's groups, ScummVM's supernova.dat."""
 
 from __future__ import annotations
+
+import gzip
+import struct
+
+import pytest
 
 from model.corpus import gamedata, sources
 
@@ -205,3 +211,81 @@ def test_fillets_dialogues_pair_each_english_line_with_the_german_after_it(tmp_p
         ("Seats. Why are there so many seats?", "Sitze. Warum gibt es so viele Sitze?"),
         ('You mean "in the water".', 'Du meinst "im Wasser".'),
     ]
+
+
+def _supernova_block(tag: bytes, lang: bytes, body: bytes) -> bytes:
+    return tag + lang.ljust(4, b"\0") + struct.pack("<I", len(body)) + body
+
+
+def _supernova_game(number: int, blocks: bytes) -> bytes:
+    return bytes([number]) + struct.pack("<I", len(blocks)) + blocks
+
+
+def test_supernova_pairs_the_english_and_german_messages_of_each_game_by_position(tmp_path):
+    first = (_supernova_block(b"TEXT", b"de", "Gehe\0Das ist dein Bett.|Toll, nicht wahr?\0"
+                              .encode("cp437"))
+             + _supernova_block(b"IMG1", b"en", b"\x01\x02\x03")
+             + _supernova_block(b"TEXT", b"en", b"Go\0This is your bed.|Great, isn't it?\0")
+             + _supernova_block(b"TEXT", b"it", b"Vai\0Questo e il tuo letto.\0"))
+    # the second game's lists differ in length: pairing by position would go wrong
+    second = (_supernova_block(b"TEXT", b"de", "Tür\0Wand\0".encode("cp437"))
+              + _supernova_block(b"TEXT", b"en", b"Door\0"))
+    folder = tmp_path / "usr/share/scummvm"
+    folder.mkdir(parents=True)
+    (folder / "supernova.dat").write_bytes(
+        b"MSN\x04" + _supernova_game(1, first) + _supernova_game(2, second))
+    assert list(gamedata.read_supernova(tmp_path)) == [
+        ("Go", "Gehe"),
+        ("This is your bed. Great, isn't it?", "Das ist dein Bett. Toll, nicht wahr?"),
+    ]
+    with pytest.raises(ValueError, match="supernova"):
+        list(gamedata.supernova_pairs(b"XYZ\x04"))
+
+
+def _c4_scramble(header: bytes) -> bytes:
+    out = bytearray(header)
+    for i in range(0, len(out) - 2, 3):
+        out[i], out[i + 2] = out[i + 2], out[i]
+    return bytes(b ^ 0xED for b in out)
+
+
+def _c4_group(entries: list[tuple[str, bytes, bool]], packed: bool) -> bytes:
+    """An OpenClonk group: a scrambled header, one 316-byte record per entry, the contents."""
+    header = b"RedWolf Design GrpFolder".ljust(28, b"\0") + struct.pack("<3i", 1, 2, len(entries))
+    records, contents = b"", b""
+    for name, data, child in entries:
+        fields = struct.pack("<5i", 0, int(child), len(data), 0, len(contents))
+        records += (name.encode().ljust(260, b"\0") + fields).ljust(316, b"\0")
+        contents += data
+    group = _c4_scramble(header.ljust(204, b"\0")) + records + contents
+    return b"\x1e\x8c" + gzip.compress(group)[2:] if packed else group
+
+
+def test_openclonk_groups_pair_string_tables_and_descriptions_in_nested_groups(tmp_path):
+    cave = _c4_group([
+        ("DescUS.txt", b"A dark cave.|Find the gold!", False),
+        ("DescDE.txt", "Eine dunkle Höhle.|Finde das Gold!".encode(), False),
+        # typed without umlauts throughout: the whole file is left out
+        ("Door.ocd/StringTblUS.txt", b"Desc=Opens the door for you.", False),
+        ("Door.ocd/StringTblDE.txt", b"Desc=Oeffnet fuer dich die Tuer.", False),
+    ], packed=False)
+    missions = _c4_group([
+        ("StringTblUS.txt", b'# dialogue\nHello=Hi, how is my wipf doing?\nSay=Say \\"yes\\".\n'
+                            b"Pic=Take the {{Shovel}}.\nLit=<c ffff00>Lit</c> from inside.\n"
+                            b"Full=Full.\nOnly=English only\n", False),
+        ("StringTblDE.txt", "Hello=Hey, wie geht es meinem Wipf?\nSay=Sag \\\"ja\\\".\n"
+                            "Pic=Nimm die {{Shovel}}.\nLit=Von innen <c ffff00>beleuchtet</c>.\n"
+                            "Full=Gefuellt.\nWarm=Schön warm.\n".encode(), False),
+        ("Cave.ocs", cave, True),
+    ], packed=True)
+    folder = tmp_path / "usr/share/games/openclonk"
+    (folder / "Music.ocg").mkdir(parents=True)  # an unpacked folder: not read
+    (folder / "Missions.ocf").write_bytes(missions)
+    assert list(gamedata.read_openclonk(tmp_path)) == [
+        ("Hi, how is my wipf doing?", "Hey, wie geht es meinem Wipf?"),
+        ('Say "yes".', 'Sag "ja".'),
+        ("Lit from inside.", "Von innen beleuchtet."),
+        ("A dark cave. Find the gold!", "Eine dunkle Höhle. Finde das Gold!"),
+    ]
+    with pytest.raises(ValueError, match="OpenClonk"):
+        list(gamedata.c4group_files(b"\0" * 300))
