@@ -33,6 +33,8 @@ RECIPE=${GPU_RECIPE:-recipes/en-de-v3ft2.yaml}
 # The runs side by side, ';'-separated: a name, then --set options on top of the recipe.
 RUNS=${GPU_RUNS:-"lr06 lr_scale=0.6;lr10 lr_scale=1.0"}
 COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4"}
+# everyday sentences with references, never trained on: logged as dev_everyday_bleu/chrf
+EVERYDAY=$(cd "$(dirname "$0")/.." && pwd)/recipes/everyday-dev
 STOP_SECONDS=60  # to stop, average and pack
 SETTLE=${GPU_TRAIN_SETTLE:-45}  # seconds start waits before it shows the runs' first progress
 say() { echo "[gpu_train.sh $(date -u +%T)] $*"; }
@@ -64,7 +66,7 @@ start() {
         done
         setsid nohup "$PY" -m model.train --config "$recipe" "${init[@]}" \
             --set "out_dir=$WORK/$name" --set "train=$data/train" --set "dev=$data/dev" \
-            --set "dev_extra={\"general\": \"$data/dev.general\"}" \
+            --set "dev_extra={\"general\": \"$data/dev.general\", \"everyday\": \"$EVERYDAY\"}" \
             --set 'domain_sample={"dictionary": 0.6, "phrase": 4.0, "general": 1.75}' \
             "${sets[@]}" >"$WORK/$name.out" 2>&1 </dev/null &
         say "started $name: $recipe ${init[*]:-from scratch} ${sets[*]}"

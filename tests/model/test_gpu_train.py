@@ -3,6 +3,7 @@ fine-tunes the carried checkpoint, one trains another recipe from scratch, and b
 as averaged fp16 checkpoints in $OUT's pieces."""
 
 import io
+import json
 import lzma
 import os
 import subprocess
@@ -87,3 +88,7 @@ def test_runs_fine_tune_or_start_from_scratch_and_come_back_averaged(tmp_path):
     assert ft["step"] == init_step + 4 and ft["config"]["d_model"] == 32
     assert scratch["step"] == 6 and scratch["config"]["d_model"] == 48
     assert (back / "ft.log.jsonl").exists() and (back / "scratch.log.jsonl").exists()
+    # every evaluation scored the everyday sentences besides the general dev split
+    evals = [json.loads(line) for line in (back / "ft.log.jsonl").read_text().splitlines()]
+    evals = [e for e in evals if e.get("event") == "eval"]
+    assert evals and all("dev_everyday_chrf" in e and "dev_general_chrf" in e for e in evals)

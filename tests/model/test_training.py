@@ -209,6 +209,15 @@ def test_every_recipe_reads_and_builds_its_architecture(recipe):
     assert model.d_model % model.n_heads == 0 and cfg.batch_tokens > 0
 
 
+def test_everyday_dev_set_is_parallel_and_apart_from_the_model_cards_sentences():
+    recipes = Path(__file__).parents[2] / "recipes"
+    english = (recipes / "everyday-dev.en").read_text(encoding="utf-8").splitlines()
+    german = (recipes / "everyday-dev.de").read_text(encoding="utf-8").splitlines()
+    card = set((recipes / "everyday-en.txt").read_text(encoding="utf-8").splitlines())
+    assert len(english) == len(german) >= 90 and all(english) and all(german)
+    assert len(set(english)) == len(english) and not card & set(english)
+
+
 def test_domain_sample_takes_a_seeded_share_of_a_domain_each_epoch(toy_run, tmp_path):
     cfg, final, _ = toy_run
     pairs = toy_corpus(3000, seed=1)
