@@ -191,7 +191,9 @@ GENERAL_GETTEXT_PACKAGES = [
 # (titanic.dat); drascula-german is all capitals; stellarium-data's German is 44 short landscape
 # pages (HTML to align by hand for little text); lincity-ng-data's help is XML pages per language;
 # openttd-data and minetest-data are interface labels; kanagram/khangman/parley hold DocBook
-# manuals and word lists.
+# manuals and word lists; simutrans-data (HTML help), pysiogame (interface), enigma-data (~200
+# loose level texts), btanks-data (capitals), lure-of-the-temptress (compressed text),
+# adonthell-data (no German); dict-freedict-eng-deu is Ding again.
 
 # What the builder extracts from those packages (their images and sounds are hundreds of MB):
 # the German catalogs and the copyright files.
