@@ -3,6 +3,7 @@
 # (docs/training.md, "On a lent GPU"): the runs train while the check's parts are staged, pause
 # while it measures, and go on until the lease's end.
 #
+#   bash model/gpu_train.sh prepare          here, before the lease: make .gpu/ (below)
 #   bash model/gpu_train.sh start            first call: unpack the carried corpus and checkpoint
 #                                            (.gpu/), start each run in its own session so it
 #                                            outlives the call
@@ -13,9 +14,10 @@
 #                                            a checkpoint), average each run's last checkpoints,
 #                                            and write them to $OUT in pieces (fp16 weights)
 #
-# .gpu/ is made here beforehand:
-#   tar -cf - data/en-de-v3/train.* data/en-de-v3/dev.* | xz -T2 > .gpu/data.tar.xz
-#   cp runs/en-de-v3ft2.pt .gpu/init.pt    (python -m export.unbundle bundles/en-de ...)
+# .gpu/ is made here beforehand by `prepare`: data.tar.xz (corpus v3's train and dev files,
+# the corpus built first if data/en-de-v3 has none: a few minutes and 3 GB of downloads),
+# init.pt (the shipped bundle's weights, export.unbundle) and spm-16000.model (corpus v3's
+# vocabulary for recipes/en-de-v3big.yaml, trained if missing: about five minutes).
 # Back here: cat train-back.tar.part-* | tar -x, then python -m model.checkpoint precision
 # RUN.pt RUN-fp32.pt makes each averaged run a float32 checkpoint again.
 #
@@ -48,6 +50,24 @@ progress() {
         say "$name: $(tr '\r' '\n' <"$WORK/$name.out" | grep -a 'step' | tail -1)"
     done
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
+}
+
+prepare() {
+    local root=${GPU_CORPUS_ROOT:-.} bundle=${GPU_BUNDLE:-bundles/en-de}
+    local corpus=$root/data/en-de-v3
+    mkdir -p "$CARRY"
+    if [ ! -f "$corpus/train.en" ]; then
+        "$PY" -m model.corpus build --pair en-de --out "$corpus" \
+            --cache "${GPU_CORPUS_CACHE:-.cache}" || exit 3
+    fi
+    (cd "$root" && tar -cf - data/en-de-v3/train.* data/en-de-v3/dev.*) | xz -T2 \
+        >"$CARRY/data.tar.xz" || exit 3
+    "$PY" -m export.unbundle "$bundle" --out "$CARRY/init.pt" || exit 3
+    if [ ! -f "$CARRY/spm-16000.model" ]; then
+        "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 --max-sentences 600000 \
+            --out "$WORK/vocab" && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
+    fi
+    ls -la "$CARRY"
 }
 
 start() {
@@ -98,10 +118,11 @@ finish() {
 }
 
 case "${1:-}" in
+    prepare) prepare ;;
     start) start ;;
     pause) kill -STOP $(pids) 2>/dev/null; say "paused: $(pids | tr '\n' ' ')" ;;
     resume) kill -CONT $(pids) 2>/dev/null ;;
     status) progress ;;
     finish) finish "${2:?finish DEADLINE}" ;;
-    *) echo "usage: bash model/gpu_train.sh start|pause|resume|status|finish DEADLINE" >&2; exit 2 ;;
+    *) echo "usage: bash model/gpu_train.sh prepare|start|pause|resume|status|finish DEADLINE" >&2; exit 2 ;;
 esac

@@ -92,3 +92,29 @@ def test_runs_fine_tune_or_start_from_scratch_and_come_back_averaged(tmp_path):
     evals = [json.loads(line) for line in (back / "ft.log.jsonl").read_text().splitlines()]
     evals = [e for e in evals if e.get("event") == "eval"]
     assert evals and all("dev_everyday_chrf" in e and "dev_general_chrf" in e for e in evals)
+
+
+def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path, tiny_bundle):
+    data = tmp_path / "data/en-de-v3"
+    data.mkdir(parents=True)
+    pairs = toy_corpus(50, seed=4)
+    write_split(data / "train", pairs)
+    write_split(data / "dev", pairs[:8])
+    (data / "test.en").write_text("not carried\n")
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    (carry / "spm-16000.model").write_bytes(b"kept: a vocabulary already there is not retrained")
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
+           "GPU_CORPUS_ROOT": str(tmp_path), "GPU_BUNDLE": str(tiny_bundle),
+           "GPU_TRAIN_DIR": str(tmp_path / "work")}
+    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(fileobj=io.BytesIO(lzma.decompress((carry / "data.tar.xz").read_bytes()))) \
+            as tar:
+        assert sorted(tar.getnames()) == [f"data/en-de-v3/{split}.{lang}"
+                                          for split in ("dev", "train") for lang in ("de", "en")]
+        assert tar.extractfile("data/en-de-v3/train.en").read().decode().splitlines() == [
+            en for en, _ in pairs]
+    assert read_checkpoint(carry / "init.pt")["step"] == 150  # the tiny bundle's checkpoint
+    assert (carry / "spm-16000.model").read_bytes().startswith(b"kept")
