@@ -184,15 +184,13 @@ def batch_loss(
 ) -> tuple[torch.Tensor, int]:
     """Mean label-smoothed cross-entropy over the batch's real target tokens, and their count."""
     src, tgt_in, tgt_out = (t.to(device) for t in collate(batch, PAD_ID))
+    real = tgt_out != PAD_ID
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
-        logits = model(src, tgt_in)  # (B, T, V)
+        logits = model(src, tgt_in, select=real)  # (N, V): the real target positions only
     loss = F.cross_entropy(
-        logits.float().reshape(-1, logits.size(-1)),
-        tgt_out.reshape(-1),
-        ignore_index=PAD_ID,
-        label_smoothing=cfg.label_smoothing,
+        logits.float(), tgt_out[real], label_smoothing=cfg.label_smoothing
     )
-    return loss, int((tgt_out != PAD_ID).sum())
+    return loss, int(real.sum())
 
 
 @torch.no_grad()

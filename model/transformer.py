@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from model.config import ModelConfig
-from model.layers import KV, DecoderLayer, Embeddings, EncoderLayer, PositionalEncoding
+from model.layers import KV, DecoderLayer, Dropout, Embeddings, EncoderLayer, PositionalEncoding
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -41,7 +41,7 @@ class Transformer(nn.Module):
             else Embeddings(c.source_vocab_size, c.d_model, c.pad_id, c.scale_embeddings)
         )
         self.positional = PositionalEncoding(c.d_model, c.max_positions, c.positional_layout)
-        self.dropout = nn.Dropout(c.dropout)
+        self.dropout = Dropout(c.dropout)
         sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout, c.activation, c.pre_norm,
                  c.layer_norm_eps)
         self.encoder_layers = nn.ModuleList(
@@ -112,10 +112,12 @@ class Transformer(nn.Module):
         cross_kv: list[KV],
         src_mask: Tensor,
         past: list[KV] | None = None,
+        project: bool = True,
     ) -> tuple[Tensor, list[KV]]:
         """Incremental decoding. tokens, positions (B, T) are new target positions following the
-        cached ones in past (per layer, (B, H, Tpast, Dh)). Returns logits (B, T, V) and the cache
-        extended by the new positions."""
+        cached ones in past (per layer, (B, H, Tpast, Dh)). Returns logits (B, T, V), or with
+        project=False the last layer's states (B, T, D), and the cache extended by the new
+        positions."""
         n_past = 0 if past is None else past[0][0].size(2)
         self_mask = look_ahead_mask(tokens.size(1), n_past, tokens.device)
         x = self.embed(tokens, positions)
@@ -123,16 +125,19 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder_layers):
             x, kv = layer(x, self_mask, cross_kv[i], src_mask, None if past is None else past[i])
             new_past.append(kv)
-        return self.project(x), new_past
+        return (self.project(x) if project else x), new_past
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+    def forward(self, src: Tensor, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V).
         Target padding needs no mask of its own: pads come after real tokens, and the look-ahead
-        mask already keeps every real position from seeing them."""
+        mask already keeps every real position from seeing them. With select (B, T) bool, only
+        the selected positions' logits, (N, V): training projects no padding onto the vocabulary
+        (the projection and its softmax are a large share of a small model's step)."""
         memory, src_mask = self.encode(src)
         positions = torch.arange(tgt_in.size(1), device=tgt_in.device).expand_as(tgt_in)
-        logits, _ = self.decode_step(tgt_in, positions, self.cross_kv(memory), src_mask)
-        return logits
+        states, _ = self.decode_step(tgt_in, positions, self.cross_kv(memory), src_mask,
+                                     project=False)
+        return self.project(states if select is None else states[select])
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -47,6 +47,15 @@ def test_token_batches_respect_the_budget_and_cover_every_example():
     assert src.shape[0] == tgt_in.shape[0] and tgt_in.shape == tgt_out.shape
 
 
+def test_token_batches_group_by_the_longer_side_so_targets_carry_little_padding():
+    # sources of one length with targets of very different lengths, and the reverse
+    examples = [Example([5] * 10, [1] + [6] * n + [2]) for n in (1, 30, 2, 31, 3, 32)]
+    examples += [Example([5] * n, [1] + [6] * 8 + [2]) for n in (1, 30, 2, 31)]
+    for b in token_batches(examples, max_tokens=70, seed=1):
+        longest = [max(len(e.src), len(e.tgt)) for e in b]
+        assert max(longest) - min(longest) <= 3, longest
+
+
 def test_tokenizer_round_trips_text_and_keeps_special_ids(tmp_path):
     texts = ["The quick brown fox jumps over the lazy dog.", "Öffnen Sie die Datei %s."] * 100
     tok = Tokenizer.load(train_tokenizer(texts, tmp_path / "spm.model", vocab_size=60))

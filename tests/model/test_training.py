@@ -11,11 +11,15 @@ import torch
 
 from export.verify import reference_log_probs
 from model.checkpoint import checkpoint_paths, load_model, read_checkpoint
+from model.data import collate
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
+from model.tokenizer import PAD_ID
 from model.train import (
     Trainer,
+    batch_loss,
+    encode_pairs,
     inverse_sqrt_lr,
     load_train_config,
     train,
@@ -87,6 +91,20 @@ def toy_run(tmp_path_factory):
     cfg = load_train_config(None, [f"{k}={json.dumps(v)}" for k, v in overrides.items()])
     final = train(cfg)
     return cfg, final, held_out
+
+
+def test_batch_loss_projects_only_real_targets_and_equals_the_padded_loss(toy_run):
+    cfg, final, held_out = toy_run
+    model, tok, _ = load_model(final)
+    batch = encode_pairs(tok, held_out[:6], cfg.max_len)  # targets of several lengths: padding
+    loss, count = batch_loss(model, batch, cfg, torch.device("cpu"), bf16=False)
+    src, tgt_in, tgt_out = collate(batch, PAD_ID)
+    logits = model(src, tgt_in)
+    padded = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.size(-1)), tgt_out.reshape(-1), ignore_index=PAD_ID,
+        label_smoothing=cfg.label_smoothing)
+    assert count == int((tgt_out != PAD_ID).sum()) < tgt_out.numel()
+    assert torch.allclose(loss, padded, atol=1e-6)
 
 
 def test_loss_goes_down_and_greedy_reproduces_held_out_examples(toy_run):

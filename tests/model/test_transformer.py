@@ -5,7 +5,7 @@ import torch
 
 from model.checkpoint import average_checkpoints, load_model, save_checkpoint
 from model.config import ModelConfig
-from model.layers import PositionalEncoding
+from model.layers import Dropout, PositionalEncoding
 from model.search import beam_search, greedy_search
 from model.tokenizer import Tokenizer, train_tokenizer
 from model.transformer import Transformer
@@ -98,6 +98,32 @@ def test_target_padding_does_not_change_earlier_positions(model):
     src, tgt = random_ids(1, 5, 6), random_ids(1, 4, 7)
     padded = torch.cat([tgt, torch.full((1, 3), CONFIG.pad_id)], dim=1)
     assert torch.allclose(model(src, tgt), model(src, padded)[:, :4], atol=1e-5)
+
+
+def test_selected_positions_get_the_logits_the_full_pass_gives_them(model):
+    src, tgt = random_ids(3, 6, 10), random_ids(3, 5, 11)
+    select = torch.rand(3, 5, generator=torch.Generator().manual_seed(1)) > 0.4
+    assert torch.allclose(model(src, tgt, select=select), model(src, tgt)[select], atol=1e-6)
+
+
+def test_dropout_drops_its_share_scales_the_rest_and_is_seeded():
+    drop = Dropout(0.1)
+    x = torch.ones(1000, 1000, requires_grad=True)
+    torch.manual_seed(5)
+    y = drop(x)
+    kept = y != 0
+    assert abs(1 - kept.float().mean().item() - 0.1) < 0.002  # a million draws
+    scale = 65536 / (65536 - round(0.1 * 65536))
+    assert torch.all(y[kept] == scale) and abs(y.mean().item() - 1) < 0.005
+    y.sum().backward()
+    assert torch.equal(x.grad, kept.float() * scale)  # gradient through the kept elements only
+    torch.manual_seed(5)
+    assert torch.equal(drop(x), y)
+    assert torch.equal(drop.eval()(x), x) and torch.equal(Dropout(0.0)(x), x)
+    z = torch.ones(4, 5, 3, dtype=torch.bfloat16)  # an odd element count, another dtype
+    assert drop.train()(z).shape == z.shape and drop(z).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="dropout"):
+        Dropout(1.0)
 
 
 def test_incremental_decoding_with_the_cache_matches_the_full_forward_pass(model):
