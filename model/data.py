@@ -122,8 +122,8 @@ def token_batches(
     """Group examples into batches whose padded size (rows x longest side) stays within
     max_tokens. Examples are sorted by their longer side, the length the budget counts (with a
     little noise when seeded, so that batches differ between epochs), then by source length;
-    the batch order is shuffled when seeded. Sorting by the source alone left about half of a
-    batch's target positions padding: targets of one source length vary widely."""
+    the batch order is shuffled when seeded. Sorting by the source alone left much of a batch's
+    target side padding: targets of one source length vary widely."""
     rng = random.Random(seed)
     noise = (lambda: rng.random()) if seed is not None else (lambda: 0.0)
     order = sorted(examples, key=lambda e: (max(len(e.src), len(e.tgt)) + noise(), len(e.src)))

@@ -18,9 +18,9 @@ class Dropout(nn.Module):
     """Inverted dropout: in training, zero each element with probability p and scale the rest
     by 1 / (1 - p); the identity otherwise.
 
-    On the CPU, PyTorch's dropout draws one random number per element, and those draws took
-    about a third of a training step of our small model. Here each 64-bit draw gives four
-    16-bit uniform words, one per element: an element is kept when its word is at least a
+    On the CPU, PyTorch's dropout draws one random number per element, and those draws were
+    the largest single cost of a training step of our small model. Here each 64-bit draw gives
+    four 16-bit uniform words, one per element: an element is kept when its word is at least a
     threshold, so p is rounded to a multiple of 2^-16 and the scale uses that rounded p.
     Elsewhere (CUDA) PyTorch's own dropout is fast and is used."""
 
