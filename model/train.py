@@ -180,15 +180,18 @@ def encode_pairs(tok: Tokenizer, pairs: list[tuple[str, str]], max_len: int) -> 
 
 
 def batch_loss(
-    model: Transformer, batch: list[Example], cfg: TrainConfig, device: torch.device, bf16: bool
+    model: Transformer, batch: list[Example], cfg: TrainConfig, device: torch.device, bf16: bool,
+    label_smoothing: float | None = None, reduction: str = "mean",
 ) -> tuple[torch.Tensor, int]:
-    """Mean label-smoothed cross-entropy over the batch's real target tokens, and their count."""
+    """Cross-entropy over the batch's real target tokens (label-smoothed as the recipe says
+    unless given; their mean, or with reduction="sum" their sum), and their count."""
     src, tgt_in, tgt_out = (t.to(device) for t in collate(batch, PAD_ID))
     real = tgt_out != PAD_ID
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
         logits = model(src, tgt_in, select=real)  # (N, V): the real target positions only
+    smoothing = cfg.label_smoothing if label_smoothing is None else label_smoothing
     loss = F.cross_entropy(
-        logits.float(), tgt_out[real], label_smoothing=cfg.label_smoothing
+        logits.float(), tgt_out[real], label_smoothing=smoothing, reduction=reduction
     )
     return loss, int(real.sum())
 
@@ -209,16 +212,10 @@ def validate(
     model.eval()
     total, count = 0.0, 0
     for batch in token_batches(dev_examples, cfg.batch_tokens):
-        src, tgt_in, tgt_out = (t.to(device) for t in collate(batch, PAD_ID))
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
-            logits = model(src, tgt_in)
-        total += F.cross_entropy(
-            logits.float().reshape(-1, logits.size(-1)),
-            tgt_out.reshape(-1),
-            ignore_index=PAD_ID,
-            reduction="sum",
-        ).item()
-        count += int((tgt_out != PAD_ID).sum())
+        loss, n = batch_loss(model, batch, cfg, device, bf16, label_smoothing=0.0,
+                             reduction="sum")
+        total += loss.item()
+        count += n
     result = {"dev_loss": total / max(count, 1)}
     for name, pairs in {"": dev_pairs, **(extra or {})}.items():
         sample = pairs[: cfg.bleu_sentences]
