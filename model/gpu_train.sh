@@ -25,6 +25,10 @@
 # GPU_RECIPE, and init=none starts from scratch instead of from .gpu/init.pt (its tokenizer
 # then comes from the recipe or a tokenizer= option, e.g. .gpu/spm-16000.model), e.g.
 #   GPU_RUNS='big recipe=recipes/en-de-v3big.yaml init=none tokenizer=.gpu/spm-16000.model'
+# init=FILE starts from another checkpoint, e.g. a run that came back from an earlier lease
+# (its fp16 average as it came back; the recipe's tokenizer is set aside for the checkpoint's):
+#   GPU_RUNS='big2 recipe=recipes/en-de-v3big.yaml init=.gpu/big.pt'
+# `prepare` carries it in place of the shipped weights when GPU_INIT names it.
 set -uo pipefail
 
 WORK=${GPU_TRAIN_DIR:-/tmp/gpu-train}
@@ -60,10 +64,17 @@ prepare() {
         "$PY" -m model.corpus build --pair en-de --out "$corpus" \
             --cache "${GPU_CORPUS_CACHE:-.cache}" || exit 3
     fi
-    (cd "$root" && tar -cf - data/en-de-v3/train.* data/en-de-v3/dev.*) | xz -T2 \
+    (cd "$root" && tar -cf - data/en-de-v3/train.* data/en-de-v3/dev.*) | xz -9 -T2 \
         >"$CARRY/data.tar.xz" || exit 3
-    "$PY" -m export.unbundle "$bundle" --out "$CARRY/init.pt" || exit 3
-    if [ ! -f "$CARRY/spm-16000.model" ]; then
+    if [ -n "${GPU_INIT:-}" ]; then
+        # a run to go on with, its tokenizer inside: neither the shipped weights nor the
+        # vocabulary travel beside it (the device tool carries 64 MiB)
+        rm -f "$CARRY/init.pt" "$CARRY/spm-16000.model"
+        cp "$GPU_INIT" "$CARRY/$(basename "$GPU_INIT")" || exit 3
+    else
+        "$PY" -m export.unbundle "$bundle" --out "$CARRY/init.pt" || exit 3
+    fi
+    if [ -z "${GPU_INIT:-}" ] && [ ! -f "$CARRY/spm-16000.model" ]; then
         "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 --max-sentences 600000 \
             --out "$WORK/vocab" && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
     fi
@@ -73,7 +84,7 @@ prepare() {
 start() {
     mkdir -p "$WORK"
     tar -xJf "$CARRY/data.tar.xz" -C "$WORK" || exit 3
-    cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3
+    if [ -f "$CARRY/init.pt" ]; then cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3; fi
     local data=$WORK/data/en-de-v3 name opts
     while read -r name opts; do
         local sets=() recipe=$RECIPE init=(--init-from "$WORK/init.pt")
@@ -81,6 +92,7 @@ start() {
             case $kv in
                 recipe=*) recipe=${kv#recipe=} ;;
                 init=none) init=() ;;
+                init=*) init=(--init-from "${kv#init=}" --set tokenizer=) ;;
                 *) sets+=(--set "$kv") ;;
             esac
         done

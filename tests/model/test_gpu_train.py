@@ -1,6 +1,6 @@
 """model/gpu_train.sh, the script a lent GPU's lease runs, run here on a toy corpus: one run
-fine-tunes the carried checkpoint, one trains another recipe from scratch, and both come back
-as averaged fp16 checkpoints in $OUT's pieces."""
+fine-tunes the carried checkpoint, one trains another recipe from scratch, both come back
+as averaged fp16 checkpoints in $OUT's pieces, and a later lease goes on from one of them."""
 
 import io
 import json
@@ -28,7 +28,7 @@ def recipe(path: Path, d_model: int) -> Path:
     return path
 
 
-def test_runs_fine_tune_or_start_from_scratch_and_come_back_averaged(tmp_path):
+def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later(tmp_path):
     # The carried corpus, labelled as corpus v3 is (the script weighs these three labels).
     data = tmp_path / "data/en-de-v3"
     data.mkdir(parents=True)
@@ -93,6 +93,27 @@ def test_runs_fine_tune_or_start_from_scratch_and_come_back_averaged(tmp_path):
     evals = [e for e in evals if e.get("event") == "eval"]
     assert evals and all("dev_everyday_chrf" in e and "dev_general_chrf" in e for e in evals)
 
+    # A later lease goes on with the run that came back (its fp16 average, carried as it is),
+    # without the shipped weights: the carry holds the corpus and that checkpoint alone.
+    (carry / "init.pt").unlink()
+    (carry / "scratch.pt").write_bytes((back / "scratch.pt").read_bytes())
+    # its recipe names a vocabulary, as the big one does: the checkpoint's own comes first
+    wide = recipe(tmp_path / "wide-again.yaml", 48)
+    wide.write_text(wide.read_text() + f"tokenizer: {work / 'scratch/spm.model'}\n")
+    later = {**env, "GPU_TRAIN_DIR": str(tmp_path / "work2"),
+             "GPU_RUNS": f"again recipe={wide} init={carry / 'scratch.pt'} max_steps=9"}
+    started = subprocess.run([*script, "start"], env=later, capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+    assert started.returncode == 0, started.stderr
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and subprocess.run(
+        ["pgrep", "-f", f"out_dir={tmp_path / 'work2'}/"], capture_output=True).returncode == 0:
+        time.sleep(1)
+    log = (tmp_path / "work2/again.out").read_text()
+    assert "initialised from" in log and "(step 6)" in log, log[-2000:]
+    again = read_checkpoint(tmp_path / "work2/again/step_9.pt")
+    assert again["config"]["d_model"] == 48 and again["tokenizer"] == scratch["tokenizer"]
+
 
 def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path, tiny_bundle):
     data = tmp_path / "data/en-de-v3"
@@ -118,3 +139,13 @@ def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path
             en for en, _ in pairs]
     assert read_checkpoint(carry / "init.pt")["step"] == 150  # the tiny bundle's checkpoint
     assert (carry / "spm-16000.model").read_bytes().startswith(b"kept")
+
+    # Going on with a run that came back: it travels instead of the shipped weights and the
+    # vocabulary (its tokenizer is inside).
+    run = tmp_path / "big.pt"
+    run.write_bytes((carry / "init.pt").read_bytes())
+    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
+                          env={**env, "GPU_INIT": str(run)}, capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in carry.iterdir()) == ["big.pt", "data.tar.xz"]
