@@ -275,7 +275,8 @@ def _domain_rows(domains: dict[str, Any] | None) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {domain} | `{row.get('data')}` | {row.get('sentences')} | {variant} | {mode} | "
+        f"| {domain} | `{row.get('data')}`{' typed in a hurry' if row.get('hurried') else ''} "
+        f"| {row.get('sentences')} | {variant} | {mode} | "
         f"{m['bleu']:.2f} | {m['chrf']:.2f} |"
         for domain, row in domains.items()
         for variant, mode, m in _measured(row)

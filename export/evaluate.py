@@ -12,6 +12,8 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 --max-int8-loss BLEU against fp32. With --domain, the numbers go to the per-domain table
 (``domain_scores``) instead, and the default variant is left alone. --examples translates each
 line of a file with the default variant and records the real outputs for the model card.
+--hurried scores the test set as users type it in a hurry: sources lower-cased, a final full
+stop, question or exclamation mark dropped from source and reference.
 Decoding uses the bundle's defaults (its manifest's `decoding`) unless given.
 --tune-length-penalty scores the default variant with each length penalty on --data (a dev split,
 not the test split) and, with --record, makes the best one the bundle's default when it gains
@@ -33,7 +35,7 @@ from app.engine.bundle import MANIFEST, decoding_section, load_bundle
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
 from export.bundle import save_manifest
-from model.data import read_corpus
+from model.data import read_corpus, typed_in_a_hurry
 from model.evaluate import corpus_scores
 from model.hardware import machine
 
@@ -95,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limitations", help="the model card's 'intended use and limits' text")
     p.add_argument("--domain", help="record the scores as this domain's row (software, general...)")
     p.add_argument("--examples", type=Path, help="translate each line of this file instead")
+    p.add_argument("--hurried", action="store_true",
+                   help="the sources as typed in a hurry: lower-cased, without their final "
+                        "mark (dropped from the reference too)")
     args = p.parse_args(argv)
 
     manifest = load_bundle(args.bundle).manifest
@@ -106,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = read_corpus(args.data, manifest["source_lang"], manifest["target_lang"])
     if args.limit:
         pairs = pairs[: args.limit]
+    if args.hurried:
+        pairs = [typed_in_a_hurry(s, t) for s, t in pairs]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     if args.tune_length_penalty:
         return tune_length_penalty(args, manifest, sources, refs)
@@ -194,9 +201,11 @@ def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> 
     """Store one domain's scores (the per-domain table of the card)."""
     key = decoding_mode(args.beam_size)
     row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
-    if row.get("data") != str(args.data):
+    if row.get("data") != str(args.data) or row.get("hurried", False) != args.hurried:
         row.clear()
     row.update(data=str(args.data), sentences=n, length_penalty=args.length_penalty)
+    if args.hurried:
+        row["hurried"] = True
     for variant, s in results.items():
         row.setdefault(variant, {})[key] = {k: s[k] for k in ("bleu", "chrf")}
     save_manifest(bundle, manifest)

@@ -172,6 +172,24 @@ def iterate_epochs(
         epoch += 1
 
 
+END_MARKS = ".!?"
+HURRIES = ("lower", "unmarked", "both")
+
+
+def typed_in_a_hurry(src: str, tgt: str, how: str = "both") -> Pair:
+    """A pair whose source reads as users type in a chat box: lower-cased ("lower"), without
+    its final full stop, question or exclamation mark ("unmarked"), or both. A mark goes from
+    both sides or neither, so no mark in means none out; the German keeps its case (its nouns
+    stay capitalised whatever the English looked like)."""
+    if how not in HURRIES:
+        raise ValueError(f"how must be one of {HURRIES}, got {how!r}")
+    if how != "unmarked":
+        src = src.lower()
+    if how != "lower" and src[-1:] in END_MARKS and tgt[-1:] in END_MARKS:
+        src, tgt = src.rstrip(END_MARKS).rstrip(), tgt.rstrip(END_MARKS).rstrip()
+    return src, tgt
+
+
 def read_domains(path: str | Path, count: int) -> list[str]:
     """One domain label per line, aligned with a corpus of `count` pairs."""
     labels = Path(path).read_text(encoding="utf-8").splitlines()

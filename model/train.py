@@ -34,6 +34,7 @@ from model.checkpoint import (
 )
 from model.config import ModelConfig
 from model.data import (
+    HURRIES,
     Example,
     collate,
     iterate_epochs,
@@ -42,6 +43,7 @@ from model.data import (
     read_domains,
     sample_domains,
     token_batches,
+    typed_in_a_hurry,
 )
 from model.evaluate import corpus_scores, translate_greedy
 from model.hardware import machine
@@ -61,6 +63,10 @@ class TrainConfig:
     # per-domain share of the training pairs used in each epoch (a fresh seeded sample per
     # epoch), e.g. {"general": 0.3}; domains not named are used whole. Labels: <train>.domain
     domain_sample: dict[str, float] = dataclasses.field(default_factory=dict)
+    # share of each epoch's pairs (a fresh seeded sample per epoch) given with their source as
+    # typed in a hurry: lower-cased, without the final mark, or both, one of the three at random
+    # (model.data.typed_in_a_hurry)
+    hurried_share: float = 0.0
     src_lang: str = "en"
     tgt_lang: str = "de"
     out_dir: str = "runs/en-de"
@@ -138,6 +144,8 @@ def train_config_from_dict(data: dict) -> TrainConfig:
         raise SystemExit(f"unknown training options: {unknown}; see TrainConfig in {__file__}")
     if "adam_betas" in data:
         data["adam_betas"] = tuple(data["adam_betas"])
+    if not 0.0 <= data.get("hurried_share", 0.0) <= 1.0:
+        raise SystemExit(f"hurried_share is a share of the pairs, 0 to 1: {data['hurried_share']}")
     return TrainConfig(**data, model=ModelConfig(**{"vocab_size": 8000, **model}))
 
 
@@ -346,10 +354,31 @@ class Trainer:
                 for label, group in sorted(grouped.items())}
 
     def epoch_examples(self, epoch: int) -> list[Example]:
-        """The examples of one epoch: all of them, or a per-domain sample (domain_sample)."""
-        if not self.cfg.domain_sample:
-            return self.examples
-        return sample_domains(self.by_domain, self.cfg.domain_sample, self.cfg.seed + epoch)
+        """The examples of one epoch: all of them, or a per-domain sample (domain_sample), a
+        share of them typed in a hurry (hurried_share)."""
+        cfg = self.cfg
+        examples = self.examples
+        if cfg.domain_sample:
+            examples = sample_domains(self.by_domain, cfg.domain_sample, cfg.seed + epoch)
+        if cfg.hurried_share:
+            examples = self.hurry(examples, random.Random(f"hurried {cfg.seed} {epoch}"))
+        return examples
+
+    def hurry(self, examples: list[Example], rng: random.Random) -> list[Example]:
+        """A copy of examples with a sample of hurried_share of them decoded, typed in a hurry
+        and encoded again (those that grow past max_len stay as they were)."""
+        picked = rng.sample(range(len(examples)), round(self.cfg.hurried_share * len(examples)))
+        pairs = [typed_in_a_hurry(self.tok.decode(examples[i].src),
+                                  self.tok.decode(examples[i].tgt), rng.choice(HURRIES))
+                 for i in picked]
+        src = self.tok.encode_batch([s for s, _ in pairs])
+        tgt = self.tok.encode_batch([t for _, t in pairs])
+        hurried = list(examples)
+        for i, s, t in zip(picked, src, tgt, strict=True):
+            made = make_examples([s], [t], BOS_ID, EOS_ID, self.cfg.max_len)
+            if made:
+                hurried[i] = made[0]
+        return hurried
 
     def _init_from(self, state: dict, path: str | Path | None) -> None:
         self.model.load_state_dict(state["model"])

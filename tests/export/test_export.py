@@ -278,6 +278,23 @@ def test_evaluate_records_domain_scores_and_examples_in_the_card(
     assert "| general |" in card and "## Everyday examples" in card
     assert f"| {rows[0]['source']} | {rows[0]['translation']} |" in card
 
+    # A written split typed in a hurry: a row of its own, its sources lower-cased and unmarked.
+    written = tmp_path / "written"
+    written.with_suffix(".en").write_text(
+        "".join(f"{s.capitalize()}.\n" for s in tiny_sentences[:4]), encoding="utf-8")
+    written.with_suffix(".de").write_text(
+        "".join(f"{s}.\n" for s in tiny_sentences[:4]), encoding="utf-8")
+    hurried = ["--data", str(written), "--domain", "general, hurried", "--hurried",
+               "--output-dir", str(tmp_path / "hurried")]
+    assert evaluate.main([*common, *hurried]) == 0
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["domain_scores"]["general, hurried"]["hurried"] is True
+    assert "hurried" not in manifest["domain_scores"]["general"]
+    expected = translator.translate_batch(tiny_sentences[:4], TranslationOptions(beam_size=1))
+    assert (tmp_path / "hurried/fp32.de").read_text().splitlines() == [r.text for r in expected]
+    assert f"| general, hurried | `{written}` typed in a hurry | 4 |" in (
+        bundle / "MODEL_CARD.md").read_text()
+
 
 def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sentences, tmp_path,
                                                           capsys):

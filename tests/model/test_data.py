@@ -1,5 +1,7 @@
 """Corpus readers, cleaning, token-budget batching and the tokenizer."""
 
+import pytest
+
 from model.data import Example, clean_pairs, collate, read_corpus, token_batches
 from model.tokenizer import Tokenizer, train_tokenizer
 
@@ -82,3 +84,20 @@ def test_sample_domains_cuts_and_repeats_by_share():
     assert len(general) == 25 and all(general.count(1000 + i) >= 2 for i in range(10))
     assert sorted(i for i in ids if i >= 2000) == list(range(2000, 2020))
     assert [e.src for e in sample_domains(by_domain, shares, seed=3)] == [e.src for e in chosen]
+
+
+def test_typed_in_a_hurry_lowers_the_source_or_drops_the_final_mark_on_both_sides():
+    from model.data import HURRIES, typed_in_a_hurry
+
+    pair = ("Where is the Station?", "Wo ist der Bahnhof?")
+    assert [typed_in_a_hurry(*pair, how) for how in HURRIES] == [
+        ("where is the station?", "Wo ist der Bahnhof?"),
+        ("Where is the Station", "Wo ist der Bahnhof"),
+        ("where is the station", "Wo ist der Bahnhof")]
+    # a mark goes only where both sides end with one; the German's case always stays
+    assert typed_in_a_hurry("Save the File.", "Datei speichern") == ("save the file.",
+                                                                     "Datei speichern")
+    assert typed_in_a_hurry("Wait!?", "Warte!") == ("wait", "Warte")
+    assert typed_in_a_hurry("Wait...", "Warte …") == ("wait...", "Warte …")
+    with pytest.raises(ValueError, match="how must be one of"):
+        typed_in_a_hurry("a", "b", "shouting")

@@ -266,6 +266,34 @@ def test_domain_sample_takes_a_seeded_share_of_a_domain_each_epoch(toy_run, tmp_
                                     domain_sample={"nope": 0.5}), init_from=final)
 
 
+def test_hurried_share_types_a_seeded_share_of_each_epoch_in_a_hurry(toy_run, tmp_path):
+    cfg, _, _ = toy_run
+    # The toy corpus as written sentences: capitalised, with a full stop or a question mark.
+    pairs = [(f"{s.capitalize()}{m}", f"{t.capitalize()}{m}")
+             for i, (s, t) in enumerate(toy_corpus(2000, seed=5)) for m in ".?"[i % 2]]
+    write_split(tmp_path / "train", pairs)
+    hurried = dataclasses.replace(cfg, train=str(tmp_path / "train"),
+                                  out_dir=str(tmp_path / "run"), hurried_share=0.3,
+                                  model=dataclasses.replace(cfg.model, vocab_size=80))
+    trainer = Trainer(hurried)
+    first, second = trainer.epoch_examples(3), trainer.epoch_examples(4)
+    for epoch in (first, second):
+        changed = [(trainer.tok.decode(old.src), trainer.tok.decode(old.tgt),
+                    trainer.tok.decode(new.src), trainer.tok.decode(new.tgt))
+                   for old, new in zip(trainer.examples, epoch, strict=True) if old != new]
+        assert abs(len(changed) - 0.3 * len(pairs)) < 0.02 * len(pairs)
+        for src, tgt, new_src, new_tgt in changed:
+            assert new_src in (src.lower(), src[:-1], src[:-1].lower())
+            assert new_tgt == (tgt if new_src[-1] in ".?" else tgt[:-1])
+        kinds = Counter((s != s.lower(), n[-1] in ".?") for s, _, n, _ in changed)
+        assert set(kinds) == {(True, True), (True, False)}  # lower-cased, mark gone or not
+        assert kinds[True, False] > kinds[True, True]  # two kinds of three drop it
+    assert first == trainer.epoch_examples(3)  # the same epoch when a run resumes
+    assert first != second
+    with pytest.raises(SystemExit, match="hurried_share"):
+        load_train_config(None, ["hurried_share=1.5"])
+
+
 def test_a_run_averaged_to_fp16_and_widened_again_keeps_its_weights(toy_run, tmp_path):
     """model/gpu_train.sh carries a run off a GPU machine as an fp16 average of its last
     checkpoints; widened to float32 here it loads as a model again."""
