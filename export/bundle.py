@@ -263,6 +263,9 @@ def _score_rows(scores: dict[str, Any]) -> list[str]:
     return lines
 
 
+HURRIED = " typed in a hurry (lower case, no final mark)"
+
+
 def _domain_rows(domains: dict[str, Any] | None) -> list[str]:
     """Scores per domain of the corpus (each domain's own test split)."""
     if not domains:
@@ -275,7 +278,7 @@ def _domain_rows(domains: dict[str, Any] | None) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {domain} | `{row.get('data')}`{' typed in a hurry' if row.get('hurried') else ''} "
+        f"| {domain} | `{row.get('data')}`{HURRIED if row.get('hurried') else ''} "
         f"| {row.get('sentences')} | {variant} | {mode} | "
         f"{m['bleu']:.2f} | {m['chrf']:.2f} |"
         for domain, row in domains.items()

@@ -38,7 +38,7 @@ OUT=${OUT:-/tmp/gpu-train-out}
 RECIPE=${GPU_RECIPE:-recipes/en-de-v3ft2.yaml}
 # The runs side by side, ';'-separated: a name, then --set options on top of the recipe.
 RUNS=${GPU_RUNS:-"lr06 lr_scale=0.6;lr10 lr_scale=1.0"}
-COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4"}
+COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4 hurried_share=0.15"}
 # everyday sentences with references, never trained on: logged as dev_everyday_bleu/chrf
 EVERYDAY=$(cd "$(dirname "$0")/.." && pwd)/recipes/everyday-dev
 STOP_SECONDS=60  # to stop, average and pack
