@@ -73,10 +73,11 @@ prepare() {
         cp "$GPU_INIT" "$CARRY/$(basename "$GPU_INIT")" || exit 3
     else
         "$PY" -m export.unbundle "$bundle" --out "$CARRY/init.pt" || exit 3
-    fi
-    if [ -z "${GPU_INIT:-}" ] && [ ! -f "$CARRY/spm-16000.model" ]; then
-        "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 --max-sentences 600000 \
-            --out "$WORK/vocab" && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
+        if [ ! -f "$CARRY/spm-16000.model" ]; then
+            "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
+                --max-sentences 600000 --out "$WORK/vocab" \
+                && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
+        fi
     fi
     ls -la "$CARRY"
 }
