@@ -9,26 +9,37 @@
 #                                            outlives the call
 #   bash model/gpu_train.sh pause | resume   SIGSTOP / SIGCONT, so the check sees an idle GPU
 #   bash model/gpu_train.sh status           each run's last progress line, the GPU's load
+#   bash model/gpu_train.sh snapshot         each run's last checkpoints averaged, to $OUT, while
+#                                            the runs go on
 #   bash model/gpu_train.sh finish DEADLINE  train on until DEADLINE (seconds since the epoch)
 #                                            less the time to stop; then stop the runs (each saves
 #                                            a checkpoint), average each run's last checkpoints,
 #                                            and write them to $OUT in pieces (fp16 weights)
 #
 # .gpu/ is made here beforehand by `prepare`: data.tar.xz (corpus v3's train and dev files,
-# the corpus built first if data/en-de-v3 has none: a few minutes and 3 GB of downloads),
-# init.pt (the shipped bundle's weights, export.unbundle) and spm-16000.model (corpus v3's
-# vocabulary for recipes/en-de-v3big.yaml, trained if missing: about five minutes).
+# the corpus built first if data/en-de-v3 has none: a few minutes and 3 GB of downloads) and
+# spm-16000.model (corpus v3's vocabulary for recipes/en-de-v3big.yaml, trained if missing:
+# about five minutes). The shipped weights travel in the working tree (bundles/en-de): `start`
+# rebuilds them on the device (export.unbundle) unless .gpu/init.pt is carried.
 # Back here: cat train-back.tar.part-* | tar -x, then python -m model.checkpoint precision
 # RUN.pt RUN-fp32.pt makes each averaged run a float32 checkpoint again.
 #
 # A run's options are --set options, except two: recipe=FILE trains that recipe instead of
-# GPU_RECIPE, and init=none starts from scratch instead of from .gpu/init.pt (its tokenizer
-# then comes from the recipe or a tokenizer= option, e.g. .gpu/spm-16000.model), e.g.
+# GPU_RECIPE, and init=none starts from scratch instead of from the shipped weights (its
+# tokenizer then comes from the recipe or a tokenizer= option, e.g. .gpu/spm-16000.model), e.g.
 #   GPU_RUNS='big recipe=recipes/en-de-v3big.yaml init=none tokenizer=.gpu/spm-16000.model'
 # init=FILE starts from another checkpoint, e.g. a run that came back from an earlier lease
 # (its fp16 average as it came back; the recipe's tokenizer is set aside for the checkpoint's):
 #   GPU_RUNS='big2 recipe=recipes/en-de-v3big.yaml init=.gpu/big.pt'
-# `prepare` carries it in place of the shipped weights when GPU_INIT names it.
+# `prepare` carries it when GPU_INIT names it. The device tool carries at most 64 MiB a call,
+# the working tree included, so such a checkpoint travels xz-packed in pieces, one folder per
+# call (.gpu-2, .gpu-3, ...: each must be ignored by git, e.g. '/.gpu*/' in .git/info/exclude).
+# The machine keeps ignored folders between calls while it is warm, and `start`, in the call
+# that carries .gpu, joins the pieces and checks them against .gpu/RUN.pt.sha256.
+#
+# `snapshot`, in the call that runs `start`, writes each run's last checkpoints averaged to
+# $OUT (snapshot.tar.part-*) while the runs go on: if the next call, `finish`, does not come
+# before the warm machine is given back, that copy is what the lease leaves.
 set -uo pipefail
 
 WORK=${GPU_TRAIN_DIR:-/tmp/gpu-train}
@@ -39,8 +50,9 @@ RECIPE=${GPU_RECIPE:-recipes/en-de-v3ft2.yaml}
 # The runs side by side, ';'-separated: a name, then --set options on top of the recipe.
 RUNS=${GPU_RUNS:-"lr06 lr_scale=0.6;lr10 lr_scale=1.0"}
 COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4 hurried_share=0.15"}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 # everyday sentences with references, never trained on: logged as dev_everyday_bleu/chrf
-EVERYDAY=$(cd "$(dirname "$0")/.." && pwd)/recipes/everyday-dev
+EVERYDAY=$REPO/recipes/everyday-dev
 STOP_SECONDS=60  # to stop, average and pack
 SETTLE=${GPU_TRAIN_SETTLE:-45}  # seconds start waits before it shows the runs' first progress
 say() { echo "[gpu_train.sh $(date -u +%T)] $*"; }
@@ -56,10 +68,21 @@ progress() {
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
 }
 
+# Bytes a call may carry beside the working tree (tracked and untracked files git does not
+# ignore), with 1 MiB to spare.
+room() {
+    if [ -n "${GPU_CARRY_ROOM:-}" ]; then echo "$GPU_CARRY_ROOM"; return; fi
+    local tree
+    tree=$(cd "$REPO" && { git ls-files -z; git ls-files -z -o --exclude-standard; } \
+        | du --files0-from=- -cb 2>/dev/null | tail -1 | cut -f1)
+    echo $(( (64 - 1) * 1024 * 1024 - tree ))
+}
+
 prepare() {
-    local root=${GPU_CORPUS_ROOT:-.} bundle=${GPU_BUNDLE:-bundles/en-de}
-    local corpus=$root/data/en-de-v3
+    local root=${GPU_CORPUS_ROOT:-.} corpus=${GPU_CORPUS_ROOT:-.}/data/en-de-v3
+    local room piece; room=$(room)
     mkdir -p "$CARRY"
+    rm -rf "$CARRY"/init.pt "$CARRY"/*.sha256 "$CARRY"-[0-9]*
     if [ ! -f "$corpus/train.en" ]; then
         "$PY" -m model.corpus build --pair en-de --out "$corpus" \
             --cache "${GPU_CORPUS_CACHE:-.cache}" || exit 3
@@ -67,25 +90,66 @@ prepare() {
     (cd "$root" && tar -cf - data/en-de-v3/train.* data/en-de-v3/dev.*) | xz -9 -T2 \
         >"$CARRY/data.tar.xz" || exit 3
     if [ -n "${GPU_INIT:-}" ]; then
-        # a run to go on with, its tokenizer inside: neither the shipped weights nor the
-        # vocabulary travel beside it (the device tool carries 64 MiB)
-        rm -f "$CARRY/init.pt" "$CARRY/spm-16000.model"
-        cp "$GPU_INIT" "$CARRY/$(basename "$GPU_INIT")" || exit 3
-    else
-        "$PY" -m export.unbundle "$bundle" --out "$CARRY/init.pt" || exit 3
-        if [ ! -f "$CARRY/spm-16000.model" ]; then
-            "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
-                --max-sentences 600000 --out "$WORK/vocab" \
-                && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
-        fi
+        # a run to go on with, its tokenizer inside: the vocabulary stays behind
+        local name; name=$(basename "$GPU_INIT")
+        rm -f "$CARRY/spm-16000.model"
+        (cd "$(dirname "$GPU_INIT")" && sha256sum "$name") >"$CARRY/$name.sha256" || exit 3
+        mkdir -p "$WORK/pieces" && rm -f "$WORK/pieces/"*
+        xz -6 -T2 -c "$GPU_INIT" | split -b "$room" - "$WORK/pieces/$name.xz.part-" || exit 3
+        local n=1
+        for piece in "$WORK/pieces/"*; do
+            n=$((n + 1))
+            mkdir -p "$CARRY-$n" && mv "$piece" "$CARRY-$n/"
+            git -C "$REPO" check-ignore -q "$(realpath "$CARRY-$n")" 2>/dev/null
+            if [ $? -eq 1 ]; then
+                say "$CARRY-$n is not ignored by git: it would travel in every call"; exit 3
+            fi
+        done
+        say "carry, one device call each, no more than the warm time apart:" \
+            "$(cd "$(dirname "$CARRY")" && ls -d "$(basename "$CARRY")"-[0-9]* | sort -t- -k2 -n \
+            | tr '\n' ' ')then $CARRY with start"
+    elif [ ! -f "$CARRY/spm-16000.model" ]; then
+        "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
+            --max-sentences 600000 --out "$WORK/vocab" \
+            && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
+    fi
+    if [ "$(du -cb "$CARRY" | tail -1 | cut -f1)" -gt "$room" ]; then
+        say "$CARRY is larger than a call carries beside the working tree ($room bytes)"; exit 3
     fi
     ls -la "$CARRY"
+    for piece in "$CARRY"-[0-9]*; do if [ -d "$piece" ]; then ls -la "$piece"; fi; done
+}
+
+# A checkpoint carried in pieces (prepare with GPU_INIT): joined into $CARRY and checked.
+join_pieces() {
+    local sums name
+    for sums in "$CARRY"/*.sha256; do
+        [ -f "$sums" ] || continue
+        name=$(basename "$sums" .sha256)
+        local parts
+        parts=$(for f in "$CARRY"-[0-9]*/"$name".xz.part-*; do
+            [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort | cut -d' ' -f2)
+        # shellcheck disable=SC2086  # the paths hold no spaces
+        cat $parts 2>/dev/null | xz -dc >"$CARRY/$name" 2>/dev/null
+        if ! (cd "$CARRY" && sha256sum -c --quiet "$name.sha256" >/dev/null 2>&1); then
+            say "$name: its pieces are missing or damaged (found: $(echo $parts | wc -w));" \
+                "carry each $CARRY-N folder prepare made, one call each, while the machine is warm"
+            exit 3
+        fi
+        say "$name: joined from $(echo $parts | wc -w) pieces"
+    done
 }
 
 start() {
     mkdir -p "$WORK"
     tar -xJf "$CARRY/data.tar.xz" -C "$WORK" || exit 3
-    if [ -f "$CARRY/init.pt" ]; then cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3; fi
+    join_pieces
+    if [ -f "$CARRY/init.pt" ]; then
+        cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3
+    elif runs | grep -qv ' init='; then  # a run starts from the shipped weights
+        "$PY" -m export.unbundle "${GPU_BUNDLE:-$REPO/bundles/en-de}" --out "$WORK/init.pt" \
+            >/dev/null || exit 3
+    fi
     local data=$WORK/data/en-de-v3 name opts
     while read -r name opts; do
         local sets=() recipe=$RECIPE init=(--init-from "$WORK/init.pt")
@@ -117,16 +181,22 @@ finish() {
     progress
     kill -TERM $(pids) 2>/dev/null
     for _ in $(seq 60); do [ -z "$(pids)" ] && break; sleep 1; done
-    mkdir -p "$WORK/back" "$OUT"
-    local name
+    pack back train-back 5
+}
+
+# Each run's log and its last checkpoints averaged in fp16, to $OUT/PREFIX.tar.part-* (pieces
+# the device tool brings back).
+pack() {
+    local dir=$WORK/$1 prefix=$2 last=$3 name
+    rm -rf "$dir" && mkdir -p "$dir" "$OUT"
     for name in $(runs | cut -d' ' -f1); do
         grep -a '"event": "eval"' "$WORK/$name/train.log.jsonl" | tail -4
-        cp "$WORK/$name/train.log.jsonl" "$WORK/back/$name.log.jsonl"
-        tr '\r' '\n' <"$WORK/$name.out" | grep -av '%|' | tail -5 >"$WORK/back/$name.out"
-        "$PY" -m model.checkpoint average "$WORK/$name" "$WORK/back/$name.pt" --last 5 --fp16 \
+        cp "$WORK/$name/train.log.jsonl" "$dir/$name.log.jsonl"
+        tr '\r' '\n' <"$WORK/$name.out" | grep -av '%|' | tail -5 >"$dir/$name.out"
+        "$PY" -m model.checkpoint average "$WORK/$name" "$dir/$name.pt" --last "$last" --fp16 \
             || say "$name: no checkpoint to average"
     done
-    (cd "$WORK/back" && tar -cf - .) | split -b 15M - "$OUT/train-back.tar.part-"
+    (cd "$dir" && tar -cf - .) | split -b 15M - "$OUT/$prefix.tar.part-"
     ls -la "$OUT"
 }
 
@@ -136,6 +206,7 @@ case "${1:-}" in
     pause) kill -STOP $(pids) 2>/dev/null; say "paused: $(pids | tr '\n' ' ')" ;;
     resume) kill -CONT $(pids) 2>/dev/null ;;
     status) progress ;;
+    snapshot) progress; pack snapshot snapshot 5 ;;
     finish) finish "${2:?finish DEADLINE}" ;;
-    *) echo "usage: bash model/gpu_train.sh prepare|start|pause|resume|status|finish DEADLINE" >&2; exit 2 ;;
+    *) echo "usage: bash model/gpu_train.sh prepare|start|pause|resume|status|snapshot|finish DEADLINE" >&2; exit 2 ;;
 esac

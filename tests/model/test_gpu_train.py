@@ -1,6 +1,7 @@
 """model/gpu_train.sh, the script a lent GPU's lease runs, run here on a toy corpus: one run
 fine-tunes the carried checkpoint, one trains another recipe from scratch, both come back
-as averaged fp16 checkpoints in $OUT's pieces, and a later lease goes on from one of them."""
+as averaged fp16 checkpoints in $OUT's pieces, and a later lease goes on from one of them,
+carried in pieces that fit beside the working tree."""
 
 import io
 import json
@@ -26,6 +27,15 @@ TOY = {"vocab_size": 40, "n_heads": 2, "n_encoder_layers": 1, "n_decoder_layers"
 def recipe(path: Path, d_model: int) -> Path:
     path.write_text("\n".join(f"{k}: {v}" for k, v in {**TOY, "d_model": d_model}.items()) + "\n")
     return path
+
+
+def unpack(out: Path, prefix: str, into: Path) -> list[str]:
+    """The tar that came back in $OUT's pieces PREFIX.tar.part-*, unpacked; its file names."""
+    pieces = sorted(out.glob(f"{prefix}.tar.part-*"))
+    into.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in pieces))) as tar:
+        tar.extractall(into, filter="data")
+    return [p.name for p in into.iterdir()]
 
 
 def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later(tmp_path):
@@ -73,15 +83,18 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
     for name in ("ft", "scratch"):
         log = (work / f"{name}.out").read_text()
         assert "final checkpoint" in log, log[-2000:]
+    # the copy a lease keeps if its last call never comes
+    snapshot = subprocess.run([*script, "snapshot"], env=env, cwd=ROOT, capture_output=True,
+                              text=True, timeout=120)
+    assert snapshot.returncode == 0, snapshot.stderr
+    assert sorted(unpack(out, "snapshot", tmp_path / "snap")) == [
+        "ft.log.jsonl", "ft.out", "ft.pt", "scratch.log.jsonl", "scratch.out", "scratch.pt"]
     finished = subprocess.run([*script, "finish", str(int(time.time()))], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr
 
-    pieces = sorted(out.glob("train-back.tar.part-*"))
     back = tmp_path / "back"
-    back.mkdir()
-    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in pieces))) as tar:
-        tar.extractall(back, filter="data")
+    unpack(out, "train-back", back)
     ft, scratch = read_checkpoint(back / "ft.pt"), read_checkpoint(back / "scratch.pt")
     # The fine-tuned run went on from the carried checkpoint's step, with its width; the other
     # trained its own recipe from step 0.
@@ -115,7 +128,18 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
     assert again["config"]["d_model"] == 48 and again["tokenizer"] == scratch["tokenizer"]
 
 
-def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path, tiny_bundle):
+def start_and_wait(env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`gpu_train.sh start`, then wait until the runs it started have ended."""
+    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "start"], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and subprocess.run(
+        ["pgrep", "-f", f"out_dir={env['GPU_TRAIN_DIR']}/"], capture_output=True).returncode == 0:
+        time.sleep(0.5)
+    return done
+
+
+def test_prepare_packs_the_corpus_and_start_rebuilds_the_shipped_weights(tmp_path, tiny_bundle):
     data = tmp_path / "data/en-de-v3"
     data.mkdir(parents=True)
     pairs = toy_corpus(50, seed=4)
@@ -125,9 +149,10 @@ def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path
     carry = tmp_path / "carry"
     carry.mkdir()
     (carry / "spm-16000.model").write_bytes(b"kept: a vocabulary already there is not retrained")
+    work = tmp_path / "work"
     env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
            "GPU_CORPUS_ROOT": str(tmp_path), "GPU_BUNDLE": str(tiny_bundle),
-           "GPU_TRAIN_DIR": str(tmp_path / "work")}
+           "GPU_TRAIN_DIR": str(work), "GPU_TRAIN_SETTLE": "0"}
     done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"], env=env,
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -137,15 +162,52 @@ def test_prepare_packs_the_corpus_and_the_shipped_weights_for_the_lease(tmp_path
                                           for split in ("dev", "train") for lang in ("de", "en")]
         assert tar.extractfile("data/en-de-v3/train.en").read().decode().splitlines() == [
             en for en, _ in pairs]
-    assert read_checkpoint(carry / "init.pt")["step"] == 150  # the tiny bundle's checkpoint
+    # The shipped weights travel in the working tree, not in the carry: `start` rebuilds them.
+    assert sorted(p.name for p in carry.iterdir()) == ["data.tar.xz", "spm-16000.model"]
     assert (carry / "spm-16000.model").read_bytes().startswith(b"kept")
+    started = start_and_wait({**env, "GPU_RUNS": "ft max_steps=150"})
+    assert started.returncode == 0, started.stderr
+    assert read_checkpoint(work / "init.pt")["step"] == 150  # the tiny bundle's checkpoint
 
-    # Going on with a run that came back: it travels instead of the shipped weights and the
-    # vocabulary (its tokenizer is inside).
+
+def test_a_run_to_go_on_with_travels_in_pieces_that_fit_beside_the_tree(tmp_path,
+                                                                         tiny_checkpoint):
+    data = tmp_path / "data/en-de-v3"
+    data.mkdir(parents=True)
+    write_split(data / "train", toy_corpus(20, seed=5))
+    write_split(data / "dev", toy_corpus(4, seed=6))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    (carry / "spm-16000.model").write_bytes(b"not needed beside a run: its tokenizer is inside")
     run = tmp_path / "big.pt"
-    run.write_bytes((carry / "init.pt").read_bytes())
-    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
-                          env={**env, "GPU_INIT": str(run)}, capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    run.write_bytes(tiny_checkpoint.read_bytes())
+    room = 20_000  # bytes a call carries beside the tree: the run needs several calls
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
+           "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
+           "GPU_TRAIN_SETTLE": "0", "GPU_CARRY_ROOM": str(room), "GPU_INIT": str(run)}
+    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in carry.iterdir()) == ["big.pt", "data.tar.xz"]
+    assert sorted(p.name for p in carry.iterdir()) == ["big.pt.sha256", "data.tar.xz"]
+    folders = sorted(tmp_path.glob("carry-*"), key=lambda p: int(p.name.split("-")[1]))
+    assert len(folders) >= 2 and [f.name for f in folders] == [
+        f"carry-{n}" for n in range(2, len(folders) + 2)]
+    assert all(sum(f.stat().st_size for f in d.iterdir()) <= room for d in [carry, *folders])
+    assert " ".join(f.name for f in folders) + " then " in done.stdout  # the order of the calls
+
+    # `start` joins the pieces; the run names the joined checkpoint and goes on from its step.
+    step = read_checkpoint(run)["step"]
+    runs = {"GPU_RUNS": f"again init={carry / 'big.pt'} max_steps={step}"}
+    started = start_and_wait({**env, **runs})
+    assert started.returncode == 0, started.stderr
+    assert f"big.pt: joined from {len(folders)} pieces" in started.stdout
+    assert (carry / "big.pt").read_bytes() == run.read_bytes()
+
+    # A piece left behind (a call that never came): a clear refusal, no training on a torso.
+    (carry / "big.pt").unlink()
+    for piece in folders[-1].iterdir():
+        piece.unlink()
+    started = start_and_wait({**env, **runs, "GPU_TRAIN_DIR": str(tmp_path / "work2")})
+    assert started.returncode == 3
+    assert "big.pt: its pieces are missing or damaged" in started.stdout
+    assert not (tmp_path / "work2/again.out").exists()
