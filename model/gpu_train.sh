@@ -82,7 +82,7 @@ prepare() {
     local root=${GPU_CORPUS_ROOT:-.} corpus=${GPU_CORPUS_ROOT:-.}/data/en-de-v3
     local room piece; room=$(room)
     mkdir -p "$CARRY"
-    rm -rf "$CARRY"/init.pt "$CARRY"/*.sha256 "$CARRY"-[0-9]*
+    rm -rf "$CARRY"/init.pt "$CARRY"/*.sha256 "$CARRY"/*.part-* "$CARRY"-[0-9]*
     if [ ! -f "$corpus/train.en" ]; then
         "$PY" -m model.corpus build --pair en-de --out "$corpus" \
             --cache "${GPU_CORPUS_CACHE:-.cache}" || exit 3
@@ -96,8 +96,13 @@ prepare() {
         (cd "$(dirname "$GPU_INIT")" && sha256sum "$name") >"$CARRY/$name.sha256" || exit 3
         mkdir -p "$WORK/pieces" && rm -f "$WORK/pieces/"*
         xz -6 -T2 -c "$GPU_INIT" | split -b "$room" - "$WORK/pieces/$name.xz.part-" || exit 3
-        local n=1
-        for piece in "$WORK/pieces/"*; do
+        local n=1 pieces; pieces=$(ls "$WORK/pieces/"*)
+        for piece in $pieces; do
+            # the last piece rides with the corpus when there is room for it
+            if [ "$piece" = "$(tail -1 <<<"$pieces")" ] && [ $(( $(du -cb "$CARRY" \
+                | tail -1 | cut -f1) + $(stat -c %s "$piece") )) -le "$room" ]; then
+                mv "$piece" "$CARRY/"; continue
+            fi
             n=$((n + 1))
             mkdir -p "$CARRY-$n" && mv "$piece" "$CARRY-$n/"
             git -C "$REPO" check-ignore -q "$(realpath "$CARRY-$n")" 2>/dev/null
@@ -105,9 +110,11 @@ prepare() {
                 say "$CARRY-$n is not ignored by git: it would travel in every call"; exit 3
             fi
         done
-        say "carry, one device call each, no more than the warm time apart:" \
-            "$(cd "$(dirname "$CARRY")" && ls -d "$(basename "$CARRY")"-[0-9]* | sort -t- -k2 -n \
-            | tr '\n' ' ')then $CARRY with start"
+        if [ "$n" -gt 1 ]; then
+            say "carry, one device call each, no more than the warm time apart:" \
+                "$(for i in $(seq 2 "$n"); do printf '%s ' "$(basename "$CARRY")-$i"; done)then" \
+                "$(basename "$CARRY") with start"
+        fi
     elif [ ! -f "$CARRY/spm-16000.model" ]; then
         "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
             --max-sentences 600000 --out "$WORK/vocab" \
@@ -127,7 +134,7 @@ join_pieces() {
         [ -f "$sums" ] || continue
         name=$(basename "$sums" .sha256)
         local parts
-        parts=$(for f in "$CARRY"-[0-9]*/"$name".xz.part-*; do
+        parts=$(for f in "$CARRY"/"$name".xz.part-* "$CARRY"-[0-9]*/"$name".xz.part-*; do
             [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort | cut -d' ' -f2)
         # shellcheck disable=SC2086  # the paths hold no spaces
         cat $parts 2>/dev/null | xz -dc >"$CARRY/$name" 2>/dev/null

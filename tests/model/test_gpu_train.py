@@ -181,26 +181,39 @@ def test_a_run_to_go_on_with_travels_in_pieces_that_fit_beside_the_tree(tmp_path
     (carry / "spm-16000.model").write_bytes(b"not needed beside a run: its tokenizer is inside")
     run = tmp_path / "big.pt"
     run.write_bytes(tiny_checkpoint.read_bytes())
-    room = 20_000  # bytes a call carries beside the tree: the run needs several calls
     env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
            "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
-           "GPU_TRAIN_SETTLE": "0", "GPU_CARRY_ROOM": str(room), "GPU_INIT": str(run)}
-    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in carry.iterdir()) == ["big.pt.sha256", "data.tar.xz"]
-    folders = sorted(tmp_path.glob("carry-*"), key=lambda p: int(p.name.split("-")[1]))
-    assert len(folders) >= 2 and [f.name for f in folders] == [
-        f"carry-{n}" for n in range(2, len(folders) + 2)]
+           "GPU_TRAIN_SETTLE": "0", "GPU_INIT": str(run)}
+
+    def prepare(room: int) -> subprocess.CompletedProcess:
+        done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
+                              env={**env, "GPU_CARRY_ROOM": str(room)}, capture_output=True,
+                              text=True, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    # Room for all of it beside the tree: one piece, with the corpus, in one call.
+    prepare(10**9)
+    assert sorted(p.name for p in carry.iterdir()) == [
+        "big.pt.sha256", "big.pt.xz.part-aa", "data.tar.xz"]
+    packed = (carry / "big.pt.xz.part-aa").stat().st_size
+    # Room for less than half (the bytes a call carries beside the tree): two calls with a
+    # piece each, and the short last piece rides with the corpus.
+    room = (packed - 300) // 2
+    done = prepare(room)
+    folders = sorted(tmp_path.glob("carry-*"))
+    assert [f.name for f in folders] == ["carry-2", "carry-3"]
+    assert sorted(p.name for p in carry.iterdir()) == [
+        "big.pt.sha256", "big.pt.xz.part-ac", "data.tar.xz"]
     assert all(sum(f.stat().st_size for f in d.iterdir()) <= room for d in [carry, *folders])
-    assert " ".join(f.name for f in folders) + " then " in done.stdout  # the order of the calls
+    assert "carry-2 carry-3 then " in done.stdout  # the order of the calls
 
     # `start` joins the pieces; the run names the joined checkpoint and goes on from its step.
     step = read_checkpoint(run)["step"]
     runs = {"GPU_RUNS": f"again init={carry / 'big.pt'} max_steps={step}"}
     started = start_and_wait({**env, **runs})
     assert started.returncode == 0, started.stderr
-    assert f"big.pt: joined from {len(folders)} pieces" in started.stdout
+    assert "big.pt: joined from 3 pieces" in started.stdout
     assert (carry / "big.pt").read_bytes() == run.read_bytes()
 
     # A piece left behind (a call that never came): a clear refusal, no training on a torso.
