@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.engine.bundle import decoding_section, read_manifest
+from app.engine.tokenizer import capitalize_lowercase
 from bench import paired
 from bench.backends import MAX_LEN_OFFSET, MAX_LEN_RATIO
 from bench.common import (
@@ -772,6 +773,11 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp_name)
         bundle = resolve_bundle(args, tmp)
         manifest = read_manifest(bundle)
+        if manifest.get("capitalize_lowercase"):
+            # the engine's own input step, done here for every engine and the PyTorch
+            # reference alike: the same sentences in, the same work measured
+            texts = [capitalize_lowercase(t) for t in texts]
+            latency_texts = texts[: args.latency_limit]
         arch = manifest["architecture"]
         checkpoint = resolve_checkpoint(args, manifest)
         wanted = [e.strip() for e in args.engines.split(",") if e.strip()]

@@ -25,6 +25,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--no-per-channel", action="store_true", help="int8: one weight scale per tensor"
     )
+    p.add_argument(
+        "--capitalize-lowercase", action="store_true",
+        help="the engine capitalises a source typed all in lower case that reads as a sentence "
+             "(for a model trained on written text: docs/export.md)")
     p.add_argument("--sentences", help="file of source sentences for the parity check")
     p.add_argument("--no-verify", action="store_true", help="skip the parity check")
     p.add_argument("--threads", type=int, default=0, help="parity check: ORT and PyTorch threads")
@@ -43,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         source_lang=args.source_lang,
         target_lang=args.target_lang,
         per_channel=not args.no_per_channel,
+        capitalize_lowercase=args.capitalize_lowercase,
     )
     print(f"wrote bundle {out} ({', '.join(variants)})")
     if args.no_verify:

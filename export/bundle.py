@@ -24,6 +24,7 @@ from app.engine.bundle import (
     sha256_file,
     variant_bytes,
 )
+from app.engine.tokenizer import SENTENCE_WORDS
 from export.graphs import OPSET, export_graphs
 from export.variants import VARIANTS, quantize_int8
 from model.checkpoint import load_model
@@ -136,10 +137,13 @@ def write_bundle(
     target_lang: str | None = None,
     per_channel: bool = True,
     share: bool = False,
+    capitalize_lowercase: bool = False,
 ) -> Path:
     """Export checkpoint into out_dir (created; existing bundle files are overwritten). share:
     each variant's weights in one file that both graphs read, the embedding stored once
-    (export.shared; imported bundles are written so)."""
+    (export.shared; imported bundles are written so). capitalize_lowercase: the engine
+    capitalises sources typed all in lower case that read as sentences (app.engine.bundle),
+    for a model trained on written text."""
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or not variants:
         raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
@@ -177,6 +181,7 @@ def write_bundle(
         "variants": _write_variants(model, out, list(variants), per_channel, share),
         "default_variant": "fp32" if "fp32" in variants else variants[0],
         "decoding": _decoding_defaults(state),
+        "capitalize_lowercase": capitalize_lowercase,
         "scores": {},
         "training": state.get("recipe"),
         "training_log": state.get("history"),
@@ -194,6 +199,12 @@ def write_bundle(
     for variant in manifest["variants"]:
         load_bundle(out, variant)  # the reader's own checks
     return out
+
+
+CAPITALIZED = ("A source typed all in lower case that reads as a sentence "
+               f"({SENTENCE_WORDS} words or more, letters only, not an infinitive) has its "
+               "first letter capitalised before it is translated (`capitalize_lowercase`): "
+               "the model learned from written text.")
 
 
 def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:
@@ -456,6 +467,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         f"beam size {d['beam_size']}, length penalty {d['length_penalty']}, at most "
         f"{d['max_len_offset']} + {d['max_len_ratio']} x source tokens generated.",
         *_tuning_rows(manifest.get("decoding_tuning")),
+        *([CAPITALIZED] if manifest.get("capitalize_lowercase") else []),
         "",
         "## Evaluation",
         "",

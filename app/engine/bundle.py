@@ -24,6 +24,11 @@ manifest.json (format_version 3):
     training                               the training recipe, or null
 
     special_tokens.decoder_start_id        optional: the decoder's first input (else bos_id)
+    capitalize_lowercase                   optional, true or false (the default): a source
+                                           typed all in lower case that reads as a sentence
+                                           gets its first letter capitalised before it is
+                                           encoded (app.engine.tokenizer.capitalize_lowercase),
+                                           for a model trained on written text only
     tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)
@@ -149,6 +154,10 @@ class Bundle:
     def variants(self) -> list[str]:
         return list(self.manifest["variants"])
 
+    @property
+    def capitalize_lowercase(self) -> bool:
+        return bool(self.manifest.get("capitalize_lowercase", False))
+
 
 def decoding_section(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest's decoding defaults under today's names (older manifests' names mapped)."""
@@ -237,6 +246,9 @@ def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
         where,
         f"'special_tokens.decoder_start_id' must be an integer, got {start!r}",
     )
+    _require(isinstance(manifest.get("capitalize_lowercase", False), bool), where,
+             f"'capitalize_lowercase' must be true or false, got "
+             f"{manifest.get('capitalize_lowercase')!r}")
     _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
     variants = manifest.get("variants")
     _require(

@@ -21,7 +21,7 @@ from app.engine.fused import FusedDecoder
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
-from app.engine.tokenizer import JointTokenizer, SplitTokenizer
+from app.engine.tokenizer import JointTokenizer, SplitTokenizer, capitalize_lowercase
 from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
 
@@ -287,6 +287,8 @@ class Translator:
         return [list(self._ids(text)) for text in texts]
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
+        if self.bundle.capitalize_lowercase:
+            text = capitalize_lowercase(text)
         return tuple(self.tokenizer.encode([text])[0][: self.max_source_tokens])
 
     def count_tokens(self, text: str) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -244,10 +245,16 @@ def test_run_prints_the_table_and_writes_json(
 ):
     engines = ["ort-fp32", "ort-int8", "ct2-fp32", "ct2-int8", "hf-fp32"]
     out = tmp_path / "bench.json"
+    # a bundle whose engine capitalises the (all lower-case) toy sentences: the peers and the
+    # PyTorch reference must be given them as the engine reads them
+    bundle = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, bundle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "capitalize_lowercase": True}))
     code = bench_run.main(
         [
             "--bundle",
-            str(tiny_bundle),
+            str(bundle),
             "--checkpoint",
             str(tiny_checkpoint),
             "--sentences",

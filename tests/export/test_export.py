@@ -178,9 +178,11 @@ def test_fp16_variant_converts_and_agrees(tiny_checkpoint, tiny_bundle, tiny_sen
 def test_cli_exports_and_verifies(tiny_checkpoint, tmp_path, capsys):
     out = tmp_path / "bundles" / "en-de"
     args = ["--checkpoint", str(tiny_checkpoint), "--out", str(out), "--variants", "fp32,int8"]
-    args += ["--threads", "1"]
+    args += ["--threads", "1", "--capitalize-lowercase"]
     assert export_main(args) == 0
     manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["capitalize_lowercase"] is True  # and the card says so
+    assert "capitalised before it is translated" in (out / "MODEL_CARD.md").read_text()
     fp32 = manifest["variants"]["fp32"]["verification"]
     assert fp32["greedy_agreement"] == 1.0 and fp32["beam_agreement"] == 1.0
     assert fp32["max_abs_logprob_diff"] <= 1e-3

@@ -71,6 +71,8 @@ def test_missing_or_unparsable_manifest(bundle, tmp_path):
         (lambda m: m["tokenizer"].update(file="../../etc/passwd"), r"inside the bundle"),
         (lambda m: m.update(default_variant="fp8"), r"default_variant 'fp8' is not one of"),
         (lambda m: m.update(variants={}), r"'variants' must be a non-empty object"),
+        (lambda m: m.update(capitalize_lowercase="yes"),
+         r"'capitalize_lowercase' must be true or false, got 'yes'"),
     ],
 )
 def test_wrong_manifest_is_refused(bundle, change, message):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,6 +13,7 @@ import pytest
 
 import app.engine.translator as translator_module
 from app.engine import BundleError, Result, TranslationOptions, Translator
+from app.engine.tokenizer import capitalize_lowercase
 from model.search import beam_search, greedy_search
 
 
@@ -150,6 +153,40 @@ def test_a_text_is_tokenized_once_for_its_count_and_its_translation(tiny_bundle,
     assert calls == [["open the file"]]
     t.encode(["the car"])
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize(("typed", "encoded"), [
+    ("where is the station", "Where is the station"),
+    ("  i don't know, sorry.", "  I don't know, sorry."),
+    ("grüße aus der well-known stadt", "Grüße aus der well-known stadt"),
+    ("open file", "open file"),                  # a label or a term: too few words
+    ("to take legal measures", "to take legal measures"),  # an infinitive: a term
+    ("today is fine", "Today is fine"),
+    ("Where is the station", "Where is the station"),
+    ("where is Berlin", "where is Berlin"),      # a capital letter: written as meant
+    ("ls -l /tmp", "ls -l /tmp"),                # code
+    ("copy file_name to dir", "copy file_name to dir"),
+    ("wait 5 minutes please", "wait 5 minutes please"),
+    ("", ""),
+])
+def test_lowercase_sentences_are_capitalised_and_nothing_else(typed, encoded):
+    assert capitalize_lowercase(typed) == encoded
+
+
+def test_a_bundle_that_says_so_capitalises_lowercase_sentences(tiny_bundle, tmp_path):
+    written = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, written)
+    manifest = json.loads((written / "manifest.json").read_text())
+    (written / "manifest.json").write_text(json.dumps({**manifest, "capitalize_lowercase": True}))
+    as_typed = Translator.from_dir(tiny_bundle, intra_threads=1)
+    capitalising = Translator.from_dir(written, intra_threads=1)
+    typed, capital = "the red house is old", "The red house is old"
+    assert as_typed.encode([typed]) != as_typed.encode([capital])
+    assert capitalising.encode([typed]) == as_typed.encode([capital])
+    assert capitalising.count_tokens(typed) == as_typed.count_tokens(capital)
+    assert capitalising.translate_batch([typed])[0].text == \
+        as_typed.translate_batch([capital])[0].text
+    assert capitalising.encode(["the house"]) == as_typed.encode(["the house"])
 
 
 def test_long_input_is_truncated_to_the_positions(translator):
