@@ -137,7 +137,7 @@ join_pieces() {
         parts=$(for f in "$CARRY"/"$name".xz.part-* "$CARRY"-[0-9]*/"$name".xz.part-*; do
             [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort | cut -d' ' -f2)
         # shellcheck disable=SC2086  # the paths hold no spaces
-        cat $parts 2>/dev/null | xz -dc >"$CARRY/$name" 2>/dev/null
+        [ -n "$parts" ] && cat $parts 2>/dev/null | xz -dc >"$CARRY/$name" 2>/dev/null
         if ! (cd "$CARRY" && sha256sum -c --quiet "$name.sha256" >/dev/null 2>&1); then
             say "$name: its pieces are missing or damaged (found: $(echo $parts | wc -w));" \
                 "carry each $CARRY-N folder prepare made, one call each, while the machine is warm"
