@@ -193,15 +193,19 @@ def batch_loss(
 ) -> tuple[torch.Tensor, int]:
     """Cross-entropy over the batch's real target tokens (label-smoothed as the recipe says
     unless given; their mean, or with reduction="sum" their sum), and their count."""
-    src, tgt_in, tgt_out = (t.to(device) for t in collate(batch, PAD_ID))
-    real = tgt_out != PAD_ID
+    src, tgt_in, tgt_out = collate(batch, PAD_ID)
+    # the real target positions, found here as flat indices: a GPU need not send anything back
+    # (a mask's count) before it can go on
+    real = (tgt_out != PAD_ID).flatten().nonzero().squeeze(1)
+    src, tgt_in, tgt_out, real = (t.to(device, non_blocking=True)
+                                  for t in (src, tgt_in, tgt_out, real))
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
         logits = model(src, tgt_in, select=real)  # (N, V): the real target positions only
     smoothing = cfg.label_smoothing if label_smoothing is None else label_smoothing
     loss = F.cross_entropy(
-        logits.float(), tgt_out[real], label_smoothing=smoothing, reduction=reduction
+        logits.float(), tgt_out.flatten()[real], label_smoothing=smoothing, reduction=reduction
     )
-    return loss, int(real.sum())
+    return loss, len(real)
 
 
 @torch.no_grad()
@@ -330,7 +334,9 @@ class Trainer:
         self.recipe = dataclasses.asdict(cfg)
         self.stop = StopFlag()
         self.started = time.monotonic()
-        self.loss_avg: float | None = None
+        # the smoothed training loss, kept on the model's device and read only to report it: a
+        # read each step would make a GPU's host wait for every step before it queues the next
+        self._loss_avg: torch.Tensor | None = None
         self.window_tokens, self.window_start = 0, time.monotonic()
         print(
             f"{len(self.examples)} training pairs, {len(self.dev_examples)} dev pairs, vocab "
@@ -457,9 +463,14 @@ class Trainer:
         self.optimizer.step()
         progress.batch_index += 1  # the next batch to read when resuming
         self.window_tokens += n_tokens
-        value = loss.item()
-        self.loss_avg = value if self.loss_avg is None else 0.98 * self.loss_avg + 0.02 * value
+        value = loss.detach().float()
+        self._loss_avg = value if self._loss_avg is None else 0.98 * self._loss_avg + 0.02 * value
         return lr
+
+    @property
+    def loss_avg(self) -> float | None:
+        """The training loss, smoothed over steps (an exponential average)."""
+        return None if self._loss_avg is None else float(self._loss_avg)
 
     def report(self, lr: float, bar: tqdm) -> None:
         """Every 20 steps: the smoothed loss and the speed, to the bar and the log."""

@@ -130,14 +130,18 @@ class Transformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor, select: Tensor | None = None) -> Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) starting with BOS -> logits (B, T, V).
         Target padding needs no mask of its own: pads come after real tokens, and the look-ahead
-        mask already keeps every real position from seeing them. With select (B, T) bool, only
-        the selected positions' logits, (N, V): training projects no padding onto the vocabulary
-        (the projection and its softmax are a large share of a small model's step)."""
+        mask already keeps every real position from seeing them. With select, a (B, T) bool
+        mask or the flat indices (N,) of positions in (B * T), only the selected positions'
+        logits, (N, V): training projects no padding onto the vocabulary (the projection and its
+        softmax are a large share of a small model's step). Indices found on the host spare a
+        GPU the wait that a mask costs (its count must come back before the projection)."""
         memory, src_mask = self.encode(src)
         positions = torch.arange(tgt_in.size(1), device=tgt_in.device).expand_as(tgt_in)
         states, _ = self.decode_step(tgt_in, positions, self.cross_kv(memory), src_mask,
                                      project=False)
-        return self.project(states if select is None else states[select])
+        if select is not None:
+            states = states[select] if select.dtype == torch.bool else states.flatten(0, 1)[select]
+        return self.project(states)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

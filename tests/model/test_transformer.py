@@ -104,6 +104,8 @@ def test_selected_positions_get_the_logits_the_full_pass_gives_them(model):
     src, tgt = random_ids(3, 6, 10), random_ids(3, 5, 11)
     select = torch.rand(3, 5, generator=torch.Generator().manual_seed(1)) > 0.4
     assert torch.allclose(model(src, tgt, select=select), model(src, tgt)[select], atol=1e-6)
+    flat = select.flatten().nonzero().squeeze(1)  # the same positions as flat indices
+    assert torch.allclose(model(src, tgt, select=flat), model(src, tgt)[select], atol=1e-6)
 
 
 def test_dropout_drops_its_share_scales_the_rest_and_is_seeded():
