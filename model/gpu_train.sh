@@ -79,7 +79,8 @@ room() {
 }
 
 prepare() {
-    local root=${GPU_CORPUS_ROOT:-.} corpus=${GPU_CORPUS_ROOT:-.}/data/en-de-v3
+    local root=${GPU_CORPUS_ROOT:-.}
+    local corpus=$root/data/en-de-v3
     local room piece; room=$(room)
     mkdir -p "$CARRY"
     rm -rf "$CARRY"/init.pt "$CARRY"/*.sha256 "$CARRY"/*.part-* "$CARRY"-[0-9]*
@@ -133,17 +134,18 @@ join_pieces() {
     for sums in "$CARRY"/*.sha256; do
         [ -f "$sums" ] || continue
         name=$(basename "$sums" .sha256)
-        local parts
+        local parts count
         parts=$(for f in "$CARRY"/"$name".xz.part-* "$CARRY"-[0-9]*/"$name".xz.part-*; do
             [ -f "$f" ] && echo "$(basename "$f") $f"; done | sort | cut -d' ' -f2)
         # shellcheck disable=SC2086  # the paths hold no spaces
         [ -n "$parts" ] && cat $parts 2>/dev/null | xz -dc >"$CARRY/$name" 2>/dev/null
+        count=$(wc -w <<<"$parts")
         if ! (cd "$CARRY" && sha256sum -c --quiet "$name.sha256" >/dev/null 2>&1); then
-            say "$name: its pieces are missing or damaged (found: $(echo $parts | wc -w));" \
+            say "$name: its pieces are missing or damaged (found: $count);" \
                 "carry each $CARRY-N folder prepare made, one call each, while the machine is warm"
             exit 3
         fi
-        say "$name: joined from $(echo $parts | wc -w) pieces"
+        say "$name: joined from $count pieces"
     done
 }
 
@@ -188,19 +190,19 @@ finish() {
     progress
     kill -TERM $(pids) 2>/dev/null
     for _ in $(seq 60); do [ -z "$(pids)" ] && break; sleep 1; done
-    pack back train-back 5
+    pack back train-back
 }
 
 # Each run's log and its last checkpoints averaged in fp16, to $OUT/PREFIX.tar.part-* (pieces
 # the device tool brings back).
 pack() {
-    local dir=$WORK/$1 prefix=$2 last=$3 name
+    local dir=$WORK/$1 prefix=$2 name
     rm -rf "$dir" && mkdir -p "$dir" "$OUT"
     for name in $(runs | cut -d' ' -f1); do
         grep -a '"event": "eval"' "$WORK/$name/train.log.jsonl" | tail -4
         cp "$WORK/$name/train.log.jsonl" "$dir/$name.log.jsonl"
         tr '\r' '\n' <"$WORK/$name.out" | grep -av '%|' | tail -5 >"$dir/$name.out"
-        "$PY" -m model.checkpoint average "$WORK/$name" "$dir/$name.pt" --last "$last" --fp16 \
+        "$PY" -m model.checkpoint average "$WORK/$name" "$dir/$name.pt" --last 5 --fp16 \
             || say "$name: no checkpoint to average"
     done
     (cd "$dir" && tar -cf - .) | split -b 15M - "$OUT/$prefix.tar.part-"
@@ -213,7 +215,7 @@ case "${1:-}" in
     pause) kill -STOP $(pids) 2>/dev/null; say "paused: $(pids | tr '\n' ' ')" ;;
     resume) kill -CONT $(pids) 2>/dev/null ;;
     status) progress ;;
-    snapshot) progress; pack snapshot snapshot 5 ;;
+    snapshot) progress; pack snapshot snapshot ;;
     finish) finish "${2:?finish DEADLINE}" ;;
     *) echo "usage: bash model/gpu_train.sh prepare|start|pause|resume|status|snapshot|finish DEADLINE" >&2; exit 2 ;;
 esac

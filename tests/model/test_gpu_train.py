@@ -38,6 +38,17 @@ def unpack(out: Path, prefix: str, into: Path) -> list[str]:
     return [p.name for p in into.iterdir()]
 
 
+def start_and_wait(env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`gpu_train.sh start`, then wait until the runs it started have ended."""
+    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "start"], env=env,
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and subprocess.run(
+        ["pgrep", "-f", f"out_dir={env['GPU_TRAIN_DIR']}/"], capture_output=True).returncode == 0:
+        time.sleep(0.5)
+    return done
+
+
 def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later(tmp_path):
     # The carried corpus, labelled as corpus v3 is (the script weighs these three labels).
     data = tmp_path / "data/en-de-v3"
@@ -71,15 +82,10 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
            "GPU_RUNS": f"ft lr_scale=0.5 max_steps={init_step + 4};"
                        f"scratch recipe={recipe(tmp_path / 'wide.yaml', 48)} init=none max_steps=6"}
     script = ["bash", str(ROOT / "model/gpu_train.sh")]
-    started = subprocess.run([*script, "start"], env=env, capture_output=True, text=True,
-                             cwd=ROOT, timeout=120)
+    # Let both runs reach their last step (each saves then), then stop and pack them.
+    started = start_and_wait(env, timeout=240)
     assert started.returncode == 0, started.stderr
     assert "started scratch: " in started.stdout and "from scratch" in started.stdout
-    # Let both runs reach their last step (each saves then), then stop and pack them.
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and subprocess.run(
-        ["pgrep", "-f", f"out_dir={work}/"], capture_output=True).returncode == 0:
-        time.sleep(1)
     for name in ("ft", "scratch"):
         log = (work / f"{name}.out").read_text()
         assert "final checkpoint" in log, log[-2000:]
@@ -115,28 +121,12 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
     wide.write_text(wide.read_text() + f"tokenizer: {work / 'scratch/spm.model'}\n")
     later = {**env, "GPU_TRAIN_DIR": str(tmp_path / "work2"),
              "GPU_RUNS": f"again recipe={wide} init={carry / 'scratch.pt'} max_steps=9"}
-    started = subprocess.run([*script, "start"], env=later, capture_output=True, text=True,
-                             cwd=ROOT, timeout=120)
+    started = start_and_wait(later, timeout=240)
     assert started.returncode == 0, started.stderr
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and subprocess.run(
-        ["pgrep", "-f", f"out_dir={tmp_path / 'work2'}/"], capture_output=True).returncode == 0:
-        time.sleep(1)
     log = (tmp_path / "work2/again.out").read_text()
     assert "initialised from" in log and "(step 6)" in log, log[-2000:]
     again = read_checkpoint(tmp_path / "work2/again/step_9.pt")
     assert again["config"]["d_model"] == 48 and again["tokenizer"] == scratch["tokenizer"]
-
-
-def start_and_wait(env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`gpu_train.sh start`, then wait until the runs it started have ended."""
-    done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "start"], env=env,
-                          capture_output=True, text=True, cwd=ROOT, timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and subprocess.run(
-        ["pgrep", "-f", f"out_dir={env['GPU_TRAIN_DIR']}/"], capture_output=True).returncode == 0:
-        time.sleep(0.5)
-    return done
 
 
 def test_prepare_packs_the_corpus_and_start_rebuilds_the_shipped_weights(tmp_path, tiny_bundle):
