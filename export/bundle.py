@@ -203,8 +203,8 @@ def write_bundle(
 
 CAPITALIZED = ("A source typed all in lower case that reads as a sentence "
                f"({SENTENCE_WORDS} words or more, letters only, not an infinitive) has its "
-               "first letter capitalised before it is translated (`capitalize_lowercase`): "
-               "the model learned from written text.")
+               "first letter and the pronoun \"i\" capitalised before it is translated "
+               "(`capitalize_lowercase`): the model learned from written text.")
 
 
 def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:

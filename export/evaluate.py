@@ -201,7 +201,13 @@ def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> 
     """Store one domain's scores (the per-domain table of the card)."""
     key = decoding_mode(args.beam_size)
     row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
-    if row.get("data") != str(args.data) or row.get("hurried", False) != args.hurried:
+    if row and row.get("hurried", False) != args.hurried:
+        # a written row and its typed-in-a-hurry twin are two rows; one must not replace the other
+        kind = "typed in a hurry" if args.hurried else "written"
+        held = "written" if args.hurried else "typed-in-a-hurry"
+        raise SystemExit(f"domain {args.domain!r} holds {held} scores: record the {kind} ones "
+                         f"under a name of their own (--domain)")
+    if row.get("data") != str(args.data):
         row.clear()
     row.update(data=str(args.data), sentences=n, length_penalty=args.length_penalty)
     if args.hurried:

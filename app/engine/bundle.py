@@ -26,9 +26,10 @@ manifest.json (format_version 3):
     special_tokens.decoder_start_id        optional: the decoder's first input (else bos_id)
     capitalize_lowercase                   optional, true or false (the default): a source
                                            typed all in lower case that reads as a sentence
-                                           gets its first letter capitalised before it is
-                                           encoded (app.engine.tokenizer.capitalize_lowercase),
-                                           for a model trained on written text only
+                                           gets its first letter and the pronoun "i"
+                                           capitalised before it is encoded
+                                           (app.engine.tokenizer.capitalize_lowercase), for a
+                                           model trained on written text only
     tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)

@@ -23,22 +23,24 @@ import sentencepiece as spm
 # "well-known"), a mark at its end; digits, underscores, slashes and the like make it code
 _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*[,.!?;:]?")
 SENTENCE_WORDS = 3  # fewer words are a label or a term ("open", "file name"), kept as typed
+# the pronoun "i" alone or before an apostrophe ("i", "i'm", "i've"): English writes it "I"
+_PRONOUN_I = re.compile(r"(?<![^\W\d_])i(?![^\W\d_])")
 
 
 def capitalize_lowercase(text: str) -> str:
     """English text typed all in lower case that reads as a sentence (SENTENCE_WORDS words or
-    more, each a word of letters, the first not "to") with its first letter capitalised; any
-    other text as it is. Users type "where is the station" into a chat box, and a model trained
-    on written text translates the capitalised sentence much better; lower-case labels,
-    commands and terms stay as they are, since their case is part of what they say. An
-    infinitive ("to take legal measures") is a term looked up, not a sentence: capitalised, the
-    model reads it as a clause of purpose ("Um ... zu ...")."""
+    more, each a word of letters, the first not "to") with its first letter and the pronoun
+    "i" capitalised; any other text as it is. Users type "where is the station" into a chat
+    box, and a model trained on written text translates the capitalised sentence much better;
+    lower-case labels, commands and terms stay as they are, since their case is part of what
+    they say. An infinitive ("to take legal measures") is a term looked up, not a sentence:
+    capitalised, the model reads it as a clause of purpose ("Um ... zu ...")."""
     words = text.split()
     if (len(words) < SENTENCE_WORDS or words[0] == "to" or any(c.isupper() for c in text)
             or not all(_WORD.fullmatch(w) for w in words)):
         return text
     first = next(i for i, c in enumerate(text) if c.isalpha())
-    return text[:first] + text[first].upper() + text[first + 1:]
+    return _PRONOUN_I.sub("I", text[:first] + text[first].upper() + text[first + 1:])
 
 
 class JointTokenizer:

@@ -296,6 +296,12 @@ def test_evaluate_records_domain_scores_and_examples_in_the_card(
     assert (tmp_path / "hurried/fp32.de").read_text().splitlines() == [r.text for r in expected]
     card = (bundle / "MODEL_CARD.md").read_text()
     assert f"| general, hurried | `{written}`{HURRIED} |" in card
+    # the written row is not replaced by scores typed in a hurry, nor the other way round
+    with pytest.raises(SystemExit, match="'general' holds written scores"):
+        evaluate.main([*common, *hurried[:2], "--domain", "general", "--hurried"])
+    with pytest.raises(SystemExit, match="'general, hurried' holds typed-in-a-hurry scores"):
+        evaluate.main([*common, *hurried[:4]])
+    assert json.loads((bundle / "manifest.json").read_text()) == manifest
 
 
 def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sentences, tmp_path,

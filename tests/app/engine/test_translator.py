@@ -162,6 +162,9 @@ def test_a_text_is_tokenized_once_for_its_count_and_its_translation(tiny_bundle,
     ("open file", "open file"),                  # a label or a term: too few words
     ("to take legal measures", "to take legal measures"),  # an infinitive: a term
     ("today is fine", "Today is fine"),
+    ("can i come in? i'm late", "Can I come in? I'm late"),  # the pronoun, as English writes it
+    ("is it his or is it mine", "Is it his or is it mine"),  # an "i" inside a word stays
+    ("where is Berlin, i asked", "where is Berlin, i asked"),  # written as meant: untouched
     ("Where is the station", "Where is the station"),
     ("where is Berlin", "where is Berlin"),      # a capital letter: written as meant
     ("ls -l /tmp", "ls -l /tmp"),                # code
