@@ -162,7 +162,8 @@ def import_main(argv: list[str]) -> int:
     marian = any(is_marian_dir(a) for a in argv if not a.startswith("-"))
     module = "export.marian" if marian else "export.argos"
     missing = [m for m in IMPORT_NEEDS[module] if importlib.util.find_spec(m) is None]
-    if missing:
+    # export.argos prints its help before it imports torch: `nmt import --help` works anywhere
+    if missing and not (module == "export.argos" and {"-h", "--help"} & set(argv)):
         print(
             f"nmt import: needs {', '.join(missing)}, which this environment lacks; install "
             'them with `pip install torch==2.13.0 && pip install -e ".[train,bench]"`',

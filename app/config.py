@@ -105,7 +105,10 @@ class Settings(BaseSettings):
         200, ge=1, description="Characters in one glossary term (source or target) at most.",
     )
     # documents (LibreTranslate /translate_file)
-    files_translation: bool = Field(True, description="Serve /translate_file.")
+    files_translation: bool = Field(
+        True, description="Serve document translation: /translate_file and document jobs "
+        "(/v1/documents); off, both answer 403.",
+    )
     files_dir: Path = Field(
         Path("data/files"), description="Where uploaded and translated files are kept."
     )

@@ -123,8 +123,16 @@ def engine_lines(diagnosis: Diagnosis, settings: Settings) -> None:
                       f"{workers - own} spare); worker processes off (threads, under server "
                       "processes)")
     else:
-        diagnosis.add("decode workers", f"{workers} in all; worker processes "
-                      f"{'on' if settings.worker_processes else 'off'} (NMT_WORKER_PROCESSES)")
+        # as Translator.use_worker_processes decides: only on the CPU with two decode workers
+        if not settings.worker_processes:
+            mode = "off (NMT_WORKER_PROCESSES)"
+        elif each.provider != "cpu":
+            mode = f"off (the {each.provider} provider runs the decode workers on threads)"
+        elif workers < 2:
+            mode = "off (one decode worker runs on a thread)"
+        else:
+            mode = "on (NMT_WORKER_PROCESSES)"
+        diagnosis.add("decode workers", f"{workers} in all; worker processes {mode}")
     diagnosis.add("server processes", f"{processes} behind {settings.host}:{settings.port}")
 
 

@@ -51,6 +51,22 @@ def test_several_server_processes_are_described_as_each_runs(tiny_bundle, capsys
     assert "server processes: 2 behind" in out
 
 
+def test_worker_processes_are_on_only_where_the_server_would_run_them(tiny_bundle, capsys):
+    """Asked for (the default), worker processes still run only on the CPU with two decode
+    workers or more (Translator.use_worker_processes): the line says what the server does."""
+    models = ("--models-dir", str(tiny_bundle.parent), "--processes", "1")
+    code, out = doctor(capsys, *models, "--workers", "1")
+    assert code == 0, out
+    assert ("decode workers:   1 in all; worker processes off (one decode worker runs on a "
+            "thread)") in out
+    code, out = doctor(capsys, *models, "--workers", "2", "--provider", "cuda")
+    assert code == 0, out
+    assert "worker processes off (the cuda provider runs the decode workers on threads)" in out
+    code, out = doctor(capsys, *models, "--workers", "2", "--no-worker-processes")
+    assert code == 0, out
+    assert "decode workers:   2 in all; worker processes off (NMT_WORKER_PROCESSES)" in out
+
+
 def test_the_kernel_library_is_loaded_into_onnx_runtime_where_it_is_used(tiny_bundle, capsys):
     code, out = doctor(capsys, "--models-dir", str(tiny_bundle))
     assert code == 0

@@ -66,6 +66,19 @@ def test_import_without_torch_says_what_to_install(monkeypatch, capsys):
     assert "needs torch" in err and "pip install" in err
 
 
+def test_import_help_needs_no_torch(monkeypatch, capfd):
+    """`nmt --help` points at `nmt import --help`: the importer's options print without torch."""
+    from app import cli
+
+    real = cli.importlib.util.find_spec
+    monkeypatch.setattr(
+        cli.importlib.util, "find_spec", lambda name: None if name == "torch" else real(name)
+    )
+    assert main(["import", "--help"]) == 0
+    out, err = capfd.readouterr()
+    assert "--argos-packages" in out and "needs torch" not in err
+
+
 def test_import_runs_the_importer_and_relays_its_refusal(marian_bundles, tmp_path, capfd):
     """`nmt import` is `python -m export.marian` in a child process (exit code and message
     included); here on a pre-norm model, which the importer refuses before exporting."""
