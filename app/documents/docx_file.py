@@ -3,10 +3,15 @@ footers, text boxes) is a segment. Its runs become inline tags (app.documents.in
 format covering most characters is the paragraph's base, other runs are `<g>` groups, runs
 without text (tabs, breaks, images, fields) and other inline elements (bookmarks, fields) are
 `<x/>` atoms put back where the translation has them; a hyperlink is a group around its runs.
+A run holding text and something else (`a<w:br/>b`, `<w:tab/>x`: Word writes these, and so does
+python-docx's add_run("a\tb")) is cut into runs of either, so its text is translated too. A
+field (a page number: the runs from its w:fldChar begin to its end) is one atom, its shown
+result kept: its parts must stay in order, or the text around them becomes part of the field.
 Rebuilt runs copy their original run's properties (bold, italic, font, size, colour, style),
 and rebuilt links their target, so formatting survives; paragraph
 properties, section and page setup, styles and everything outside paragraphs are untouched.
-Spell-check marks (w:proofErr) are dropped."""
+Spell-check marks (w:proofErr) and where the last rendering broke the page
+(w:lastRenderedPageBreak, stale once the text changes) are dropped."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from app.documents import Document
 from app.documents.inline import Atom, Close, Open, decode, encode
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
+_DROPPED = {qn("w:proofErr"), qn("w:lastRenderedPageBreak")}
 
 
 def _paragraphs(document) -> list:
@@ -39,7 +45,63 @@ def _text(el) -> str:
 
 
 def _is_text_run(el) -> bool:
-    return el.tag == qn("w:r") and all(c.tag in _TEXT_CHILDREN for c in el)
+    return not isinstance(el, list) and el.tag == qn("w:r") and all(
+        c.tag in _TEXT_CHILDREN for c in el)
+
+
+_HOLDERS = {qn("w:p"), qn("w:hyperlink"), qn("w:r")}
+
+
+def _split_run(run) -> None:
+    """A run with text and other content (w:br, w:tab, w:sym ...) -> runs of text and runs of
+    one other element each, in the same place and with the same properties."""
+    content = [c for c in run if c.tag != qn("w:rPr")]
+    if all(c.tag == qn("w:t") for c in content) or not any(c.tag == qn("w:t") for c in content):
+        return
+    rpr = run.find(qn("w:rPr"))
+    pieces: list[list] = []
+    for c in content:
+        if c.tag == qn("w:t") and pieces and pieces[-1][0].tag == qn("w:t"):
+            pieces[-1].append(c)
+        else:
+            pieces.append([c])
+    at = run
+    for piece in pieces:
+        new = etree.Element(run.tag, attrib=dict(run.attrib))
+        if rpr is not None:
+            new.append(copy.deepcopy(rpr))
+        new.extend(piece)
+        at.addnext(new)
+        at = new
+    run.getparent().remove(run)
+
+
+def _fields(children: list) -> list:
+    """children with each complex field that begins and ends among them (the runs from its
+    w:fldChar begin to its end, nested fields inside) as one list of elements."""
+    out: list = []
+    depth, field = 0, []
+    for c in children:
+        kinds = [f.get(qn("w:fldCharType")) for f in c.iterchildren(qn("w:fldChar"))]
+        kinds = kinds if c.tag == qn("w:r") else []
+        if depth or "begin" in kinds:
+            field.append(c)
+            depth += kinds.count("begin") - kinds.count("end")
+            if depth <= 0:
+                out.append(field)
+                depth, field = 0, []
+        else:
+            out.append(c)
+    return out + field  # a field that ends in a later paragraph: its runs one by one
+
+
+_BREAKS = {qn("w:br"), qn("w:cr"), qn("w:tab")}
+
+
+def _is_break(el) -> bool:
+    """A run of a line break or a tab only (the words on each side need no space)."""
+    return not isinstance(el, list) and el.tag == qn("w:r") and all(
+        c.tag in _BREAKS or c.tag == qn("w:rPr") for c in el) and len(el) > 0
 
 
 def _run_key(run) -> bytes:
@@ -49,15 +111,22 @@ def _run_key(run) -> bytes:
 
 
 def _is_link(el) -> bool:
-    return el.tag == qn("w:hyperlink") and all(_is_text_run(c) for c in el)
+    return not isinstance(el, list) and el.tag == qn("w:hyperlink") and all(
+        _is_text_run(c) for c in el)
 
 
 def _encode(p) -> tuple[str, list]:
     """A paragraph -> (inline markup, [its children, the runs and links inside by id, the
     base run]). A hyperlink made of text runs is a group around its runs."""
-    for mark in p.findall(qn("w:proofErr")):
-        p.remove(mark)
-    children = [c for c in p if c.tag != qn("w:pPr")]
+    for mark in [el for el in p.iter(*_DROPPED) if el.getparent().tag in _HOLDERS]:
+        parent = mark.getparent()
+        parent.remove(mark)
+        if parent.tag == qn("w:r") and all(c.tag == qn("w:rPr") for c in parent):
+            parent.getparent().remove(parent)  # nothing left in it to keep
+    for holder in [p, *p.iterchildren(qn("w:hyperlink"))]:
+        for run in holder.findall(qn("w:r")):
+            _split_run(run)
+    children = _fields([c for c in p if c.tag != qn("w:pPr")])
     nodes: list = []  # every element an id can name
     lengths = Counter()
     for c in children:
@@ -116,13 +185,16 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         paragraphs, states, translations, strict=True
     ):
         for c in children:
-            p.remove(c)
+            for el in c if isinstance(c, list) else [c]:
+                p.remove(el)
         links = {k for k, n in enumerate(nodes) if _is_link(n)}  # sets: a paragraph may
         runs = {k for k, n in enumerate(nodes) if _is_text_run(n)}  # have 100,000 runs
         atoms = {k for k in range(len(nodes)) if k not in links and k not in runs}
-        for piece in decode(text, atoms, links | runs):
+        breaks = {k for k in atoms if _is_break(nodes[k])}
+        for piece in decode(text, atoms, links | runs, breaks):
             if isinstance(piece, Atom):
-                p.append(nodes[piece.id])
+                node = nodes[piece.id]
+                p.extend(node if isinstance(node, list) else [node])
                 continue
             words, ids = piece
             parent, model = p, base_run

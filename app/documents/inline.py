@@ -59,11 +59,14 @@ def encode(items: list[Item]) -> str:
 
 
 def decode(
-    markup: str, atoms: Collection[int], groups: Collection[int]
+    markup: str, atoms: Collection[int], groups: Collection[int], breaks: Collection[int] = ()
 ) -> list[tuple[str, tuple[int, ...]] | Atom]:
     """Escaped text with inline tags -> pieces: (text, ids of the open groups, outermost
     first) and Atoms, in order. Only the given atom and group ids count (others are dropped);
-    each atom comes once, an atom the markup lost comes at the end; empty texts are dropped."""
+    each atom comes once, an atom the markup lost comes at the end; empty texts are dropped.
+    `breaks` are atoms that part words themselves (a tab, a line break): the spaces next to
+    them go, since a tag put back in a sentence gets a space on each side (app.text.protect),
+    which would start the next line with a space."""
     out: list[tuple[str, tuple[int, ...]] | Atom] = []
     stack: list[int] = []
     pos = 0
@@ -88,4 +91,13 @@ def decode(
                 pieces.append(piece)
         elif piece[0]:
             pieces.append((piece[0], tuple(g for g in piece[1] if g in groups)))
-    return pieces + [Atom(k) for k in sorted(set(atoms) - seen)]
+    pieces += [Atom(k) for k in sorted(set(atoms) - seen)]
+    if breaks:
+        for i, piece in enumerate(pieces):
+            if isinstance(piece, Atom) and piece.id in breaks:
+                if i and not isinstance(pieces[i - 1], Atom):
+                    pieces[i - 1] = (pieces[i - 1][0].rstrip(" "), pieces[i - 1][1])
+                if i + 1 < len(pieces) and not isinstance(pieces[i + 1], Atom):
+                    pieces[i + 1] = (pieces[i + 1][0].lstrip(" "), pieces[i + 1][1])
+        pieces = [p for p in pieces if isinstance(p, Atom) or p[0]]
+    return pieces

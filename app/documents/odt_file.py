@@ -18,6 +18,7 @@ from app.documents import Document
 from app.documents.inline import Atom, Close, Open, decode, encode
 
 _GROUPS = {(TEXTNS, "span"), (TEXTNS, "a")}
+_BREAKS = {(TEXTNS, "line-break"), (TEXTNS, "tab")}  # they part the words on each side
 
 
 def _text_of(node) -> str:
@@ -72,7 +73,8 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         p.childNodes.clear()  # the text nodes (odfpy's removeChild refuses them)
         groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
         atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
-        for piece in decode(text, atoms, groups):
+        breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
+        for piece in decode(text, atoms, groups, breaks):
             if isinstance(piece, Atom):
                 p.appendChild(nodes[piece.id])
                 continue

@@ -355,8 +355,10 @@ def _without(sentence: str, removed: list[tuple[int, int]]):
             while out and not out[-1]:
                 out.pop()
             out[-1] = out[-1][:-1]
-        # a tag between two words with no space ("file<br>and") leaves one: two words still
-        elif a and sentence[a - 1:a].isalnum() and sentence[b:b + 1].isalnum():
+        # a tag between two words with no space ("file<br>and", "Name:<x/>John") leaves one:
+        # two words still
+        elif sentence[b:b + 1].isalnum() and next(
+                (piece[-1] for piece in reversed(out) if piece), " ").strip():
             out.append(" ")
         shifts.append((b, sum(map(len, out))))
         pos = b

@@ -221,6 +221,54 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
     assert out.sections[0].header.paragraphs[0].text == "ynapmoC troper"
 
 
+def _field_runs(paragraph, instruction: str, shown: str) -> None:
+    """A complex field (as Word writes a page number) appended to a python-docx paragraph."""
+    for kind, text in (("begin", None), ("instr", instruction), ("separate", None),
+                       ("text", shown), ("end", None)):
+        r = paragraph.add_run()._r
+        if kind == "text":
+            r.append(docx.oxml.OxmlElement("w:t"))
+            r[-1].text = text
+        elif kind == "instr":
+            r.append(docx.oxml.OxmlElement("w:instrText"))
+            r[-1].text = text
+        else:
+            r.append(docx.oxml.OxmlElement("w:fldChar"))
+            r[-1].set(qn("w:fldCharType"), kind)
+
+
+def test_docx_translates_text_in_runs_with_breaks_and_tabs_and_keeps_fields_whole():
+    """Word puts a line break or tab in the same run as text (`<w:r><w:br/><w:t>`), and a
+    w:lastRenderedPageBreak before the text of many runs: such a run used to be one atom, its
+    text never translated. A field's runs (begin, instruction, separate, shown result, end)
+    used to be separate atoms, and the end went back after the next words, which a field
+    update then replaced by the page number."""
+    document = docx.Document()
+    p = document.add_paragraph()
+    r = p.add_run("The first line ends here")
+    r.add_break()
+    r.add_text("and the second line follows.")
+    document.add_paragraph("Name:\tJohn Smith is the owner")
+    r = document.add_paragraph().add_run()
+    r._r.append(docx.oxml.OxmlElement("w:lastRenderedPageBreak"))
+    r.add_text("Text after a page break.")
+    p = document.add_paragraph("Page ")
+    _field_runs(p, " PAGE ", "1")
+    p.add_run(" of the document")
+    out = docx.Document(io.BytesIO(run(docx_bytes(document), "docx")))
+    assert [q.text for q in out.paragraphs] == [
+        "ehT tsrif enil sdne ereh\ndna eht dnoces enil swollof.",
+        "emaN:\tnhoJ htimS si eht renwo",
+        "txeT retfa a egap kaerb.",
+        "egaP 1 fo eht tnemucod",
+    ]
+    assert not out.element.body.findall(".//" + qn("w:lastRenderedPageBreak"))
+    footer = out.paragraphs[3]._p
+    kinds = [c.get(qn("w:fldCharType")) or c.text for c in footer.iter(
+        qn("w:fldChar"), qn("w:instrText"), qn("w:t"))]
+    assert kinds == ["egaP ", "begin", " PAGE ", "separate", "1", "end", " fo eht tnemucod"]
+
+
 def test_odt_keeps_headings_spans_styles_and_spaces():
     data = odt_file(" and   relax.")  # the run of spaces becomes text:s
     out = opendocument.load(io.BytesIO(run(data, "odt")))
@@ -232,6 +280,21 @@ def test_odt_keeps_headings_spans_styles_and_spaces():
         ("Strong", "txen keew")]
     assert len(para.getElementsByType(odftext.S)) == 1
     assert teletype.extractText(para).startswith("eW pihs txen keew dna")
+
+
+def test_odt_line_breaks_and_tabs_get_no_spaces_around_them():
+    # put back in the sentence, they got a space on each side: the next line began with one
+    document = opendocument.load(io.BytesIO(odt_file()))
+    p = odftext.P(text="First line")
+    p.addElement(odftext.LineBreak())
+    teletype.addTextToElement(p, "second line\tafter a tab.")
+    document.text.addElement(p)
+    buf = io.BytesIO()
+    document.write(buf)
+    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    para = out.getElementsByType(odftext.P)[-1]
+    assert teletype.extractText(para) == "tsriF enil\ndnoces enil\tretfa a bat."
+    assert len(para.getElementsByType(odftext.LineBreak)) == 1
 
 
 def test_formats_limits_and_broken_files():
