@@ -2,10 +2,15 @@
 segment) is a segment, its inline elements (<g>, <x/>, <ph>, <pc> ...) kept as tags; the
 translation goes to the <target> beside it (created after <source> when missing, its attributes
 kept when present). A translation whose tags do not nest (the model crossed them beyond what
-app.text.protect repairs) is written as plain text rather than refused."""
+app.text.protect repairs) is written as plain text rather than refused.
+XLIFF 1.2's <bpt>, <ept>, <ph> and <it> hold the original's native code (`&lt;a href="x"&gt;`), not
+text: they go to the model empty, as tags that stand alone, and get their code back in the
+target, so it is neither translated nor mixed with the words around it. A unit with
+translate="no" (on it or the group or file it is in) is left alone."""
 
 from __future__ import annotations
 
+import copy
 import html
 import re
 
@@ -15,6 +20,10 @@ from app.documents import Document
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
 _NS_DECL = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
+_NS12 = "urn:oasis:names:tc:xliff:document:1.2"
+
+
+_CODE = {f"{{{_NS12}}}{name}" for name in ("bpt", "ept", "ph", "it")}
 
 
 def _local(el) -> str:
@@ -22,9 +31,24 @@ def _local(el) -> str:
 
 
 def _inner(el) -> str:
-    """The element's content as escaped text with tags, without namespace declarations."""
+    """The element's content as escaped text with tags, without namespace declarations; the
+    native code inside XLIFF 1.2's code elements left out (`_with_code` puts it back)."""
+    if any(True for _ in el.iter(*_CODE)):
+        el = copy.deepcopy(el)
+        for code in el.iter(*_CODE):
+            code.text = None
+            for child in list(code):
+                code.remove(child)
     children = "".join(etree.tostring(c, encoding="unicode", with_tail=True) for c in el)
     return html.escape(el.text or "", quote=False) + _NS_DECL.sub("", children)
+
+
+def _translatable(source) -> bool:
+    """No translate="no" on the unit or on the group or file around it (the nearest says)."""
+    for el in source.iterancestors():
+        if el.get("translate") is not None:
+            return el.get("translate") != "no"
+    return True
 
 
 def extract(data: bytes) -> Document:
@@ -32,8 +56,22 @@ def extract(data: bytes) -> Document:
     if _local(root) != "xliff":
         raise ValueError(f"the root element is <{_local(root)}>, not <xliff>")
     sources = [el for el in root.iter("{*}source")
-               if _local(el.getparent()) in ("trans-unit", "segment")]
+               if _local(el.getparent()) in ("trans-unit", "segment") and _translatable(el)]
     return Document("xliff", [_inner(s) for s in sources], (root, sources), markup=True)
+
+
+def _with_code(target, source) -> None:
+    """The native code of the source's code elements back into the target's (by element
+    and id, in order)."""
+    codes: dict[tuple[str, str | None], list] = {}
+    for code in source.iter(*_CODE):
+        codes.setdefault((code.tag, code.get("id")), []).append(code)
+    for code in target.iter(*_CODE):
+        found = codes.get((code.tag, code.get("id")))
+        if found:
+            original = found.pop(0)
+            code.text = original.text
+            code.extend(copy.deepcopy(c) for c in original)
 
 
 def _target_content(ns: str | None, text: str):
@@ -60,4 +98,5 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             target.remove(child)
         target.text = parsed.text
         target.extend(list(parsed))
+        _with_code(target, source)
     return etree.tostring(root.getroottree(), xml_declaration=True, encoding="UTF-8")

@@ -189,6 +189,33 @@ def test_xliff_writes_targets_with_inline_elements():
     assert target.text == "sserP " and target[0].text == "retnE" and target[0].tail == " won"
 
 
+def test_xliff_keeps_native_code_and_units_not_to_translate():
+    """The native code inside XLIFF 1.2's <bpt>, <ept>, <ph> and <it> used to go to the model
+    as text: it came back translated, or with the sentence's words moved into it. A unit with
+    translate="no" was translated all the same."""
+    src = b"""<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file source-language="en" datatype="html" original="a.html"><body>
+    <trans-unit id="1"><source>Click <bpt id="1">&lt;a href="x"&gt;</bpt>here<ept id="1">&lt;/a&gt;</ept> to go</source></trans-unit>
+    <trans-unit id="2"><source>Copy <ph id="1">%s</ph> now</source></trans-unit>
+    <trans-unit id="3" translate="no"><source>Brand name</source></trans-unit>
+    <group translate="no"><trans-unit id="4"><source>Other brand</source></trans-unit></group>
+  </body></file></xliff>"""  # noqa: E501
+    assert extract(src, "xlf").segments == [
+        'Click <bpt id="1"/>here<ept id="1"/> to go', 'Copy <ph id="1"/> now']
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    root = etree.fromstring(run(src, "xlf"))
+    click, copy_, brand, other = root.findall(".//x:trans-unit", ns)
+    target = click.find("x:target", ns)
+    assert [(e.tag.split("}")[1], e.text) for e in target] == [
+        ("bpt", '<a href="x">'), ("ept", "</a>")]
+    assert "".join(target.itertext()).replace('<a href="x">', "").replace("</a>", "").split() \
+        == ["kcilC", "ereh", "ot", "og"]
+    assert copy_.find("x:target/x:ph", ns).text == "%s"
+    assert brand.find("x:target", ns) is None and other.find("x:target", ns) is None
+    src20 = XLIFF20.replace(b'<unit id="u1">', b'<unit id="u1" translate="no">')
+    assert extract(src20, "xlf").segments == []
+
+
 def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
 
     document = docx_document()
