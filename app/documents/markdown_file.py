@@ -4,7 +4,9 @@ Markdown reads their line breaks as spaces), is a segment; table cells are segme
 and indented code, link reference definitions, rules and table separators stay verbatim. The
 line breaks inside a segment go back into its translation at the nearest spaces
 (app.text.segment.rewrap). Inline code and link targets are protected spans (app.text.protect), so
-`[the docs](setup.md)` keeps its target."""
+`[the docs](setup.md)` keeps its target. Front matter (`---` ... `---` or `+++` ... `+++` at the
+top), a setext heading's underline, HTML comments and lines of an HTML block (`<div ...>`) stay
+verbatim too: translated, their keys, markers and attributes broke."""
 
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ _VERBATIM = re.compile(
     r"|^\s{0,3}\[[^\]]+\]:\s"  # link reference definition
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
     r"|^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$"  # table separator
+    r"|^\s{0,3}=+\s*$"  # setext heading underline
+    r"|^\s{0,3}</?(?:address|article|aside|blockquote|center|details|dialog|div|dl|figure"
+    r"|footer|form|h[1-6]|header|hr|iframe|nav|ol|p|picture|section|summary|table|ul)\b"
 )
+_FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*")
 _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
 
@@ -51,8 +57,18 @@ def extract(data: bytes) -> Document:
     cells: list[tuple[int, int, list[int]]] = []
     fence = None
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
+    comment = False  # inside an HTML comment
+    front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
+        (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
+         or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
     for i in targets:
         line = lines[i]
+        if front and i <= front:
+            continue
+        if comment or line.lstrip().startswith("<!--"):
+            comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
+            open_text = None
+            continue
         if open_text == i - 2 and _continues(line):  # directly under it (lines[i - 1]: break)
             cells[-1][2].append(i)
             open_text = i

@@ -76,7 +76,8 @@ _URL = (
     rf"|www\.[\w-]+(?:\.[\w-]+)+(?:[^{_NOT_URL}]*[^{_NOT_URL}.,;:!?)\]}}])?"
 )
 _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
-_CODE = r"`[^`\n]+`|(?<=\])\([^()\s]+\)"  # `inline code`, a Markdown link's (target)
+# `inline code`, a Markdown link's (target) and its "title", if any
+_CODE = r"""`[^`\n]+`|(?<=\])\([^()\s]+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"

@@ -121,6 +121,32 @@ def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
                    "- na meti taht\n  seog no\n- txen\n## eltiT\ntxet rednu ti\n")
 
 
+def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targets():
+    """Each of these was translated: the front matter's keys, a setext heading's underline
+    (as words of the heading), an HTML comment and the attributes of an HTML block; a link
+    with a title had its target translated (and its closing parenthesis lost by the model)."""
+    src = (
+        "---\ntitle: Getting started\ntags: [install]\n---\n\n"
+        "Main title\n==========\n\n"
+        "Read the [guide](docs/install.md \"The guide\") first.\n\n"
+        "<!-- a comment\nover two lines -->\n"
+        '<div align="center">Centered text</div>\n\n'
+        "Last words.\n"
+    )
+    assert extract(src.encode(), "md").segments == [
+        "Main title", 'Read the [guide](docs/install.md "The guide") first.', "Last words."]
+    assert run(src.encode(), "md").decode() == (
+        "---\ntitle: Getting started\ntags: [install]\n---\n\n"
+        "niaM eltit\n==========\n\n"
+        "daeR eht [ediug](docs/install.md \"The guide\") tsrif.\n\n"
+        "<!-- a comment\nover two lines -->\n"
+        '<div align="center">Centered text</div>\n\n'
+        "tsaL sdrow.\n"
+    )
+    # a rule at the top, with a blank line under it, is no front matter
+    assert extract(b"---\n\nSome text.\n\n---\n", "md").segments == ["Some text."]
+
+
 def test_srt_keeps_numbering_timings_and_line_breaks():
     src = (
         "1\n00:00:01,000 --> 00:00:02,500\nHello there\nGeneral Kenobi\n\n"
