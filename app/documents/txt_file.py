@@ -10,7 +10,9 @@ import re
 from app.documents import Document, InvalidDocument
 
 _LINE = re.compile(r"(\r\n|\n|\r)")
-_BLANK_LINES = re.compile(r"((?:\r\n|\n|\r)(?:[ \t]*(?:\r\n|\n|\r))+)")  # a paragraph break
+# a paragraph break; a lone \r is one only where no \n follows (else one Windows line break,
+# \r then \n, read as two)
+_BLANK_LINES = re.compile(r"((?:\r\n|\n|\r(?!\n))(?:[ \t]*(?:\r\n|\n|\r(?!\n)))+)")
 
 
 def decode_text(data: bytes) -> tuple[str, str]:

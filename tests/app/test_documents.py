@@ -52,6 +52,18 @@ def test_txt_keeps_lines_indentation_and_line_endings():
     assert CALLS[-1] == ["Hello world.", "Indented line here", "Open %s now.", "Then close it"]
 
 
+def test_txt_with_windows_line_breaks_keeps_wrapped_sentences_whole():
+    # the paragraph-break pattern read one \r\n as \r and \n, two line breaks: every line of a
+    # Windows file was a paragraph of its own, and a wrapped sentence went out in halves
+    src = "This sentence is wrapped at a width and it\r\ncontinues on the next line.\r\n\r\nNext."
+    assert extract(src.encode(), "txt").segments == [
+        "This sentence is wrapped at a width and it\r\ncontinues on the next line.", "Next."]
+    run(src.encode(), "txt")
+    assert CALLS[-1] == ["This sentence is wrapped at a width and it continues on the next line.",
+                         "Next."]
+    assert extract(b"A line\r\rB line\r", "txt").segments == ["A line", "B line"]
+
+
 def test_translate_segments_reports_progress_and_escapes_markup():
     seen = []
     out = translate_segments(
