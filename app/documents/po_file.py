@@ -1,6 +1,7 @@
 """gettext catalogs (.po, .pot) with polib: each entry's msgid (and msgid_plural) is a segment;
 the translation goes to msgstr (msgstr[0] and the other plural forms). The header, msgctxt,
-flags, comments, references and obsolete entries stay as they were."""
+flags, comments, references and obsolete entries stay as they were, and so do entries already
+translated (not fuzzy): a translator's msgstr is not replaced by the model's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.documents.txt_file import decode_text
 def extract(data: bytes) -> Document:
     text, _ = decode_text(data)
     catalog = polib.pofile(text)
-    entries = [e for e in catalog if e.msgid and not e.obsolete]
+    entries = [e for e in catalog if e.msgid and not e.obsolete and not e.translated()]
     segments = []
     for entry in entries:
         segments.append(entry.msgid)

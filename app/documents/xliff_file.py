@@ -6,7 +6,9 @@ app.text.protect repairs) is written as plain text rather than refused.
 XLIFF 1.2's <bpt>, <ept>, <ph> and <it> hold the original's native code (`&lt;a href="x"&gt;`), not
 text: they go to the model empty, as tags that stand alone, and get their code back in the
 target, so it is neither translated nor mixed with the words around it. A unit with
-translate="no" (on it or the group or file it is in) is left alone."""
+translate="no" (on it or the group or file it is in) is left alone, and so is a translation
+already there and marked done (1.2: a target in state translated, final or signed-off; 2.0: a
+segment in state translated, reviewed or final)."""
 
 from __future__ import annotations
 
@@ -43,8 +45,18 @@ def _inner(el) -> str:
     return html.escape(el.text or "", quote=False) + _NS_DECL.sub("", children)
 
 
+_DONE = {"translated", "final", "signed-off", "reviewed"}
+
+
 def _translatable(source) -> bool:
-    """No translate="no" on the unit or on the group or file around it (the nearest says)."""
+    """No translate="no" on the unit or on the group or file around it (the nearest says), and
+    no finished translation beside the source."""
+    target = source.getnext()
+    if target is not None and _local(target) == "target" and "".join(target.itertext()).strip():
+        state = target.get("state") if _local(source.getparent()) == "trans-unit" else (
+            source.getparent().get("state"))
+        if state in _DONE:
+            return False
     for el in source.iterancestors():
         if el.get("translate") is not None:
             return el.get("translate") != "no"

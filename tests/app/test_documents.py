@@ -183,9 +183,15 @@ def test_po_fills_msgstr_and_keeps_catalog_metadata():
     catalog.append(polib.POEntry(msgid="one file", msgid_plural="%d files",
                                  msgstr_plural={0: "", 1: ""}))
     catalog.append(polib.POEntry(msgid="Old text", msgstr="Alter Text", obsolete=True))
+    # a translator's msgstr stays; a fuzzy one is translated again (and stays fuzzy)
+    catalog.append(polib.POEntry(msgid="Cancel", msgstr="Abbrechen"))
+    catalog.append(polib.POEntry(msgid="Save", msgstr="Sichern", flags=["fuzzy"]))
     out = polib.pofile(run(str(catalog).encode(), "po").decode())
+    assert "Cancel" not in CALLS[-1]
     assert out.metadata == catalog.metadata
-    first, second, plural, old = out
+    first, second, plural, done, fuzzy, old = out  # obsolete entries come last
+    assert done.msgstr == "Abbrechen"
+    assert fuzzy.msgstr == "evaS" and fuzzy.flags == ["fuzzy"]
     assert (first.msgctxt, first.comment, first.tcomment, first.occurrences) == (
         "menu", "File menu", "keep short", [("main.c", "12")])
     assert first.msgstr == "nepO elif"
@@ -202,6 +208,8 @@ XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
         <source>Hello <g id="1">dear</g> friend<x id="2"/></source></trans-unit>
       <trans-unit id="save"><source>Save file</source><target state="new">old</target>
         <note>A button</note></trans-unit>
+      <trans-unit id="done"><source>Close</source><target state="final">Schliessen</target>
+        </trans-unit>
     </body>
   </file>
 </xliff>"""
@@ -214,7 +222,8 @@ XLIFF20 = b"""<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0"
 def test_xliff_writes_targets_with_inline_elements():
     ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
     root = etree.fromstring(run(XLIFF12, "xliff"))
-    greeting, save = root.findall(".//x:trans-unit", ns)
+    greeting, save, done = root.findall(".//x:trans-unit", ns)
+    assert done.find("x:target", ns).text == "Schliessen"  # a finished translation stays
     target = greeting.find("x:target", ns)
     assert etree.tostring(target, encoding="unicode").split(">", 1)[1] == (
         'olleH <g id="1">raed</g> dneirf<x id="2"/></target>')
@@ -251,6 +260,9 @@ def test_xliff_keeps_native_code_and_units_not_to_translate():
     assert copy_.find("x:target/x:ph", ns).text == "%s"
     assert brand.find("x:target", ns) is None and other.find("x:target", ns) is None
     src20 = XLIFF20.replace(b'<unit id="u1">', b'<unit id="u1" translate="no">')
+    assert extract(src20, "xlf").segments == []
+    src20 = XLIFF20.replace(b"<segment>", b'<segment state="final">').replace(
+        b"</source>", b"</source><target>Jetzt <pc id=\"1\">Enter</pc></target>")
     assert extract(src20, "xlf").segments == []
 
 
