@@ -168,6 +168,9 @@ def test_srt_keeps_numbering_timings_and_line_breaks():
     before = list(srt.parse(src))
     assert [(s.index, s.start, s.end) for s in out] == [(s.index, s.start, s.end) for s in before]
     assert [s.content for s in out] == ["olleH ereht\nlareneG iboneK", "<i>gnirepsihW</i> won"]
+    # Windows line breaks stay (they came back as \n)
+    out = run(src.replace("\n", "\r\n").encode(), "srt").decode()
+    assert out.count("\r\n") == src.count("\n") and "\n" not in out.replace("\r\n", "")
 
 
 def test_po_fills_msgstr_and_keeps_catalog_metadata():
