@@ -342,6 +342,12 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
     return groups
 
 
+def _spaced_after(c: str) -> bool:
+    """Whether a word that follows c directly is a word of its own (after a letter, a digit or
+    a mark that ends a clause), not one an opening bracket or quote holds."""
+    return c.isalnum() or c in ".,;:!?"
+
+
 def _without(sentence: str, removed: list[tuple[int, int]]):
     """sentence without the removed ranges (a space left doubled by a removal goes too, one
     between two words that the range alone kept apart comes in), and a function from a
@@ -356,9 +362,9 @@ def _without(sentence: str, removed: list[tuple[int, int]]):
                 out.pop()
             out[-1] = out[-1][:-1]
         # a tag between two words with no space ("file<br>and", "Name:<x/>John") leaves one:
-        # two words still
-        elif sentence[b:b + 1].isalnum() and next(
-                (piece[-1] for piece in reversed(out) if piece), " ").strip():
+        # two words still; after an opening bracket or quote ("(<b>bold</b>)") none comes
+        elif sentence[b:b + 1].isalnum() and _spaced_after(next(
+                (piece[-1] for piece in reversed(out) if piece), " ")):
             out.append(" ")
         shifts.append((b, sum(map(len, out))))
         pos = b

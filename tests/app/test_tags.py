@@ -352,6 +352,11 @@ def test_an_atom_between_two_words_with_no_space_leaves_one():
     assert plan.texts == ("Save the file and close it.",)
     plan = TagPlan.of("Done.{1}", (), ("{1}",))
     assert plan.texts == ("Done.",)
+    plan = TagPlan.of("Name:{1}John Smith", (), ("{1}",))
+    assert plan.texts == ("Name: John Smith",)
+    # a word an opening bracket or quote holds stays held: "(bold)", not "( bold)"
+    plan = TagPlan.of('See ({1}bold{2}) and "{3}this{4}" here.', (("{1}", "{2}"), ("{3}", "{4}")))
+    assert plan.texts[0] == 'See (bold) and "this" here.'
 
 
 def test_a_sentence_of_a_text_with_many_tags_gets_only_its_own():
