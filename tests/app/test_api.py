@@ -401,3 +401,32 @@ def test_cors_origins():
         r = c.options("/v1/translate", headers={"Origin": "http://example.test",
                                                 "Access-Control-Request-Method": "POST"})
         assert r.headers["access-control-allow-origin"] == "http://example.test"
+
+
+@pytest.mark.parametrize("path, content_type", [
+    ("/v1/translate", "application/json"),
+    ("/translate", "application/json"),
+    ("/translate", "application/x-www-form-urlencoded"),
+    ("/detect", "application/json"),
+    ("/translate_file", "multipart/form-data; boundary=b"),
+    ("/v1/documents", "multipart/form-data; boundary=b"),
+])
+def test_a_client_that_leaves_while_sending_its_body_is_no_server_error(
+        tmp_path, caplog, path, content_type):
+    # the client went away (499, as when it leaves while its sentences wait): not an error of
+    # the server's, which 5xx alerts would count, nor one logged with a traceback
+    with serve(files_dir=tmp_path) as srv:
+        raw = socket.create_connection(("127.0.0.1", srv.port))
+        raw.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: 100"
+                    b"\r\n\r\n{\"te" % (path.encode(), content_type.encode()))
+        raw.close()
+        label = f'route="{path}",status='
+
+        def counted() -> str:
+            return next((line for line in httpx.get(f"{srv.url}/metrics").text.splitlines()
+                         if line.startswith("nmt_http_requests_total") and label in line), "")
+
+        wait_until(lambda: counted() != "")
+        assert f'{label}"499"' in counted()
+        assert httpx.get(f"{srv.url}/health/live").status_code == 200
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
