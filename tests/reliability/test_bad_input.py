@@ -258,6 +258,10 @@ def catalogue() -> list[Case]:
              v1_field="Content-Type", lt_field="Content-Type"))
     add(both("content-type-form-with-json-body", 415, 400,
              content_type="application/x-www-form-urlencoded"))
+    # a JSON media type with a suffix is JSON on both APIs (as Flask, and so LibreTranslate,
+    # reads it)
+    add(both("content-type-vendor-json", 200, 200, content_type="application/vnd.api+json",
+             check=translated))
     # a value that is no type/subtype is named as sent (email's parser reads it as text/plain)
     add(both("content-type-no-subtype", 415, 400, content_type="json",
              v1_field="Content-Type", lt_field="Content-Type", check=error_names("'json'")))

@@ -30,7 +30,7 @@ from app.errors import (
     excerpt,
 )
 from app.http.access import header_api_key
-from app.http.body import read_json
+from app.http.body import is_json_type, read_json
 from app.http.checks import admit, disconnect_watch, get_state, media_type, ready_state
 from app.http.errors import invalid_input
 from app.http.schemas import GLOSSARY_DOC, ErrorBody, LibreLanguage, LibreTranslateRequest
@@ -153,7 +153,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
     whether they came as JSON (typed: validated strictly) rather than as form strings."""
     kind = media_type(request)
     body = await request.body()
-    if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
+    if is_json_type(kind) or (not kind and body.lstrip()[:1] == b"{"):
         data = read_json(body)
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
