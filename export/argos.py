@@ -319,10 +319,12 @@ def ct2_agreement(bundle: Path, package: Package, texts: list[str]) -> dict[str,
     limits = translator.output_limits(translator.encode(texts), options)
     vocab = translator.tokenizer  # a SplitTokenizer: imported bundles carry CTranslate2's order
     theirs = []
-    for row, limit in zip(tokens, limits, strict=True):
+    for text, row, limit in zip(texts, tokens, limits, strict=True):
         result = peer.translate_batch([row], beam_size=1, max_decoding_length=int(limit),
                                       min_decoding_length=0)[0].hypotheses[0]
-        theirs.append(translator.decode([vocab.target_ids.get(p, vocab.unk_id) for p in result]))
+        # decoded as ours are (an unknown piece as the source's: Translator.result)
+        theirs.append(translator.decode([vocab.target_ids.get(p, vocab.unk_id) for p in result],
+                                        translator.unknowns(text)))
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     return {"identical": same, "sentences": len(texts), "rate": round(same / len(texts), 4),
             "decoding": "greedy", "ctranslate2": ctranslate2.__version__}

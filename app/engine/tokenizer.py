@@ -43,6 +43,42 @@ def capitalize_lowercase(text: str) -> str:
     return _PRONOUN_I.sub("I", text[:first] + text[first].upper() + text[first + 1:])
 
 
+def decode_with_unknowns(ids: list[int], unk_id: int, unknown: list[str] | tuple[str, ...],
+                         decode, piece) -> str:
+    """ids decoded with each unknown piece written as the next of `unknown` (the source's
+    unknown pieces, in order; one past them as nothing), not as SentencePiece's " ⁇ ": a
+    character the vocabulary lacks ("ï", "£", an emoji) comes back as it was sent. The known
+    pieces between them are decoded by `decode`, each run after the first with the spaces its
+    leading pieces stand for (`piece`: an id's piece)."""
+    parts: list[str] = []
+    run: list[int] = []
+    spare = iter(unknown)
+
+    def flush() -> None:
+        if run:
+            lead = "".join(piece(i) for i in run[:4])
+            spaces = len(lead) - len(lead.lstrip(SPACE)) if parts else 0
+            parts.append(" " * spaces + decode(run))
+            run.clear()
+
+    for i in ids:
+        if i == unk_id:
+            flush()
+            parts.append(next(spare, ""))
+        else:
+            run.append(i)
+    flush()
+    return "".join(parts)
+
+
+SPACE = "\u2581"  # SentencePiece's mark of a space
+
+
+def _surface(piece) -> str:
+    """A piece's text as it was in the input, without the space its mark stands for."""
+    return piece.surface[1:] if piece.piece.startswith(SPACE) else piece.surface
+
+
 class JointTokenizer:
     add_source_eos = True
 
@@ -68,8 +104,19 @@ class JointTokenizer:
         # for each call, which costs far more than encoding a short text
         return [self.sp.encode(text) for text in texts]
 
-    def decode(self, ids: list[int]) -> str:
-        return self.sp.decode(ids)
+    def unknown_pieces(self, text: str) -> list[str]:
+        """The text of each of text's pieces that the vocabulary lacks, in order."""
+        unk = self.sp.unk_id()
+        return [_surface(p) for p in self.sp.encode(text, return_type="proto").pieces
+                if p.id == unk]
+
+    def decode(self, ids: list[int], unknown: list[str] | tuple[str, ...] | None = None) -> str:
+        """ids -> text; with `unknown` (the source's unknown pieces), the unknown pieces as
+        decode_with_unknowns writes them, else as SentencePiece does."""
+        unk = self.sp.unk_id()
+        if unknown is None or unk < 0 or unk not in ids:
+            return self.sp.decode(ids)
+        return decode_with_unknowns(ids, unk, unknown, self.sp.decode, self.sp.id_to_piece)
 
 
 SPECIAL_PIECES = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}
@@ -136,7 +183,20 @@ class SplitTokenizer:
         rows = [self.source.encode(text, out_type=str) for text in texts]  # as JointTokenizer
         return [[self.vocab.get(p, self.unk_id) for p in row] for row in rows]
 
-    def decode(self, ids: list[int]) -> str:
+    def unknown_pieces(self, text: str) -> list[str]:
+        """The text of each of text's pieces that the vocabulary lacks, in order."""
+        return [_surface(p) for p in self.source.encode(text, return_type="proto").pieces
+                if p.piece not in self.vocab]
+
+    def decode(self, ids: list[int], unknown: list[str] | tuple[str, ...] | None = None) -> str:
+        """As JointTokenizer.decode."""
+        unk = self.target_ids.get(self.specials["unk"])
+        if unknown is not None and unk is not None and unk in ids:
+            return decode_with_unknowns(ids, unk, unknown, self._decode,
+                                        self.pieces.__getitem__)
+        return self._decode(ids)
+
+    def _decode(self, ids: list[int]) -> str:
         text = self.target.decode_pieces([self.pieces[i] for i in ids])
         if self.argos_detokenize:
             # Argos Translate's SentencePieceTokenizer.decode, then translate's removal of the

@@ -190,6 +190,7 @@ class Translator:
         )
         start = special.get("decoder_start_id")
         self.start_id = self.bos_id if start is None else start  # the decoder's first input
+        self.unk_id = special.get("unk_id")
         self.max_positions = int(bundle.architecture["max_positions"])
         self._ids = functools.lru_cache(maxsize=IDS_CACHE)(self._source_ids)
         a = bundle.architecture
@@ -297,9 +298,19 @@ class Translator:
             return 0
         return len(self.encode([text])[0]) + int(self.tokenizer.add_source_eos)
 
-    def decode(self, ids: list[int]) -> str:
+    def unknowns(self, text: str) -> tuple[str, ...]:
+        """The text of each piece of text's source ids that the vocabulary lacks, in order:
+        what decode writes for the unknown pieces the model outputs."""
+        ids = self._ids(text)
+        if self.unk_id is None or self.unk_id not in ids:
+            return ()
+        if self.bundle.capitalize_lowercase:
+            text = capitalize_lowercase(text)
+        return tuple(self.tokenizer.unknown_pieces(text)[: ids.count(self.unk_id)])
+
+    def decode(self, ids: list[int], unknown: tuple[str, ...] | None = None) -> str:
         special = (self.pad_id, self.bos_id, self.eos_id, self.start_id)
-        return self.tokenizer.decode([i for i in ids if i not in special])
+        return self.tokenizer.decode([i for i in ids if i not in special], unknown)
 
     def warmup(self) -> None:
         """Run the graphs once, greedy and with the default beam size, one sentence alone (the
@@ -396,16 +407,18 @@ class Translator:
         hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
         results = [blank_result(options) for _ in texts]
         for i, found in zip(todo, hyps, strict=True):
-            results[i] = self.result(found, options)
+            results[i] = self.result(found, options, self.unknowns(texts[i]))
         return results
 
-    def result(self, hyps: list[Hypothesis], options: TranslationOptions) -> Result:
-        """The Result of a sentence's hypotheses (best first)."""
+    def result(self, hyps: list[Hypothesis], options: TranslationOptions,
+               unknown: tuple[str, ...] = ()) -> Result:
+        """The Result of a sentence's hypotheses (best first); `unknown`: its source's unknown
+        pieces (decode)."""
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
         return Result(
-            text=self.decode(best.tokens),
+            text=self.decode(best.tokens, unknown),
             score=best.normalized if options.return_scores else None,
-            alternatives=[self.decode(h.tokens) for h in others],
+            alternatives=[self.decode(h.tokens, unknown) for h in others],
             alternative_scores=[h.normalized for h in others] if options.return_scores else [],
             tokens=best.tokens,
         )
@@ -476,6 +489,7 @@ class RunningBatch:
         self.translator, self.options, self.beside = translator, options, beside
         self.search = translator.start_search(options, beside)
         self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
+        self._unknown: dict[Any, tuple[str, ...]] = {}  # by key: sources with unknown pieces
 
     @property
     def running(self) -> int:
@@ -487,6 +501,9 @@ class RunningBatch:
                         for i, text in enumerate(texts) if not text.strip()]
         if todo:
             sources = self.translator.encode([texts[i] for i in todo])
+            for i in todo:
+                if unknown := self.translator.unknowns(texts[i]):
+                    self._unknown[keys[i]] = unknown
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
                                   self.beside)
 
@@ -496,7 +513,8 @@ class RunningBatch:
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []
         if self.search.running:
-            done += [(key, self.translator.result(hyps, self.options))
+            done += [(key, self.translator.result(hyps, self.options,
+                                                  self._unknown.pop(key, ())))
                      for key, hyps in self.search.step()]
         return done
 

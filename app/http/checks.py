@@ -57,9 +57,13 @@ async def authorized_state(request: Request) -> AppState:
 
 
 def media_type(request: Request) -> str:
+    value = request.headers.get("content-type", "")
+    kind = value.split(";", 1)[0].strip().lower()
+    if kind.count("/") != 1:  # email's parser reads it as text/plain: name what was sent
+        return kind
     message = Message()
-    message["content-type"] = request.headers.get("content-type", "")
-    return message.get_content_type() if request.headers.get("content-type") else ""
+    message["content-type"] = value
+    return message.get_content_type()
 
 
 async def require_json(request: Request) -> None:

@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from fastapi.routing import APIRoute
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import ServiceError
-from app.http.errors import error_response
+from app.http.errors import client_gone, error_response
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -59,6 +59,8 @@ class DirectRoutes:
             return
         except ServiceError as exc:
             response = error_response(exc, scope["path"])
+        except ClientDisconnect:  # it left while sending its body
+            response = client_gone(scope["path"])
         await response(scope, receive, send)
 
 

@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 
 from app.errors import (
@@ -113,6 +114,12 @@ def error_response(exc: ServiceError, path: str) -> JSONResponse:
                         headers=headers_for(exc))
 
 
+def client_gone(path: str) -> JSONResponse:
+    """The answer to a client that went away while it sent its body: 499 like any other
+    client gone (nobody reads it; the metrics count it), not a server error."""
+    return error_response(ClientGone("the client closed the connection"), path)
+
+
 def _printable(text: str) -> str:
     """Text a UTF-8 JSON body can carry: a lone surrogate from the input (say, an unknown field
     named "\\ud800") becomes a backslash escape instead of failing the error response."""
@@ -172,6 +179,10 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         return error_response(invalid_input(exc.errors()), request.url.path)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_disconnect(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        return client_gone(request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -401,3 +401,68 @@ def test_cors_origins():
         r = c.options("/v1/translate", headers={"Origin": "http://example.test",
                                                 "Access-Control-Request-Method": "POST"})
         assert r.headers["access-control-allow-origin"] == "http://example.test"
+
+
+@pytest.mark.parametrize("path, content_type", [
+    ("/v1/translate", "application/json"),
+    ("/translate", "application/json"),
+    ("/translate", "application/x-www-form-urlencoded"),
+    ("/detect", "application/json"),
+    ("/translate_file", "multipart/form-data; boundary=b"),
+    ("/v1/documents", "multipart/form-data; boundary=b"),
+])
+def test_a_client_that_leaves_while_sending_its_body_is_no_server_error(
+        tmp_path, caplog, path, content_type):
+    # the client went away (499, as when it leaves while its sentences wait): not an error of
+    # the server's, which 5xx alerts would count, nor one logged with a traceback
+    with serve(files_dir=tmp_path) as srv:
+        raw = socket.create_connection(("127.0.0.1", srv.port))
+        raw.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: 100"
+                    b"\r\n\r\n{\"te" % (path.encode(), content_type.encode()))
+        raw.close()
+        label = f'route="{path}",status='
+
+        def counted() -> str:
+            return next((line for line in httpx.get(f"{srv.url}/metrics").text.splitlines()
+                         if line.startswith("nmt_http_requests_total") and label in line), "")
+
+        wait_until(lambda: counted() != "")
+        assert f'{label}"499"' in counted()
+        assert httpx.get(f"{srv.url}/health/live").status_code == 200
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+@pytest.mark.parametrize("path, kinds, required", [
+    ("/v1/translate", ["application/json"], {"text", "source", "target"}),
+    ("/translate", ["application/json", "application/x-www-form-urlencoded",
+                    "multipart/form-data"], {"q", "target"}),
+    ("/detect", ["application/json", "application/x-www-form-urlencoded",
+                 "multipart/form-data"], {"q"}),
+    ("/translate_file", ["multipart/form-data"], {"file", "source", "target"}),
+    ("/v1/documents", ["multipart/form-data"], {"file", "target"}),
+])
+def test_openapi_describes_the_body_each_post_route_reads(client, path, kinds, required):
+    # /docs builds its "Try it out" form from this: a route documented without a body can't be
+    # tried there, and a client generated from the schema sends none
+    spec = client.get("/openapi.json").json()
+    body = spec["paths"][path]["post"].get("requestBody")
+    assert body and body["required"], f"{path}: no request body documented"
+    assert sorted(body["content"]) == sorted(kinds)
+    for kind in kinds:
+        schema = body["content"][kind]["schema"]
+        if "$ref" in schema:
+            schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+        assert set(schema["required"]) == required, (path, kind)
+
+
+@pytest.mark.parametrize("body", [
+    {"q": "Hallo", "api_key": 5},
+    {"q": "Hallo", "api_key": ["a", "b"]},
+    "q=Hallo&api_key=a&api_key=b",
+])
+def test_detect_refuses_an_api_key_that_is_no_string(client, body):
+    # as /translate does (and the schema says): not taken for "no key given"
+    r = (client.post("/detect", json=body) if isinstance(body, dict) else
+         client.post("/detect", content=body,
+                     headers={"Content-Type": "application/x-www-form-urlencoded"}))
+    assert r.status_code == 400 and r.json()["field"] == "api_key", r.json()

@@ -117,3 +117,30 @@ def test_int8_variant_stores_each_weight_once():
                   if i.data_type == onnx.TensorProto.FLOAT and np.prod(i.dims) >= table]
         assert not floats, (path.name, floats)
     assert variant_bytes(BUNDLE, entry) <= 1.5 * arch["parameters"]
+
+
+# characters the vocabulary has no piece for (an unknown piece each): the model writes its
+# unknown piece for them, which SentencePiece spells " ⁇ "
+UNKNOWN_SENTENCES = {
+    "Open the naïve file.": "ï",
+    "The price is 5 € or 3 £.": "£",
+    "Save as Ωmega.txt": "Ω",
+}
+
+
+def test_characters_outside_the_vocabulary_come_back_as_they_were(translator):
+    options = TranslationOptions(beam_size=4, num_alternatives=1)
+    texts = list(UNKNOWN_SENTENCES)
+    offline = translator.translate_batch(texts, options)
+    batch = translator.start_batch(options)  # the service's path: a running batch
+    batch.admit(list(range(len(texts))), texts)
+    running: dict = {}
+    for _ in range(200):
+        running.update(batch.step())
+        if not batch.running:
+            break
+    batch.close()
+    for i, (text, char) in enumerate(UNKNOWN_SENTENCES.items()):
+        for result in (offline[i], running[i]):
+            for out in (result.text, *result.alternatives):
+                assert "\u2047" not in out and char in out, (text, out)

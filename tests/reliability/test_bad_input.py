@@ -104,6 +104,13 @@ def translated(r: httpx.Response) -> None:
     assert texts and all(isinstance(t, str) and t.strip() for t in texts), body
 
 
+def error_names(text: str) -> Callable[[httpx.Response], None]:
+    def check(r: httpx.Response) -> None:
+        assert text in r.json()["error"], r.json()
+
+    return check
+
+
 def both(name: str, v1: int, lt: int, text: Any = "the dog", raw: bytes | None = None,
          v1_field: str | None = None, lt_field: str | None = None, field: str | None = None,
          extra: dict[str, Any] | None = None, **kw: Any) -> list[Case]:
@@ -251,6 +258,13 @@ def catalogue() -> list[Case]:
              v1_field="Content-Type", lt_field="Content-Type"))
     add(both("content-type-form-with-json-body", 415, 400,
              content_type="application/x-www-form-urlencoded"))
+    # a JSON media type with a suffix is JSON on both APIs (as Flask, and so LibreTranslate,
+    # reads it)
+    add(both("content-type-vendor-json", 200, 200, content_type="application/vnd.api+json",
+             check=translated))
+    # a value that is no type/subtype is named as sent (email's parser reads it as text/plain)
+    add(both("content-type-no-subtype", 415, 400, content_type="json",
+             v1_field="Content-Type", lt_field="Content-Type", check=error_names("'json'")))
     # LibreTranslate takes an untyped body that looks like JSON (as LibreTranslate's clients send)
     add(both("content-type-missing", 415, 200, content_type=None))
     # ---- bodies over the byte limit: 413 before the body is read

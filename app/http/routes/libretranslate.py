@@ -30,10 +30,10 @@ from app.errors import (
     excerpt,
 )
 from app.http.access import header_api_key
-from app.http.body import read_json
+from app.http.body import is_json_type, read_json
 from app.http.checks import admit, disconnect_watch, get_state, media_type, ready_state
 from app.http.errors import invalid_input
-from app.http.schemas import ErrorBody, LibreLanguage, LibreTranslateRequest
+from app.http.schemas import GLOSSARY_DOC, ErrorBody, LibreLanguage, LibreTranslateRequest
 from app.http.state import AppState
 from app.text.langid import Detection, libretranslate_detections
 from app.translation.service import (
@@ -64,6 +64,40 @@ BODY_DOC = {
         },
     }
 }
+API_KEY_DOC = {"anyOf": [{"type": "string"}, {"type": "null"}],  # as /translate's api_key
+               "description": "The API key, where the server requires one (or in the "
+               "Authorization or X-API-Key header)."}
+DETECT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            kind: {"schema": {
+                "type": "object",
+                "required": ["q"],
+                "properties": {
+                    "q": {"type": "string", "minLength": 1, "example": "Die Datei ist leer.",
+                          "description": "The text whose language is wanted."},
+                    "api_key": API_KEY_DOC,
+                },
+            }}
+            for kind in ("application/json", *FORM_TYPES)
+        },
+    }
+}
+UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object",
+    "required": ["file", "source", "target"],
+    "properties": {
+        "file": {"type": "string", "format": "binary",
+                 "description": "The document: .txt .html .md .srt .po .xliff .docx .odt"},
+        "source": {"type": "string", "example": "en", "description": "A language code or "
+                   "`auto`."},
+        "target": {"type": "string", "example": "de"},
+        "api_key": API_KEY_DOC,
+        "glossary": {"type": "string", "example": '{"file manager": "Dateiverwaltung"}',
+                     "description": GLOSSARY_DOC + " A JSON object as text (or a file part)."},
+    },
+}}}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
     for code, text in [
@@ -119,7 +153,7 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
     whether they came as JSON (typed: validated strictly) rather than as form strings."""
     kind = media_type(request)
     body = await request.body()
-    if kind == "application/json" or (not kind and body.lstrip()[:1] == b"{"):
+    if is_json_type(kind) or (not kind and body.lstrip()[:1] == b"{"):
         data = read_json(body)
         if not isinstance(data, dict):
             raise BadRequest("the JSON body must be an object", field="body")
@@ -204,8 +238,12 @@ async def languages(state: AppState = Depends(ready_state)) -> list[LibreLanguag
 
 def authorize(request: Request, state: AppState, data: dict[str, Any]) -> None:
     """The rest of the chain of checks (app.http.checks.admit) for LibreTranslate's clients,
-    whose key may come in the body's api_key field as well as in the headers."""
-    api_key = data.get("api_key") if isinstance(data.get("api_key"), str) else None
+    whose key may come in the body's api_key field as well as in the headers; a field that is
+    no string (a number, a form field given twice) is refused, not read as no key."""
+    api_key = data.get("api_key")
+    if api_key is not None and not isinstance(api_key, str):
+        raise InvalidInput(f"api_key must be a string (got {excerpt(api_key, 40)})",
+                           field="api_key")
     admit(request, state, api_key or header_api_key(request))
 
 
@@ -221,6 +259,7 @@ def required_text(data: dict[str, Any], name: str) -> str:
 @router.post(
     "/detect",
     summary="Detect the language of a text (LibreTranslate API)",
+    openapi_extra=DETECT_DOC,
     responses={200: {"content": {"application/json": {
         "example": [{"confidence": 97.5, "language": "de"}]}}}, **ERRORS},
 )
@@ -344,6 +383,7 @@ def files_enabled(state: AppState) -> None:
 @router.post(
     "/translate_file",
     summary="Translate a document (LibreTranslate API)",
+    openapi_extra=UPLOAD_DOC,
     responses={200: {"content": {"application/json": {"example": {
         "translatedFileUrl": "http://127.0.0.1:8000/download_file/0f3c....report.docx"}}}},
         403: {"model": ErrorBody, "description": "Invalid API key, or files are off"},

@@ -646,3 +646,19 @@ def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
         got[rebind] = [r.tokens for r in t.translate_batch(sentences, options)]
     assert got[True] == want
     assert sum(a != b for a, b in zip(got[False], want, strict=True)) >= len(want) // 2
+
+
+def test_unknown_pieces_decode_as_the_source_wrote_them(translator):
+    # what the model outputs for a character its vocabulary lacks (an unknown piece) is written
+    # as that character, in the source's order, never as SentencePiece's " ⁇ "
+    tokenizer = translator.tokenizer
+    text = "open Ω and 👍 now"
+    ids = tokenizer.encode([text])[0]
+    unk = translator.unk_id
+    assert ids.count(unk) == 2
+    unknown = translator.unknowns(text)
+    assert unknown == ("Ω", "👍")
+    assert tokenizer.decode(ids, unknown) == text
+    assert "\u2047" in tokenizer.decode(ids)  # without them: SentencePiece's surface
+    # one more unknown piece out than in: it is dropped
+    assert tokenizer.decode([*ids, unk], unknown) == text
