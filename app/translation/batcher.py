@@ -14,6 +14,13 @@ live work
 only when the running batches are full and another process idles, so an even load stays on one
 decode worker per process and one large request still uses a free core.
 
+Short requests: the long sentences (over LONG_SOURCE tokens) of larger requests leave a running
+batch room for `reserve` more sentences (an eighth of its size cap, in slots and in tokens at its
+longest source), which only live requests of at most that many sentences may take. A batch full
+of long sentences of large requests (texts of many sentences that each decode to the length
+limit) would otherwise hold a chat message back until they finish; short sentences free their
+slots within a few dozen steps, so they need no reserve and take every slot.
+
 Priority: INTERACTIVE work (live requests, the default) is always served before BACKGROUND work
 (document jobs). Background items form a batch only when no interactive item waits, and their
 batches hold at most `document_batch_size` sentences, so a live request that arrives during a
@@ -42,6 +49,8 @@ from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
 
 log = logging.getLogger("app.translation.batcher")
+RESERVE_SHARE = 8  # a batch keeps 1/RESERVE_SHARE of its size cap for short requests
+LONG_SOURCE = 64  # source tokens beyond which a sentence may hold its slot for hundreds of steps
 
 
 class Priority(enum.IntEnum):
@@ -142,6 +151,7 @@ class Batcher:
         # one worker's share of the caps
         self._size_cap = -(-config.max_batch_size // workers)
         self._budget = -(-config.max_batch_tokens // workers)
+        self._reserve = self._size_cap // RESERVE_SHARE  # slots for short requests only
         self._on_batch = on_batch or (lambda stats: None)
         self._on_queue = on_queue or (lambda depth: None)
         self._cond = threading.Condition()
@@ -372,7 +382,24 @@ class Batcher:
             else:
                 hi += 1
                 longest = new_longest
-        return by_length[lo:hi]
+        picked: list[_Item] = []
+        for item in sorted(by_length[lo:hi], key=lambda item: item.seq):  # the oldest first
+            if not picked or self._fits(item, longest, len(picked) + 1, cap):
+                picked.append(item)
+        return picked
+
+    def _short(self, item: _Item) -> bool:
+        """Whether the item's request may take a batch's reserved room: a live request of at
+        most `reserve` sentences."""
+        return item.priority is Priority.INTERACTIVE and len(item.request.results) <= self._reserve
+
+    def _fits(self, item: _Item, longest: int, size: int, cap: int) -> bool:
+        """Whether a batch of `size` sentences with this item among them, its longest source
+        `longest` tokens, is within `cap` (the batch's own), the size cap and the token budget,
+        leaving the reserved room free when the item is a long sentence of a larger request."""
+        long = item.tokens > LONG_SOURCE and not self._short(item)
+        room = size + self._reserve if long else size
+        return size <= cap and room <= self._size_cap and longest * room <= self._budget
 
     def _decode(self, engine: Engine, options: TranslationOptions, items: list[_Item]) -> None:
         """Continuous batching: run a batch step by step; between steps, waiting items of the
@@ -449,17 +476,25 @@ class Batcher:
                     room = min(room, self.config.document_batch_size - background)
                 else:
                     room = min(room, live - len(taken))
-                chosen = []
-                for item in group[: max(room, 0)]:
-                    longest = max(longest, item.tokens)
-                    if longest * (len(running) + len(taken) + len(chosen) + 1) > self._budget:
+                chosen: list[_Item] = []
+                large = True  # large requests' items still join (in their order)
+                for item in group:
+                    if len(chosen) >= room:
                         break
-                    chosen.append(item)
+                    if not (large or self._short(item)):
+                        continue
+                    size = len(running) + len(taken) + len(chosen) + 1
+                    if self._fits(item, max(longest, item.tokens), size, self._size_cap):
+                        longest = max(longest, item.tokens)
+                        chosen.append(item)
+                    elif not self._short(item):
+                        large = False  # none after it jumps ahead; short requests still may
                 taken += chosen
                 if len(chosen) == len(group):
                     del self._groups[key]
-                else:
-                    self._groups[key] = group[len(chosen):]
+                elif chosen:
+                    joined = {id(item) for item in chosen}
+                    self._groups[key] = [item for item in group if id(item) not in joined]
             self._depth -= len(taken)
             self._set_running((id(engine), options, len(running) + len(taken)))
             depth = self._depth

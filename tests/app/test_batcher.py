@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 
 from app.config import Settings
 from app.engine.types import TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+from app.translation import batcher as batcher_module
 from app.translation.batcher import Batcher, BatcherConfig, Priority
-from tests.app.fakes import FakeTranslator, until
+from tests.app.fakes import FakeTranslator, StepBatch, until
 
 GREEDY = TranslationOptions()
 SCORED = TranslationOptions(return_scores=True)
@@ -242,3 +245,65 @@ def test_interactive_items_join_a_running_background_batch_ahead_of_queued_backg
     # as document_batch_size leaves room for
     assert texts[1] == ["live", "d2", "d3"]
     assert texts[2:] == [["d4", "d5"]]
+
+
+class LongRunningBatch(StepBatch):
+    """A running batch whose sentences that start with "long" run until `finish` is set (like
+    sentences that decode to the length limit); the others finish at the next step."""
+
+    def __init__(self, engine: FakeTranslator, options: TranslationOptions,
+                 finish: threading.Event) -> None:
+        super().__init__(engine.translate_batch, options)
+        self.finish, self.held = finish, []
+        engine.running_batches.append(self)
+
+    def step(self) -> list:
+        taken, self.pending = self.pending, []
+        self.held += [(k, t) for k, t in taken if t.startswith("long")]
+        done = [(k, t) for k, t in taken if not t.startswith("long")]
+        if self.finish.is_set():
+            done, self.held = done + self.held, []
+        time.sleep(0.001)  # a step takes time, as the engine's do
+        results = self.translate([t for _, t in done], self.options) if done else []
+        return [(key, r) for (key, _), r in zip(done, results, strict=True)]
+
+
+def test_a_short_request_gets_a_slot_while_a_large_one_fills_the_batch():
+    """A request of many sentences that each run for long (text that decodes to the length
+    limit) takes a batch's slots but the reserved ones: a one-sentence request that comes
+    after it is answered at once, not after the large one's sentences finish."""
+    finish = threading.Event()
+    engine = FakeTranslator()
+    engine.running_batches = []
+    engine.start_batch = lambda options, beside=False: LongRunningBatch(engine, options, finish)
+    batcher, _ = make(max_wait_ms=0, max_batch_size=16, max_batch_tokens=100_000)
+    large = [f"long sentence {i} " + "word " * batcher_module.LONG_SOURCE for i in range(20)]
+    short_ones = [f"short sentence {i}" for i in range(20)]  # a large request of short ones
+
+    async def main():
+        big = asyncio.ensure_future(batcher.translate(engine, large, GREEDY))
+        await until(lambda: engine.running_batches and len(engine.running_batches[0].held) == 14)
+        short = await asyncio.wait_for(batcher.translate(engine, ["a short one"], GREEDY), 10)
+        two = await asyncio.wait_for(batcher.translate(engine, ["one", "two"], GREEDY), 10)
+        three = asyncio.ensure_future(batcher.translate(engine, large[:3], GREEDY))
+        await asyncio.sleep(0.2)
+        assert not three.done()  # three long sentences: no short request, it waits its turn
+        held = len(engine.running_batches[0].held)
+        finish.set()
+        return short, two, held, await big, await three
+
+    short, two, held, big, three = run(main())
+    batcher.close()
+    # short sentences free their slots soon: those of a large request take every slot
+    finish.clear()
+    engine.running_batches.clear()
+    engine.batches.clear()
+    batcher, _ = make(max_wait_ms=0, max_batch_size=16, max_batch_tokens=100_000)
+    assert len(run(batcher.translate(engine, short_ones, GREEDY))) == 20
+    batcher.close()
+    assert [len(texts) for texts, _ in engine.batches] == [16, 4]
+    assert [r.text for r in short] == ["one short a"]
+    assert [r.text for r in two] == ["one", "two"]
+    assert held == 14  # 16 slots, 2 of them kept for short requests
+    assert [r.text for r in big] == [" ".join(reversed(t.split())) for t in large]
+    assert [r.text for r in three] == [r.text for r in big[:3]]
