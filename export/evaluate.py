@@ -3,7 +3,7 @@
     python -m export.evaluate bundles/en-de --data data/en-de/test [--beam-size 4] [--record]
     python -m export.evaluate bundles/en-de --data data/en-de/test.general --domain general --record
     python -m export.evaluate bundles/en-de --examples recipes/everyday-en.txt --record
-    python -m export.evaluate bundles/en-de --data data/en-de/dev --tune-length-penalty \
+    python -m export.evaluate bundles/en-de --data data/en-de/dev --tune-length-penalty \\
         0.6,1.0,1.4,1.8 --record
 
 For each variant: sacreBLEU BLEU and chrF (with signatures) and target tokens/s, translating the

@@ -1,6 +1,6 @@
 """Decode a test set with the PyTorch reference decoders and score it with sacreBLEU.
 
-    python -m model.evaluate --checkpoint runs/en-de/averaged.pt --data data/en-de/test
+    python -m model.evaluate --checkpoint runs/en-de/averaged.pt --data data/en-de/test \\
         [--beam-size 4] [--output hyps.de]
 
 Prints BLEU and chrF with their sacreBLEU signatures.
