@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from export.bundle import write_bundle
 from export.variants import VARIANTS
@@ -39,16 +40,23 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
     args = parse_args(argv)
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    out = write_bundle(
-        args.checkpoint,
-        args.out,
-        variants=variants,
-        name=args.name,
-        source_lang=args.source_lang,
-        target_lang=args.target_lang,
-        per_channel=not args.no_per_channel,
-        capitalize_lowercase=args.capitalize_lowercase,
-    )
+    if args.sentences and not Path(args.sentences).is_file():  # found out only after the export
+        print(f"error: {args.sentences}: no such file", file=sys.stderr)
+        return 1
+    try:
+        out = write_bundle(
+            args.checkpoint,
+            args.out,
+            variants=variants,
+            name=args.name,
+            source_lang=args.source_lang,
+            target_lang=args.target_lang,
+            per_channel=not args.no_per_channel,
+            capitalize_lowercase=args.capitalize_lowercase,
+        )
+    except (OSError, ValueError) as exc:  # no such checkpoint, an unknown variant
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote bundle {out} ({', '.join(variants)})")
     if args.no_verify:
         return 0

@@ -147,9 +147,9 @@ def write_bundle(
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or not variants:
         raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    model, tokenizer, state = load_model(checkpoint)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model, tokenizer, state = load_model(checkpoint)
     name = name or out.resolve().name
     src_lang, tgt_lang = _languages(name, state, source_lang, target_lang)
     files = tokenizer.bundle_files()

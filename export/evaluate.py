@@ -3,7 +3,7 @@
     python -m export.evaluate bundles/en-de --data data/en-de/test [--beam-size 4] [--record]
     python -m export.evaluate bundles/en-de --data data/en-de/test.general --domain general --record
     python -m export.evaluate bundles/en-de --examples recipes/everyday-en.txt --record
-    python -m export.evaluate bundles/en-de --data data/en-de/dev --tune-length-penalty \
+    python -m export.evaluate bundles/en-de --data data/en-de/dev --tune-length-penalty \\
         0.6,1.0,1.4,1.8 --record
 
 For each variant: sacreBLEU BLEU and chrF (with signatures) and target tokens/s, translating the
@@ -31,7 +31,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from app.engine.bundle import MANIFEST, decoding_section, load_bundle
+from app.engine.bundle import (
+    DEFAULT_DECODING,
+    MANIFEST,
+    BundleError,
+    decoding_section,
+    load_bundle,
+)
 from app.engine.translator import Translator
 from app.engine.types import TranslationOptions
 from export.bundle import save_manifest
@@ -77,11 +83,13 @@ def score_variant(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m export.evaluate", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m export.evaluate", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bundle", type=Path)
     p.add_argument("--data", default="data/en-de/test", help="Moses prefix, .tsv or .tmx")
     p.add_argument("--variants", help="comma list (default: every variant of the bundle)")
-    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--beam-size", type=int,
+                   help="default: the bundle's (manifest decoding.beam_size)")
     p.add_argument("--length-penalty", type=float,
                    help="default: the bundle's (manifest decoding.length_penalty)")
     p.add_argument("--tune-length-penalty", metavar="VALUES",
@@ -102,13 +110,25 @@ def main(argv: list[str] | None = None) -> int:
                         "mark (dropped from the reference too)")
     args = p.parse_args(argv)
 
-    manifest = load_bundle(args.bundle).manifest
-    if args.length_penalty is None:
-        args.length_penalty = float(decoding_section(manifest)["length_penalty"])
-    if args.examples:
-        return examples(args, manifest)
-    variants = args.variants.split(",") if args.variants else list(manifest["variants"])
-    pairs = read_corpus(args.data, manifest["source_lang"], manifest["target_lang"])
+    try:
+        manifest = load_bundle(args.bundle).manifest
+        decoding = decoding_section(manifest)
+        if args.length_penalty is None:
+            args.length_penalty = float(decoding.get("length_penalty",
+                                                     DEFAULT_DECODING["length_penalty"]))
+        if args.beam_size is None:
+            args.beam_size = int(decoding.get("beam_size", DEFAULT_DECODING["beam_size"]))
+        variants = args.variants.split(",") if args.variants else list(manifest["variants"])
+        unknown = sorted(set(variants) - set(manifest["variants"]))
+        if unknown:
+            raise BundleError(f"{args.bundle} has no variant {', '.join(unknown)} "
+                              f"(it has {', '.join(manifest['variants'])})")
+        if args.examples:
+            return examples(args, manifest)
+        pairs = read_corpus(args.data, manifest["source_lang"], manifest["target_lang"])
+    except (BundleError, OSError) as exc:  # not a bundle, no such variant, test set or file
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.limit:
         pairs = pairs[: args.limit]
     if args.hurried:

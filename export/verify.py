@@ -29,7 +29,7 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
-from app.engine.bundle import load_bundle, read_manifest
+from app.engine.bundle import BundleError, load_bundle, read_manifest
 from app.engine.sessions import PROVIDERS, SessionConfig
 from app.engine.step import DecodeState
 from app.engine.translator import Translator
@@ -234,15 +234,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", action="store_true", help="write the numbers into manifest.json")
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime and PyTorch threads")
     args = p.parse_args(argv)
-    report = verify_bundle(
-        args.bundle,
-        args.checkpoint,
-        args.sentences,
-        args.tolerance,
-        args.min_agreement,
-        args.record,
-        args.threads,
-    )
+    try:
+        report = verify_bundle(
+            args.bundle,
+            args.checkpoint,
+            args.sentences,
+            args.tolerance,
+            args.min_agreement,
+            args.record,
+            args.threads,
+        )
+    except (BundleError, OSError) as exc:  # not a bundle, no such checkpoint or sentence file
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def set_precision(path: str | Path, out: str | Path, dtype: torch.dtype) -> Path
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m model.checkpoint", description=(
@@ -110,13 +111,21 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.command == "average":
         paths = checkpoint_paths(args.run_dir)[-args.last :]
+        if not paths:
+            print(f"error: {args.run_dir}: no step_*.pt checkpoints to average", file=sys.stderr)
+            return 1
         out = average_checkpoints(paths, args.out)
         if args.fp16:
             set_precision(out, out, torch.float16)
         print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
     else:
-        print(set_precision(args.path, args.out, getattr(torch, args.dtype)))
+        try:
+            print(set_precision(args.path, args.out, getattr(torch, args.dtype)))
+        except OSError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

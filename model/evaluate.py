@@ -1,6 +1,6 @@
 """Decode a test set with the PyTorch reference decoders and score it with sacreBLEU.
 
-    python -m model.evaluate --checkpoint runs/en-de/averaged.pt --data data/en-de/test \
+    python -m model.evaluate --checkpoint runs/en-de/averaged.pt --data data/en-de/test \\
         [--beam-size 4] [--output hyps.de]
 
 Prints BLEU and chrF with their sacreBLEU signatures.
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from model.data import read_corpus
 
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="python -m model.evaluate", description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--data", default="data/en-de/test", help="Moses prefix, .tsv or .tmx")
@@ -98,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tok, _ = load_model(args.checkpoint)
-    pairs = read_corpus(args.data, args.src_lang, args.tgt_lang)
+    try:
+        model, tok, _ = load_model(args.checkpoint)
+        pairs = read_corpus(args.data, args.src_lang, args.tgt_lang)
+    except OSError as err:  # a checkpoint or test set that is not there
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     if args.limit:
         pairs = pairs[: args.limit]
     sources = [s for s, _ in pairs]

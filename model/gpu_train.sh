@@ -33,7 +33,7 @@
 #   GPU_RUNS='big2 recipe=recipes/en-de-v3big.yaml init=.gpu/big.pt'
 # `prepare` carries it when GPU_INIT names it. The device tool carries at most 64 MiB a call,
 # the working tree included, so such a checkpoint travels xz-packed in pieces, one folder per
-# call (.gpu-2, .gpu-3, ...: each must be ignored by git, e.g. '/.gpu*/' in .git/info/exclude).
+# call (.gpu-2, .gpu-3, ...: each must be ignored by git, as .gitignore's '/.gpu*/' does).
 # The machine keeps ignored folders between calls while it is warm, and `start`, in the call
 # that carries .gpu, joins the pieces and checks them against .gpu/RUN.pt.sha256.
 #

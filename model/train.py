@@ -117,9 +117,17 @@ def load_train_config(path: str | None, overrides: list[str]) -> TrainConfig:
         if path.endswith((".yaml", ".yml")):
             import yaml
 
-            data = yaml.safe_load(text) or {}
+            try:
+                data = yaml.safe_load(text) or {}
+            except yaml.YAMLError as err:
+                raise SystemExit(f"{path}: not a YAML recipe: {err}") from None
         else:
-            data = json.loads(text)
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise SystemExit(f"{path}: not a JSON recipe: {err}") from None
+        if not isinstance(data, dict):
+            raise SystemExit(f"{path}: a recipe is a mapping of options to values")
     for item in overrides:
         key, _, value = item.partition("=")
         try:
@@ -142,11 +150,34 @@ def train_config_from_dict(data: dict) -> TrainConfig:
     unknown = sorted(set(data) - known) + sorted(f"model.{k}" for k in set(model) - MODEL_FIELDS)
     if unknown:
         raise SystemExit(f"unknown training options: {unknown}; see TrainConfig in {__file__}")
+    wrong = _wrong_types(TrainConfig, data) + _wrong_types(ModelConfig, model, "model.")
+    if wrong:
+        raise SystemExit(f"training options of the wrong type: {', '.join(wrong)}")
     if "adam_betas" in data:
         data["adam_betas"] = tuple(data["adam_betas"])
     if not 0.0 <= data.get("hurried_share", 0.0) <= 1.0:
         raise SystemExit(f"hurried_share is a share of the pairs, 0 to 1: {data['hurried_share']}")
     return TrainConfig(**data, model=ModelConfig(**{"vocab_size": 8000, **model}))
+
+
+# The Python types a recipe value of a plain field may have (an int is a float, a bool is not an
+# int); fields of other types (dicts, tuples) are left to the code that reads them.
+_PLAIN_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
+
+
+def _wrong_types(cls: type, values: dict, prefix: str = "") -> list[str]:
+    """The options whose value a plain field cannot take (`--set batch_tokens=abc`), so that the
+    recipe is refused before training rather than failing somewhere in it."""
+    types = {f.name: str(f.type) for f in fields(cls)}
+    wrong = []
+    for key, value in values.items():
+        kinds = [kind.strip() for kind in types[key].split("|")]
+        allowed = tuple(t for kind in kinds for t in _PLAIN_TYPES.get(kind, ()))
+        if not allowed or (value is None and "None" in kinds):
+            continue
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            wrong.append(f"{prefix}{key}={value!r} (expected {types[key]})")
+    return wrong
 
 
 def inverse_sqrt_lr(step: int, d_model: int, warmup: int, scale: float) -> float:
@@ -326,6 +357,8 @@ class Trainer:
             self._init_from(start, init_from)
         elif resume and existing:
             self._resume(existing[-1])
+        elif resume:
+            print(f"no checkpoint in {self.out_dir} to resume from: training from scratch")
         here = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else machine()
         # named again when a run goes back to a machine after another, so the card's
         # "X, then Y, then X" says where each phase ran
@@ -578,7 +611,8 @@ def log(out_dir: Path, record: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="python -m model.train", description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
     )
     parser.add_argument("--config", help="training recipe, YAML or JSON (keys: TrainConfig fields)")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
@@ -604,10 +638,18 @@ def main(argv: list[str] | None = None) -> int:
         for f in fields(ModelConfig):  # set at the top level or under "model:"
             print(f"{f.name:18} {f.type!s:22} default {getattr(defaults.model, f.name)!r}")
         return 0
-    cfg = load_train_config(args.config, args.set)
     if args.resume and args.init_from:
         parser.error("--resume and --init-from exclude each other")
-    final = train(cfg, resume=args.resume, init_from=args.init_from)
+    try:
+        cfg = load_train_config(args.config, args.set)
+        trainer = Trainer(cfg, resume=args.resume, init_from=args.init_from)
+    except OSError as err:  # a recipe, corpus, tokenizer or checkpoint that is not there
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C before the first step (the loop saves from then on)
+        print("\ninterrupted before training started: no checkpoint written", file=sys.stderr)
+        return 130
+    final = trainer.run()
     print(f"final checkpoint: {final}")
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -34,22 +35,34 @@ def measure(tok: Tokenizer, dev_sets: dict[str, list[tuple[str, str]]]) -> dict[
     return row
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        return [int(size) for size in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of whole numbers: {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m model.vocab_trial", description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--corpus", type=Path, required=True, help="directory of train.en/.de")
-    parser.add_argument("--sizes", default="8000,16000,24000")
+    parser.add_argument("--sizes", type=_sizes, default="8000,16000,24000",
+                        help="comma list of vocabulary sizes")
     parser.add_argument("--dev", default="dev,dev.general", help="dev file prefixes to measure")
     parser.add_argument("--out", type=Path, required=True, help="where spm-<size>.model go")
     parser.add_argument("--max-sentences", type=int, default=2_000_000,
                         help="SentencePiece's sample of the training texts (model.train: 2M)")
     args = parser.parse_args(argv)
-    train = read_corpus(str(args.corpus / "train"), "en", "de")
+    try:
+        train = read_corpus(str(args.corpus / "train"), "en", "de")
+        dev_sets = {name: read_corpus(str(args.corpus / name), "en", "de")
+                    for name in args.dev.split(",")}
+    except OSError as err:  # a corpus directory or dev split that is not there
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     texts = [side for pair in train for side in pair]
-    dev_sets = {name: read_corpus(str(args.corpus / name), "en", "de")
-                for name in args.dev.split(",")}
     rows = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    for size in args.sizes:
         start = time.time()
         path = train_tokenizer(texts, args.out / f"spm-{size}.model", vocab_size=size,
                                max_sentences=args.max_sentences)

@@ -41,10 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("-n", type=int, default=50)
     s.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.command == "build":
-        build(args.out, args.cache, args.pair, tuple(args.domains.split(",")))
-    else:
-        _sample(args.out, args.n, args.seed)
+    try:
+        if args.command == "build":
+            build(args.out, args.cache, args.pair, tuple(args.domains.split(",")))
+        else:
+            _sample(args.out, args.n, args.seed)
+    except (OSError, ValueError, RuntimeError) as err:  # a wrong option or path, apt's failure
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

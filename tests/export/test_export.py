@@ -190,6 +190,33 @@ def test_cli_exports_and_verifies(tiny_checkpoint, tmp_path, capsys):
     assert "parity check passed" in capsys.readouterr().out
 
 
+def test_a_checkpoint_bundle_or_file_that_is_not_there_is_named_without_a_traceback(
+    tiny_checkpoint, tiny_bundle, tmp_path, capsys
+):
+    out = tmp_path / "en-de"
+    assert export_main(["--checkpoint", str(tmp_path / "nope.pt"), "--out", str(out)]) == 1
+    assert "nope.pt" in capsys.readouterr().err and not out.exists()
+    assert export_main(["--checkpoint", str(tiny_checkpoint), "--out", str(out),
+                        "--sentences", str(tmp_path / "nope.en")]) == 1
+    assert "nope.en" in capsys.readouterr().err and not out.exists()
+    assert export_main(["--checkpoint", str(tiny_checkpoint), "--out", str(out),
+                        "--variants", "int4"]) == 1
+    assert "unknown variants ['int4']" in capsys.readouterr().err
+    check = ["--checkpoint", str(tiny_checkpoint), "--threads", "1"]
+    assert verify_main([str(tmp_path / "nope"), *check]) == 1
+    assert "not a bundle directory" in capsys.readouterr().err
+    assert verify_main([str(tmp_path), *check]) == 1
+    assert "missing manifest" in capsys.readouterr().err
+    assert verify_main([str(tiny_bundle), "--checkpoint", str(tmp_path / "nope.pt")]) == 1
+    assert "nope.pt" in capsys.readouterr().err
+    assert evaluate.main([str(tmp_path / "nope"), "--data", str(tmp_path / "test")]) == 1
+    assert "not a bundle directory" in capsys.readouterr().err
+    assert evaluate.main([str(tiny_bundle), "--data", str(tmp_path / "nope")]) == 1
+    assert "nope.en" in capsys.readouterr().err
+    assert evaluate.main([str(tiny_bundle), "--data", str(tmp_path), "--variants", "fp16"]) == 1
+    assert "has no variant fp16" in capsys.readouterr().err
+
+
 def test_verify_fails_on_a_graph_from_other_weights(tiny_checkpoint, tiny_bundle, tmp_path):
     """A bundle whose fp32 decoder comes from different weights (checksums re-done, so it
     loads) must fail the parity check with a non-zero exit."""
@@ -338,6 +365,12 @@ def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sent
     assert evaluate.main([*common, "--variants", "fp32"]) == 0
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["scores"]["test_set"]["length_penalty"] == chosen
+    # and without --beam-size, with the bundle's beam size
+    manifest["decoding"]["beam_size"] = 1
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    assert evaluate.main([str(bundle), "--data", str(data), "--variants", "fp32", "--threads",
+                          "1", "--record"]) == 0
+    assert "greedy" in json.loads((bundle / "manifest.json").read_text())["scores"]["fp32"]
     capsys.readouterr()
     test = tmp_path / "test"
     for suffix in (".en", ".de"):

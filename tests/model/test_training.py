@@ -22,6 +22,7 @@ from model.train import (
     encode_pairs,
     inverse_sqrt_lr,
     load_train_config,
+    main,
     train,
     train_config_from_dict,
 )
@@ -219,6 +220,35 @@ def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
         load_train_config(None, ["d_mdoel=64"])
 
 
+def test_plain_mistakes_are_named_without_a_traceback(tmp_path, capsys):
+    """A path that is not there, a value of the wrong type or a recipe that does not parse: one
+    line saying what, before any training."""
+    write_split(tmp_path / "train", toy_corpus(20, seed=1))
+    run = ["--set", f"train={tmp_path / 'train'}", "--set", f"dev={tmp_path / 'train'}",
+           "--set", f"out_dir={tmp_path / 'run'}"]
+    assert main(["--config", str(tmp_path / "nope.yaml")]) == 1
+    assert "nope.yaml" in capsys.readouterr().err
+    assert main([*run, "--set", f"train={tmp_path / 'nope'}"]) == 1
+    assert "nope.en" in capsys.readouterr().err
+    assert main([*run, "--init-from", str(tmp_path / "nope.pt")]) == 1
+    assert "nope.pt" in capsys.readouterr().err
+    assert main([*run, "--set", f"tokenizer={tmp_path / 'nope.model'}"]) == 1
+    assert "nope.model" in capsys.readouterr().err
+    assert not list((tmp_path / "run").glob("*.pt"))
+    with pytest.raises(SystemExit, match=r"batch_tokens='abc' \(expected int\).*dropout='x'"):
+        load_train_config(None, ["batch_tokens=abc", "dropout=x"])
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("bf16: on\n")  # YAML reads a bare on as true, not as the word
+    with pytest.raises(SystemExit, match="bf16=True"):
+        load_train_config(str(recipe), [])
+    recipe.write_text("max_steps: [1\n")
+    with pytest.raises(SystemExit, match="not a YAML recipe"):
+        load_train_config(str(recipe), [])
+    # what the types allow: an int for a float, null where None is an option
+    cfg = load_train_config(None, ["max_minutes=5", "decoder_start_id=null", "bf16=on"])
+    assert cfg.max_minutes == 5 and cfg.model.decoder_start_id is None and cfg.bf16 == "on"
+
+
 @pytest.mark.parametrize("recipe", sorted(Path(__file__).parents[2].glob("recipes/*.yaml")),
                          ids=lambda p: p.name)
 def test_every_recipe_reads_and_builds_its_architecture(recipe):
@@ -297,12 +327,14 @@ def test_hurried_share_types_a_seeded_share_of_each_epoch_in_a_hurry(toy_run, tm
 def test_a_run_averaged_to_fp16_and_widened_again_keeps_its_weights(toy_run, tmp_path):
     """model/gpu_train.sh carries a run off a GPU machine as an fp16 average of its last
     checkpoints; widened to float32 here it loads as a model again."""
-    from model.checkpoint import average_checkpoints, main
+    from model.checkpoint import average_checkpoints
+    from model.checkpoint import main as main_checkpoint
 
     cfg, _, _ = toy_run
     last = checkpoint_paths(Path(cfg.out_dir))[-2:]
-    main(["average", cfg.out_dir, str(tmp_path / "half.pt"), "--last", "2", "--fp16"])
-    main(["precision", str(tmp_path / "half.pt"), str(tmp_path / "wide.pt")])
+    assert main_checkpoint(["average", cfg.out_dir, str(tmp_path / "half.pt"), "--last", "2",
+                            "--fp16"]) == 0
+    assert main_checkpoint(["precision", str(tmp_path / "half.pt"), str(tmp_path / "wide.pt")]) == 0
     exact = read_checkpoint(average_checkpoints(last, tmp_path / "exact.pt"))["model"]
     half = read_checkpoint(tmp_path / "half.pt")
     assert half["averaged_from"] == [str(p) for p in last] and "optimizer" not in half
@@ -312,3 +344,16 @@ def test_a_run_averaged_to_fp16_and_widened_again_keeps_its_weights(toy_run, tmp
         assert tensor.dtype == exact[name].dtype
         assert torch.allclose(tensor, exact[name], rtol=1e-3, atol=1e-4), name
     assert state["step"] == read_checkpoint(last[-1])["step"]
+    assert main_checkpoint(["average", str(tmp_path / "nope"), str(tmp_path / "x.pt")]) == 1
+    assert main_checkpoint(["precision", str(tmp_path / "nope.pt"), str(tmp_path / "x.pt")]) == 1
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_evaluate_names_a_checkpoint_or_test_set_that_is_not_there(toy_run, tmp_path, capsys):
+    from model.evaluate import main as evaluate_main
+
+    cfg, final, _ = toy_run
+    assert evaluate_main(["--checkpoint", str(tmp_path / "nope.pt"), "--data", cfg.dev]) == 1
+    assert "nope.pt" in capsys.readouterr().err
+    assert evaluate_main(["--checkpoint", str(final), "--data", str(tmp_path / "nope")]) == 1
+    assert "nope.en" in capsys.readouterr().err

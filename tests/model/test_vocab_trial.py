@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from model import vocab_trial
 
 
@@ -31,3 +33,11 @@ def test_larger_vocabularies_split_words_less(tmp_path):
     for key in ("dev_en", "dev_de"):
         assert 1.0 <= large[key] < small[key]
     assert (out / "spm-120.model").is_file()
+
+
+def test_a_corpus_that_is_not_there_or_sizes_that_are_not_numbers(tmp_path, capsys):
+    assert vocab_trial.main(["--corpus", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 1
+    assert "nope/train.en" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse's usage error
+        vocab_trial.main(["--corpus", str(tmp_path), "--sizes", "16k", "--out", str(tmp_path)])
+    assert "not a comma list of whole numbers: '16k'" in capsys.readouterr().err

@@ -235,6 +235,19 @@ def test_builder_takes_only_the_chosen_domains(tmp_path, monkeypatch):
         build.build(tmp_path / "out", tmp_path / "cache", domains=("news",))
 
 
+def test_the_command_line_names_a_wrong_option_or_path_without_a_traceback(tmp_path, capsys):
+    from model.corpus.__main__ import main
+
+    where = ["--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]
+    assert main(["build", "--domains", "news", *where]) == 1
+    assert "unknown domains ['news']" in capsys.readouterr().err
+    assert main(["build", "--pair", "en-fr", *where]) == 1
+    assert "only en-de" in capsys.readouterr().err
+    assert main(["sample", "--out", str(tmp_path / "nope")]) == 1
+    assert "nope/train.en" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
 def test_data_file_sources_are_read_split_and_credited(tmp_path):
     stamps = tmp_path / "tuxpaint-stamps-default/usr/share/tuxpaint/stamps/animals"
     stamps.mkdir(parents=True)
