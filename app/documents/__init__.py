@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import inspect
 import io
 import zipfile
 from collections.abc import Callable
@@ -157,10 +158,15 @@ def _check_unpacked(data: bytes, limit: int) -> None:
         )
 
 
-def rebuild(doc: Document, translations: list[str]) -> bytes:
+def rebuild(doc: Document, translations: list[str], target_lang: str | None = None) -> bytes:
+    """The file with the translations in place; `target_lang` (their language) goes into the
+    formats that declare one (HTML's lang, XLIFF's target language)."""
     if len(translations) != len(doc.segments):
         raise ValueError(f"expected {len(doc.segments)} translations, got {len(translations)}")
-    return handler(doc.format).rebuild(doc, translations)
+    module = handler(doc.format)
+    if target_lang and "target_lang" in inspect.signature(module.rebuild).parameters:
+        return module.rebuild(doc, translations, target_lang=target_lang)
+    return module.rebuild(doc, translations)
 
 
 def translate_segments(
@@ -218,8 +224,9 @@ def translate_document(
     limits: Limits = Limits(),
     progress: Callable[[int, int], None] | None = None,
     fits: Callable[[str], bool] | None = None,
+    target_lang: str | None = None,
 ) -> bytes:
     doc = extract(data, fmt, limits)
     translations = translate_segments(doc.segments, translate, doc.markup, progress=progress,
                                       fits=fits, wraps=doc.wraps)
-    return rebuild(doc, translations)
+    return rebuild(doc, translations, target_lang)

@@ -88,7 +88,7 @@ def translate_file_main(args: argparse.Namespace) -> int:
 
     try:
         out = translate_document(data, fmt, translate, progress=progress,
-                                 fits=fits_engine(translator))
+                                 fits=fits_engine(translator), target_lang=translator.target_lang)
     except DocumentError as exc:
         print(f"nmt translate-file: {exc}", file=sys.stderr)
         return 2

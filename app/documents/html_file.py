@@ -7,6 +7,8 @@ code, translate="no") is copied byte for byte."""
 
 from __future__ import annotations
 
+import re
+
 from app.documents import Document, txt_file
 from app.documents.txt_file import decode_text
 from app.text.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
@@ -60,4 +62,22 @@ def extract(data: bytes) -> Document:
                     wraps=always)  # a line break in HTML text is a space
 
 
-rebuild = txt_file.rebuild  # the same state: (parts, translated part indices, encoding)
+_HTML_TAG = re.compile(r"<html\b[^>]*>", re.IGNORECASE)
+_LANG = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)(?:"[^"]*"|'[^']*'|[^\s>]+)""", re.IGNORECASE)
+
+
+def rebuild(doc: Document, translations: list[str], target_lang: str | None = None) -> bytes:
+    """txt_file's rebuild (the same state: parts, translated part indices, encoding); with
+    target_lang, the <html> element's lang (and xml:lang) say the language it is now in, so
+    that browsers, screen readers and search engines read it as such. Other elements' lang
+    stays as written."""
+    data = txt_file.rebuild(doc, translations)
+    if not target_lang:
+        return data
+    encoding = doc.state[2]
+    text = data.decode(encoding)
+    tag = _HTML_TAG.search(text)
+    if tag is None:
+        return data
+    declared = _LANG.sub(lambda m: f'{m.group(1)}"{target_lang}"', tag.group())
+    return (text[: tag.start()] + declared + text[tag.end():]).encode(encoding)

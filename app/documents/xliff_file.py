@@ -95,8 +95,17 @@ def _target_content(ns: str | None, text: str):
         return etree.fromstring(wrap.format(plain), _PARSER)
 
 
-def rebuild(doc: Document, translations: list[str]) -> bytes:
+def rebuild(doc: Document, translations: list[str], target_lang: str | None = None) -> bytes:
+    """The targets filled in; with target_lang, the file says it is their language (2.0: the
+    root's trgLang, which the standard requires once targets are there; 1.2: target-language
+    on each <file> with a translated unit)."""
     root, sources = doc.state
+    if target_lang and sources:
+        if root.get("version", "").startswith("2"):
+            root.set("trgLang", target_lang)
+        else:
+            for file in {f for s in sources for f in s.iterancestors("{*}file")}:
+                file.set("target-language", target_lang)
     for source, text in zip(sources, translations, strict=True):
         ns = etree.QName(source).namespace
         tag = f"{{{ns}}}target" if ns else "target"

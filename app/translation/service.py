@@ -399,7 +399,7 @@ class TranslationService:
                 for i, text in zip(masked, extra, strict=True):
                     if not masks[i].found_in(out[i]):
                         out[i] = masks[i].restore(text)
-                return documents.rebuild(doc, out)
+                return documents.rebuild(doc, out, target)
 
             result = await run_stoppable(run, collect=True)
             return DocumentOutcome(result, route, segments, detected)

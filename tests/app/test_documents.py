@@ -239,6 +239,20 @@ def test_xliff_writes_targets_with_inline_elements():
     assert target.text == "sserP " and target[0].text == "retnE" and target[0].tail == " won"
 
 
+def test_html_and_xliff_declare_the_language_they_are_translated_into():
+    page = (b'<!DOCTYPE html>\n<HTML Lang=en class="doc"><body><p>Hello <q lang="fr">salut'
+            b'</q> world.</p></body></HTML>')
+    out = translate_document(page, "html", fake, target_lang="de").decode()
+    assert out.startswith('<!DOCTYPE html>\n<HTML Lang="de" class="doc"><body>')
+    assert '<q lang="fr">' in out  # another element's language stays as written
+    assert translate_document(page, "html", fake).startswith(page[:30])  # none given: as it was
+    x = "{urn:oasis:names:tc:xliff:document:1.2}"
+    root = etree.fromstring(translate_document(XLIFF12, "xliff", fake, target_lang="fr"))
+    assert [f.get("target-language") for f in root.iter(f"{x}file")] == ["fr"]  # was "de"
+    root = etree.fromstring(translate_document(XLIFF20, "xliff", fake, target_lang="de"))
+    assert root.get("trgLang") == "de" and root.get("srcLang") == "en"
+
+
 def test_xliff_keeps_native_code_and_units_not_to_translate():
     """The native code inside XLIFF 1.2's <bpt>, <ept>, <ph> and <it> used to go to the model
     as text: it came back translated, or with the sentence's words moved into it. A unit with

@@ -41,7 +41,7 @@ def po_file() -> bytes:
     return str(catalog).encode()
 
 
-HTML = ('<html><body><h1>Settings</h1><p>Open the <b>file</b> menu.</p>'
+HTML = ('<html lang="en"><body><h1>Settings</h1><p>Open the <b>file</b> menu.</p>'
         '<ul><li>Save</li><li>Close the window</li></ul><code>x = 1</code></body></html>')
 
 
@@ -102,6 +102,8 @@ def test_documents_round_trip_through_the_real_model(real_server, name, build, s
     assert f'filename="{name}"' in got.headers["content-disposition"]
     assert shape(got.content) == shape(original)
     assert got.content != original  # translated, not copied
+    if name.endswith(".html"):
+        assert got.content.startswith(b'<html lang="de">')  # the page says its new language
 
 
 def test_a_sentence_longer_than_the_encoder_is_cut_not_truncated(real_server, tiny_bundle):
