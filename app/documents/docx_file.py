@@ -1,8 +1,9 @@
 """Word documents (.docx) with python-docx: every paragraph with text (body, tables, headers,
-footers, text boxes) is a segment. Its runs become inline tags (app.documents.inline): the run
-format covering most characters is the paragraph's base, other runs are `<g>` groups, runs
-without text (tabs, breaks, images, fields) and other inline elements (bookmarks, fields) are
-`<x/>` atoms put back where the translation has them; a hyperlink is a group around its runs.
+footers, text boxes, footnotes, endnotes, comments) is a segment. Its runs become inline tags
+(app.documents.inline): the run format covering most characters is the paragraph's base, other
+runs are `<g>` groups, runs without text (tabs, breaks, images, fields) and other inline
+elements (bookmarks, fields) are `<x/>` atoms put back where the translation has them; a
+hyperlink is a group around its runs.
 A run holding text and something else (`a<w:br/>b`, `<w:tab/>x`: Word writes these, and so does
 python-docx's add_run("a\tb")) is cut into runs of either, so its text is translated too. A
 field (a page number: the runs from its w:fldChar begin to its end) is one atom, its shown
@@ -11,7 +12,13 @@ Rebuilt runs copy their original run's properties (bold, italic, font, size, col
 and rebuilt links their target, so formatting survives; paragraph
 properties, section and page setup, styles and everything outside paragraphs are untouched.
 Spell-check marks (w:proofErr) and where the last rendering broke the page
-(w:lastRenderedPageBreak, stale once the text changes) are dropped."""
+(w:lastRenderedPageBreak, stale once the text changes) are dropped.
+
+Footnotes, endnotes and comments are parts of their own that python-docx reads as bare bytes
+(footnotes, endnotes) or as XML (comments, since 1.2): either way their notes' paragraphs are
+translated like the body's and the part is written back. Separator notes (a w:type) stay as
+they are, and a note's own number (w:footnoteRef, w:endnoteRef, w:annotationRef) at the start
+of its paragraph stays there without going to the model, which could move it into the text."""
 
 from __future__ import annotations
 
@@ -20,7 +27,11 @@ import io
 from collections import Counter
 
 import docx
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.oxml import serialize_part_xml
+from docx.opc.part import XmlPart
 from docx.oxml.ns import qn
+from docx.oxml.parser import parse_xml
 from lxml import etree
 
 from app.documents import Document
@@ -38,6 +49,28 @@ def _paragraphs(document) -> list:
             if not part.is_linked_to_previous:
                 parts.append(part._element)
     return [p for part in parts for p in part.iter(qn("w:p")) if _text(p).strip()]
+
+
+_NOTES = (RT.FOOTNOTES, RT.ENDNOTES, RT.COMMENTS)  # in this order after the body
+
+
+def _note_parts(document) -> list:
+    """[(part, its root element)] for the document's footnotes, endnotes and comments.
+    python-docx keeps a part it has no class for as bytes: that one is parsed here (with its
+    own parser: no entities, no network) and written back by rebuild."""
+    rels = [r for r in document.part.rels.values() if not r.is_external and r.reltype in _NOTES]
+    out = []
+    for rel in sorted(rels, key=lambda r: _NOTES.index(r.reltype)):
+        part = rel.target_part
+        out.append((part, part.element if isinstance(part, XmlPart) else parse_xml(part.blob)))
+    return out
+
+
+def _note_paragraphs(root) -> list:
+    """The paragraphs with text of the notes (or comments) of a part; a note with a type
+    (separator, continuationSeparator, continuationNotice) is Word's, not the author's."""
+    return [p for note in root if note.get(qn("w:type"), "normal") == "normal"
+            for p in note.iter(qn("w:p")) if _text(p).strip()]
 
 
 def _text(el) -> str:
@@ -104,6 +137,14 @@ def _is_break(el) -> bool:
         c.tag in _BREAKS or c.tag == qn("w:rPr") for c in el) and len(el) > 0
 
 
+_MARKS = {qn("w:footnoteRef"), qn("w:endnoteRef"), qn("w:annotationRef")}
+
+
+def _is_mark(el) -> bool:
+    """A run of a note's own number (or a comment's mark)."""
+    return not isinstance(el, list) and el.tag == qn("w:r") and any(c.tag in _MARKS for c in el)
+
+
 def _run_key(run) -> bytes:
     """Runs with equal keys look the same: their run properties serialised."""
     rpr = run.find(qn("w:rPr"))
@@ -127,6 +168,8 @@ def _encode(p) -> tuple[str, list]:
         for run in holder.findall(qn("w:r")):
             _split_run(run)
     children = _fields([c for c in p if c.tag != qn("w:pPr")])
+    while children and _is_mark(children[0]):
+        children.pop(0)  # stays first: rebuild puts the translation after it
     nodes: list = []  # every element an id can name
     lengths = Counter()
     for c in children:
@@ -162,9 +205,15 @@ def _encode(p) -> tuple[str, list]:
 def extract(data: bytes) -> Document:
     document = docx.Document(io.BytesIO(data))
     paragraphs = _paragraphs(document)
+    changed = []  # parts kept as bytes whose XML changes
+    for part, root in _note_parts(document):
+        notes = _note_paragraphs(root)
+        paragraphs += notes
+        if notes and not isinstance(part, XmlPart):
+            changed.append((part, root))
     encoded = [_encode(p) for p in paragraphs]
     return Document("docx", [e[0] for e in encoded],
-                    (document, paragraphs, [e[1] for e in encoded]), markup=True)
+                    (document, paragraphs, [e[1] for e in encoded], changed), markup=True)
 
 
 def _new_run(model, text: str):
@@ -180,7 +229,7 @@ def _new_run(model, text: str):
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    document, paragraphs, states = doc.state
+    document, paragraphs, states, changed = doc.state
     for p, (children, nodes, base_run), text in zip(
         paragraphs, states, translations, strict=True
     ):
@@ -205,6 +254,8 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
                 else:
                     model = nodes[k]
             parent.append(_new_run(model, words))
+    for part, root in changed:
+        part._blob = serialize_part_xml(root)  # what a bytes part saves; it has no setter
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()

@@ -14,7 +14,11 @@ import docx
 import polib
 import pytest
 import srt
-from docx.oxml.ns import qn
+from docx.opc.constants import CONTENT_TYPE as CT
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.packuri import PackURI
+from docx.opc.part import Part, XmlPart
+from docx.oxml.ns import nsmap, qn
 from docx.shared import Pt
 from lxml import etree
 from odf import opendocument, teletype
@@ -361,6 +365,130 @@ def test_docx_translates_text_in_runs_with_breaks_and_tabs_and_keeps_fields_whol
     kinds = [c.get(qn("w:fldCharType")) or c.text for c in footer.iter(
         qn("w:fldChar"), qn("w:instrText"), qn("w:t"))]
     assert kinds == ["egaP ", "begin", " PAGE ", "separate", "1", "end", " fo eht tnemucod"]
+
+
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+NOTES = {  # each part's reltype, content type, name and XML (python-docx writes no notes)
+    "footnote": (RT.FOOTNOTES, CT.WML_FOOTNOTES, "/word/footnotes.xml", (
+        f'<w:footnotes {W}>'
+        '<w:footnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p>'
+        '</w:footnote>'
+        '<w:footnote w:type="continuationSeparator" w:id="0"><w:p><w:r>'
+        '<w:continuationSeparator/></w:r></w:p></w:footnote>'
+        '<w:footnote w:type="continuationNotice" w:id="1"><w:p><w:r><w:t>Continued below</w:t>'
+        '</w:r></w:p></w:footnote>'
+        '<w:footnote w:id="2"><w:p><w:pPr><w:pStyle w:val="FootnoteText"/></w:pPr><w:r><w:rPr>'
+        '<w:vertAlign w:val="superscript"/></w:rPr><w:footnoteRef/></w:r><w:r>'
+        '<w:t xml:space="preserve"> See the </w:t></w:r><w:r><w:rPr><w:b/></w:rPr>'
+        '<w:t>annual</w:t></w:r><w:r><w:t xml:space="preserve"> report.</w:t></w:r></w:p>'
+        '<w:p><w:r><w:t>Second note paragraph.</w:t></w:r></w:p></w:footnote></w:footnotes>')),
+    "endnote": (RT.ENDNOTES, CT.WML_ENDNOTES, "/word/endnotes.xml", (
+        f'<w:endnotes {W}>'
+        '<w:endnote w:type="separator" w:id="-1"><w:p><w:r><w:separator/></w:r></w:p>'
+        '</w:endnote>'
+        '<w:endnote w:type="continuationSeparator" w:id="0"><w:p><w:r>'
+        '<w:continuationSeparator/></w:r></w:p></w:endnote>'
+        '<w:endnote w:id="1"><w:p><w:r><w:rPr><w:vertAlign w:val="superscript"/></w:rPr>'
+        '<w:endnoteRef/><w:t xml:space="preserve"> Figures are rounded.</w:t></w:r></w:p>'
+        '</w:endnote></w:endnotes>')),
+    "comment": (RT.COMMENTS, CT.WML_COMMENTS, "/word/comments.xml", (
+        f'<w:comments {W}><w:comment w:id="0" w:author="Ann" w:initials="A"><w:p><w:r>'
+        '<w:annotationRef/></w:r><w:r><w:t>Check this number.</w:t></w:r></w:p></w:comment>'
+        '</w:comments>')),
+}
+
+
+def _with_notes(document) -> bytes:
+    """The document with a footnote, an endnote and a comment on its last paragraph, the parts
+    holding them written as Word writes them (separator notes first, the note's own number as
+    the first run of its paragraph), except that the endnote's number shares a run with its
+    text, which the reader cuts in two."""
+    p = document.add_paragraph("Revenue rose")
+    for tag, ref in (("footnoteReference", "2"), ("endnoteReference", "1")):
+        r = p.add_run()._r
+        r.append(docx.oxml.OxmlElement(f"w:{tag}"))
+        r[-1].set(qn("w:id"), ref)
+    p.add_run(" in the spring.")
+    start, end = (docx.oxml.OxmlElement(t) for t in ("w:commentRangeStart", "w:commentRangeEnd"))
+    start.set(qn("w:id"), "0")
+    end.set(qn("w:id"), "0")
+    p.runs[0]._r.addprevious(start)
+    p.runs[0]._r.addnext(end)
+    r = p.add_run()._r
+    r.append(docx.oxml.OxmlElement("w:commentReference"))
+    r[-1].set(qn("w:id"), "0")
+    for reltype, content_type, name, xml in NOTES.values():
+        part = Part(PackURI(name), content_type, xml.encode(), document.part.package)
+        document.part.relate_to(part, reltype)
+    return docx_bytes(document)
+
+
+def _notes_part(document, kind: str):
+    """The root of a notes part of an opened document, whichever way python-docx loaded it."""
+    part = document.part.part_related_by(NOTES[kind][0])
+    return part.element if isinstance(part, XmlPart) else etree.fromstring(part.blob)
+
+
+def _note_texts(root, kind: str) -> list[tuple[str | None, str | None, list[str]]]:
+    """(type, id, [the text and marks of each paragraph]) for each note or comment."""
+    marks = {qn(f"w:{m}"): f"[{m}]" for m in (
+        "separator", "continuationSeparator", "footnoteRef", "endnoteRef", "annotationRef")}
+    return [(note.get(qn("w:type")), note.get(qn("w:id")), [
+        "".join(marks.get(el.tag) or el.text or "" for el in p.iter(qn("w:t"), *marks))
+        for p in note.iter(qn("w:p"))]) for note in root.iterchildren(qn(f"w:{kind}"))]
+
+
+def test_docx_translates_footnotes_endnotes_and_comments_and_keeps_their_marks():
+    """The footnotes, endnotes and comments parts were left in the source language. Their
+    separator notes stay as they are, each note's own number stays its paragraph's first run
+    (it never goes to the model), and the body's references still name the same notes."""
+    data = _with_notes(docx_document())
+    assert extract(data, "docx").segments[4:] == [
+        '<x id="0"/>Revenue rose<x id="2"/><x id="3"/><x id="4"/> in the spring.<x id="6"/>',
+        ' See the <g id="1">annual</g> report.', "Second note paragraph.",
+        " Figures are rounded.", "Check this number."]
+    out = docx.Document(io.BytesIO(run(data, "docx")))
+    assert _note_texts(_notes_part(out, "footnote"), "footnote") == [
+        ("separator", "-1", ["[separator]"]),
+        ("continuationSeparator", "0", ["[continuationSeparator]"]),
+        ("continuationNotice", "1", ["Continued below"]),
+        (None, "2", ["[footnoteRef] eeS eht launna troper.", "dnoceS eton hpargarap."]),
+    ]
+    assert _note_texts(_notes_part(out, "endnote"), "endnote") == [
+        ("separator", "-1", ["[separator]"]),
+        ("continuationSeparator", "0", ["[continuationSeparator]"]),
+        (None, "1", ["[endnoteRef] serugiF era dednuor."]),
+    ]
+    assert _note_texts(_notes_part(out, "comment"), "comment") == [
+        (None, "0", ["[annotationRef]kcehC siht rebmun."])]
+    assert [(c.comment_id, c.author, c.text) for c in out.comments] == [
+        (0, "Ann", "kcehC siht rebmun.")]
+    ref, *runs = _notes_part(out, "footnote").findall("w:footnote[@w:id='2']/w:p[1]/w:r", nsmap)
+    assert ref.find("w:footnoteRef", nsmap) is not None
+    assert ref.find("w:rPr/w:vertAlign", nsmap).get(qn("w:val")) == "superscript"
+    assert [(r.findtext("w:t", namespaces=nsmap), r.find("w:rPr/w:b", nsmap) is not None)
+            for r in runs] == [
+        (" eeS eht ", False), ("launna", True), (" troper.", False)]
+    body = out.paragraphs[-1]._p
+    assert [(el.tag.split("}")[1], el.get(qn("w:id"))) for el in body.iter(
+        qn("w:commentRangeStart"), qn("w:commentRangeEnd"), qn("w:footnoteReference"),
+        qn("w:endnoteReference"), qn("w:commentReference"))] == [
+        ("commentRangeStart", "0"), ("commentRangeEnd", "0"), ("footnoteReference", "2"),
+        ("endnoteReference", "1"), ("commentReference", "0")]
+    assert out.paragraphs[-1].text.split() == ["euneveR", "esor", "ni", "eht", "gnirps."]
+
+
+def test_docx_without_notes_is_read_and_written_as_before():
+    data = docx_bytes(docx_document())
+    assert extract(data, "docx").segments == [
+        "Annual results", 'Sales grew <g id="1">very strongly</g> this year.',
+        "Left cell", "Right cell"]
+    with zipfile.ZipFile(io.BytesIO(data)) as before, \
+            zipfile.ZipFile(io.BytesIO(run(data, "docx"))) as after:
+        assert after.namelist() == before.namelist()
+        for name in before.namelist():
+            if name != "word/document.xml":
+                assert after.read(name) == before.read(name), name
 
 
 def test_odt_keeps_headings_spans_styles_and_spaces():
