@@ -186,6 +186,14 @@ class Search:
         self.score[rows] = self._start_scores
         self.last[rows] = self.start_id
 
+    def cancel(self, keys: list[Hashable]) -> None:
+        """The running sentences under these keys end at the next step, with what they have then
+        (nobody waits for them any more: they need not decode to their limit)."""
+        wanted = set(keys)
+        for s, key in enumerate(self.keys):
+            if key in wanted and self.alive[s]:
+                self.limit[s] = min(self.limit[s], self.t[s] + 1)  # in place: a bound array
+
     def _add_slots(self, n: int) -> None:
         """n more (blank) sentence slots in the bookkeeping, k rows each."""
         rows = n * self.k

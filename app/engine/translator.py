@@ -510,6 +510,10 @@ class RunningBatch:
     def close(self) -> None:
         """Nothing to give back (a ProcessBatch gives back its decode worker)."""
 
+    def cancel(self, keys: list) -> None:
+        """These sentences end at the next step (Search.cancel); their results still come."""
+        self.search.cancel(keys)
+
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []
         if self.search.running:

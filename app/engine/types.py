@@ -61,6 +61,10 @@ class DecodingBatch(Protocol):
 
     def step(self) -> list[tuple[Any, Result]]: ...
 
+    def cancel(self, keys: list) -> None:
+        """The sentences under these keys (their requests gone) end at the next step, with
+        what they have then; their results still come back from `step`."""
+
     def close(self) -> None: ...
 
 

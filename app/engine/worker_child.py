@@ -19,11 +19,12 @@ from app.engine.worker_processes import WorkerSpec
 
 def serve(conn, spec: WorkerSpec) -> None:  # pragma: no cover - runs in the child process
     """A worker process's life: load, warm up, say ready, then run batches until told to close or
-    the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts), ("drop", n),
-    ("close",); the admits that wait when a step ends join the batch together (one encoder
-    call). Messages out: ("ready", pid), then per step of batch n ("done", n, [(key,
-    Result)]), or ("error", n, text) when batch n failed (it is then dropped). A step that
-    finished nothing while the batch is full sends nothing: the parent could admit no one."""
+    the pipe closes. Messages in: ("start", n, options), ("admit", n, keys, texts),
+    ("cancel", n, keys), ("drop", n), ("close",); the admits that wait when a step ends join
+    the batch together (one encoder call). Messages out: ("ready", pid), then per step of batch
+    n ("done", n, [(key, Result)]), or ("error", n, text) when batch n failed (it is then
+    dropped). A step that finished nothing while the batch is full sends nothing: the parent
+    could admit no one."""
     config = replace(spec.config, intra_op_threads=1, inter_op_threads=1, workers=1, fused=False)
     bundle = load_bundle(spec.path, spec.variant, verify_checksums=False)
     translator = Translator(bundle, config, spec.max_batch_size)
@@ -59,6 +60,9 @@ def serve(conn, spec: WorkerSpec) -> None:  # pragma: no cover - runs in the chi
                     texts.clear()
                     continue
                 admit_waiting()
+                if kind == "cancel" and message[1] == number and batch is not None:
+                    batch.cancel(message[2])
+                    continue
                 if kind == "close":
                     return
                 if kind == "start":

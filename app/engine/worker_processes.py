@@ -134,6 +134,10 @@ class ProcessBatch:
             self._send(("admit", self.number, list(keys), list(texts)))
             self.running += len(keys)
 
+    def cancel(self, keys: list) -> None:
+        if keys:
+            self._send(("cancel", self.number, list(keys)))
+
     def step(self) -> list[tuple[Any, Result]]:
         if not self.running:
             return []

@@ -28,7 +28,7 @@ document waits for one short batch at most.
 
 Overload never waits: a full queue raises `Overloaded` (503) at once. A request past its deadline
 raises `DeadlineExceeded` (504); a cancelled request (client gone, deadline) has its queued items
-dropped. An engine exception fails the requests of that batch only.
+dropped and its running ones ended at the engine's next step (DecodingBatch.cancel). An engine exception fails the requests of that batch only.
 """
 
 from __future__ import annotations
@@ -408,6 +408,7 @@ class Batcher:
         started = time.perf_counter()
         batch = None
         running: dict[int, _Item] = {}
+        told: set[int] = set()  # sentences whose request went away, told to the batch to end
         stats = {"size": 0, "tokens": 0, "source_tokens": 0, "output_tokens": 0}
         ok = True
         try:
@@ -423,9 +424,17 @@ class Batcher:
                     for key, value in _source_stats(live).items():
                         stats[key] += value
                 items = []  # admitted (or cancelled)
+                # a request gone (client left, deadline, job stopped): its sentences end now
+                # rather than decode to their limit in a slot someone else could use
+                gone = [seq for seq, item in running.items()
+                        if item.request.cancelled and seq not in told]
+                if gone:
+                    batch.cancel(gone)
+                    told.update(gone)
                 for seq, result in batch.step():
                     stats["output_tokens"] += len(result.tokens)
                     item = running.pop(seq)
+                    told.discard(seq)
                     if not item.request.cancelled:
                         _deliver(item, result)
                 items = self._join(engine, options, running)

@@ -39,6 +39,9 @@ class StepBatch:
     def admit(self, keys: list, texts: list[str]) -> None:
         self.pending += zip(keys, texts, strict=True)
 
+    def cancel(self, keys: list) -> None:
+        """Nothing to end early: every text finishes at the next step anyway."""
+
     def step(self) -> list[tuple[Any, Result]]:
         taken, self.pending = self.pending, []
         if not taken:

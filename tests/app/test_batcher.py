@@ -254,13 +254,19 @@ class LongRunningBatch(StepBatch):
     def __init__(self, engine: FakeTranslator, options: TranslationOptions,
                  finish: threading.Event) -> None:
         super().__init__(engine.translate_batch, options)
-        self.finish, self.held = finish, []
+        self.finish, self.held, self.cancelled = finish, [], []
         engine.running_batches.append(self)
+
+    def cancel(self, keys: list) -> None:
+        self.cancelled += keys
+        self.pending += [(k, t) for k, t in self.held if k in keys]  # they end at this step
+        self.held = [(k, t) for k, t in self.held if k not in keys]
 
     def step(self) -> list:
         taken, self.pending = self.pending, []
-        self.held += [(k, t) for k, t in taken if t.startswith("long")]
-        done = [(k, t) for k, t in taken if not t.startswith("long")]
+        running = [(k, t) for k, t in taken if t.startswith("long") and k not in self.cancelled]
+        self.held += running
+        done = [(k, t) for k, t in taken if (k, t) not in running]
         if self.finish.is_set():
             done, self.held = done + self.held, []
         time.sleep(0.001)  # a step takes time, as the engine's do
@@ -307,3 +313,27 @@ def test_a_short_request_gets_a_slot_while_a_large_one_fills_the_batch():
     assert held == 14  # 16 slots, 2 of them kept for short requests
     assert [r.text for r in big] == [" ".join(reversed(t.split())) for t in large]
     assert [r.text for r in three] == [r.text for r in big[:3]]
+
+
+def test_sentences_of_a_request_past_its_deadline_stop_decoding():
+    """A request that gets its 504 (or whose client left) while its sentences run: the running
+    batch is told to end them, so their slots are free at once, not after the length limit."""
+    finish = threading.Event()  # never set: only a cancel ends the long sentences
+    engine = FakeTranslator()
+    engine.running_batches = []
+    engine.start_batch = lambda options, beside=False: LongRunningBatch(engine, options, finish)
+    batcher, _ = make(max_wait_ms=0, max_batch_size=16, max_batch_tokens=100_000)
+    large = [f"long sentence {i} " + "word " * batcher_module.LONG_SOURCE for i in range(5)]
+
+    async def main():
+        with pytest.raises(DeadlineExceeded):
+            await batcher.translate(engine, large, GREEDY, timeout=0.3)
+        batch = engine.running_batches[0]
+        await until(lambda: not batch.held)
+        after = await asyncio.wait_for(batcher.translate(engine, ["next one"], GREEDY), 10)
+        return batch, after
+
+    batch, after = run(main())
+    batcher.close()
+    assert sorted(batch.cancelled) == sorted(set(batch.cancelled)) and len(batch.cancelled) == 5
+    assert [r.text for r in after] == ["one next"]

@@ -170,3 +170,43 @@ def test_a_wedged_worker_process_is_killed_and_replaced(translator, tiny_sentenc
         finally:
             again.close()
     assert victim.pid not in translator.worker_processes.pids
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+@pytest.mark.parametrize("beside", [False, True], ids=["here", "worker process"])
+def test_a_cancelled_sentence_ends_at_the_next_step(translator, tiny_sentences, beams, beside):
+    """A sentence whose request went away ends at the step after `cancel` (with what it has
+    then) instead of decoding to its limit; the others run on as before."""
+    options = TranslationOptions(beam_size=beams)
+    text = " ".join(tiny_sentences)  # long: it runs for many steps
+
+    def steps_to_finish(batch, keys) -> dict:
+        done, step = {}, 0
+        while batch.running:
+            step += 1
+            done.update({key: (step, result) for key, result in batch.step() if key in keys})
+        return done
+
+    alone = translator.start_batch(options, beside=False)
+    alone.admit(["long", "other"], [text, tiny_sentences[0]])
+    full = steps_to_finish(alone, {"long", "other"})
+    assert full["long"][0] > 4  # else the test shows nothing
+    batch = translator.start_batch(options, beside=beside)
+    try:
+        batch.admit(["long", "other"], [text, tiny_sentences[0]])
+        early = {}
+        if not beside:  # a worker process steps on its own: the parent cannot count its steps
+            for _ in range(2):
+                early.update(batch.step())
+        batch.cancel(["long", "gone before"])  # a key not running is no error
+        found = steps_to_finish(batch, {"long", "other"})
+    finally:
+        batch.close()
+    full_tokens = len(full["long"][1].tokens)
+    if beside:  # told at once, the worker process ends it within a step or two of its own
+        assert len(found["long"][1].tokens) <= min(4, full_tokens // 2)
+    else:
+        assert found["long"][0] == 1  # the next step ended it
+        assert len(found["long"][1].tokens) == 3 < full_tokens
+    other = early.get("other") or found["other"][1]
+    assert other == full["other"][1]  # the sentence beside it as without the cancel
