@@ -7,8 +7,9 @@ One module per format, each with
 
 Structure, styles, formatting runs, timings and catalog metadata come from the original file;
 only segment text changes. Formatting inside a segment (a bold run in a .docx paragraph, a
-<span> in an .odt one, <b> in HTML) travels as inline tags (`<g id="3">...</g>`, `<x id="4"/>`),
-which app.text.protect keeps away from the model and puts back, so the runs survive translation.
+<span> in an .odt one, <b> in HTML, **bold** in Markdown) travels as inline tags
+(`<g id="3">...</g>`, `<x id="4"/>`), which app.text.protect keeps away from the model and puts
+back, so the runs survive translation.
 
 `translate_document` is the whole path for a service or a CLI: limits, extraction, protected
 sentence-by-sentence translation through a `translate(list[str]) -> list[str]` callable (the

@@ -4,16 +4,19 @@ Markdown reads their line breaks as spaces), is a segment; table cells are segme
 and indented code, link reference definitions, rules and table separators stay verbatim. The
 line breaks inside a segment go back into its translation at the nearest spaces
 (app.text.segment.rewrap). Inline code and link targets are protected spans (app.text.protect), so
-`[the docs](setup.md)` keeps its target. Front matter (`---` ... `---` or `+++` ... `+++` at the
-top), a setext heading's underline, HTML comments and lines of an HTML block (`<div ...>`) stay
-verbatim too: translated, their keys, markers and attributes broke."""
+`[the docs](setup.md)` keeps its target. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`)
+travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---` ... `---` or
+`+++` ... `+++` at the top), a setext heading's underline, HTML comments and lines of an HTML
+block (`<div ...>`) stay verbatim too: translated, their keys, markers and attributes broke."""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from app.documents import Document
 from app.documents.txt_file import decode_text, replace_stripped, split_lines
+from app.text.protect import find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
@@ -30,6 +33,9 @@ _VERBATIM = re.compile(
 _FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*")
 _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
+# a run of emphasis delimiters, or a backslash escape (the character after it is no delimiter)
+_DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
+_GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
 
 
 def _pieces(line: str) -> list[str]:
@@ -86,8 +92,9 @@ def extract(data: bytes) -> Document:
                   if pieces[k].strip()]
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
-    segments = [_text(lines, i, k, more).strip() for i, k, more in cells]
-    return Document("md", segments, (lines, cells, encoding), wraps=always)
+    segments, markers = zip(*(_emphasis(_text(lines, i, k, more).strip())
+                              for i, k, more in cells), strict=True) if cells else ((), ())
+    return Document("md", list(segments), (lines, cells, encoding, markers), wraps=always)
 
 
 def _text(lines: list[str], i: int, k: int, more: list[int]) -> str:
@@ -95,12 +102,107 @@ def _text(lines: list[str], i: int, k: int, more: list[int]) -> str:
     return _pieces(lines[i])[k] + "".join(lines[j - 1] + lines[j] for j in more)
 
 
+def _punctuation(c: str) -> bool:
+    return unicodedata.category(c)[0] in "PS"
+
+
+def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
+    """text with each emphasis pair's markers replaced by an inline tag pair (`<g id="N">`,
+    `</g>`), and the markers by id (from 1). The model moved or lost markers it saw as
+    characters ("Click **Save** ..." came back with "**" and "*"); as tags, app.text.tags
+    carries them over the translation of the plain sentence like an HTML <b>.
+
+    Pairs as CommonMark and GitHub read them: a run of `*` or `_` (or exactly `~~`) that opens
+    stands before a word (`2 * 3`, a `* ` bullet: none), `_` never inside a word
+    (snake_case_names), the rule of three; delimiters in protected spans (code, link targets,
+    URLs, tags) or escaped (`\\*`) do not count. A text with tags of that shape of its own is
+    left as it is: rebuild could not tell them apart."""
+    if _GROUP.search(text) or not any(c in text for c in "*_~"):
+        return text, ()
+    spans = find_spans(text)
+    inside = [False] * (len(text) + 1)
+    for span in spans:
+        inside[span.start : span.end] = [True] * (span.end - span.start)
+    pairs = []  # (opening marker's start, end, closing marker's start, end)
+    stack = []  # runs that may still open: [index, char, start, chars left, length, can close]
+    bottom: dict[tuple[str, bool, int], int] = {}  # below it, no opener for such a closer
+    for index, m in enumerate(_DELIMITERS.finditer(text)):
+        run, start, end = m.group(), m.start(), m.end()
+        if run[0] == "\\" or inside[start] or (run[0] == "~" and len(run) != 2):
+            continue
+        before, after = text[start - 1 : start] or " ", text[end : end + 1] or " "
+        left = not after.isspace() and (
+            not _punctuation(after) or before.isspace() or _punctuation(before))
+        right = not before.isspace() and (
+            not _punctuation(before) or after.isspace() or _punctuation(after))
+        opens, closes = left, right
+        if run[0] == "_":  # not inside a word
+            opens, closes = left and (not right or _punctuation(before)), right and (
+                not left or _punctuation(after))
+        length, key = len(run), (run[0], opens, len(run) % 3)
+        while closes and length:
+            k = next((k for k in reversed(range(len(stack)))
+                      if stack[k][0] < bottom.get(key, 0) or _matches(stack[k], run, opens)),
+                     None)
+            if k is None or stack[k][0] < bottom.get(key, 0):
+                bottom[key] = index  # no opener for it: the next such closer looks no lower
+                break
+            opener = stack[k]
+            use = 2 if opener[3] >= 2 and length >= 2 else 1
+            at = end - length  # a closer is used from its start, an opener from its end
+            pairs.append((opener[2] + opener[3] - use, opener[2] + opener[3], at, at + use))
+            opener[3] -= use
+            length -= use
+            del stack[k + 1 :]  # delimiters between the two stay text
+            if not opener[3]:
+                stack.pop()
+        if length and opens:
+            stack.append([index, run[0], start, length, len(run), closes])
+    if not pairs:
+        return text, ()
+    pairs.sort()
+    edits = sorted([(a, b, f'<g id="{n}">') for n, (a, b, _, _) in enumerate(pairs, 1)]
+                   + [(c, d, "</g>") for _, _, c, d in pairs])
+    out, pos = [], 0
+    for a, b, tag in edits:
+        out += [text[pos:a], tag]
+        pos = b
+    out.append(text[pos:])
+    return "".join(out), tuple(text[a:b] for a, b, _, _ in pairs)
+
+
+def _matches(opener: list, run: str, opens: bool) -> bool:
+    """Whether an opener's run (`_emphasis`'s stack entry) pairs with a closing run: the same
+    character and, where either run could both open and close, lengths whose sum is no multiple
+    of three unless both are (CommonMark's rule of three: `*foo**bar*` is one emphasis)."""
+    total = opener[4] + len(run)
+    return opener[1] == run[0] and not (
+        (opens or opener[5]) and total % 3 == 0 and (opener[4] % 3 or len(run) % 3))
+
+
+def _markers(text: str, markers: tuple[str, ...]) -> str:
+    """A translation's tag pairs back to their emphasis markers; app.text.protect's unmask
+    put back every tag once, each pair's opening tag before its closing one, so the markers
+    pair up again (a closing tag closes the innermost open pair)."""
+    if not markers:
+        return text
+    open_markers: list[str] = []
+
+    def marker(m: re.Match) -> str:
+        if m.group(1) is None:
+            return open_markers.pop() if open_markers else ""
+        open_markers.append(markers[int(m.group(1)) - 1])
+        return open_markers[-1]
+
+    return _GROUP.sub(marker, text)
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    lines, cells, encoding = doc.state
+    lines, cells, encoding, markers = doc.state
     lines = list(lines)
     pieces = {i: _pieces(lines[i]) for i, _, _ in cells}
-    for (i, k, more), text in zip(cells, translations, strict=True):
-        pieces[i][k] = replace_stripped(_text(doc.state[0], i, k, more), text)
+    for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
+        pieces[i][k] = replace_stripped(_text(doc.state[0], i, k, more), _markers(text, marks))
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

@@ -9,6 +9,7 @@ import copy
 import io
 import re
 import zipfile
+from pathlib import Path
 
 import docx
 import polib
@@ -36,6 +37,8 @@ from app.documents import (
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from tests.app.samples import docx_bytes, docx_document, odt_file
+
+SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 
 CALLS: list[list[str]] = []
 
@@ -161,6 +164,85 @@ def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targ
     )
     # a rule at the top, with a blank line under it, is no front matter
     assert extract(b"---\n\nSome text.\n\n---\n", "md").segments == ["Some text."]
+
+
+def test_markdown_emphasis_goes_around_the_translation_of_its_words():
+    """Emphasis markers went to the model as characters, and it lost or moved them ("Click
+    **Save** to ..." came back with one "**" and "*"): now each pair travels as an inline tag
+    pair, the model gets the plain sentence and the wrapped words, and the markers come back
+    around the translation of those words."""
+    src = ("Click **Save** to keep your changes.\n\n"
+           "*Italic* and _also italic_ words.\n\n"
+           "**Bold with *italic* inside** and ***both*** here.\n\n"
+           "The ~~old way~~ is gone.\n\n"
+           "Read the guide **first**\n\n"
+           "See **[the guide](docs/guide.md)** now.\n")
+    first = extract(src.encode(), "md").segments[0]
+    assert first == 'Click <g id="1">Save</g> to keep your changes.'
+    assert run(src.encode(), "md").decode() == (
+        "kcilC **evaS** ot peek ruoy segnahc.\n\n"
+        "*cilatI* dna _osla cilati_ sdrow.\n\n"
+        "**dloB htiw *cilati* edisni** dna ***htob*** ereh.\n\n"
+        "ehT ~~dlo yaw~~ si enog.\n\n"
+        "daeR eht ediug **tsrif**\n\n"
+        "eeS **[eht ediug](docs/guide.md)** won.\n")
+    sent = CALLS[-1]  # the model never sees a marker: the plain sentence, then the words
+    assert sent[:2] == ["Click Save to keep your changes.", "Save"]
+    assert not any(c in t for t in sent for c in "*_~")
+
+
+def test_markdown_emphasis_stays_balanced_where_the_words_move():
+    """A model that turns the sentence around: the pair still wraps the wrapped words'
+    translation, once, and nested pairs stay nested."""
+    def backwards(texts: list[str]) -> list[str]:
+        return [" ".join(reversed(t.split())) for t in texts]
+
+    src = b"Click **Save** to keep *your* changes.\n\n**Bold with _italic_ inside** here.\n"
+    out = translate_document(src, "md", backwards).decode()
+    assert out == ("changes. *your* keep to **Save** Click\n\n"
+                   "here. **inside _italic_ with Bold**\n")
+
+
+def test_markdown_leaves_what_is_not_emphasis_alone():
+    src = ("* A bullet with 2 * 3 and 4*5 inside\n\n"
+           "Set max_batch_size or __init__ in snake_case_names.\n\n"
+           "Open https://example.org/a_b_c_d or mail first_last@example.org now.\n\n"
+           "Run `a **b** c` and read [this](docs/a__b__c.md) now.\n\n"
+           "Escaped \\*stars\\* and \\_lines\\_ stay.\n\n"
+           "A lone ** pair of * and _ and ~~ marks.\n\n"
+           'A tag <g id="1">of its own</g> keeps its **stars**.\n')
+    segments = extract(src.encode(), "md").segments
+    # __init__ is strong emphasis to Markdown (underscores flank a word from outside)
+    assert segments == ["A bullet with 2 * 3 and 4*5 inside",
+                        'Set max_batch_size or <g id="1">init</g> in snake_case_names.',
+                        *src.split("\n\n")[2:-1],
+                        'A tag <g id="1">of its own</g> keeps its **stars**.']
+    out = run(src.encode(), "md").decode()
+    assert out.startswith("* A tellub htiw 2 * 3 dna 4*5 edisni\n\n"
+                          "teS xam_hctab_ezis ro __tini__ ni ekans_esac_seman.\n\n")
+    assert "https://example.org/a_b_c_d" in out and "first_last@example.org" in out
+    assert "`a **b** c`" in out and "(docs/a__b__c.md)" in out
+    assert "depacsE \\*srats\\* dna \\_senil\\_ yats." in out
+    assert "A enol ** riap fo * dna _ dna ~~ skram." in out
+    assert 'A gat <g id="1">fo sti nwo</g> speek sti **srats**.' in out
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
+def test_markdown_bold_survives_the_shipped_model():
+    """The sentence whose "**" the shipped model broke, through the model itself."""
+    from app.engine import Translator
+
+    translator = Translator.from_dir(SHIPPED, intra_threads=1)
+
+    def translate(texts: list[str]) -> list[str]:
+        return [r.text for r in translator.translate_batch(texts)]
+
+    out = translate_document(b"Click **Save** to keep your changes.\n", "md", translate).decode()
+    # what the document sends: the plain sentence and the wrapped word, in one batch
+    sentence, save = translate(["Click Save to keep your changes.", "Save"])
+    assert out.count("**") == 2 and "*" not in out.replace("**", "")
+    assert re.search(r"\*\*(.+?)\*\*", out).group(1) == save
+    assert out.replace("**", "").strip() == sentence
 
 
 def test_srt_keeps_numbering_timings_and_line_breaks():
