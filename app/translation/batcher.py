@@ -28,7 +28,8 @@ document waits for one short batch at most.
 
 Overload never waits: a full queue raises `Overloaded` (503) at once. A request past its deadline
 raises `DeadlineExceeded` (504); a cancelled request (client gone, deadline) has its queued items
-dropped and its running ones ended at the engine's next step (DecodingBatch.cancel). An engine exception fails the requests of that batch only.
+dropped and its running ones ended at the engine's next step (DecodingBatch.cancel). An engine
+exception fails the requests of that batch only.
 """
 
 from __future__ import annotations
