@@ -273,6 +273,14 @@ async function translate(event) {
     $("source-text").focus();
     return;
   }
+  // Ctrl+Enter submits the form itself, past the Translate button that is off over the limit
+  const count = charCount(text);
+  if (page.charLimit !== null && count > page.charLimit) {
+    setStatus(`The text has ${count} characters, over the server's limit of ${page.charLimit}: ` +
+              "shorten it to translate.", true);
+    $("source-text").focus();
+    return;
+  }
   const source = $("source").value;
   const target = $("target").value;
   const options = {};

@@ -223,6 +223,23 @@ def test_counter_follows_the_text_and_warns_over_the_servers_limit(browser, real
     assert not browser.evaluate("document.getElementById('translate').disabled")
 
 
+def test_ctrl_enter_over_the_limit_is_held_back_in_words(browser, real_server):
+    """Translate is off over the limit; Ctrl+Enter, which submits the form itself, must not
+    send the text anyway: the page says why, as it does for an empty text."""
+    open_page(browser, real_server)
+    type_into(browser, "source-text", "a" * (LIMIT + 1))
+    assert browser.evaluate("document.getElementById('translate').disabled")
+    sent_before = len([u for u in browser.requests if u.endswith("/v1/translate")])
+    browser.press("Enter", ctrl=True)
+    browser.evaluate("new Promise(r => setTimeout(() => r(true), 300))")  # a request's time
+    assert len([u for u in browser.requests if u.endswith("/v1/translate")]) == sent_before
+    assert text_of(browser, "status") == (
+        f"The text has {LIMIT + 1} characters, over the server's limit of {LIMIT}: "
+        "shorten it to translate.")
+    assert browser.evaluate("document.getElementById('status').classList.contains('error')")
+    assert browser.evaluate("document.activeElement.id") == "source-text"
+
+
 def test_copy_puts_the_translation_on_the_clipboard(browser, real_server, tiny_sentences):
     open_page(browser, real_server)
     browser.send("Browser.grantPermissions", origin=real_server.url,
