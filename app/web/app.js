@@ -143,8 +143,11 @@ function updateSwap() {
   const source = effectiveSource();
   const target = $("target").value;
   const swap = $("swap");
-  swap.disabled = !page.ready || !canSwap();
-  if (!source) {
+  // off while a translation runs: its answer would land on the swapped texts
+  swap.disabled = !page.ready || page.busy || !canSwap();
+  if (page.busy) {
+    swap.title = "Wait for the translation to finish, then swap";
+  } else if (!source) {
     swap.title = "Translate once so the source language is known, then swap";
   } else if (swap.disabled) {
     swap.title = `${languageName(target)} → ${languageName(source)} is not served here`;
@@ -289,6 +292,7 @@ async function translate(event) {
   if (wanted) options.alternatives = wanted;
   page.busy = true;
   updateCounter();
+  updateSwap();
   setStatus("Translating…");
   const started = performance.now();
   try {
@@ -313,12 +317,13 @@ async function translate(event) {
   } finally {
     page.busy = false;
     updateCounter();
+    updateSwap();
   }
 }
 
 // Languages change places, and so do the texts when there is a translation to read back.
 function swap() {
-  if (!canSwap()) return;
+  if (page.busy || !canSwap()) return;
   const source = effectiveSource();
   const target = $("target").value;
   $("source").value = target;

@@ -159,6 +159,30 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     assert (value_of(browser, "source"), value_of(browser, "target")) == ("en", "de")
 
 
+def test_swap_waits_for_a_running_translation(browser, pair_server, tiny_sentences):
+    """A swap while a translation runs would put the old translation in the text and then have
+    the answer overwrite the result with a translation of neither: swap is off until it ends."""
+    open_page(browser, pair_server, KEY)
+    browser.evaluate("document.getElementById('source').value = 'en';"
+                     " document.getElementById('source').dispatchEvent(new Event('change'));"
+                     " document.getElementById('target').value = 'de'; true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    assert translate_by_click(browser).startswith("Translated")
+    assert not browser.evaluate("document.getElementById('swap').disabled")
+    # the server's answer held back until the test lets it through
+    browser.evaluate(
+        "window.fetch = ((real) => (url, init) => new Promise(r => { window.letThrough ="
+        " () => r(real(url, init)); }))(window.fetch); true")
+    type_into(browser, "source-text", tiny_sentences[1])
+    browser.click("#translate")
+    browser.wait_for("typeof window.letThrough === 'function'", timeout=5)
+    assert text_of(browser, "status") == "Translating…"
+    assert browser.evaluate("document.getElementById('swap').disabled")
+    browser.evaluate("window.letThrough(); true")
+    browser.wait_for("document.getElementById('status').textContent.startsWith('Translated')")
+    assert not browser.evaluate("document.getElementById('swap').disabled")
+
+
 def test_keyboard_alone_translates_with_a_visible_focus(browser, pair_server, tiny_sentences):
     open_page(browser, pair_server, KEY)
     browser.evaluate("document.getElementById('source').value = 'en';"
