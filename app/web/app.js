@@ -10,6 +10,7 @@ const $ = (id) => document.getElementById(id);
 const page = {
   languages: new Map(), // code -> {name, targets}
   charLimit: null,
+  requestTimeoutMs: null, // how long a translation may hang before the page gives up on it
   detected: null,       // the language the server found for source "auto", until it changes
   alternatives: [],
   busy: false,
@@ -159,6 +160,8 @@ function updateSwap() {
 function applySettings(settings, languages) {
   page.languages = new Map(languages.map((l) => [l.code, { name: l.name, targets: l.targets }]));
   page.charLimit = settings.charLimit > 0 ? settings.charLimit : null;
+  // the server's timeout and a margin, so that its own 504 (in its words) normally comes first
+  page.requestTimeoutMs = settings.requestTimeout > 0 ? settings.requestTimeout + 10_000 : null;
   const sources = languages.filter((l) => l.targets.some((t) => t !== l.code));
   $("source").replaceChildren(option("auto", "Detect language"),
                               ...sources.map((l) => option(l.code, l.name)));
@@ -295,11 +298,13 @@ async function translate(event) {
   updateSwap();
   setStatus("Translating…");
   const started = performance.now();
+  const waitMs = page.requestTimeoutMs;
   try {
     const response = await fetch("/v1/translate", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify({ text, source, target, options }),
+      signal: waitMs ? AbortSignal.timeout(waitMs) : undefined,
     });
     if (!response.ok) return setStatus(await responseError(response, "status"), true);
     const body = await response.json();
@@ -313,7 +318,11 @@ async function translate(event) {
               `${languageName(body.target)}${via} with ${body.model} in ${ms} ms ` +
               `(server ${body.elapsed_ms.toFixed(0)} ms).`);
   } catch (err) {
-    setStatus(networkWords(err), true);
+    // a hung request would otherwise keep the page busy, and Translate doing nothing, for ever
+    setStatus(err?.name === "TimeoutError"
+      ? `Error: no answer from the server within ${waitMs / 1000} s; it may be overloaded or ` +
+        "stopped. Try again."
+      : networkWords(err), true);
   } finally {
     page.busy = false;
     updateCounter();

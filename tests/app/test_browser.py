@@ -314,6 +314,27 @@ def test_server_and_network_errors_are_shown_in_words(browser, real_server, tiny
     assert "Failed to fetch" in status and "try again" in status
 
 
+def test_a_server_that_never_answers_is_given_up_on_in_words(browser, real_server,
+                                                              tiny_sentences):
+    """A request that hangs (a stopped process, a stuck proxy) must not leave the page
+    "Translating…" for ever with Translate doing nothing: past the server's own timeout the page
+    stops waiting, says so, and the next try goes through."""
+    open_page(browser, real_server)
+    # the server's timeout, from /frontend/settings, and a margin for its own 504 to come first
+    assert browser.evaluate("page.requestTimeoutMs") > 30_000
+    browser.evaluate(
+        "window.realFetch = window.fetch; page.requestTimeoutMs = 500;"
+        "window.fetch = (url, init) => new Promise((_, reject) =>"
+        "  init.signal.addEventListener('abort', () => reject(init.signal.reason))); true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    status = translate_by_click(browser)
+    assert status == ("Error: no answer from the server within 0.5 s; it may be overloaded or "
+                      "stopped. Try again."), status
+    assert browser.evaluate("document.getElementById('status').classList.contains('error')")
+    browser.evaluate("window.fetch = window.realFetch; true")
+    assert translate_by_click(browser).startswith("Translated")
+
+
 def drop(browser, name: str, content: str) -> None:
     """A file dropped on the drop zone: the dragenter, dragover and drop a person's drag makes."""
     browser.evaluate(

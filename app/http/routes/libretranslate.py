@@ -299,6 +299,9 @@ async def frontend_settings(state: AppState = Depends(ready_state)) -> dict[str,
     return {
         "charLimit": settings.max_chars_per_text,
         "frontendTimeout": settings.frontend_timeout,
+        # not LibreTranslate's: the page's own web client waits this long (ms) before it gives
+        # up on a request that hangs, beyond which this server has answered 504 itself
+        "requestTimeout": round(settings.request_timeout * 1000),
         "apiKeys": bool(settings.api_keys),
         "keyRequired": bool(settings.api_keys),
         "suggestions": False,
