@@ -313,6 +313,10 @@ async function translate(event) {
     setOutput(result.text);
     showAlternatives(result.alternatives ?? []);
     showDetected(source === "auto" ? body.source : null);
+    if (body.model === "identity") {
+      // detection found the target language: the server sent the text back untouched
+      return setStatus(`Already in ${languageName(body.target)}: the text is shown as it is.`);
+    }
     const via = body.pivot ? ` through ${languageName(body.pivot)}` : "";
     setStatus(`Translated ${body.sentences} sentence(s) from ${languageName(body.source)} to ` +
               `${languageName(body.target)}${via} with ${body.model} in ${ms} ms ` +

@@ -183,6 +183,25 @@ def test_swap_waits_for_a_running_translation(browser, pair_server, tiny_sentenc
     assert not browser.evaluate("document.getElementById('swap').disabled")
 
 
+def test_a_text_already_in_the_target_language_is_said_so(browser, real_server):
+    """Detection that finds the target language: the server sends the text back as it is
+    (model "identity", no sentences); the page says that, not "Translated 0 sentence(s) from
+    German to German with identity"."""
+    open_page(browser, real_server)
+    browser.evaluate("document.getElementById('source').value = 'auto';"
+                     " document.getElementById('source').dispatchEvent(new Event('change'));"
+                     " document.getElementById('target').value = 'de'; true")
+    text = "Das ist ein kleines Haus und die Katze schläft."
+    type_into(browser, "source-text", text)
+    browser.evaluate("document.getElementById('status').textContent = ''; true")
+    browser.click("#translate")
+    status = browser.wait_for(
+        "(s => s && s !== 'Translating…' && s)(document.getElementById('status').textContent)")
+    assert status == "Already in German: the text is shown as it is.", status
+    assert text_of(browser, "output") == text
+    assert text_of(browser, "detected") == "Detected: German"
+
+
 def test_keyboard_alone_translates_with_a_visible_focus(browser, pair_server, tiny_sentences):
     open_page(browser, pair_server, KEY)
     browser.evaluate("document.getElementById('source').value = 'en';"
