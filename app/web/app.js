@@ -516,7 +516,8 @@ async function translateDocument(event) {
     link.textContent = `Download ${link.download}`;
     link.hidden = false;
     showProgress("Done", 1);
-    docStatus(`${job.filename}: done, ${job.progress.total} sentences translated.`);
+    const total = job.progress.total;
+    docStatus(`${job.filename}: done, ${total} sentence${total === 1 ? "" : "s"} translated.`);
   } catch (err) {
     if (run.cancelled) {
       await reportCancel(run);

@@ -408,6 +408,18 @@ def test_a_dropped_document_uploads_with_progress_and_downloads(browser, real_se
     browser.screenshot(ARTIFACTS / "web_documents.png")
 
 
+def test_a_one_sentence_document_is_counted_in_the_singular(browser, real_server,
+                                                            tiny_sentences):
+    open_page(browser, real_server)
+    drop(browser, "one.txt", tiny_sentences[0] + "\n")
+    browser.click("#doc-upload")
+    status = browser.wait_for(
+        "document.getElementById('doc-download').checkVisibility() &&"
+        " document.getElementById('doc-status').textContent", timeout=60,
+    )
+    assert status == "one.txt: done, 1 sentence translated.", status
+
+
 # large enough for an upload sent in many pieces (on loopback a small body goes in one) and a
 # job that runs for seconds on the tiny model
 # German for the page's English target: English would come back as it is at once (source
