@@ -39,6 +39,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.text.protect import find_spans
+
 log = logging.getLogger("app.glossary")
 
 _SPACE = re.compile(r"\s+")
@@ -136,7 +138,9 @@ class Glossary:
     def mask(self, text: str, markup: bool = False) -> TermMasks:
         """`text` with each term found replaced by its mask (one mask per distinct target,
         numbered past every `{N}` the text has of its own). markup: `text` is HTML-escaped
-        text with tags, and only the text between tags is searched."""
+        text with tags, and only the text between tags is searched. Terms inside what the
+        translation keeps as it is (app.text.protect: a URL, an address, inline code, a tag,
+        a placeholder) stay: "file" in http://example.org/file is part of the address."""
         if not self.entries:
             return TermMasks(text, {})
         taken = {int(n) for n in _TOKEN_NUMBER.findall(text)}
@@ -152,7 +156,10 @@ class Glossary:
                 out.append(piece)
                 continue
             pos = 0
+            kept = find_spans(piece)
             for start, end, target in search.find(piece):
+                if any(span.start < end and start < span.end for span in kept):
+                    continue
                 if target not in tokens:
                     number += 1
                     tokens[target] = f"{{{number}}}"

@@ -61,6 +61,18 @@ def test_markup_terms_are_found_in_text_only_and_written_escaped():
     assert m.restore(m.text) == '<a title="file">Datei</a> F&amp;E'
 
 
+def test_terms_inside_what_the_translation_keeps_stay():
+    """A URL, an address, inline code, a tag or a placeholder goes through translation as it
+    is: a term inside one is part of it, not a word to replace."""
+    g = Glossary.of({"file": "Datei", "id": "Kennung", "g": "Gramm"})
+    m = g.mask('See http://example.org/file, file@example.org, `open file`, <g id="1">the '
+               'file</g> and {file} for the file.')
+    assert m.text == ('See http://example.org/file, file@example.org, `open file`, <g id="1">'
+                      'the {1}</g> and {file} for the {1}.')
+    m = g.mask('<p>the file at http://example.org/file</p>', markup=True)
+    assert m.text == "<p>the {1} at http://example.org/file</p>"
+
+
 def test_found_in_counts_each_term_as_often_as_its_mask():
     m = Glossary.of({"file": "Datei"}).mask("the file and the file")
     assert m.found_in("die Datei und die Datei")
