@@ -325,6 +325,25 @@ def test_xliff_writes_targets_with_inline_elements():
     assert target.text == "sserP " and target[0].text == "retnE" and target[0].tail == " won"
 
 
+def test_html_attributes_people_read_are_translated_and_the_others_kept():
+    page = ('<p><img src="car.png" alt="A red car" class="photo"> <a href="/setup" '
+            'title="Open the settings">setup page</a> here.</p>\n'
+            '<input placeholder=\'Your name\' aria-label="Name field" value="keep me">\n'
+            '<div translate="no"><img alt="Brand logo"></div>\n'
+            '<script>var s = \'<img alt="in a script">\';</script><img alt="" title="42">')
+    segments = extract(page.encode(), "html").segments
+    assert segments[1:] == ["A red car", "Open the settings", "Your name", "Name field"]
+    out = run(page.encode(), "html").decode()
+    assert '<img src="car.png" alt="A der rac" class="photo">' in out
+    assert '<a href="/setup" title="nepO eht sgnittes">' in out
+    assert "<input placeholder='ruoY eman' aria-label=\"emaN dleif\" value=\"keep me\">" in out
+    assert '<img alt="Brand logo">' in out and '<img alt="in a script">' in out  # kept
+    assert out.endswith('<img alt="" title="42">')
+    # a quote in a translation is written as a character reference, the attribute whole
+    quoted = translate_document(b'<img alt="A car">', "html", lambda ts: ['Ein "Auto"'] * len(ts))
+    assert quoted == b'<img alt="Ein &quot;Auto&quot;">'
+
+
 def test_html_and_xliff_declare_the_language_they_are_translated_into():
     page = (b'<!DOCTYPE html>\n<HTML Lang=en class="doc"><body><p>Hello <q lang="fr">salut'
             b'</q> world.</p></body></HTML>')
