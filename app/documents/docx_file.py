@@ -77,9 +77,13 @@ def _text(el) -> str:
     return "".join(t.text or "" for t in el.iter(qn("w:t")))
 
 
+def _is(el, tag: str) -> bool:
+    """Whether a paragraph child is an element of this tag (a field is a list of them)."""
+    return not isinstance(el, list) and el.tag == qn(tag)
+
+
 def _is_text_run(el) -> bool:
-    return not isinstance(el, list) and el.tag == qn("w:r") and all(
-        c.tag in _TEXT_CHILDREN for c in el)
+    return _is(el, "w:r") and all(c.tag in _TEXT_CHILDREN for c in el)
 
 
 _HOLDERS = {qn("w:p"), qn("w:hyperlink"), qn("w:r")}
@@ -133,7 +137,7 @@ _BREAKS = {qn("w:br"), qn("w:cr"), qn("w:tab")}
 
 def _is_break(el) -> bool:
     """A run of a line break or a tab only (the words on each side need no space)."""
-    return not isinstance(el, list) and el.tag == qn("w:r") and all(
+    return _is(el, "w:r") and all(
         c.tag in _BREAKS or c.tag == qn("w:rPr") for c in el) and len(el) > 0
 
 
@@ -142,7 +146,7 @@ _MARKS = {qn("w:footnoteRef"), qn("w:endnoteRef"), qn("w:annotationRef")}
 
 def _is_mark(el) -> bool:
     """A run of a note's own number (or a comment's mark)."""
-    return not isinstance(el, list) and el.tag == qn("w:r") and any(c.tag in _MARKS for c in el)
+    return _is(el, "w:r") and any(c.tag in _MARKS for c in el)
 
 
 def _run_key(run) -> bytes:
@@ -152,8 +156,7 @@ def _run_key(run) -> bytes:
 
 
 def _is_link(el) -> bool:
-    return not isinstance(el, list) and el.tag == qn("w:hyperlink") and all(
-        _is_text_run(c) for c in el)
+    return _is(el, "w:hyperlink") and all(_is_text_run(c) for c in el)
 
 
 def _encode(p) -> tuple[str, list]:

@@ -12,7 +12,7 @@ import html
 import re
 
 from app.documents import Document
-from app.documents.txt_file import decode_text, replace_stripped
+from app.documents.txt_file import decode_text, replaced
 from app.text.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
 from app.text.segment import _HtmlSplitter, always
 
@@ -102,10 +102,8 @@ def rebuild(doc: Document, translations: list[str], target_lang: str | None = No
     people read written with their translated values; with target_lang, the <html> element's
     lang (and xml:lang) say the language it is now in, so that browsers, screen readers and
     search engines read it as such. Other elements' lang stays as written."""
-    parts, targets, encoding, values = doc.state
-    parts = list(parts)
-    for i, text in zip(targets, translations[: len(targets)], strict=True):
-        parts[i] = replace_stripped(parts[i], text)
+    source, targets, encoding, values = doc.state
+    parts = replaced(source, targets, translations[: len(targets)])
     # each tag with a translated attribute value, written anew (values of one tag in order)
     rewritten: dict[tuple[int, str], str] = {}
     for (offset, tag, (a, b), quote), value in zip(
@@ -115,7 +113,7 @@ def rebuild(doc: Document, translations: list[str], target_lang: str | None = No
         rewritten[offset, tag] = old[:a] + escaped + old[b:]  # from the last value back
     if rewritten:
         starts = [0]
-        for chunk in doc.state[0]:
+        for chunk in source:
             starts.append(starts[-1] + len(chunk))
         translated = set(targets)
         # from the last tag back, so that a part's earlier offsets still hold

@@ -53,9 +53,14 @@ def replace_stripped(original: str, translation: str) -> str:
     return lead + translation.strip() + trail
 
 
-def rebuild(doc: Document, translations: list[str]) -> bytes:
-    parts, targets, encoding = doc.state
+def replaced(parts: list[str], targets: list[int], translations: list[str]) -> list[str]:
+    """parts with each target part replaced by its translation (its outer whitespace kept)."""
     parts = list(parts)
     for i, text in zip(targets, translations, strict=True):
         parts[i] = replace_stripped(parts[i], text)
-    return "".join(parts).encode(encoding)
+    return parts
+
+
+def rebuild(doc: Document, translations: list[str]) -> bytes:
+    parts, targets, encoding = doc.state
+    return "".join(replaced(parts, targets, translations)).encode(encoding)

@@ -25,6 +25,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*[,.!?;:]?")
 SENTENCE_WORDS = 3  # fewer words are a label or a term ("open", "file name"), kept as typed
 # the pronoun "i" alone or before an apostrophe ("i", "i'm", "i've"): English writes it "I"
 _PRONOUN_I = re.compile(r"(?<![^\W\d_])i(?![^\W\d_])")
+SPACE = "\u2581"  # SentencePiece's mark of a space
 
 
 def capitalize_lowercase(text: str) -> str:
@@ -69,9 +70,6 @@ def decode_with_unknowns(ids: list[int], unk_id: int, unknown: list[str] | tuple
             run.append(i)
     flush()
     return "".join(parts)
-
-
-SPACE = "\u2581"  # SentencePiece's mark of a space
 
 
 def _surface(piece) -> str:

@@ -287,10 +287,12 @@ class Translator:
         IDS_CACHE texts are kept, so a text measured and then translated is tokenized once."""
         return [list(self._ids(text)) for text in texts]
 
+    def _as_encoded(self, text: str) -> str:
+        """The text as the tokenizer gets it (capitalised where the bundle says so)."""
+        return capitalize_lowercase(text) if self.bundle.capitalize_lowercase else text
+
     def _source_ids(self, text: str) -> tuple[int, ...]:
-        if self.bundle.capitalize_lowercase:
-            text = capitalize_lowercase(text)
-        return tuple(self.tokenizer.encode([text])[0][: self.max_source_tokens])
+        return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
 
     def count_tokens(self, text: str) -> int:
         """The encoder positions text takes (its SentencePiece tokens plus EOS; 0 if blank)."""
@@ -304,9 +306,8 @@ class Translator:
         ids = self._ids(text)
         if self.unk_id is None or self.unk_id not in ids:
             return ()
-        if self.bundle.capitalize_lowercase:
-            text = capitalize_lowercase(text)
-        return tuple(self.tokenizer.unknown_pieces(text)[: ids.count(self.unk_id)])
+        pieces = self.tokenizer.unknown_pieces(self._as_encoded(text))
+        return tuple(pieces[: ids.count(self.unk_id)])
 
     def decode(self, ids: list[int], unknown: tuple[str, ...] | None = None) -> str:
         special = (self.pad_id, self.bos_id, self.eos_id, self.start_id)
