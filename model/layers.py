@@ -98,10 +98,25 @@ class Embeddings(nn.Module):
         return self.lut(ids) * self.scale  # (B, T, D)
 
 
+def fused_attention(q: Tensor) -> bool:
+    """Whether attention on q's device runs as PyTorch's fused kernel. On a GPU the written-out
+    form is six kernel launches and a (B, H, Tq, Tk) score tensor kept for backward per layer,
+    and a small model's training step is bound by launches; the fused kernel (memory-efficient
+    attention: boolean masks, dropout and backward included) is one. On the CPU the written-out
+    form stays: it uses our cheaper Dropout, and it is what the exported graphs compute."""
+    return q.device.type == "cuda"
+
+
 def scaled_dot_product_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: Dropout
 ) -> Tensor:
-    """softmax(Q K^T / sqrt(Dh)) V with q (B, H, Tq, Dh), k and v (B, H, Tk, Dh)."""
+    """softmax(Q K^T / sqrt(Dh)) V with q (B, H, Tq, Dh), k and v (B, H, Tk, Dh).
+
+    Every row of our masks lets a query see at least one key (a source's first token, a
+    target's own position), so the fused kernel and the written-out form agree."""
+    if fused_attention(q):
+        p = dropout.p if dropout.training else 0.0
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)

@@ -184,3 +184,54 @@ def test_config_rejects_bad_numbers():
         ModelConfig(vocab_size=10, d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="unknown"):
         ModelConfig.from_dict({"vocab_size": 10, "colour": "red"})
+
+
+def test_fused_attention_gives_the_written_out_outputs_and_gradients(monkeypatch):
+    """The training path on a GPU (PyTorch's fused kernel), run here on the CPU: the same
+    logits, loss gradients and cached decoding as the written-out attention, padding and
+    look-ahead masks included."""
+    import model.layers as layers
+
+    torch.manual_seed(0)
+    net = Transformer(CONFIG).train()  # dropout 0: the two forms compute the same
+    src, tgt = random_ids(3, 9, 12), random_ids(3, 7, 13)
+    src[0, 5:] = CONFIG.pad_id
+    tgt[1, 4:] = CONFIG.pad_id
+
+    def run() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        net.zero_grad()
+        logits = net(src, tgt)
+        torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), tgt.flatten(), ignore_index=CONFIG.pad_id).backward()
+        return logits.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+    written, written_grads = run()
+    monkeypatch.setattr(layers, "fused_attention", lambda q: True)
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *a, **k: calls.append(k) or real(*a, **k))
+    fused, fused_grads = run()
+    assert calls and all(k["dropout_p"] == 0.0 for k in calls)  # the fused branch ran
+    assert torch.allclose(fused, written, atol=1e-5)
+    assert len(fused_grads) == len(written_grads)
+    for a, b in zip(fused_grads, written_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    sources = [[5, 6, 7, 8], [9, 10], [11, 12, 13, 14, 15, 16]]
+    monkeypatch.setattr(layers, "fused_attention", lambda q: False)
+    written_ids = greedy_search(net, sources)
+    monkeypatch.setattr(layers, "fused_attention", lambda q: True)
+    assert greedy_search(net, sources) == written_ids  # the KV-cache path too
+
+
+def test_fused_attention_applies_dropout_only_in_training(monkeypatch):
+    import model.layers as layers
+
+    monkeypatch.setattr(layers, "fused_attention", lambda q: True)
+    q = torch.randn(2, 2, 5, 4)
+    drop = Dropout(0.5)
+    torch.manual_seed(1)
+    trained = layers.scaled_dot_product_attention(q, q, q, None, drop.train())
+    evaluated = layers.scaled_dot_product_attention(q, q, q, None, drop.eval())
+    assert not torch.allclose(trained, evaluated)
+    assert torch.allclose(evaluated, layers.scaled_dot_product_attention(q, q, q, None, drop))
