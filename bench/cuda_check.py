@@ -940,7 +940,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         print("--out is needed", file=sys.stderr)
         return 2
-    cfg = config_from_args(args)
+    try:
+        cfg = config_from_args(args)
+    except FileNotFoundError as e:  # no test split here: the corpus is built, not in git
+        print(f"cuda_check: {e.filename} not found; give --src (sentences, one per line), "
+              "--carry (a prepared folder) or build the corpus (docs/corpus.md)", file=sys.stderr)
+        return 2
     log(headline(cfg))
     report = check(cfg, tuple(p for p in args.parts.split(",") if p))
     write_json(args.out / "cuda_check.json", report)
@@ -948,7 +953,6 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "cuda_check.md").write_text(table, encoding="utf-8")
     print(table, flush=True)
     return 0 if all(p["ok"] for p in report["parts"].values()) else 1
-
 
 
 if __name__ == "__main__":

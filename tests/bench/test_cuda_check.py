@@ -253,3 +253,12 @@ def test_node_by_node_names_the_first_node_whose_output_parts(tiny_bundle, monke
     assert (first["node"], first["op"], first["output"]) == (
         changed.name, "LayerNormalization", changed.output[0])
     assert found["decoder"]["parted"] == 1 and first["gap"] > 0
+
+
+def test_missing_test_sentences_are_one_line_naming_the_file(tiny_bundle, tmp_path, capsys):
+    """Without the corpus (a fresh clone has no data/), a clear message, not a traceback."""
+    missing = tmp_path / "nowhere.en"
+    code = cuda_check.main(["--out", str(tmp_path), "--bundle", str(tiny_bundle),
+                            "--src", str(missing), "--provider", "cpu"])
+    err = capsys.readouterr().err
+    assert code == 2 and str(missing) in err and "--src" in err and "Traceback" not in err
