@@ -466,3 +466,18 @@ def test_detect_refuses_an_api_key_that_is_no_string(client, body):
          client.post("/detect", content=body,
                      headers={"Content-Type": "application/x-www-form-urlencoded"}))
     assert r.status_code == 400 and r.json()["field"] == "api_key", r.json()
+
+
+@pytest.mark.parametrize("path", ["/translate", "/translate_file", "/v1/documents"])
+def test_a_multipart_body_without_its_boundary_is_named_as_such(client, path):
+    """curl -H 'Content-Type: multipart/form-data' -d ... drops the boundary; the answer says
+    so, not that a field is missing."""
+    body = b'--xyz\r\nContent-Disposition: form-data; name="q"\r\n\r\nHello\r\n--xyz--\r\n'
+    r = client.post(path, content=body, headers={"Content-Type": "multipart/form-data"})
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == "Content-Type" and "boundary" in r.json()["error"]
+    # a boundary that never occurs in the body: no parts, said as such
+    r = client.post(path, content=body,
+                    headers={"Content-Type": "multipart/form-data; boundary=other"})
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == "body" and "boundary" in r.json()["error"]

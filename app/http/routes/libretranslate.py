@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from email.errors import StartBoundaryNotFoundDefect
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -122,9 +123,21 @@ def _pairs_to_dict(pairs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _mime(content_type: str, body: bytes) -> EmailMessage:
-    return BytesParser(policy=HTTP).parsebytes(
+    """The multipart body as a message; BadRequest where its parts cannot be found (clients
+    that set the header by hand often drop the boundary, and every field then reads as
+    missing)."""
+    message = BytesParser(policy=HTTP).parsebytes(
         b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
     )
+    boundary = message.get_boundary()
+    if not boundary:
+        raise BadRequest("Content-Type multipart/form-data needs its boundary parameter "
+                         "(multipart/form-data; boundary=...)", field="Content-Type")
+    if body and any(isinstance(d, StartBoundaryNotFoundDefect) for d in message.defects):
+        raise BadRequest(f"the multipart body has no part: its boundary "
+                         f"{excerpt(boundary, 70)!r} (from Content-Type) is not in it",
+                         field="body")
+    return message
 
 
 def _field_text(part: EmailMessage) -> str:
@@ -164,6 +177,8 @@ async def parse_body(request: Request) -> tuple[dict[str, Any], bool]:
     elif kind == "multipart/form-data":
         try:
             pairs += _multipart(request.headers["content-type"], body)
+        except BadRequest:
+            raise
         except Exception:
             raise BadRequest("the multipart body could not be parsed", field="body") from None
     elif body:
@@ -328,6 +343,8 @@ async def parse_upload(request: Request) -> tuple[dict[str, Any], dict[str, tupl
         # event loop serves every other connection of this process meanwhile
         fields, files = await asyncio.to_thread(_upload_parts, request.headers["content-type"],
                                                 body)
+    except BadRequest:
+        raise
     except Exception:
         raise BadRequest("the multipart body could not be parsed", field="body") from None
     return _pairs_to_dict(fields), files
