@@ -41,6 +41,21 @@ _LETTER_ITEM = re.compile(r"[a-z][.)]\s")  # "a) ", "b. ": a list item, not a co
 Wraps = Callable[[str, str, int], bool]
 # a sentence ends at . ! ? … (possibly repeated, followed by closing quotes/brackets) + space
 _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’»)\]]*(\s+)(?=\S)")
+_OPENERS = "\"'“„«‚‘(["
+# a period after one of these words does not end a sentence: titles before a name, and Latin,
+# English and German abbreviations a sentence goes on after (lower-cased, without the last
+# period; "etc." and "usw." often end one, and a lower-case word after them says when not)
+_NO_END_AFTER = frozenset({
+    "mr", "mrs", "ms", "messrs", "dr", "prof", "sr", "st", "mt", "capt", "col", "gen", "lt",
+    "sgt", "rev", "hon", "vs", "cf", "e.g", "i.e", "a.k.a", "approx", "z.b", "d.h", "u.a",
+    "bzw", "ca", "vgl", "ggf", "evtl", "inkl", "bspw", "sog", "hr", "fr", "mio", "mrd",
+})
+# ... and these only before a number: "Fig. 3", "No. 5", "p. 12", "Nr. 4", "Jan. 5"
+_NO_END_BEFORE_NUMBER = frozenset({
+    "no", "nr", "fig", "figs", "p", "pp", "vol", "art", "ch", "chap", "sec", "abb", "s", "bd",
+    "tab", "op", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
+    "dec",
+})
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
 _SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
 
@@ -199,7 +214,10 @@ class Segments:
         trail = line[len(line.rstrip()) :]
         self._add(lead, translate=False)
         pos = 0
+        cased = any(ch.isupper() for ch in stripped)
         for end in _SENTENCE_END.finditer(stripped):
+            if not _ends_sentence(stripped, end, cased):
+                continue
             self._add_sentence(stripped[pos : end.start(1)])
             self._add(end.group(1), translate=False)
             pos = end.end()
@@ -210,6 +228,45 @@ class Segments:
         for piece, gap in _cut_long(sentence, MAX_SENTENCE_CHARS):
             self._add(piece, translate=True)
             self._add(gap, translate=False)
+
+
+def _ends_sentence(text: str, end: re.Match, cased: bool) -> bool:
+    """Whether the whitespace of `end` (a _SENTENCE_END match in text) follows a sentence's end.
+    After ! ? … or a closing quote or bracket, always; after a period, not where the next word
+    starts in lower case in a text that has capitals ("e.g. the file", "etc. and", "Hardly...
+    go": a text typed all in lower case has nothing to tell its sentences apart by), nor after
+    an initial (_initial) or an abbreviation (_NO_END_AFTER, _NO_END_BEFORE_NUMBER). Cut there,
+    each piece went to the model alone, and a piece in lower case was capitalised as a
+    sentence."""
+    before = text[: end.start(1)]
+    after = text[end.end() :].lstrip(_OPENERS)
+    if not before.endswith(".") or not after:
+        return True
+    if cased and after[0].islower():
+        return False
+    words = before[:-1].split()
+    word = words[-1].lstrip(_OPENERS) if words else ""
+    if len(word) == 1 and word.isalpha() and _initial(
+            word, words[-2].lstrip(_OPENERS) if len(words) > 1 else "", after.split(None, 1)[0]):
+        return False
+    word = word.lower()
+    return word not in _NO_END_AFTER and not (
+        after[0].isdigit() and word in _NO_END_BEFORE_NUMBER)
+
+
+def _initial(letter: str, previous: str, following: str) -> bool:
+    """Whether a one-letter word before a period is an initial or a letter of an abbreviation:
+    after another one ("J. R. R.", "z. B."), before another one in lower case ("z. B.",
+    "d. h."), or in upper case first in its sentence or after a name ("A. Smith", "Alfredo K.
+    Kojima"); "column A." and "option is a." end their sentences."""
+    def one_letter(word: str) -> bool:
+        return len(word) == 2 and word[0].isalpha() and word[1] == "."
+
+    if one_letter(previous):
+        return True
+    if letter.islower():
+        return one_letter(following)
+    return not previous or previous[0].isupper() or previous[-1] in ".!?…"
 
 
 def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:

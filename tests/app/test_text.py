@@ -45,6 +45,28 @@ def test_sentences_and_whitespace_are_split_apart():
     assert out == "  A. B?  \n\n\tC!\n"
 
 
+@pytest.mark.parametrize("text, sentences", [
+    ("Mr. and Mrs. Smith vs. the rest wrote it. It sold well.",
+     ["Mr. and Mrs. Smith vs. the rest wrote it.", "It sold well."]),
+    ("Bring food, e.g. bread, i.e. anything. Then go.",
+     ["Bring food, e.g. bread, i.e. anything.", "Then go."]),
+    ("Hardly... go home.", ["Hardly... go home."]),
+    ("See Fig. 3 and No. 5. No. It is not.", ["See Fig. 3 and No. 5.", "No.", "It is not."]),
+    ("J. R. R. Tolkien wrote it. A. Smith read it.", ["J. R. R. Tolkien wrote it.",
+                                                      "A. Smith read it."]),
+    ("Hide column A. Column B stays. The option is a. The end.",
+     ["Hide column A.", "Column B stays.", "The option is a.", "The end."]),
+    ("Das sind z. B. Äpfel, d. h. Obst. Ja.", ["Das sind z. B. Äpfel, d. h. Obst.", "Ja."]),
+    ('He said "Stop." Then he left. Wait... What?',
+     ['He said "Stop."', "Then he left.", "Wait...", "What?"]),
+    # typed all in lower case: nothing tells a sentence's end from an abbreviation's
+    ("hi. how are you? fine.", ["hi.", "how are you?", "fine."]),
+])
+def test_a_period_ends_a_sentence_unless_an_abbreviation_or_lower_case_word_says_not(
+        text, sentences):
+    assert segment(text).sentences == sentences
+
+
 def test_rejoin_strips_engine_whitespace_and_checks_count():
     seg = segment("One. Two.")
     assert seg.rejoin([" 1. ", "2.\n"]) == "1. 2."
