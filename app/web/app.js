@@ -13,6 +13,7 @@ const page = {
   requestTimeoutMs: null, // how long a translation may hang before the page gives up on it
   detected: null,       // the language the server found for source "auto", until it changes
   alternatives: [],
+  shownFor: null,       // textAndPair() of the text the translation shown is the translation of
   busy: false,
   ready: false,
   files: false,         // whether the server translates documents (/frontend/settings)
@@ -264,6 +265,19 @@ function useAlternative(i) {
   setStatus(`Using alternative ${i + 1}.`);
 }
 
+// The text and the pair of languages a translation is asked for.
+const textAndPair = () => JSON.stringify([$("source-text").value, $("source").value,
+                                          $("target").value]);
+
+// An error for another text (or pair) than the translation shown takes that translation away:
+// below the error it would pass for the new text's. One for the same text leaves it standing.
+function translationFailed(words, asked) {
+  setStatus(words, true);
+  if (asked === page.shownFor) return;
+  setOutput("");
+  showAlternatives([]);
+}
+
 function showDetected(code) {
   page.detected = code;
   $("detected").textContent = code ? `Detected: ${languageName(code)}` : "";
@@ -274,16 +288,17 @@ async function translate(event) {
   event?.preventDefault();
   if (page.busy || !page.ready) return;
   const text = $("source-text").value;
+  const asked = textAndPair();
   if (!text.trim()) {
-    setStatus("Type some text to translate first.", true);
+    translationFailed("Type some text to translate first.", asked);
     $("source-text").focus();
     return;
   }
   // Ctrl+Enter submits the form itself, past the Translate button that is off over the limit
   const count = charCount(text);
   if (page.charLimit !== null && count > page.charLimit) {
-    setStatus(`The text has ${count} characters, over the server's limit of ${page.charLimit}: ` +
-              "shorten it to translate.", true);
+    translationFailed(`The text has ${count} characters, over the server's limit of ` +
+                      `${page.charLimit}: shorten it to translate.`, asked);
     $("source-text").focus();
     return;
   }
@@ -306,11 +321,12 @@ async function translate(event) {
       body: JSON.stringify({ text, source, target, options }),
       signal: waitMs ? AbortSignal.timeout(waitMs) : undefined,
     });
-    if (!response.ok) return setStatus(await responseError(response, "status"), true);
+    if (!response.ok) return translationFailed(await responseError(response, "status"), asked);
     const body = await response.json();
     const ms = (performance.now() - started).toFixed(0);
     const result = body.translations[0];
     setOutput(result.text);
+    page.shownFor = asked;
     showAlternatives(result.alternatives ?? []);
     showDetected(source === "auto" ? body.source : null);
     if (body.model === "identity") {
@@ -323,10 +339,10 @@ async function translate(event) {
               `(server ${body.elapsed_ms.toFixed(0)} ms).`);
   } catch (err) {
     // a hung request would otherwise keep the page busy, and Translate doing nothing, for ever
-    setStatus(err?.name === "TimeoutError"
+    translationFailed(err?.name === "TimeoutError"
       ? `Error: no answer from the server within ${waitMs / 1000} s; it may be overloaded or ` +
         "stopped. Try again."
-      : networkWords(err), true);
+      : networkWords(err), asked);
   } finally {
     page.busy = false;
     updateCounter();
@@ -346,6 +362,7 @@ function swap() {
     const original = $("source-text").value;
     $("source-text").value = translation;
     setOutput(original);
+    page.shownFor = textAndPair();
   }
   showAlternatives([]);
   showDetected(null);

@@ -333,6 +333,38 @@ def test_server_and_network_errors_are_shown_in_words(browser, real_server, tiny
     assert "Failed to fetch" in status and "try again" in status
 
 
+def test_an_error_for_new_text_clears_the_translation_of_the_old(browser, real_server,
+                                                                 tiny_sentences):
+    """The translation shown below an error must not pass for the new text's: an error for
+    another text takes the old translation and its alternatives away; an error for the same
+    text (other options refused) leaves its translation standing."""
+    open_page(browser, real_server)
+    browser.evaluate("document.getElementById('alternative-count').value = '2'; true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    assert translate_by_click(browser).startswith("Translated")
+    translation = text_of(browser, "output")
+    assert translation.strip() and shown(browser, "alternatives-box")
+    # the same text, with a beam too narrow for the alternatives: the translation still is its
+    browser.evaluate("document.getElementById('alternative-count').value = '3'; true")
+    type_into(browser, "beam", "2")
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "output") == translation
+    # another text refused: nothing of the old one's translation is left to mistake for it
+    type_into(browser, "source-text", tiny_sentences[1])
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "output") == ""
+    assert not shown(browser, "alternatives-box")
+    assert browser.evaluate("document.getElementById('copy').disabled")
+    # and so does a text the page holds back itself (over the limit)
+    browser.evaluate("document.getElementById('alternative-count').value = '0';"
+                     " document.getElementById('beam').value = ''; true")
+    assert translate_by_click(browser).startswith("Translated")
+    type_into(browser, "source-text", "a" * (LIMIT + 1))
+    browser.press("Enter", ctrl=True)
+    assert text_of(browser, "status").startswith("The text has")
+    assert text_of(browser, "output") == ""
+
+
 def test_a_server_that_never_answers_is_given_up_on_in_words(browser, real_server,
                                                               tiny_sentences):
     """A request that hangs (a stopped process, a stuck proxy) must not leave the page
