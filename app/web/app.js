@@ -269,13 +269,15 @@ function useAlternative(i) {
 const textAndPair = () => JSON.stringify([$("source-text").value, $("source").value,
                                           $("target").value]);
 
-// An error for another text (or pair) than the translation shown takes that translation away:
-// below the error it would pass for the new text's. One for the same text leaves it standing.
+// An error for another text (or pair) than the translation shown takes that translation away,
+// and the language detected in its text: below the error they would pass for the new text's.
+// One for the same text leaves them standing.
 function translationFailed(words, asked) {
   setStatus(words, true);
   if (asked === page.shownFor) return;
   setOutput("");
   showAlternatives([]);
+  showDetected(null);
 }
 
 function showDetected(code) {

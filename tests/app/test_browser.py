@@ -159,6 +159,28 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     assert (value_of(browser, "source"), value_of(browser, "target")) == ("en", "de")
 
 
+def test_an_error_for_new_text_clears_the_language_detected_in_the_old(browser, pair_server,
+                                                                         tiny_sentences):
+    """"Detected: English" describes the text it was found in: an error for another text takes
+    it away (and the swap it allowed), one for the same text leaves it."""
+    open_page(browser, pair_server, KEY)
+    assert value_of(browser, "source") == "auto"
+    browser.evaluate("document.getElementById('target').value = 'de'; true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    assert translate_by_click(browser).startswith("Translated")
+    assert text_of(browser, "detected") == "Detected: English"
+    browser.evaluate("document.getElementById('alternative-count').value = '3'; true")
+    type_into(browser, "beam", "2")
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "detected") == "Detected: English"
+    type_into(browser, "source-text", tiny_sentences[1])
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "detected") == ""
+    assert browser.evaluate("document.getElementById('swap').disabled")
+    assert browser.evaluate("document.getElementById('swap').title") == (
+        "Translate once so the source language is known, then swap")
+
+
 def test_swap_waits_for_a_running_translation(browser, pair_server, tiny_sentences):
     """A swap while a translation runs would put the old translation in the text and then have
     the answer overwrite the result with a translation of neither: swap is off until it ends."""
