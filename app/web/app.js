@@ -49,6 +49,9 @@ function languageName(code) {
   return page.languages.get(code)?.name ?? code;
 }
 
+// "1 sentence", "2 sentences"
+const sentences = (n) => `${n} sentence${n === 1 ? "" : "s"}`;
+
 // The server counts characters as code points; a JS string's length counts UTF-16 units.
 const charCount = (text) => [...text].length;
 
@@ -336,7 +339,7 @@ async function translate(event) {
       return setStatus(`Already in ${languageName(body.target)}: the text is shown as it is.`);
     }
     const via = body.pivot ? ` through ${languageName(body.pivot)}` : "";
-    setStatus(`Translated ${body.sentences} sentence(s) from ${languageName(body.source)} to ` +
+    setStatus(`Translated ${sentences(body.sentences)} from ${languageName(body.source)} to ` +
               `${languageName(body.target)}${via} with ${body.model} in ${ms} ms ` +
               `(server ${body.elapsed_ms.toFixed(0)} ms).`);
   } catch (err) {
@@ -480,7 +483,7 @@ async function getJob(run) {
 function showJob(job) {
   const { done, total } = job.progress;
   const phase = job.state === "queued" ? "Waiting in the queue"
-    : `Translating${total ? ` ${done} / ${total} sentences` : ""}`;
+    : `Translating${total ? ` ${done} / ${sentences(total)}` : ""}`;
   showProgress(phase, done, total);
 }
 
@@ -535,8 +538,7 @@ async function translateDocument(event) {
     link.textContent = `Download ${link.download}`;
     link.hidden = false;
     showProgress("Done", 1);
-    const total = job.progress.total;
-    docStatus(`${job.filename}: done, ${total} sentence${total === 1 ? "" : "s"} translated.`);
+    docStatus(`${job.filename}: done, ${sentences(job.progress.total)} translated.`);
   } catch (err) {
     if (run.cancelled) {
       await reportCancel(run);

@@ -108,7 +108,7 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     assert value_of(browser, "target") == "de"
     type_into(browser, "source-text", tiny_sentences[0])
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from English to German with en-de")
+    assert status.startswith("Translated 1 sentence from English to German with en-de")
     assert " ms" in status
     assert text_of(browser, "output").strip()
     assert browser.evaluate("document.activeElement.id") == "translate"  # kept through the wait
@@ -131,6 +131,17 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     assert not outside, f"the pages reached outside the server: {outside}"
 
 
+def test_the_sentences_of_a_text_are_counted_in_words(browser, real_server, tiny_sentences):
+    """"1 sentence", "2 sentences": not "sentence(s)"."""
+    open_page(browser, real_server)
+    type_into(browser, "source-text", f"{tiny_sentences[0]}. {tiny_sentences[1]}.")
+    status = translate_by_click(browser)
+    assert status.startswith("Translated 2 sentences from English to German"), status
+    type_into(browser, "source-text", tiny_sentences[0])
+    status = translate_by_click(browser)
+    assert status.startswith("Translated 1 sentence from English to German"), status
+
+
 def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_server,
                                                                  tiny_sentences):
     open_page(browser, pair_server, KEY)
@@ -141,7 +152,7 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     sentence = tiny_sentences[0]
     type_into(browser, "source-text", sentence)
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from English to German"), status
+    assert status.startswith("Translated 1 sentence from English to German"), status
     assert text_of(browser, "detected") == "Detected: English"
     translation = text_of(browser, "output")
     assert translation.strip() and translation != sentence
@@ -154,7 +165,7 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     assert text_of(browser, "detected") == ""
     assert text_of(browser, "status") == "Now German → English."
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from German to English with de-en"), status
+    assert status.startswith("Translated 1 sentence from German to English with de-en"), status
     browser.click("#swap")  # and back
     assert (value_of(browser, "source"), value_of(browser, "target")) == ("en", "de")
 
@@ -554,4 +565,4 @@ def test_a_server_that_needs_a_key_asks_for_it(browser, pair_server, tiny_senten
     type_into(browser, "api-key", "wrong")
     assert translate_by_click(browser) == "Error 401: invalid API key"
     type_into(browser, "api-key", KEY)
-    assert translate_by_click(browser).startswith("Translated 1 sentence(s) from English")
+    assert translate_by_click(browser).startswith("Translated 1 sentence from English")
