@@ -540,6 +540,78 @@ def test_cancel_stops_a_running_job(browser, pair_server):
     assert progress["done"] < progress["total"] or progress["done"] == progress["total"] == 0, job
 
 
+# the page's requests for a job (its state, its deletion), held until they are given up on: a
+# server that has stopped answering
+HOLD_JOB_REQUESTS = (
+    "window.held = 0; window.fetch = ((real) => (url, init) => String(url).includes("
+    "'/v1/documents/') ? new Promise((_, reject) => { window.held += 1;"
+    "  init.signal.addEventListener('abort', () => reject(init.signal.reason)); })"
+    " : real(url, init))(window.fetch); true"
+)
+
+
+def test_a_job_whose_server_stops_answering_is_given_up_on_in_words(browser, real_server,
+                                                                     tiny_sentences):
+    """Polling a job, and deleting it, wait no longer than a translation does (the server's own
+    timeout and a margin): past it the page says so and takes a document again; Cancel, pressed
+    while the page waits for an answer, stops the wait at once."""
+    open_page(browser, real_server)
+    browser.evaluate(HOLD_JOB_REQUESTS + "; page.requestTimeoutMs = 500; true")
+    drop(browser, "one.txt", tiny_sentences[0] + "\n")
+    browser.click("#doc-upload")
+    status = browser.wait_for(
+        "(s => s.startsWith('Error') && s)(document.getElementById('doc-status').textContent)",
+        timeout=10)
+    assert status == ("Error: no answer from the server within 0.5 s; it may be overloaded or "
+                      "stopped. Try again."), status
+    assert browser.evaluate("document.getElementById('doc-status').classList.contains('error')")
+    assert not shown(browser, "doc-cancel") and not shown(browser, "doc-progress-label")
+    assert not browser.evaluate("document.getElementById('doc-upload').disabled")
+    # Cancel while a poll waits: the wait ends at once, and the deletion is bounded as well
+    browser.evaluate("page.requestTimeoutMs = 3000; true")
+    browser.click("#doc-upload")
+    browser.wait_for("window.held >= 2", timeout=5)
+    browser.click("#doc-cancel")
+    assert text_of(browser, "doc-status") == "Cancelling…"
+    browser.wait_for("window.held >= 3", timeout=1)  # the DELETE, sent before the poll's end
+    status = browser.wait_for(
+        "(s => s.startsWith('Error') && s)(document.getElementById('doc-status').textContent)",
+        timeout=10)
+    assert status.startswith("Error: no answer from the server within 3 s"), status
+    assert not shown(browser, "doc-cancel")
+
+
+def test_a_job_that_never_moves_is_given_up_on_and_cancelled(browser, real_server,
+                                                              tiny_sentences):
+    """A job whose state and progress stay the same for the page's bound (a stuck server, or one
+    busy with other documents for that long) is not polled for ever: the page stops, deletes
+    the job on the server and says why."""
+    open_page(browser, real_server)
+    assert browser.evaluate("page.jobStallMs") == 10 * 60_000
+    # the job's state as the page polls it, frozen; its deletion goes through to the server
+    browser.evaluate(
+        "page.jobStallMs = 1000; window.realFetch = window.fetch;"
+        "window.fetch = ((real) => (url, init) => String(url).includes('/v1/documents/')"
+        "  && !String(url).endsWith('/result') && !init?.method"
+        "  ? Promise.resolve(new Response(JSON.stringify({state: 'queued', filename: 'one.txt',"
+        "                                                 progress: {done: 0, total: 0}})))"
+        "  : real(url, init))(window.fetch); true")
+    drop(browser, "one.txt", tiny_sentences[0] + "\n")
+    browser.click("#doc-upload")
+    status = browser.wait_for(
+        "(s => s.startsWith('No progress') && s)"
+        "(document.getElementById('doc-status').textContent)", timeout=10)
+    assert status.startswith("No progress for 1 s (the server may be stuck, or busy with other "
+                             "documents), so the page stopped waiting. Cancelled: "), status
+    assert browser.evaluate("document.getElementById('doc-status').classList.contains('error')")
+    assert not shown(browser, "doc-cancel")
+    # the server agrees: the job is cancelled, or gone if it had finished meanwhile
+    job_url = [u for u in browser.requests if "/v1/documents/" in u][-1]
+    answer = browser.evaluate(
+        f"realFetch({js(job_url)}).then(async r => [r.status, await r.json()])")
+    assert answer[0] == 404 or answer[1]["state"] == "cancelled", answer
+
+
 def test_a_refused_document_is_explained(browser, real_server):
     open_page(browser, real_server)
     drop(browser, "notes.exe", "MZ")
