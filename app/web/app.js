@@ -11,9 +11,9 @@ const page = {
   languages: new Map(), // code -> {name, targets}
   charLimit: null,
   requestTimeoutMs: null, // how long a request may hang before the page gives up on it
-  // how long a document job may show no change (state, progress) before the page gives up on
-  // it: the server gives jobs no deadline of their own (docs/documents.md), and one may wait
-  // behind other documents or live work, so the page bounds a silence, not the whole run
+  // how long a running document job may show no progress before the page gives up on it: the
+  // server gives jobs no deadline of their own (docs/documents.md), so the page bounds a
+  // silence, not the whole run; a queued job waits its turn (Cancel is there)
   jobStallMs: 10 * 60_000,
   detected: null,       // the language the server found for source "auto", until it changes
   alternatives: [],
@@ -546,7 +546,7 @@ async function translateDocument(event) {
     while (job.state === "queued" || job.state === "running") {
       showJob(job);
       const now = JSON.stringify([job.state, job.progress]);
-      if (now !== seen) [seen, changed] = [now, performance.now()];
+      if (now !== seen || job.state === "queued") [seen, changed] = [now, performance.now()];
       if (performance.now() - changed > page.jobStallMs) {
         run.stalled = true;
         throw new Error("stalled");
@@ -597,7 +597,7 @@ function cancelDocument() {
 async function reportCancel(run) {
   $("doc-progress-label").hidden = true;
   const why = run.stalled ? `No progress for ${duration(page.jobStallMs)} (the server may be ` +
-                            "stuck, or busy with other documents), so the page stopped waiting. "
+                            "stuck), so the page stopped waiting. "
                           : "";
   const say = (words, isError = false) => docStatus(why + words, isError || run.stalled);
   if (!run.jobUrl) return say("Upload cancelled.");
