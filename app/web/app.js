@@ -10,14 +10,20 @@ const $ = (id) => document.getElementById(id);
 const page = {
   languages: new Map(), // code -> {name, targets}
   charLimit: null,
-  requestTimeoutMs: null, // how long a translation may hang before the page gives up on it
+  requestTimeoutMs: null, // how long a request may hang before the page gives up on it
+  // how long a running document job may show no progress before the page gives up on it: the
+  // server gives jobs no deadline of their own (docs/documents.md), so the page bounds a
+  // silence, not the whole run; a queued job waits its turn (Cancel is there)
+  jobStallMs: 10 * 60_000,
   detected: null,       // the language the server found for source "auto", until it changes
   alternatives: [],
+  shownFor: null,       // textAndPair() of the text the translation shown is the translation of
   busy: false,
   ready: false,
   files: false,         // whether the server translates documents (/frontend/settings)
   chosenFile: null,
-  run: null,            // the document being translated: {xhr, controller, jobUrl, cancelled}
+  run: null,            // the document being translated: {xhr, controller, jobUrl, cancelled,
+                        // stalled}
 };
 
 // --- small helpers -----------------------------------------------------------------------------
@@ -47,6 +53,9 @@ function authHeaders() {
 function languageName(code) {
   return page.languages.get(code)?.name ?? code;
 }
+
+// "1 sentence", "2 sentences"
+const sentences = (n) => `${n} sentence${n === 1 ? "" : "s"}`;
 
 // The server counts characters as code points; a JS string's length counts UTF-16 units.
 const charCount = (text) => [...text].length;
@@ -97,6 +106,28 @@ async function responseError(response, messageId) {
 function networkWords(err) {
   return `The server could not be reached (${err.message ?? err}). ` +
          "Check that it is running and try again.";
+}
+
+// 0.5 s, 40 s, 10 min
+const duration = (ms) => ms < 120_000 ? `${ms / 1000} s` : `${Math.round(ms / 60_000)} min`;
+
+// A request's signal that gives up past the server's own timeout and a margin (a stopped
+// process, a stuck proxy), and with `signal` (Cancel).
+function bounded(signal) {
+  const waitMs = page.requestTimeoutMs;
+  if (!waitMs) return signal;
+  const timeout = AbortSignal.timeout(waitMs);
+  if (!signal) return timeout;
+  return AbortSignal.any?.([signal, timeout]) ?? signal; // a browser before 2024: Cancel only
+}
+
+// What a failed request, not refused by the server, comes to in words.
+function failureWords(err) {
+  if (err?.name === "TimeoutError") {
+    return `Error: no answer from the server within ${duration(page.requestTimeoutMs)}; ` +
+           "it may be overloaded or stopped. Try again.";
+  }
+  return err instanceof TypeError ? networkWords(err) : err.message;
 }
 
 // --- languages and settings --------------------------------------------------------------------
@@ -264,6 +295,21 @@ function useAlternative(i) {
   setStatus(`Using alternative ${i + 1}.`);
 }
 
+// The text and the pair of languages a translation is asked for.
+const textAndPair = () => JSON.stringify([$("source-text").value, $("source").value,
+                                          $("target").value]);
+
+// An error for another text (or pair) than the translation shown takes that translation away,
+// and the language detected in its text: below the error they would pass for the new text's.
+// One for the same text leaves them standing.
+function translationFailed(words, asked) {
+  setStatus(words, true);
+  if (asked === page.shownFor) return;
+  setOutput("");
+  showAlternatives([]);
+  showDetected(null);
+}
+
 function showDetected(code) {
   page.detected = code;
   $("detected").textContent = code ? `Detected: ${languageName(code)}` : "";
@@ -274,16 +320,17 @@ async function translate(event) {
   event?.preventDefault();
   if (page.busy || !page.ready) return;
   const text = $("source-text").value;
+  const asked = textAndPair();
   if (!text.trim()) {
-    setStatus("Type some text to translate first.", true);
+    translationFailed("Type some text to translate first.", asked);
     $("source-text").focus();
     return;
   }
   // Ctrl+Enter submits the form itself, past the Translate button that is off over the limit
   const count = charCount(text);
   if (page.charLimit !== null && count > page.charLimit) {
-    setStatus(`The text has ${count} characters, over the server's limit of ${page.charLimit}: ` +
-              "shorten it to translate.", true);
+    translationFailed(`The text has ${count} characters, over the server's limit of ` +
+                      `${page.charLimit}: shorten it to translate.`, asked);
     $("source-text").focus();
     return;
   }
@@ -298,19 +345,19 @@ async function translate(event) {
   updateSwap();
   setStatus("Translating…");
   const started = performance.now();
-  const waitMs = page.requestTimeoutMs;
   try {
     const response = await fetch("/v1/translate", {
       method: "POST",
       headers: { "Content-Type": "application/json", ...authHeaders() },
       body: JSON.stringify({ text, source, target, options }),
-      signal: waitMs ? AbortSignal.timeout(waitMs) : undefined,
+      signal: bounded(),
     });
-    if (!response.ok) return setStatus(await responseError(response, "status"), true);
+    if (!response.ok) return translationFailed(await responseError(response, "status"), asked);
     const body = await response.json();
     const ms = (performance.now() - started).toFixed(0);
     const result = body.translations[0];
     setOutput(result.text);
+    page.shownFor = asked;
     showAlternatives(result.alternatives ?? []);
     showDetected(source === "auto" ? body.source : null);
     if (body.model === "identity") {
@@ -318,15 +365,12 @@ async function translate(event) {
       return setStatus(`Already in ${languageName(body.target)}: the text is shown as it is.`);
     }
     const via = body.pivot ? ` through ${languageName(body.pivot)}` : "";
-    setStatus(`Translated ${body.sentences} sentence(s) from ${languageName(body.source)} to ` +
+    setStatus(`Translated ${sentences(body.sentences)} from ${languageName(body.source)} to ` +
               `${languageName(body.target)}${via} with ${body.model} in ${ms} ms ` +
               `(server ${body.elapsed_ms.toFixed(0)} ms).`);
   } catch (err) {
     // a hung request would otherwise keep the page busy, and Translate doing nothing, for ever
-    setStatus(err?.name === "TimeoutError"
-      ? `Error: no answer from the server within ${waitMs / 1000} s; it may be overloaded or ` +
-        "stopped. Try again."
-      : networkWords(err), true);
+    translationFailed(failureWords(err), asked);
   } finally {
     page.busy = false;
     updateCounter();
@@ -346,6 +390,7 @@ function swap() {
     const original = $("source-text").value;
     $("source-text").value = translation;
     setOutput(original);
+    page.shownFor = textAndPair();
   }
   showAlternatives([]);
   showDetected(null);
@@ -453,7 +498,7 @@ function upload(run, form) {
 
 async function getJob(run) {
   const response = await fetch(run.jobUrl, { headers: authHeaders(),
-                                             signal: run.controller.signal });
+                                             signal: bounded(run.controller.signal) });
   if (!response.ok) throw new Error(await responseError(response));
   return response.json();
 }
@@ -461,7 +506,7 @@ async function getJob(run) {
 function showJob(job) {
   const { done, total } = job.progress;
   const phase = job.state === "queued" ? "Waiting in the queue"
-    : `Translating${total ? ` ${done} / ${total} sentences` : ""}`;
+    : `Translating${total ? ` ${done} / ${sentences(total)}` : ""}`;
   showProgress(phase, done, total);
 }
 
@@ -478,7 +523,7 @@ async function translateDocument(event) {
   if (!file) return docStatus("Choose or drop a document first.", true);
   if (page.run) return;
   const run = page.run = { xhr: null, controller: new AbortController(), jobUrl: null,
-                           cancelled: false };
+                           cancelled: false, stalled: false };
   const form = new FormData();
   form.append("file", file);
   form.append("source", $("source").value);
@@ -496,8 +541,16 @@ async function translateDocument(event) {
     run.jobUrl = xhr.getResponseHeader("Location");
     docStatus(`${file.name}: uploaded; translating…`);
     let job = body;
+    let seen = null;
+    let changed = performance.now();
     while (job.state === "queued" || job.state === "running") {
       showJob(job);
+      const now = JSON.stringify([job.state, job.progress]);
+      if (now !== seen || job.state === "queued") [seen, changed] = [now, performance.now()];
+      if (performance.now() - changed > page.jobStallMs) {
+        run.stalled = true;
+        throw new Error("stalled");
+      }
       await sleep(400, run.controller.signal);
       job = await getJob(run);
     }
@@ -516,14 +569,13 @@ async function translateDocument(event) {
     link.textContent = `Download ${link.download}`;
     link.hidden = false;
     showProgress("Done", 1);
-    const total = job.progress.total;
-    docStatus(`${job.filename}: done, ${total} sentence${total === 1 ? "" : "s"} translated.`);
+    docStatus(`${job.filename}: done, ${sentences(job.progress.total)} translated.`);
   } catch (err) {
-    if (run.cancelled) {
+    if (run.cancelled || run.stalled) {
       await reportCancel(run);
     } else {
       $("doc-progress-label").hidden = true;
-      docStatus(err instanceof TypeError ? networkWords(err) : err.message, true);
+      docStatus(failureWords(err), true);
     }
   } finally {
     page.run = null;
@@ -540,18 +592,24 @@ function cancelDocument() {
   run.controller.abort(new Error("cancelled"));
 }
 
-// Once the upload has become a job the server works on it by itself: cancelling deletes it.
+// Once the upload has become a job the server works on it by itself: cancelling deletes it. A job
+// that stopped moving is cancelled so too (nobody would collect its result), said why.
 async function reportCancel(run) {
   $("doc-progress-label").hidden = true;
-  if (!run.jobUrl) return docStatus("Upload cancelled.");
+  const why = run.stalled ? `No progress for ${duration(page.jobStallMs)} (the server may be ` +
+                            "stuck), so the page stopped waiting. "
+                          : "";
+  const say = (words, isError = false) => docStatus(why + words, isError || run.stalled);
+  if (!run.jobUrl) return say("Upload cancelled.");
   try {
-    const response = await fetch(run.jobUrl, { method: "DELETE", headers: authHeaders() });
-    if (!response.ok) return docStatus(await responseError(response), true);
+    const response = await fetch(run.jobUrl, { method: "DELETE", headers: authHeaders(),
+                                               signal: bounded() });
+    if (!response.ok) return say(await responseError(response), true);
     // 204: the job had finished before the cancel arrived, and was removed with its result
-    docStatus(response.status === 204 ? "Cancelled: the job had already finished; it was removed."
-                                      : "Cancelled: the server stopped the job.");
+    say(response.status === 204 ? "Cancelled: the job had already finished; it was removed."
+                                 : "Cancelled: the server stopped the job.");
   } catch (err) {
-    docStatus(networkWords(err), true);
+    say(failureWords(err), true);
   }
 }
 

@@ -108,7 +108,7 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     assert value_of(browser, "target") == "de"
     type_into(browser, "source-text", tiny_sentences[0])
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from English to German with en-de")
+    assert status.startswith("Translated 1 sentence from English to German with en-de")
     assert " ms" in status
     assert text_of(browser, "output").strip()
     assert browser.evaluate("document.activeElement.id") == "translate"  # kept through the wait
@@ -131,6 +131,17 @@ def test_page_translates_and_docs_render(browser, real_server, tiny_sentences):
     assert not outside, f"the pages reached outside the server: {outside}"
 
 
+def test_the_sentences_of_a_text_are_counted_in_words(browser, real_server, tiny_sentences):
+    """"1 sentence", "2 sentences": not "sentence(s)"."""
+    open_page(browser, real_server)
+    type_into(browser, "source-text", f"{tiny_sentences[0]}. {tiny_sentences[1]}.")
+    status = translate_by_click(browser)
+    assert status.startswith("Translated 2 sentences from English to German"), status
+    type_into(browser, "source-text", tiny_sentences[0])
+    status = translate_by_click(browser)
+    assert status.startswith("Translated 1 sentence from English to German"), status
+
+
 def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_server,
                                                                  tiny_sentences):
     open_page(browser, pair_server, KEY)
@@ -141,7 +152,7 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     sentence = tiny_sentences[0]
     type_into(browser, "source-text", sentence)
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from English to German"), status
+    assert status.startswith("Translated 1 sentence from English to German"), status
     assert text_of(browser, "detected") == "Detected: English"
     translation = text_of(browser, "output")
     assert translation.strip() and translation != sentence
@@ -154,9 +165,31 @@ def test_auto_detects_the_source_and_swap_turns_the_pair_around(browser, pair_se
     assert text_of(browser, "detected") == ""
     assert text_of(browser, "status") == "Now German → English."
     status = translate_by_click(browser)
-    assert status.startswith("Translated 1 sentence(s) from German to English with de-en"), status
+    assert status.startswith("Translated 1 sentence from German to English with de-en"), status
     browser.click("#swap")  # and back
     assert (value_of(browser, "source"), value_of(browser, "target")) == ("en", "de")
+
+
+def test_an_error_for_new_text_clears_the_language_detected_in_the_old(browser, pair_server,
+                                                                         tiny_sentences):
+    """"Detected: English" describes the text it was found in: an error for another text takes
+    it away (and the swap it allowed), one for the same text leaves it."""
+    open_page(browser, pair_server, KEY)
+    assert value_of(browser, "source") == "auto"
+    browser.evaluate("document.getElementById('target').value = 'de'; true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    assert translate_by_click(browser).startswith("Translated")
+    assert text_of(browser, "detected") == "Detected: English"
+    browser.evaluate("document.getElementById('alternative-count').value = '3'; true")
+    type_into(browser, "beam", "2")
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "detected") == "Detected: English"
+    type_into(browser, "source-text", tiny_sentences[1])
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "detected") == ""
+    assert browser.evaluate("document.getElementById('swap').disabled")
+    assert browser.evaluate("document.getElementById('swap').title") == (
+        "Translate once so the source language is known, then swap")
 
 
 def test_swap_waits_for_a_running_translation(browser, pair_server, tiny_sentences):
@@ -333,6 +366,38 @@ def test_server_and_network_errors_are_shown_in_words(browser, real_server, tiny
     assert "Failed to fetch" in status and "try again" in status
 
 
+def test_an_error_for_new_text_clears_the_translation_of_the_old(browser, real_server,
+                                                                 tiny_sentences):
+    """The translation shown below an error must not pass for the new text's: an error for
+    another text takes the old translation and its alternatives away; an error for the same
+    text (other options refused) leaves its translation standing."""
+    open_page(browser, real_server)
+    browser.evaluate("document.getElementById('alternative-count').value = '2'; true")
+    type_into(browser, "source-text", tiny_sentences[0])
+    assert translate_by_click(browser).startswith("Translated")
+    translation = text_of(browser, "output")
+    assert translation.strip() and shown(browser, "alternatives-box")
+    # the same text, with a beam too narrow for the alternatives: the translation still is its
+    browser.evaluate("document.getElementById('alternative-count').value = '3'; true")
+    type_into(browser, "beam", "2")
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "output") == translation
+    # another text refused: nothing of the old one's translation is left to mistake for it
+    type_into(browser, "source-text", tiny_sentences[1])
+    assert translate_by_click(browser).startswith("Error 422")
+    assert text_of(browser, "output") == ""
+    assert not shown(browser, "alternatives-box")
+    assert browser.evaluate("document.getElementById('copy').disabled")
+    # and so does a text the page holds back itself (over the limit)
+    browser.evaluate("document.getElementById('alternative-count').value = '0';"
+                     " document.getElementById('beam').value = ''; true")
+    assert translate_by_click(browser).startswith("Translated")
+    type_into(browser, "source-text", "a" * (LIMIT + 1))
+    browser.press("Enter", ctrl=True)
+    assert text_of(browser, "status").startswith("The text has")
+    assert text_of(browser, "output") == ""
+
+
 def test_a_server_that_never_answers_is_given_up_on_in_words(browser, real_server,
                                                               tiny_sentences):
     """A request that hangs (a stopped process, a stuck proxy) must not leave the page
@@ -475,6 +540,80 @@ def test_cancel_stops_a_running_job(browser, pair_server):
     assert progress["done"] < progress["total"] or progress["done"] == progress["total"] == 0, job
 
 
+# the page's requests for a job (its state, its deletion), held until they are given up on: a
+# server that has stopped answering
+HOLD_JOB_REQUESTS = (
+    "window.held = 0; window.fetch = ((real) => (url, init) => String(url).includes("
+    "'/v1/documents/') ? new Promise((_, reject) => { window.held += 1;"
+    "  init.signal.addEventListener('abort', () => reject(init.signal.reason)); })"
+    " : real(url, init))(window.fetch); true"
+)
+
+
+def test_a_job_whose_server_stops_answering_is_given_up_on_in_words(browser, real_server,
+                                                                     tiny_sentences):
+    """Polling a job, and deleting it, wait no longer than a translation does (the server's own
+    timeout and a margin): past it the page says so and takes a document again; Cancel, pressed
+    while the page waits for an answer, stops the wait at once."""
+    open_page(browser, real_server)
+    browser.evaluate(HOLD_JOB_REQUESTS + "; page.requestTimeoutMs = 500; true")
+    drop(browser, "one.txt", tiny_sentences[0] + "\n")
+    browser.click("#doc-upload")
+    status = browser.wait_for(
+        "(s => s.startsWith('Error') && s)(document.getElementById('doc-status').textContent)",
+        timeout=10)
+    assert status == ("Error: no answer from the server within 0.5 s; it may be overloaded or "
+                      "stopped. Try again."), status
+    assert browser.evaluate("document.getElementById('doc-status').classList.contains('error')")
+    assert not shown(browser, "doc-cancel") and not shown(browser, "doc-progress-label")
+    assert not browser.evaluate("document.getElementById('doc-upload').disabled")
+    # Cancel while a poll waits: the wait ends at once, and the deletion is bounded as well
+    browser.evaluate("page.requestTimeoutMs = 3000; true")
+    browser.click("#doc-upload")
+    browser.wait_for("window.held >= 2", timeout=5)
+    browser.click("#doc-cancel")
+    assert text_of(browser, "doc-status") == "Cancelling…"
+    browser.wait_for("window.held >= 3", timeout=1)  # the DELETE, sent before the poll's end
+    status = browser.wait_for(
+        "(s => s.startsWith('Error') && s)(document.getElementById('doc-status').textContent)",
+        timeout=10)
+    assert status.startswith("Error: no answer from the server within 3 s"), status
+    assert not shown(browser, "doc-cancel")
+
+
+def test_a_job_that_never_moves_is_given_up_on_and_cancelled(browser, real_server,
+                                                              tiny_sentences):
+    """A running job whose progress stays the same for the page's bound (a stuck server) is not
+    polled for ever: the page stops, deletes the job on the server and says why. A queued job
+    waits its turn however long (the test's queued polls come first and outlast the bound)."""
+    open_page(browser, real_server)
+    assert browser.evaluate("page.jobStallMs") == 10 * 60_000
+    # the job's state as the page polls it, frozen; its deletion goes through to the server
+    browser.evaluate(
+        "page.jobStallMs = 1000; window.realFetch = window.fetch; window.polls = 0;"
+        "window.fetch = ((real) => (url, init) => String(url).includes('/v1/documents/')"
+        "  && !String(url).endsWith('/result') && !init?.method"
+        "  ? Promise.resolve(new Response(JSON.stringify({"
+        "      state: ++window.polls <= 6 ? 'queued' : 'running', filename: 'one.txt',"
+        "      progress: {done: 0, total: 1}})))"
+        "  : real(url, init))(window.fetch); true")
+    drop(browser, "one.txt", tiny_sentences[0] + "\n")
+    browser.click("#doc-upload")
+    status = browser.wait_for(
+        "(s => s.startsWith('No progress') && s)"
+        "(document.getElementById('doc-status').textContent)", timeout=10)
+    assert status.startswith("No progress for 1 s (the server may be stuck), so the page "
+                             "stopped waiting. Cancelled: "), status
+    assert browser.evaluate("window.polls") > 6  # 2.4 s queued outlasted the bound of 1 s
+    assert browser.evaluate("document.getElementById('doc-status').classList.contains('error')")
+    assert not shown(browser, "doc-cancel")
+    # the server agrees: the job is cancelled, or gone if it had finished meanwhile
+    job_url = [u for u in browser.requests if "/v1/documents/" in u][-1]
+    answer = browser.evaluate(
+        f"realFetch({js(job_url)}).then(async r => [r.status, await r.json()])")
+    assert answer[0] == 404 or answer[1]["state"] == "cancelled", answer
+
+
 def test_a_refused_document_is_explained(browser, real_server):
     open_page(browser, real_server)
     drop(browser, "notes.exe", "MZ")
@@ -500,4 +639,4 @@ def test_a_server_that_needs_a_key_asks_for_it(browser, pair_server, tiny_senten
     type_into(browser, "api-key", "wrong")
     assert translate_by_click(browser) == "Error 401: invalid API key"
     type_into(browser, "api-key", KEY)
-    assert translate_by_click(browser).startswith("Translated 1 sentence(s) from English")
+    assert translate_by_click(browser).startswith("Translated 1 sentence from English")
