@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from app.engine.bundle import decoding_section, read_manifest
-from app.engine.tokenizer import capitalize_lowercase
+from app.engine.tokenizer import as_written
 from bench import paired
 from bench.backends import MAX_LEN_OFFSET, MAX_LEN_RATIO
 from bench.common import (
@@ -776,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
         if manifest.get("capitalize_lowercase"):
             # the engine's own input step, done here for every engine and the PyTorch
             # reference alike: the same sentences in, the same work measured
-            texts = [capitalize_lowercase(t) for t in texts]
+            texts = [as_written(t)[0] for t in texts]
             latency_texts = texts[: args.latency_limit]
         arch = manifest["architecture"]
         checkpoint = resolve_checkpoint(args, manifest)

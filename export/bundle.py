@@ -142,8 +142,9 @@ def write_bundle(
     """Export checkpoint into out_dir (created; existing bundle files are overwritten). share:
     each variant's weights in one file that both graphs read, the embedding stored once
     (export.shared; imported bundles are written so). capitalize_lowercase: the engine
-    capitalises sources typed all in lower case that read as sentences (app.engine.bundle),
-    for a model trained on written text."""
+    capitalises sources typed all in lower case that read as sentences, and translates those
+    written in capitals in sentence case (app.engine.bundle), for a model trained on written
+    text."""
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown or not variants:
         raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
@@ -203,8 +204,10 @@ def write_bundle(
 
 CAPITALIZED = ("A source typed all in lower case that reads as a sentence "
                f"({SENTENCE_WORDS} words or more, letters only, not an infinitive) has its "
-               "first letter and the pronoun \"i\" capitalised before it is translated "
-               "(`capitalize_lowercase`): the model learned from written text.")
+               "first letter and the pronoun \"i\" capitalised before it is translated, and "
+               f"one written all in capitals ({SENTENCE_WORDS} words or more) is translated in "
+               "sentence case and given back in capitals (`capitalize_lowercase`): the model "
+               "learned from written text.")
 
 
 def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:

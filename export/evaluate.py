@@ -13,7 +13,8 @@ MODEL_CARD.md), and makes int8 the default variant when it is faster and loses a
 (``domain_scores``) instead, and the default variant is left alone. --examples translates each
 line of a file with the default variant and records the real outputs for the model card.
 --hurried scores the test set as users type it in a hurry: sources lower-cased, a final full
-stop, question or exclamation mark dropped from source and reference.
+stop, question or exclamation mark dropped from source and reference. --capitals scores it as
+written all in capitals (sources and references upper-cased); it is not recorded.
 Decoding uses the bundle's defaults (its manifest's `decoding`) unless given.
 --tune-length-penalty scores the default variant with each length penalty on --data (a dev split,
 not the test split) and, with --record, makes the best one the bundle's default when it gains
@@ -108,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hurried", action="store_true",
                    help="the sources as typed in a hurry: lower-cased, without their final "
                         "mark (dropped from the reference too)")
+    p.add_argument("--capitals", action="store_true",
+                   help="the sources and references written all in capitals (not recorded)")
     args = p.parse_args(argv)
+    if args.capitals and args.record:
+        p.error("--capitals scores are not recorded (the card has no row for them)")
 
     try:
         manifest = load_bundle(args.bundle).manifest
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = pairs[: args.limit]
     if args.hurried:
         pairs = [typed_in_a_hurry(s, t) for s, t in pairs]
+    if args.capitals:
+        pairs = [(s.upper(), t.upper()) for s, t in pairs]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     if args.tune_length_penalty:
         return tune_length_penalty(args, manifest, sources, refs)

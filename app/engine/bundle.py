@@ -27,9 +27,11 @@ manifest.json (format_version 3):
     capitalize_lowercase                   optional, true or false (the default): a source
                                            typed all in lower case that reads as a sentence
                                            gets its first letter and the pronoun "i"
-                                           capitalised before it is encoded
-                                           (app.engine.tokenizer.capitalize_lowercase), for a
-                                           model trained on written text only
+                                           capitalised before it is encoded, and one written
+                                           all in capitals is encoded in sentence case and
+                                           its translation given back in capitals
+                                           (app.engine.tokenizer.as_written), for a model
+                                           trained on written text only
     tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)

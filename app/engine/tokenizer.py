@@ -22,6 +22,7 @@ import sentencepiece as spm
 # a word as people type it in a sentence: letters, inner apostrophes or hyphens ("don't",
 # "well-known"), a mark at its end; digits, underscores, slashes and the like make it code
 _WORD = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*[,.!?;:]?")
+_QUOTES = "\"'“”„‘’‚«»()[]"  # around a word in a sentence: (SEE, "NEXT",
 SENTENCE_WORDS = 3  # fewer words are a label or a term ("open", "file name"), kept as typed
 # the pronoun "i" alone or before an apostrophe ("i", "i'm", "i've"): English writes it "I"
 _PRONOUN_I = re.compile(r"(?<![^\W\d_])i(?![^\W\d_])")
@@ -40,6 +41,32 @@ def capitalize_lowercase(text: str) -> str:
     if (len(words) < SENTENCE_WORDS or words[0] == "to" or any(c.isupper() for c in text)
             or not all(_WORD.fullmatch(w) for w in words)):
         return text
+    return _sentence_case(text)
+
+
+def in_capitals(text: str) -> bool:
+    """Whether text is a sentence written all in capitals ("PLEASE CLOSE THE DOOR."):
+    SENTENCE_WORDS words or more with letters, each a word of capitals (numbers and masks
+    between them allowed), no lower-case letter anywhere. Shorter ones ("USB", "SAVE AS") are
+    acronyms and labels, and code ("NAME|#N VOLUME", "%S") says what it says: kept as typed."""
+    words = [w.strip(_QUOTES).rstrip(",.!?;:…").strip(_QUOTES) for w in text.split()
+             if any(c.isalpha() for c in w)]
+    return (len(words) >= SENTENCE_WORDS and not any(c.islower() for c in text)
+            and all(_WORD.fullmatch(w) and any(c.isupper() for c in w) for w in words))
+
+
+def as_written(text: str) -> tuple[str, bool]:
+    """(text as a model trained on written text reads it best, whether its translation is to be
+    written in capitals): a text in capitals (in_capitals) in sentence case, its translation
+    given back in capitals (a model that never saw a shouted sentence garbles one: "PLEASE CLOSE
+    DIE DOOR."); a sentence typed in lower case capitalised (capitalize_lowercase)."""
+    if in_capitals(text):
+        return _sentence_case(text.lower()), True
+    return capitalize_lowercase(text), False
+
+
+def _sentence_case(text: str) -> str:
+    """A lower-case text with its first letter and the pronoun "i" capitalised."""
     first = next(i for i, c in enumerate(text) if c.isalpha())
     return _PRONOUN_I.sub("I", text[:first] + text[first].upper() + text[first + 1:])
 

@@ -21,7 +21,7 @@ from app.engine.fused import FusedDecoder
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
-from app.engine.tokenizer import JointTokenizer, SplitTokenizer, capitalize_lowercase
+from app.engine.tokenizer import JointTokenizer, SplitTokenizer, as_written
 from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
 
@@ -288,8 +288,12 @@ class Translator:
         return [list(self._ids(text)) for text in texts]
 
     def _as_encoded(self, text: str) -> str:
-        """The text as the tokenizer gets it (capitalised where the bundle says so)."""
-        return capitalize_lowercase(text) if self.bundle.capitalize_lowercase else text
+        """The text as the tokenizer gets it (in written case where the bundle says so)."""
+        return as_written(text)[0] if self.bundle.capitalize_lowercase else text
+
+    def in_capitals(self, text: str) -> bool:
+        """Whether text's translation is given back in capitals (tokenizer.as_written)."""
+        return self.bundle.capitalize_lowercase and as_written(text)[1]
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
@@ -408,18 +412,24 @@ class Translator:
         hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
         results = [blank_result(options) for _ in texts]
         for i, found in zip(todo, hyps, strict=True):
-            results[i] = self.result(found, options, self.unknowns(texts[i]))
+            results[i] = self.result(found, options, self.unknowns(texts[i]),
+                                     self.in_capitals(texts[i]))
         return results
 
     def result(self, hyps: list[Hypothesis], options: TranslationOptions,
-               unknown: tuple[str, ...] = ()) -> Result:
+               unknown: tuple[str, ...] = (), capitals: bool = False) -> Result:
         """The Result of a sentence's hypotheses (best first); `unknown`: its source's unknown
-        pieces (decode)."""
+        pieces (decode); `capitals`: the texts written in capitals (in_capitals)."""
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
+
+        def text(tokens: list[int]) -> str:
+            decoded = self.decode(tokens, unknown)
+            return decoded.upper() if capitals else decoded
+
         return Result(
-            text=self.decode(best.tokens, unknown),
+            text=text(best.tokens),
             score=best.normalized if options.return_scores else None,
-            alternatives=[self.decode(h.tokens, unknown) for h in others],
+            alternatives=[text(h.tokens) for h in others],
             alternative_scores=[h.normalized for h in others] if options.return_scores else [],
             tokens=best.tokens,
         )
@@ -491,6 +501,7 @@ class RunningBatch:
         self.search = translator.start_search(options, beside)
         self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
         self._unknown: dict[Any, tuple[str, ...]] = {}  # by key: sources with unknown pieces
+        self._capitals: set = set()  # keys of sources written in capitals
 
     @property
     def running(self) -> int:
@@ -505,6 +516,8 @@ class RunningBatch:
             for i in todo:
                 if unknown := self.translator.unknowns(texts[i]):
                     self._unknown[keys[i]] = unknown
+                if self.translator.in_capitals(texts[i]):
+                    self._capitals.add(keys[i])
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
                                   self.beside)
 
@@ -518,9 +531,10 @@ class RunningBatch:
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []
         if self.search.running:
-            done += [(key, self.translator.result(hyps, self.options,
-                                                  self._unknown.pop(key, ())))
+            done += [(key, self.translator.result(hyps, self.options, self._unknown.pop(key, ()),
+                                                  key in self._capitals))
                      for key, hyps in self.search.step()]
+            self._capitals -= {key for key, _ in done}
         return done
 
 

@@ -330,6 +330,16 @@ def test_evaluate_records_domain_scores_and_examples_in_the_card(
         evaluate.main([*common, *hurried[:4]])
     assert json.loads((bundle / "manifest.json").read_text()) == manifest
 
+    # written all in capitals: scored, upper-cased on both sides, and never recorded
+    shouted = ["--data", str(written), "--capitals", "--output-dir", str(tmp_path / "caps")]
+    assert evaluate.main([*common[:-1], *shouted]) == 0  # common without its --record
+    expected = translator.translate_batch([f"{s.capitalize()}.".upper() for s in
+                                           tiny_sentences[:4]], TranslationOptions(beam_size=1))
+    assert (tmp_path / "caps/fp32.de").read_text().splitlines() == [r.text for r in expected]
+    with pytest.raises(SystemExit):
+        evaluate.main([*common, *shouted])
+    assert json.loads((bundle / "manifest.json").read_text()) == manifest
+
 
 def test_tuned_length_penalty_becomes_the_bundles_default(tiny_bundle, tiny_sentences, tmp_path,
                                                           capsys):

@@ -13,7 +13,7 @@ import pytest
 
 import app.engine.translator as translator_module
 from app.engine import BundleError, Result, TranslationOptions, Translator
-from app.engine.tokenizer import capitalize_lowercase
+from app.engine.tokenizer import as_written, capitalize_lowercase
 from model.search import beam_search, greedy_search
 
 
@@ -190,6 +190,49 @@ def test_a_bundle_that_says_so_capitalises_lowercase_sentences(tiny_bundle, tmp_
     assert capitalising.translate_batch([typed])[0].text == \
         as_typed.translate_batch([capital])[0].text
     assert capitalising.encode(["the house"]) == as_typed.encode(["the house"])
+
+
+@pytest.mark.parametrize("typed, read, capitals", [
+    ("PLEASE CLOSE THE DOOR.", "Please close the door.", True),
+    ("  CAN I COME IN? I'M LATE", "  Can I come in? I'm late", True),
+    ("THE 2 FILES ARE GONE - SORRY", "The 2 files are gone - sorry", True),
+    ('CLICK "NEXT", THEN (SEE BELOW) WAIT...', 'Click "next", then (see below) wait...', True),
+    ("THE FILE %S COULD NOT BE OPENED", "THE FILE %S COULD NOT BE OPENED", False),  # code
+    ("NAME|#N VOLUME [VOLUME ...]", "NAME|#N VOLUME [VOLUME ...]", False),  # usage text
+    ("THE {1} IS GONE", "The {1} is gone", True),  # a masked span has no letters
+    ("SAVE AS", "SAVE AS", False),               # a label: too few words
+    ("USB", "USB", False),                       # an acronym
+    ("Please CLOSE the door", "Please CLOSE the door", False),  # written as meant
+    ("東京 東京 東京", "東京 東京 東京", False),  # a script without case
+    ("where is the station", "Where is the station", False),   # lower case: capitalised
+])
+def test_texts_in_capitals_are_read_in_sentence_case(typed, read, capitals):
+    assert as_written(typed) == (read, capitals)
+
+
+def test_a_bundle_that_says_so_gives_back_a_text_in_capitals_in_capitals(tiny_bundle, tmp_path):
+    """Read in sentence case, translated, and given back in capitals, alternatives too, on the
+    offline path and the service's running batches."""
+    written = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, written)
+    manifest = json.loads((written / "manifest.json").read_text())
+    (written / "manifest.json").write_text(json.dumps({**manifest, "capitalize_lowercase": True}))
+    as_typed = Translator.from_dir(tiny_bundle, intra_threads=1)
+    capitalising = Translator.from_dir(written, intra_threads=1)
+    options = TranslationOptions(beam_size=3, num_alternatives=2)
+    shouted, written_text = "THE RED HOUSE IS OLD", "The red house is old"
+    assert capitalising.encode([shouted]) == as_typed.encode([written_text])
+    want = as_typed.translate_batch([written_text], options)[0]
+    got = capitalising.translate_batch([shouted, written_text], options)
+    assert got[0].text == want.text.upper() and got[0].text.isupper()
+    assert got[0].alternatives == [a.upper() for a in want.alternatives]
+    assert got[1].text == want.text  # its neighbour, written, as it is
+    batch, done = capitalising.start_batch(options), {}
+    batch.admit(["shouted", "written"], [shouted, written_text])
+    while batch.running:
+        done.update(batch.step())
+    assert done["shouted"].text == got[0].text and done["written"].text == want.text
+    assert as_typed.encode([shouted]) != as_typed.encode([written_text])  # without: as typed
 
 
 def test_long_input_is_truncated_to_the_positions(translator):
