@@ -176,13 +176,18 @@ def test_lowercase_sentences_are_capitalised_and_nothing_else(typed, encoded):
     assert capitalize_lowercase(typed) == encoded
 
 
-def test_a_bundle_that_says_so_capitalises_lowercase_sentences(tiny_bundle, tmp_path):
+def as_typed_and_capitalising(tiny_bundle, tmp_path) -> tuple[Translator, Translator]:
+    """The tiny bundle's translator, and one of a copy whose manifest sets capitalize_lowercase."""
     written = tmp_path / "en-de"
     shutil.copytree(tiny_bundle, written)
     manifest = json.loads((written / "manifest.json").read_text())
     (written / "manifest.json").write_text(json.dumps({**manifest, "capitalize_lowercase": True}))
-    as_typed = Translator.from_dir(tiny_bundle, intra_threads=1)
-    capitalising = Translator.from_dir(written, intra_threads=1)
+    return (Translator.from_dir(tiny_bundle, intra_threads=1),
+            Translator.from_dir(written, intra_threads=1))
+
+
+def test_a_bundle_that_says_so_capitalises_lowercase_sentences(tiny_bundle, tmp_path):
+    as_typed, capitalising = as_typed_and_capitalising(tiny_bundle, tmp_path)
     typed, capital = "the red house is old", "The red house is old"
     assert as_typed.encode([typed]) != as_typed.encode([capital])
     assert capitalising.encode([typed]) == as_typed.encode([capital])
@@ -213,12 +218,7 @@ def test_texts_in_capitals_are_read_in_sentence_case(typed, read, capitals):
 def test_a_bundle_that_says_so_gives_back_a_text_in_capitals_in_capitals(tiny_bundle, tmp_path):
     """Read in sentence case, translated, and given back in capitals, alternatives too, on the
     offline path and the service's running batches."""
-    written = tmp_path / "en-de"
-    shutil.copytree(tiny_bundle, written)
-    manifest = json.loads((written / "manifest.json").read_text())
-    (written / "manifest.json").write_text(json.dumps({**manifest, "capitalize_lowercase": True}))
-    as_typed = Translator.from_dir(tiny_bundle, intra_threads=1)
-    capitalising = Translator.from_dir(written, intra_threads=1)
+    as_typed, capitalising = as_typed_and_capitalising(tiny_bundle, tmp_path)
     options = TranslationOptions(beam_size=3, num_alternatives=2)
     shouted, written_text = "THE RED HOUSE IS OLD", "The red house is old"
     assert capitalising.encode([shouted]) == as_typed.encode([written_text])
