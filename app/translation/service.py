@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 
 from app import documents
 from app.config import Settings
-from app.documents.html_file import chunks as html_chunks
+from app.documents import html_file
 from app.engine.types import Result, TranslationOptions
 from app.errors import (
     BadRequest,
@@ -589,7 +589,7 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
     (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
     sentence runs on after it: app.text.protect.join_breaks). HTML is cut
-    into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
+    into blocks of text with their inline tags (app.documents.html_file.blocks: a link or <b>
     inside a sentence stays in it, and app.text.tags carries it over) and markup kept verbatim
     (block
     tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
@@ -609,7 +609,7 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
         return out
     if not protect:
         return [(segment(text, "html"), None)]
-    for chunk, translatable in html_chunks(text):
+    for chunk, translatable in html_file.blocks(text)[0]:
         if not translatable:
             out.append(chunk)
             continue
