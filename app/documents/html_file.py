@@ -3,9 +3,9 @@
 app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
 app.text.protect keeps the tags. The attributes people read (alt, title, placeholder, aria-label)
-are segments of their own, written back into their tags (blocks, written). Everything else
-(block tags, other attributes, comments, script, style, code, translate="no") is copied byte for
-byte."""
+are segments of their own, written back into their tags; the live API's format html reads and
+writes them the same way (blocks, written: app.translation.service). Everything else (block
+tags, other attributes, comments, script, style, code, translate="no") is copied byte for byte."""
 
 from __future__ import annotations
 
@@ -95,6 +95,15 @@ def blocks(source: str) -> tuple[list[tuple[str, bool]], list[Value]]:
             if has_words(html.unescape(m.group(group))):
                 values.append(Value(tag, at, m.span(group), '"' if group == 2 else "'"))
     return join_breaks(out), values
+
+
+def readable(source: str) -> list[tuple[int, int]]:
+    """Where the source has text people read, as (start, end): its blocks of text (inline tags
+    in them) and the values of blocks()."""
+    chunks, values = blocks(source)
+    starts = list(itertools.accumulate((len(c) for c, _ in chunks), initial=0))
+    return ([(starts[i], starts[i + 1]) for i, (_, kind) in enumerate(chunks) if kind]
+            + [(v.at + v.span[0], v.at + v.span[1]) for v in values])
 
 
 def written(source: list[str], parts: list[str], values: list[Value], texts: list[str]

@@ -143,9 +143,10 @@ class Glossary:
         numbered past every `{N}` the text has of its own). markup: `text` is HTML-escaped
         text with tags, and only the text between tags is searched. within: the (start, end)
         stretches of `text` to search (by default all of it), each between its tags with
-        markup. Terms inside what the translation keeps as it is (app.text.protect: a URL, an
-        address, inline code, a tag, a placeholder) stay: "file" in http://example.org/file is
-        part of the address."""
+        markup; an HTML text's are app.documents.html_file.readable, with the values of the
+        attributes people read. Terms inside what the translation keeps as it is
+        (app.text.protect: a URL, an address, inline code, a tag, a placeholder) stay: "file"
+        in http://example.org/file is part of the address."""
         if not self.entries:
             return TermMasks(text, {})
         taken = {int(n) for n in _TOKEN_NUMBER.findall(text)}

@@ -175,12 +175,15 @@ def test_server_glossary_applies_and_the_request_wins(client):
     assert out["translations"][0]["text"] == "Speichern und zumachen es jetzt"
 
 
-def test_html_terms_leave_the_markup_alone(client):
-    body = v1(client, '<p title="file manager">Open the <b>file manager</b></p>', format="html",
-              glossary={"file manager": "Dateiverwaltung"}).json()
-    text = body["translations"][0]["text"]
-    assert text.startswith('<p title="file manager">') and "Dateiverwaltung" in text
-    assert "<b>" in text and "</b>" in text
+def test_html_terms_in_text_and_attributes_people_read_never_in_markup_or_code(client):
+    body = v1(client, '<p title="file manager">Open the <b>file manager</b></p><img alt="file '
+              'it" src="file.png"><code>file</code><p translate="no">the file</p>',
+              format="html", glossary={"file manager": "Dateiverwaltung", "file": 'datei "neu"'})
+    # the title is a term alone (no words left for the model); the alt's target is escaped for
+    # its attribute and starts its text
+    assert body.json()["translations"][0]["text"] == (
+        '<p title="Dateiverwaltung">öffne die <b>Dateiverwaltung</b></p><img alt="Datei '
+        '&quot;neu&quot; es" src="file.png"><code>file</code><p translate="no">the file</p>')
 
 
 def test_libretranslate_takes_a_glossary_as_json_or_as_a_form_string(client):
