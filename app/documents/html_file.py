@@ -3,13 +3,17 @@
 app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
 app.text.protect keeps the tags. The attributes people read (alt, title, placeholder, aria-label)
-are segments of their own, written back into their tags. Everything else (block tags, other
-attributes, comments, script, style, code, translate="no") is copied byte for byte."""
+are segments of their own, written back into their tags; the live API's format html reads and
+writes them the same way (blocks, written: app.translation.service). Everything else (block
+tags, other attributes, comments, script, style, code, translate="no") is copied byte for byte."""
 
 from __future__ import annotations
 
+import bisect
 import html
+import itertools
 import re
+from dataclasses import dataclass
 
 from app.documents import Document
 from app.documents.txt_file import decode_text, replaced
@@ -55,13 +59,23 @@ class _BlockSplitter(_HtmlSplitter):
             self.events[-1] = (self.events[-1][0], True)
 
 
-def chunks(source: str) -> list[tuple[str, bool]]:
-    """The source cut into (chunk, translatable) runs whose concatenation is the source."""
-    return _split(source)[0]
+@dataclass(frozen=True)
+class Value:
+    """The value of an attribute people read, as written in its start tag (HTML-escaped)."""
+
+    tag: str  # the start tag as written
+    at: int  # where the tag starts in the source
+    span: tuple[int, int]  # where the value is in the tag
+    quote: str  # the quote around it, " or '
+
+    @property
+    def text(self) -> str:
+        return self.tag[self.span[0] : self.span[1]]
 
 
-def _split(source: str) -> tuple[list[tuple[str, bool]], list[tuple[int, str]]]:
-    """chunks(source), and the start tags with attributes people read (_BlockSplitter.tags)."""
+def blocks(source: str) -> tuple[list[tuple[str, bool]], list[Value]]:
+    """The source cut into (chunk, translatable) runs whose concatenation is the source, and the
+    values of the attributes people read that have words (has_words), in source order."""
     splitter = _BlockSplitter(source)
     splitter.feed(source)
     splitter.close()
@@ -74,21 +88,55 @@ def _split(source: str) -> tuple[list[tuple[str, bool]], list[tuple[int, str]]]:
             out[-1] = (out[-1][0] + source[start:end], kind)
         else:
             out.append((source[start:end], kind))
-    return join_breaks(out), splitter.tags
+    values = []
+    for at, tag in splitter.tags:
+        for m in _READ_ATTRS.finditer(tag):
+            group = 2 if m.group(2) is not None else 3
+            if has_words(html.unescape(m.group(group))):
+                values.append(Value(tag, at, m.span(group), '"' if group == 2 else "'"))
+    return join_breaks(out), values
+
+
+def readable(source: str) -> list[tuple[int, int]]:
+    """Where the source has text people read, as (start, end): its blocks of text (inline tags
+    in them) and the values of blocks()."""
+    chunks, values = blocks(source)
+    starts = list(itertools.accumulate((len(c) for c, _ in chunks), initial=0))
+    return ([(starts[i], starts[i + 1]) for i, (_, kind) in enumerate(chunks) if kind]
+            + [(v.at + v.span[0], v.at + v.span[1]) for v in values])
+
+
+def written(source: list[str], parts: list[str], values: list[Value], texts: list[str]
+            ) -> list[str]:
+    """`parts`, the chunks of `source` with some translated, with each value's tag written anew
+    with its translation from `texts` (stripped, its quote escaped for the attribute): in place
+    where the part is as in the source, else wherever the tag is in it (a translated block,
+    whose inline tags came back as they were in the source: app.text.protect.unmask)."""
+    rewritten: dict[tuple[int, str], str] = {}  # (at, tag) -> the tag with its new values
+    for value, text in zip(reversed(values), reversed(texts), strict=True):  # last value first
+        escaped = text.strip().replace(value.quote, "&quot;" if value.quote == '"' else "&#x27;")
+        old = rewritten.get((value.at, value.tag), value.tag)
+        rewritten[value.at, value.tag] = old[: value.span[0]] + escaped + old[value.span[1] :]
+    starts = list(itertools.accumulate(map(len, source), initial=0))
+    same = [part == chunk for part, chunk in zip(parts, source, strict=True)]
+    out = list(parts)
+    # from the last tag back, so that a part's earlier offsets still hold
+    for (at, tag), new in sorted(rewritten.items(), reverse=True):
+        i = bisect.bisect_right(starts, at) - 1
+        if same[i]:
+            at -= starts[i]
+            out[i] = out[i][:at] + new + out[i][at + len(tag) :]
+        else:
+            out[i] = out[i].replace(tag, new)
+    return out
 
 
 def extract(data: bytes) -> Document:
     source, encoding = decode_text(data)
-    parts, tags = _split(source)
+    parts, values = blocks(source)
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
-    segments = [parts[i][0].strip() for i in targets]
-    values = []  # (tag offset, tag text, the value's span in it, its quote)
-    for offset, text in tags:
-        for m in _READ_ATTRS.finditer(text):
-            group = 2 if m.group(2) is not None else 3
-            if has_words(html.unescape(m.group(group))):
-                values.append((offset, text, m.span(group), '"' if group == 2 else "'"))
-                segments.append(m.group(group))  # escaped text, as the other segments
+    # the values as written (escaped), as the other segments
+    segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),
                     markup=True, wraps=always)  # a line break in HTML text is a space
 
@@ -104,27 +152,7 @@ def rebuild(doc: Document, translations: list[str], target_lang: str | None = No
     search engines read it as such. Other elements' lang stays as written."""
     source, targets, encoding, values = doc.state
     parts = replaced(source, targets, translations[: len(targets)])
-    # each tag with a translated attribute value, written anew (values of one tag in order)
-    rewritten: dict[tuple[int, str], str] = {}
-    for (offset, tag, (a, b), quote), value in zip(
-            reversed(values), reversed(translations[len(targets):]), strict=True):
-        escaped = value.strip().replace(quote, "&quot;" if quote == '"' else "&#x27;")
-        old = rewritten.get((offset, tag), tag)
-        rewritten[offset, tag] = old[:a] + escaped + old[b:]  # from the last value back
-    if rewritten:
-        starts = [0]
-        for chunk in source:
-            starts.append(starts[-1] + len(chunk))
-        translated = set(targets)
-        # from the last tag back, so that a part's earlier offsets still hold
-        for (offset, tag), new in sorted(rewritten.items(), reverse=True):
-            i = next(k for k in range(len(parts)) if starts[k] <= offset < starts[k + 1])
-            if i in translated:  # an inline tag: unmask put it back as it was in the source
-                parts[i] = parts[i].replace(tag, new)
-            else:
-                at = offset - starts[i]
-                parts[i] = parts[i][:at] + new + parts[i][at + len(tag):]
-    text = "".join(parts)
+    text = "".join(written(source, parts, values, translations[len(targets) :]))
     if not target_lang:
         return text.encode(encoding)
     tag = _HTML_TAG.search(text)

@@ -25,8 +25,9 @@ Matching rules:
   longest ("file manager" before "file"); matches never overlap;
 - the target is written exactly as given, except that a target starting with a lowercase letter
   is capitalised where it lands at the start of a sentence of the output.
-Markup (HTML, a document's inline tags): terms are looked for in text only, never inside a tag,
-and targets are written HTML-escaped there.
+Markup (HTML, a document's inline tags): terms are looked for in text only, never inside a tag
+(but in the values of the attributes people read, where the caller names them: `mask`'s
+`within`), and targets are written HTML-escaped there, in such a value its quotes too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import functools
 import html
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +46,12 @@ log = logging.getLogger("app.glossary")
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")  # a run of letters and digits: a term is looked up by its first
-_TAG = re.compile(r"(<[^<>]*>)")  # markup: text, tag, text, ...
+_TAG = re.compile(r"<[^<>]*>")  # a tag in markup
 _TOKEN_NUMBER = re.compile(r"\{(\d+)\}")
-# where a sentence starts in an output: the text's start, or after . ! ? … and whitespace, with
-# opening quotes, brackets and tags allowed between
-_SENTENCE_START = re.compile(r"(?:^|[.!?…][\"'”’»)\]]*\s+)(?:[\"'“„«‚‘(\[]|<[^<>]*>)*$")
+# where a sentence starts in an output: the text's start, after . ! ? … and whitespace, or where
+# an attribute's value starts in a tag, with opening quotes, brackets and tags allowed between
+_SENTENCE_START = re.compile(
+    r"(?:^|[.!?…][\"'”’»)\]]*\s+|<[^<>]*=\s*)(?:[\"'“„«‚‘(\[]|<[^<>]*>)*$")
 
 
 def normalize_term(term: str) -> str:
@@ -135,27 +137,30 @@ class Glossary:
                 out.append((start, start - minus_length, target))
         return out
 
-    def mask(self, text: str, markup: bool = False) -> TermMasks:
+    def mask(self, text: str, markup: bool = False,
+             within: Iterable[tuple[int, int]] | None = None) -> TermMasks:
         """`text` with each term found replaced by its mask (one mask per distinct target,
         numbered past every `{N}` the text has of its own). markup: `text` is HTML-escaped
-        text with tags, and only the text between tags is searched. Terms inside what the
-        translation keeps as it is (app.text.protect: a URL, an address, inline code, a tag,
-        a placeholder) stay: "file" in http://example.org/file is part of the address."""
+        text with tags, and only the text between tags is searched. within: the (start, end)
+        stretches of `text` to search (by default all of it), each between its tags with
+        markup; an HTML text's are app.documents.html_file.readable, with the values of the
+        attributes people read. Terms inside what the translation keeps as it is
+        (app.text.protect: a URL, an address, inline code, a tag, a placeholder) stay: "file"
+        in http://example.org/file is part of the address."""
         if not self.entries:
             return TermMasks(text, {})
         taken = {int(n) for n in _TOKEN_NUMBER.findall(text)}
         number = max(taken, default=0)
         tokens: dict[str, str] = {}  # target -> its mask
-        out = []
+        out, pos = [], 0
         # markup: the text between tags is searched as it is, for the terms as they read
         # escaped ("R&D" as "R&amp;D"), so the text keeps its own escaping
         search = self._escaped if markup else self
-        pieces = _TAG.split(text) if markup else [text]
-        for i, piece in enumerate(pieces):
-            if i % 2:  # a tag
-                out.append(piece)
-                continue
-            pos = 0
+        stretches = [(0, len(text))] if within is None else within
+        if markup:
+            stretches = [gap for a, b in stretches for gap in _between_tags(text, a, b)]
+        for a, b in sorted(stretches):
+            piece = text[a:b]
             kept = find_spans(piece)
             for start, end, target in search.find(piece):
                 if any(span.start < end and start < span.end for span in kept):
@@ -163,12 +168,20 @@ class Glossary:
                 if target not in tokens:
                     number += 1
                     tokens[target] = f"{{{number}}}"
-                out.append(piece[pos:start])
+                out.append(text[pos : a + start])
                 out.append(tokens[target])
-                pos = end
-            out.append(piece[pos:])
+                pos = a + end
+        out.append(text[pos:])
         targets = {token: target for target, token in tokens.items()}
         return TermMasks("".join(out), targets, markup)
+
+
+def _between_tags(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The stretches of text[start:end] between its tags."""
+    for tag in _TAG.finditer(text, start, end):
+        yield start, tag.start()
+        start = tag.end()
+    yield start, end
 
 
 @dataclass(frozen=True)
@@ -194,8 +207,9 @@ class TermMasks:
         return True
 
     def restore(self, translation: str) -> str:
-        """The translation with each mask replaced by its target term (escaped in markup;
-        capitalised where it starts a sentence and starts with a lowercase letter)."""
+        """The translation with each mask replaced by its target term (escaped in markup, in an
+        attribute's value quotes too; capitalised where it starts a sentence or a value and
+        starts with a lowercase letter)."""
         if not self.targets:
             return translation
         out, pos = [], 0
@@ -206,7 +220,12 @@ class TermMasks:
             out.append(translation[pos : m.start()])
             if target[:1].islower() and _SENTENCE_START.search("".join(out)):
                 target = target[0].upper() + target[1:]
-            out.append(html.escape(target, quote=False) if self.markup else target)
+            if self.markup:
+                # in a tag, the mask is in the value of an attribute people read: quotes too
+                at = m.start()
+                target = html.escape(target, quote=translation.rfind("<", 0, at)
+                                     > translation.rfind(">", 0, at))
+            out.append(target)
             pos = m.end()
         out.append(translation[pos:])
         return "".join(out)

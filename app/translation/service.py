@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 
 from app import documents
 from app.config import Settings
-from app.documents.html_file import chunks as html_chunks
+from app.documents import html_file
 from app.engine.types import Result, TranslationOptions
 from app.errors import (
     BadRequest,
@@ -417,9 +417,11 @@ class TranslationService:
         texts, total = request.texts, 0
         if not hops:  # source == target: the texts as they are
             return [TextResult(text) for text in texts], 0
-        # texts with glossary terms also go masked, after the texts (app.text.glossary)
-        masks = [terms.mask(text, markup=request.format == "html") for text in texts] \
-            if terms else []
+        # texts with glossary terms also go masked, after the texts (app.text.glossary); in
+        # HTML, where people read it: text, and the attribute values that are translated
+        markup = request.format == "html"
+        masks = [terms.mask(text, markup, html_file.readable(text) if markup else None)
+                 for text in texts] if terms else []
         masked = [i for i, m in enumerate(masks) if m.targets]
         texts = [*texts, *(masks[i].text for i in masked)]
         confidences: list[float | None] = [1.0] * len(texts)
@@ -455,7 +457,7 @@ class TranslationService:
         # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
         protect = self.settings.protect_spans
         layouts = [_layout(text, fmt, protect) for text in texts]
-        units = [u for layout in layouts for u in layout if not isinstance(u, str)]
+        units = [u for layout in layouts for u in layout.units]
         engine = model.translator
         fits = fits_engine(engine)
         if fits:  # sentences longer than the encoder takes are cut, not truncated
@@ -470,7 +472,7 @@ class TranslationService:
             engine, inputs, options, max(timeout, 0.0)))
         out, pos = [], 0
         for layout in layouts:
-            n = sum(len(u[0].targets) for u in layout if not isinstance(u, str))
+            n = sum(len(seg.targets) for seg, _ in layout.units)
             out.append(_assemble(layout, results[pos : pos + n], options))
             pos += n
         return out, len(sentences)
@@ -580,25 +582,39 @@ def build_options(
     return dataclasses.replace(defaults, **changes)
 
 
-# a text as the service translates it: verbatim strings (markup) and units (the sentences of
-# a stretch of text, and the masks of its protected spans, or None)
-Layout = list["str | tuple[Segments, Masked | None]"]
+Unit = tuple[Segments, "Masked | None"]  # the sentences of a stretch of text, its masks if any
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A text as the service translates it: `parts`, verbatim strings (markup) and units; for
+    HTML also the values of the attributes people read, a unit each, written back into their
+    tags over `chunks`, the source cut as `parts` is (app.documents.html_file.written)."""
+
+    parts: list[str | Unit]
+    chunks: list[str] = dataclasses.field(default_factory=list)
+    values: list[tuple[html_file.Value, Unit]] = dataclasses.field(default_factory=list)
+
+    @property
+    def units(self) -> list[Unit]:
+        """In the order their sentences go to the engine."""
+        return [p for p in self.parts if not isinstance(p, str)] + [u for _, u in self.values]
 
 
 def _layout(text: str, fmt: str, protect: bool) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
     (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
-    sentence runs on after it: app.text.protect.join_breaks). HTML is cut
-    into blocks of text with their inline tags (app.documents.html_file.chunks: a link or <b>
-    inside a sentence stays in it, and app.text.tags carries it over) and markup kept verbatim
-    (block
-    tags, line breaks, comments, script, style, code, translate="no"); each block is masked on
-    its own, so a span the model dropped goes back into its own block. Without protection, HTML
-    is cut at every tag as before."""
-    out: Layout = []
+    sentence runs on after it: app.text.protect.join_breaks). HTML is cut into blocks of text
+    with their inline tags (app.documents.html_file.blocks: a link or <b> inside a sentence
+    stays in it, and app.text.tags carries it over) and markup kept verbatim (block tags, line
+    breaks, comments, script, style, code, translate="no"); each block is masked on its own, so
+    a span the model dropped goes back into its own block. Without protection, HTML is cut at
+    every tag as before (app.text.segment.segment_html), nothing masked. The values of the
+    attributes people read are translated either way, as documents' are."""
     if fmt != "html":
         if not protect:
-            return [(segment(text), None)]
+            return Layout([(segment(text), None)])
+        out: list[str | Unit] = []
         pieces = LINE_BREAK_RE.split(text)  # text, <br>, text, ...
         for piece, is_text in join_breaks([(p, i % 2 == 0) for i, p in enumerate(pieces)]):
             if not is_text:
@@ -606,32 +622,39 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
             elif piece:
                 m = mask(piece)
                 out.append((segment(m.text), m))
-        return out
+        return Layout(out)
+    chunks, values = html_file.blocks(text)
     if not protect:
-        return [(segment(text, "html"), None)]
-    for chunk, translatable in html_chunks(text):
-        if not translatable:
-            out.append(chunk)
-            continue
-        m = mask(chunk)
-        seg = Segments(html=True)
-        seg.add_text(m.text, always)  # a line break in HTML text is a space
-        out.append((seg, m))
-    return out
+        seg = segment(text, "html")
+        targets = set(seg.targets)
+        chunks = [(part, i in targets) for i, part in enumerate(seg.parts)]
+    return Layout([_html_unit(c, protect) if kind else c for c, kind in chunks],
+                  [c for c, _ in chunks], [(v, _html_unit(v.text, protect)) for v in values])
+
+
+def _html_unit(text: str, protect: bool) -> Unit:
+    """HTML-escaped text (inline tags in it) split into sentences, masked first with protect;
+    a line break in it is a space."""
+    masked = mask(text) if protect else None
+    seg = Segments(html=True)
+    seg.add_text(masked.text if masked else text, always)
+    return seg, masked
 
 
 def _assemble(layout: Layout, results: list[Result], options: TranslationOptions) -> TextResult:
     def rejoin(texts: list[str]) -> str:
-        out, pos = [], 0
-        for unit in layout:
-            if isinstance(unit, str):
-                out.append(unit)
-                continue
+        each = iter(texts)
+
+        def joined(unit: Unit) -> str:
             seg, masked = unit
-            joined = seg.rejoin(texts[pos : pos + len(seg.targets)])
-            pos += len(seg.targets)
-            out.append(unmask(masked, joined) if masked is not None else joined)
-        return "".join(out)
+            out = seg.rejoin([next(each) for _ in seg.targets])
+            return unmask(masked, out) if masked is not None else out
+
+        parts = [p if isinstance(p, str) else joined(p) for p in layout.parts]
+        if layout.values:
+            parts = html_file.written(layout.chunks, parts, [v for v, _ in layout.values],
+                                      [joined(u) for _, u in layout.values])
+        return "".join(parts)
 
     text = rejoin([r.text for r in results])
     score = confidence = None

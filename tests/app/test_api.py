@@ -3,6 +3,7 @@ every error code, API keys, rate limits, readiness, metrics and client disconnec
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 
@@ -10,6 +11,7 @@ import httpx
 import pytest
 
 from app.config import Settings
+from app.engine.types import Result, TranslationOptions
 from app.http.app import create_app
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 
@@ -65,6 +67,74 @@ def test_v1_keeps_whitespace_and_html_markup(client):
     # one sentence, tags and all (the fake reverses its words); the pair wraps the words that
     # read like "big world" reversed (app.text.tags); <code> is kept verbatim
     assert r.json()["translations"][0]["text"] == '<p><b>world. big</b> Hello</p><code>a b</code>'
+
+
+# the attributes people read beside those that stay: href, src, class, value, a value with no
+# words, and any tag in translate="no", <code> or <script>
+BLOCK = 'Hello <a href="/setup" title="Tom &amp; Jerry">big world</a>.'
+ATTRIBUTES = (
+    f'<p title="Open the settings">{BLOCK}</p><img src="car.png" alt="A red car" class="photo">'
+    '<input placeholder=\'Your name\' value="keep me" aria-label="Say &quot;hi&quot; now">'
+    '<div translate="no"><img alt="Brand logo"></div><code title="a b">c d</code>'
+    '<script>s = \'<img alt="in a script">\';</script><img alt="" title="42">')
+READ = [("Open the settings", "settings the Open"), ("Tom &amp; Jerry", "Jerry &amp; Tom"),
+        ("A red car", "car red A"), ("Your name", "name Your"),
+        ("Say &quot;hi&quot; now", "now &quot;hi&quot; Say")]  # reversed, as the fake does
+
+
+@pytest.mark.parametrize(("protect", "block", "alternative"), [
+    # one sentence with its link in it (app.text.tags carries the pair over)
+    (True, '<a href="/setup" title="Tom &amp; Jerry">world. big</a> Hello',
+     '<a href="/setup" title="Tom &amp; Jerry">world. big</a> Hello (1)'),
+    # cut at every tag
+    (False, 'Hello <a href="/setup" title="Tom &amp; Jerry">world big</a>.',
+     'Hello (1) <a href="/setup" title="Tom &amp; Jerry">world big (1)</a>.'),
+])
+def test_html_attributes_people_read_are_translated_in_their_tags(protect, block, alternative):
+    """alt, title, placeholder and aria-label values are sentences of their own (counted, with
+    alternatives), written back into their tags with their quotes escaped; with protection off
+    the text is cut at every tag, and the values are translated all the same (unmasked)."""
+    engine = FakeTranslator()
+    with serve(engine, protect_spans=protect) as srv, \
+            httpx.Client(base_url=srv.url, timeout=10) as c:
+        r = v1(c, ATTRIBUTES, format="html", options={"alternatives": 1})
+        (t,) = r.json()["translations"]
+        text, other = ATTRIBUTES.replace(BLOCK, block), ATTRIBUTES.replace(BLOCK, alternative)
+        for old, new in READ:
+            for q in "\"'":
+                text = text.replace(f"{q}{old}{q}", f"{q}{new}{q}")
+                other = other.replace(f"{q}{old}{q}", f"{q}{new} (1){q}")
+        assert (t["text"], t["alternatives"]) == (text, [other])
+        assert r.json()["sentences"] == (1 if protect else 2) + len(READ)
+        sent = {s for batch, _ in engine.batches for s in batch}
+        assert {"A red car", 'Say "hi" now', "Tom & Jerry"} <= sent
+        assert not {"Brand logo", "in a script", "a b", "42", "keep me"} & sent
+        # LibreTranslate's format html goes the same way
+        r = c.post("/translate", json={"q": '<img alt="A red car" src="a b.png">', "source": "en",
+                                       "target": "de", "format": "html"})
+        assert r.json() == {"translatedText": '<img alt="car red A" src="a b.png">'}
+
+
+class FewerAlternatives(FakeTranslator):
+    """Scores -0.1 a word; a sentence of one or two words has no alternatives."""
+
+    def _one(self, text: str, options: TranslationOptions) -> Result:
+        result = super()._one(text, options)
+        n = len(text.split())
+        kept = result.alternatives if n > 2 else []
+        return dataclasses.replace(result, score=-0.1 * n, alternatives=kept,
+                                   alternative_scores=[-1.0] * len(kept))
+
+
+def test_an_html_attribute_is_scored_and_keeps_its_best_where_it_has_no_alternative():
+    with serve(FewerAlternatives()) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        r = v1(c, '<p title="Big red logo">Open it</p><img alt="A car">', format="html",
+               options={"alternatives": 1, "return_scores": True})
+        (t,) = r.json()["translations"]
+        assert t["text"] == '<p title="logo red Big">it Open</p><img alt="car A">'
+        # the title's own alternative, the best of the others (they have none)
+        assert t["alternatives"] == ['<p title="logo red Big (1)">it Open</p><img alt="car A">']
+        assert t["score"] == pytest.approx((-0.3 - 0.2 - 0.2) / 3)  # the mean of 3 sentences
 
 
 def test_a_line_break_inside_a_sentence_does_not_cut_it(client):

@@ -61,6 +61,20 @@ def test_markup_terms_are_found_in_text_only_and_written_escaped():
     assert m.restore(m.text) == '<a title="file">Datei</a> F&amp;E'
 
 
+def test_markup_terms_are_found_within_the_stretches_given_and_written_for_their_place():
+    """Only the stretches given are searched (an HTML text's text and the values of the
+    attributes people read); a target in a value has its quotes escaped and starts a sentence
+    where the value does."""
+    g = Glossary.of({"file": 'datei "neu"'})
+    text = '<img alt="file it" src="file.png"><code>file</code> <b>a file</b>'
+    within = [(10, 17), (len(text) - 14, len(text))]  # the alt value, the last <b>...</b>
+    m = g.mask(text, markup=True, within=within)
+    assert m.text == '<img alt="{1} it" src="file.png"><code>file</code> <b>a {1}</b>'
+    assert m.restore('<img alt="{1} es" src="file.png"><code>file</code> <b>eine {1}</b>') == (
+        '<img alt="Datei &quot;neu&quot; es" src="file.png"><code>file</code> '
+        '<b>eine datei "neu"</b>')
+
+
 def test_terms_inside_what_the_translation_keeps_stay():
     """A URL, an address, inline code, a tag or a placeholder goes through translation as it
     is: a term inside one is part of it, not a word to replace."""
@@ -161,12 +175,15 @@ def test_server_glossary_applies_and_the_request_wins(client):
     assert out["translations"][0]["text"] == "Speichern und zumachen es jetzt"
 
 
-def test_html_terms_leave_the_markup_alone(client):
-    body = v1(client, '<p title="file manager">Open the <b>file manager</b></p>', format="html",
-              glossary={"file manager": "Dateiverwaltung"}).json()
-    text = body["translations"][0]["text"]
-    assert text.startswith('<p title="file manager">') and "Dateiverwaltung" in text
-    assert "<b>" in text and "</b>" in text
+def test_html_terms_in_text_and_attributes_people_read_never_in_markup_or_code(client):
+    body = v1(client, '<p title="file manager">Open the <b>file manager</b></p><img alt="file '
+              'it" src="file.png"><code>file</code><p translate="no">the file</p>',
+              format="html", glossary={"file manager": "Dateiverwaltung", "file": 'datei "neu"'})
+    # the title is a term alone (no words left for the model); the alt's target is escaped for
+    # its attribute and starts its text
+    assert body.json()["translations"][0]["text"] == (
+        '<p title="Dateiverwaltung">öffne die <b>Dateiverwaltung</b></p><img alt="Datei '
+        '&quot;neu&quot; es" src="file.png"><code>file</code><p translate="no">the file</p>')
 
 
 def test_libretranslate_takes_a_glossary_as_json_or_as_a_form_string(client):
