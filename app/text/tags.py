@@ -36,10 +36,13 @@ two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import functools
+import heapq
+import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.types import Result
@@ -216,51 +219,83 @@ class TagPlan:
                  words: list[tuple[int, int]], within: tuple[int, int],
                  pieces: Sequence[str]) -> dict[int, tuple[int, int]]:
         """Windows (first word, last + 1) for the groups `which`, among the words `within`
-        (first, last + 1) of the translation, which stand for plain[source[0]:source[1]]."""
+        (first, last + 1) of the translation, which stand for plain[source[0]:source[1]].
+
+        The groups take their windows best option first, as if every window of every group
+        were scored and sorted; but a group's windows are compared nearest first, and one
+        further away than the best options found so far is never compared: its similarity
+        is at most 1, so its distance alone puts it below them. So a paragraph packed with
+        pairs costs each pair the few windows around its place, not every window of the
+        translation."""
         lo, hi = within
         t_lo, t_hi = words[lo][0], words[hi - 1][1]
         t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
-        options = []  # (score, -group index, first, last)
-        wanted = {}
+        centers: dict[int, list[float]] = {}  # window length -> the windows' relative centers
+
+        def centered(length: int) -> list[float]:
+            if length not in centers:
+                centers[length] = [((words[f][0] + words[f + length - 1][1]) / 2 - t_lo) / t_len
+                                   for f in range(lo, hi - length + 1)]
+            return centers[length]
+
+        # a min-heap of options (-score, group, -first, -last), in the order of the options
+        # sorted best first, and of each group's next window to compare (-the best score it
+        # and every window further away could have, -inf, group): it comes out before any
+        # option that such a window could beat or tie
+        heap: list[tuple] = []
+        goals, wanted, nearest, pending = {}, {}, {}, {}
+
+        def queue_next(i: int) -> None:
+            pending[i] = next(nearest[i], None)
+            if pending[i] is not None:
+                heapq.heappush(heap, (-(1.0 - DISTANCE_WEIGHT * pending[i][0]), -math.inf, i))
+
         for i in which:
             g, piece = self.groups[i], pieces[i]
             # the wrapped text's translation, or the text itself (names, numbers and
             # placeholders come through as they are)
-            goals = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
-                     for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
-                     if x.strip(_PUNCT + " ")]
-            size = min(hi - lo, max(1, len(goals[0].text.split()) if goals else 1))
+            goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
+                        for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
+                        if x.strip(_PUNCT + " ")]
+            size = min(hi - lo, max(1, len(goals[i][0].text.split()) if goals[i] else 1))
             where = ((g.start + g.end) / 2 - source[0]) / s_len
             wanted[i] = (size, where)
-            for length in range(max(1, size - 1), size + 2):
-                for first in range(lo, hi - length + 1):
-                    last = first + length
-                    window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
-                    similarity = max((goal.similarity(window.casefold()) for goal in goals),
-                                     default=0.0)
-                    if similarity < MIN_SIMILARITY:
-                        continue
-                    center = ((words[first][0] + words[last - 1][1]) / 2 - t_lo) / t_len
-                    options.append((similarity - DISTANCE_WEIGHT * abs(center - where)
-                                    - SIZE_WEIGHT * abs(length - size), -i, first, last))
+            nearest[i] = _nearest(centered, where, range(max(1, size - 1), size + 2), lo)
+            queue_next(i)
         taken: dict[int, tuple[int, int]] = {}
         used: set[int] = set()
-        for _, minus_i, first, last in sorted(options, reverse=True):
-            i = -minus_i
-            if i in taken or used & set(range(first, last)):
+        while heap and len(taken) < len(which):
+            _, rank, *rest = heapq.heappop(heap)
+            if rank != -math.inf:  # the best option left
+                i, first, last = rank, -rest[0], -rest[1]
+                if i not in taken and used.isdisjoint(range(first, last)):
+                    taken[i] = (first, last)
+                    used.update(range(first, last))
                 continue
-            taken[i] = (first, last)
-            used |= set(range(first, last))
+            i = rest[0]  # a group whose windows further away may beat what is left
+            if i in taken:
+                continue
+            distance, length, first = pending[i]  # its nearest window not compared yet
+            last = first + length
+            window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
+            similarity = max((goal.similarity(window.casefold()) for goal in goals[i]),
+                             default=0.0)
+            if similarity >= MIN_SIMILARITY:
+                size = wanted[i][0]
+                score = (similarity - DISTANCE_WEIGHT * distance
+                         - SIZE_WEIGHT * abs(length - size))
+                heapq.heappush(heap, (-score, i, -first, -last))
+            queue_next(i)
         for i in which:
             if i in taken:
                 continue
             size, where = wanted[i]
             free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
                     for f in range(lo, max(lo + 1, hi - size + 1))
-                    if not used & set(range(f, min(hi, f + size)))]
+                    if used.isdisjoint(range(f, min(hi, f + size)))]
             first = min(free)[1] if free else lo
             taken[i] = (first, min(hi, first + size))
-            used |= set(range(*taken[i]))
+            used.update(range(*taken[i]))
         return taken
 
 
@@ -313,6 +348,27 @@ class _Goal:
         ratio = (self.matcher.ratio() if self.matcher.quick_ratio() >= MIN_SIMILARITY
                  else 0.0)
         return max(ratio, COPIED_SIMILARITY) if copied else ratio
+
+
+def _nearest(centered: Callable[[int], list[float]], where: float, lengths: Iterable[int],
+             lo: int) -> Iterator[tuple[float, int, int]]:
+    """The windows of these lengths as (distance of their center from `where`, length, first
+    word), nearest first; centered(length) holds the relative centers of that length's windows
+    from word lo on, in order, so the windows on either side of `where` go away from it one by
+    one."""
+    sides = []
+    for length in lengths:
+        centers = centered(length)
+        k = bisect.bisect_left(centers, where)
+        sides += [_side(centers, where, length, lo, range(k, len(centers))),
+                  _side(centers, where, length, lo, range(k - 1, -1, -1))]
+    return heapq.merge(*sides)
+
+
+def _side(centers: list[float], where: float, length: int, lo: int, order: range
+          ) -> Iterator[tuple[float, int, int]]:
+    for j in order:
+        yield abs(centers[j] - where), length, lo + j
 
 
 def _groups(sentence: str, found: list[tuple[int, int, int, int]]

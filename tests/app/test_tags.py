@@ -374,3 +374,27 @@ def test_a_sentence_of_a_text_with_many_tags_gets_only_its_own():
             sentence, whole.pairs, whole.atoms)
     few = tag_marks(mask("Open the <b>file</b> now."))
     assert few.within("Open the") is few  # few marks: kept whole, nothing to gain
+
+
+def test_each_pair_compares_a_bounded_number_of_windows(monkeypatch):
+    """A pair's best window is the one nearest its place that reads most like it; windows so
+    far away that their distance alone puts them below the best found need no comparison.
+    Comparing every window of the translation for every pair made a paragraph packed with
+    pairs cost the square of its pairs: the comparisons must grow with the pairs, not faster."""
+    compared = []
+    similarity = tags._Goal.similarity
+    monkeypatch.setattr(tags._Goal, "similarity",
+                        lambda goal, window: compared.append(window) or similarity(goal, window))
+
+    def comparisons(n: int) -> int:
+        words = [f"word{k}" for k in range(n)]
+        sentence = " ".join(f"{{{2 * k + 1}}}{w}{{{2 * k + 2}}}" for k, w in enumerate(words))
+        pairs = tuple((f"{{{2 * k + 1}}}", f"{{{2 * k + 2}}}") for k in range(n))
+        plan = TagPlan.of(sentence, pairs)
+        compared.clear()
+        assert plan.apply([" ".join(words), *words]) == sentence  # names come through as they are
+        return len(compared)
+
+    few, many = comparisons(25), comparisons(100)
+    assert many <= 8 * 100, many  # a few windows a pair
+    assert many <= 5 * few, (few, many)  # four times the pairs, about four times the work
