@@ -77,13 +77,29 @@ class TagMarks:
         """The marks whose masks (all of them, or the opening one of a pair) are in `sentence`,
         one of the text's sentences: TagPlan.of looks for every mark in its sentence, so a
         paragraph of 100,000 formatting runs cut into hundreds of sentences cost the square.
-        Numbered brace masks ("{12}") are found by their shape in one scan; other masks, which
-        do not come in such numbers, are kept as they are."""
+        Numbered brace masks ("{12}") are found by their shape in one scan and looked up in
+        an index of the marks (going through all of the text's marks for each sentence cost
+        the square again); other masks, which do not come in such numbers, are kept as they
+        are."""
         if len(self.pairs) + len(self.atoms) <= _MANY_MARKS or not self._braced:
             return self
+        pairs, atoms = self._by_mask
         present = set(_BRACE_MASK.findall(sentence))
-        return TagMarks(tuple(p for p in self.pairs if p[0] in present),
-                        tuple(a for a in self.atoms if a in present))
+        return TagMarks(tuple(self.pairs[k] for k in sorted(k for m in present
+                                                              for k in pairs.get(m, ()))),
+                        tuple(self.atoms[k] for k in sorted(k for m in present
+                                                            for k in atoms.get(m, ()))))
+
+    @functools.cached_property
+    def _by_mask(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """The places in `pairs` and in `atoms` of the marks, by their (opening) mask."""
+        pairs: dict[str, list[int]] = {}
+        atoms: dict[str, list[int]] = {}
+        for k, pair in enumerate(self.pairs):
+            pairs.setdefault(pair[0], []).append(k)
+        for k, atom in enumerate(self.atoms):
+            atoms.setdefault(atom, []).append(k)
+        return pairs, atoms
 
     @functools.cached_property
     def _braced(self) -> bool:
