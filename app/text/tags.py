@@ -188,17 +188,21 @@ class TagPlan:
                     + "".join(g.closing for g in reversed(self.groups)))
         spans: dict[int, tuple[int, int]] = {}
         tops = [i for i, g in enumerate(self.groups) if g.parent is None]
+
+        def place(which: list[int], source: tuple[int, int], within: tuple[int, int]) -> None:
+            targets = [(self.groups[i].start, self.groups[i].end, pieces[i]) for i in which]
+            spans.update(zip(which, _windows(targets, plain, source, text, words, within),
+                             strict=True))
+
         if self.groups[0].whole:
             spans[0] = (0, len(words))
         else:
-            spans.update(self._windows(tops, (0, len(plain)), text, words, (0, len(words)),
-                                       pieces))
+            place(tops, (0, len(plain)), (0, len(words)))
         for parent in tops:  # groups nested in it, inside its window
             children = [i for i, g in enumerate(self.groups) if g.parent == parent]
             if children:
                 p = self.groups[parent]
-                spans.update(self._windows(children, (p.start, p.end), text, words,
-                                           spans[parent], pieces))
+                place(children, (p.start, p.end), spans[parent])
         ranges = {}
         for i, g in enumerate(self.groups):
             first, last = spans[i]
@@ -231,90 +235,6 @@ class TagPlan:
 
         return render(children[None], 0, len(text))
 
-    def _windows(self, which: list[int], source: tuple[int, int], text: str,
-                 words: list[tuple[int, int]], within: tuple[int, int],
-                 pieces: Sequence[str]) -> dict[int, tuple[int, int]]:
-        """Windows (first word, last + 1) for the groups `which`, among the words `within`
-        (first, last + 1) of the translation, which stand for plain[source[0]:source[1]].
-
-        The groups take their windows best option first, as if every window of every group
-        were scored and sorted; but a group's windows are compared nearest first, and one
-        further away than the best options found so far is never compared: its similarity
-        is at most 1, so its distance alone puts it below them. So a paragraph packed with
-        pairs costs each pair the few windows around its place, not every window of the
-        translation."""
-        lo, hi = within
-        t_lo, t_hi = words[lo][0], words[hi - 1][1]
-        t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
-        centers: dict[int, list[float]] = {}  # window length -> the windows' relative centers
-
-        def centered(length: int) -> list[float]:
-            if length not in centers:
-                centers[length] = [((words[f][0] + words[f + length - 1][1]) / 2 - t_lo) / t_len
-                                   for f in range(lo, hi - length + 1)]
-            return centers[length]
-
-        # a min-heap of options (-score, group, -first, -last), in the order of the options
-        # sorted best first, and of each group's next window to compare (-the best score it
-        # and every window further away could have, -inf, group): it comes out before any
-        # option that such a window could beat or tie
-        heap: list[tuple] = []
-        goals, wanted, nearest, pending = {}, {}, {}, {}
-
-        def queue_next(i: int) -> None:
-            pending[i] = next(nearest[i], None)
-            if pending[i] is not None:
-                heapq.heappush(heap, (-(1.0 - DISTANCE_WEIGHT * pending[i][0]), -math.inf, i))
-
-        for i in which:
-            g, piece = self.groups[i], pieces[i]
-            # the wrapped text's translation, or the text itself (names, numbers and
-            # placeholders come through as they are)
-            goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
-                        for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
-                        if x.strip(_PUNCT + " ")]
-            size = min(hi - lo, max(1, len(goals[i][0].text.split()) if goals[i] else 1))
-            where = ((g.start + g.end) / 2 - source[0]) / s_len
-            wanted[i] = (size, where)
-            nearest[i] = _nearest(centered, where, range(max(1, size - 1), size + 2), lo)
-            queue_next(i)
-        taken: dict[int, tuple[int, int]] = {}
-        used: set[int] = set()
-        while heap and len(taken) < len(which):
-            _, rank, *rest = heapq.heappop(heap)
-            if rank != -math.inf:  # the best option left
-                i, first, last = rank, -rest[0], -rest[1]
-                if i not in taken and used.isdisjoint(range(first, last)):
-                    taken[i] = (first, last)
-                    used.update(range(first, last))
-                continue
-            i = rest[0]  # a group whose windows further away may beat what is left
-            if i in taken:
-                continue
-            distance, length, first = pending[i]  # its nearest window not compared yet
-            last = first + length
-            window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
-            similarity = max((goal.similarity(window.casefold()) for goal in goals[i]),
-                             default=0.0)
-            if similarity >= MIN_SIMILARITY:
-                size = wanted[i][0]
-                score = (similarity - DISTANCE_WEIGHT * distance
-                         - SIZE_WEIGHT * abs(length - size))
-                heapq.heappush(heap, (-score, i, -first, -last))
-            queue_next(i)
-        for i in which:
-            if i in taken:
-                continue
-            size, where = wanted[i]
-            free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
-                    for f in range(lo, max(lo + 1, hi - size + 1))
-                    if used.isdisjoint(range(f, min(hi, f + size)))]
-            first = min(free)[1] if free else lo
-            taken[i] = (first, min(hi, first + size))
-            used.update(range(*taken[i]))
-        return taken
-
-
 def plan(sentences: Sequence[str], marks: Sequence[TagMarks | None]
          ) -> tuple[list[TagPlan | None], list[str]]:
     """Each sentence's plan (marks[i]: its text's `tag_marks`, or None) and the texts for the
@@ -344,6 +264,93 @@ def carried_results(plans: Sequence[TagPlan | None], results: Sequence[Result]
         out.append(r)
         pos += len(p.texts) if p else 1
     return out
+
+
+def _windows(targets: Sequence[tuple[int, int, str]], plain: str, source: tuple[int, int],
+             text: str, words: list[tuple[int, int]], within: tuple[int, int]
+             ) -> list[tuple[int, int]]:
+    """Windows (first word, last + 1) for the targets (start, end: a wrapped text
+    plain[start:end] of the plain sentence; its translation), one each, never overlapping,
+    among the words `within` (first, last + 1) of the translation, which stand for
+    plain[source[0]:source[1]].
+
+    The targets take their windows best option first, as if every window of every target
+    were scored and sorted; but a target's windows are compared nearest first, and one
+    further away than the best options found so far is never compared: its similarity
+    is at most 1, so its distance alone puts it below them. So a paragraph packed with
+    pairs costs each pair the few windows around its place, not every window of the
+    translation."""
+    lo, hi = within
+    t_lo, t_hi = words[lo][0], words[hi - 1][1]
+    t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
+    centers: dict[int, list[float]] = {}  # window length -> the windows' relative centers
+
+    def centered(length: int) -> list[float]:
+        if length not in centers:
+            centers[length] = [((words[f][0] + words[f + length - 1][1]) / 2 - t_lo) / t_len
+                               for f in range(lo, hi - length + 1)]
+        return centers[length]
+
+    # a min-heap of options (-score, target, -first, -last), in the order of the options
+    # sorted best first, and of each target's next window to compare (-the best score it
+    # and every window further away could have, -inf, target): it comes out before any
+    # option that such a window could beat or tie
+    heap: list[tuple] = []
+    goals, wanted, nearest, pending = {}, {}, {}, {}
+    which = range(len(targets))
+
+    def queue_next(i: int) -> None:
+        pending[i] = next(nearest[i], None)
+        if pending[i] is not None:
+            heapq.heappush(heap, (-(1.0 - DISTANCE_WEIGHT * pending[i][0]), -math.inf, i))
+
+    for i in which:
+        start, end, piece = targets[i]
+        # the wrapped text's translation, or the text itself (names, numbers and
+        # placeholders come through as they are)
+        goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
+                    for x, copied in ((piece, False), (plain[start:end], True))
+                    if x.strip(_PUNCT + " ")]
+        size = min(hi - lo, max(1, len(goals[i][0].text.split()) if goals[i] else 1))
+        where = ((start + end) / 2 - source[0]) / s_len
+        wanted[i] = (size, where)
+        nearest[i] = _nearest(centered, where, range(max(1, size - 1), size + 2), lo)
+        queue_next(i)
+    taken: dict[int, tuple[int, int]] = {}
+    used: set[int] = set()
+    while heap and len(taken) < len(which):
+        _, rank, *rest = heapq.heappop(heap)
+        if rank != -math.inf:  # the best option left
+            i, first, last = rank, -rest[0], -rest[1]
+            if i not in taken and used.isdisjoint(range(first, last)):
+                taken[i] = (first, last)
+                used.update(range(first, last))
+            continue
+        i = rest[0]  # a target whose windows further away may beat what is left
+        if i in taken:
+            continue
+        distance, length, first = pending[i]  # its nearest window not compared yet
+        last = first + length
+        window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
+        similarity = max((goal.similarity(window.casefold()) for goal in goals[i]),
+                         default=0.0)
+        if similarity >= MIN_SIMILARITY:
+            size = wanted[i][0]
+            score = (similarity - DISTANCE_WEIGHT * distance
+                     - SIZE_WEIGHT * abs(length - size))
+            heapq.heappush(heap, (-score, i, -first, -last))
+        queue_next(i)
+    for i in which:
+        if i in taken:
+            continue
+        size, where = wanted[i]
+        free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
+                for f in range(lo, max(lo + 1, hi - size + 1))
+                if used.isdisjoint(range(f, min(hi, f + size)))]
+        first = min(free)[1] if free else lo
+        taken[i] = (first, min(hi, first + size))
+        used.update(range(*taken[i]))
+    return [taken[i] for i in which]
 
 
 class _Goal:
