@@ -27,9 +27,17 @@ A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pa
 another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
 placed the same way, among the words of its parent's window only.
 
-A tag that stands alone (`<img/>`, XLIFF `<x/>`: `TagMarks.atoms`) leaves the sentence too, and
-app.text.protect's unmask puts it back by its place in the source (a line break, `<br>`, ends the
-sentence before it gets here: app.translation.service._layout).
+A tag that stands alone (`<img/>`, XLIFF `<x/>`, a .docx footnote reference: `TagMarks.atoms`)
+leaves the sentence too (a line break, `<br>`, ends the sentence before it gets here, unless the
+sentence runs on: app.translation.service._layout). One glued to a word on one side only (`the
+manual<x/> for details`, `the <x/>Save button`) goes back glued to the same side of the window
+that reads most like that word's translation, found as a pair's window is (the word is asked
+for in the same batch): put back by its relative place in the paragraph instead, it landed in
+front of `Handbuch` (a longer word than `manual`), and far from the word once the translation
+moved it. One at an edge of the sentence goes to that edge. app.text.protect's unmask puts
+back the others: next to a pair's mask they stood next to, or, spaced on both sides (`the
+<img/> button`) or glued to both (`file<br>and`), at the word boundary nearest their relative
+place in the source: nothing in the sentence says which word they belong with.
 
 Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
 two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
@@ -37,6 +45,7 @@ two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
 from __future__ import annotations
 
 import bisect
+import collections
 import difflib
 import functools
 import heapq
@@ -132,13 +141,58 @@ class _Group:
 
 
 @dataclass(frozen=True)
+class _Atom:
+    """Tags that stand alone together (masks with at most spaces between them), put back by
+    TagPlan.apply: at the edge of the sentence they stood at, or beside the word they are
+    glued to."""
+
+    masks: str  # as they stood in the sentence
+    # "start", "end": at that edge of the sentence; "after", "before": glued to the end of the
+    # word before them or to the start of the word after them (the `anchor`), not to the
+    # other side
+    place: str
+    neighbours: tuple[str, str]  # the characters just before and after them ("" at an edge)
+    anchor: tuple[int, int] = (0, 0)  # that word in the plain sentence, edge punctuation aside
+    outside: bool = False  # punctuation stood between the word and them ("manual,<x/>")
+    translated: bool = False  # the word's translation is asked for: it has letters
+
+    def at_edge(self, text: str) -> str:
+        """The masks with the space they need at their edge of the translation `text` (which
+        has words): glued to the text as unmask glues a mask it puts back at an edge, to a
+        letter or digit, or to the same character."""
+        if self.place == "start":
+            right = self.neighbours[1]
+            glued = right.isalnum() or (right.strip() != "" and text.lstrip()[:1] == right)
+            return self.masks + ("" if glued else " ")
+        left = self.neighbours[0]
+        glued = left.isalnum() or (left.strip() != "" and text.rstrip()[-1:] == left)
+        return ("" if glued else " ") + self.masks
+
+    def insertion(self, text: str, words: list[tuple[int, int]], plain: str,
+                  piece: str) -> tuple[int, str]:
+        """(where in the translation `text`, the masks) for atoms glued to a word; piece is
+        the word's translation."""
+        first, last = _windows([(*self.anchor, piece)], plain, (0, len(plain)), text, words,
+                               (0, len(words)))[0]
+        start, end = words[first][0], words[last - 1][1]
+        window = text[start:end]
+        if self.place == "after":
+            trail = len(window) - len(window.rstrip(_PUNCT))
+            return end if self.outside or trail == len(window) else end - trail, self.masks
+        lead = len(window) - len(window.lstrip(_PUNCT))
+        return start if self.outside or lead == len(window) else start + lead, self.masks
+
+
+@dataclass(frozen=True)
 class TagPlan:
-    """How one sentence goes to the model: `texts` are the plain sentence and then each
-    translated group's wrapped text; `apply` takes their translations (in that order) and
-    returns the sentence's translation with the groups' masks in it."""
+    """How one sentence goes to the model: `texts` are the plain sentence, then each
+    translated group's wrapped text, then each word that atoms are glued to (when it has
+    letters); `apply` takes their translations (in that order) and returns the sentence's
+    translation with the groups' masks and those atoms' masks in it."""
 
     texts: tuple[str, ...]
     groups: tuple[_Group, ...]  # parents before their children
+    atoms: tuple[_Atom, ...] = ()  # in source order
 
     @classmethod
     def of(cls, sentence: str, pairs: Iterable[tuple[str, str]],
@@ -146,8 +200,10 @@ class TagPlan:
         """The plan for sentence, or None where no pair of it is carried over and no atom
         taken out (the sentence then goes to the model as it is)."""
         found = []
+        masks: set[tuple[int, int]] = set()  # where the pairs' masks are
         for opening, closing in pairs:
             a, b = sentence.find(opening), sentence.find(closing)
+            masks |= {(x, x + len(m)) for x, m in ((a, opening), (b, closing)) if x >= 0}
             if a < 0 or b < a + len(opening) or sentence.count(opening) != 1:
                 continue
             found.append((a, a + len(opening), b, b + len(closing)))
@@ -173,19 +229,32 @@ class TagPlan:
                               start, end, (edges[0].strip(), edges[1].strip()),
                               not whole and has_words(inner), whole,
                               parent))
-        texts = [plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
-        return cls(tuple(texts), tuple(out))
+        placed = _atoms(sentence, plain, moved, sorted(alone), masks)
+        texts = ([plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
+                 + [plain[slice(*a.anchor)] for a in placed if a.translated])
+        return cls(tuple(texts), tuple(out), placed)
 
     def apply(self, translations: Sequence[str]) -> str:
         plain = self.texts[0]
         text, asked = translations[0], iter(translations[1:])
-        if not self.groups:  # only atoms were taken out: unmask puts them back
+        if not self.groups and not self.atoms:  # unmask puts the atoms back
             return text
         pieces = [next(asked) if g.translated else "" for g in self.groups]
+        anchors = [next(asked) if a.translated else "" for a in self.atoms]
         words = [m.span() for m in _WORD.finditer(text)]
-        if not words:  # nothing to wrap: the pairs go empty around what there is
+        if not words:  # nothing to wrap: the pairs go empty around what there is (and
+            # unmask puts the atoms back)
             return ("".join(g.opening for g in self.groups) + text
                     + "".join(g.closing for g in reversed(self.groups)))
+        edges = {place: "".join(a.at_edge(text) for a in self.atoms if a.place == place)
+                 for place in ("start", "end")}
+        # the other atoms' (place in text, masks), by place, then source order
+        atoms = _Inserted(text, sorted(
+            (*a.insertion(text, words, plain, piece), k)
+            for k, (a, piece) in enumerate(zip(self.atoms, anchors, strict=True))
+            if a.place not in edges))
+        if not self.groups:
+            return _edged(atoms.text(0, len(text), through=True), **edges)
         spans: dict[int, tuple[int, int]] = {}
         tops = [i for i, g in enumerate(self.groups) if g.parent is None]
 
@@ -218,22 +287,24 @@ class TagPlan:
         for i, g in enumerate(self.groups):
             children.setdefault(g.parent, []).append(i)
 
-        def render(members: list[int], lo: int, hi: int) -> str:
+        def render(members: list[int], lo: int, hi: int, top: bool = False) -> str:
             """text[lo:hi] with the groups `members` (and theirs) around their ranges, each
             kept inside [lo, hi) and after the one before (so the result is well-formed even
-            where windows touch or a parent's edge punctuation was left out)."""
+            where windows touch or a parent's edge punctuation was left out), and the atoms
+            placed in it: one placed where a group's range starts or ends goes outside it
+            (it stood next to none of the group's masks, or unmask would put it back)."""
             out, pos = [], lo
             for i in sorted(members, key=lambda i: (ranges[i][0], i)):
                 start = min(max(ranges[i][0], pos), hi)
                 end = min(max(ranges[i][1], start), hi)
                 g = self.groups[i]
-                out += [text[pos:start], g.opening, render(children.get(i, []), start, end),
-                        g.closing]
+                out += [atoms.text(pos, start, through=True), g.opening,
+                        render(children.get(i, []), start, end), g.closing]
                 pos = end
-            out.append(text[pos:hi])
+            out.append(atoms.text(pos, hi, through=top))
             return "".join(out)
 
-        return render(children[None], 0, len(text))
+        return _edged(render(children[None], 0, len(text), top=True), **edges)
 
 def plan(sentences: Sequence[str], marks: Sequence[TagMarks | None]
          ) -> tuple[list[TagPlan | None], list[str]]:
@@ -392,6 +463,80 @@ def _side(centers: list[float], where: float, length: int, lo: int, order: range
           ) -> Iterator[tuple[float, int, int]]:
     for j in order:
         yield abs(centers[j] - where), length, lo + j
+
+
+def _atoms(sentence: str, plain: str, moved: Callable[[int], int],
+           alone: list[tuple[int, int]], masks: set[tuple[int, int]]) -> tuple[_Atom, ...]:
+    """The atoms (their places in sentence, in order) that TagPlan.apply puts back, those with
+    at most spaces between them together; left to unmask (which puts an atom next to a mask it
+    stood next to): those next to a pair's mask."""
+    runs: list[list[int]] = []
+    for a, b in alone:
+        if runs and not sentence[runs[-1][1]:a].strip():
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    ends, starts = {b for _, b in masks}, {a for a, _ in masks}
+    out: list[_Atom | None] = []
+    for a, b in runs:
+        before, after = sentence[:a], sentence[b:]
+        if len(before.rstrip()) in ends or len(sentence) - len(after.lstrip()) in starts:
+            continue
+        at = len(plain[:moved(a)].rstrip())  # in plain: the end of the text before them
+        neighbours = (before[-1:], after[:1])
+        glued = (neighbours[0].strip() != "", neighbours[1].strip() != "")
+        if not plain[:at].strip():
+            out.append(_Atom(sentence[a:b], "start", neighbours))
+        elif not plain[at:].strip():
+            out.append(_Atom(sentence[a:b], "end", neighbours))
+        elif glued[0] and not neighbours[1].isalnum():  # "manual<x/> for", "manual<x/>."
+            out.append(_anchored(sentence[a:b], "after", neighbours, plain,
+                                 re.search(r"\S+$", plain[:at]).span()))
+        elif glued[1] and not glued[0]:  # "the <x/>Save button"
+            out.append(_anchored(sentence[a:b], "before", neighbours, plain,
+                                 _WORD.search(plain, at).span()))
+        # left to unmask: spaced on both sides ("the <img/> button"), or glued to both
+        # ("file<br>and", "Name:<x/>John"), nothing tells which word they go with
+    return tuple(a for a in out if a is not None)
+
+
+def _anchored(masks: str, place: str, neighbours: tuple[str, str], plain: str,
+              token: tuple[int, int]) -> _Atom | None:
+    """Atoms glued to the word (a run of non-blanks) at `token` in the plain sentence."""
+    start, end = token
+    word = plain[start:end]
+    lead, trail = len(word) - len(word.lstrip(_PUNCT)), len(word) - len(word.rstrip(_PUNCT))
+    if lead == len(word):  # punctuation only: no word to follow (unmask puts them back)
+        return None
+    anchor = (start + lead, end - trail)
+    return _Atom(masks, place, neighbours, anchor, bool(trail if place == "after" else lead),
+                 has_words(plain[slice(*anchor)]))
+
+
+def _edged(text: str, start: str, end: str) -> str:
+    """text with `start` before its first non-blank and `end` after its last."""
+    lead, trail = len(text) - len(text.lstrip()), len(text.rstrip())
+    return text[:lead] + start + text[lead:trail] + end + text[trail:]
+
+
+class _Inserted:
+    """Atoms to put into a text (place, masks, source order; sorted), taken by `text` as the
+    text is written from start to end."""
+
+    def __init__(self, text: str, inserted: list[tuple[int, str, int]]) -> None:
+        self._text, self._left = text, collections.deque(inserted)
+
+    def text(self, lo: int, hi: int, through: bool) -> str:
+        """text[lo:hi] with the atoms not taken yet placed before hi (with `through`: at hi
+        too) in it."""
+        out, pos = [], lo
+        while self._left and (self._left[0][0] < hi or (through and self._left[0][0] == hi)):
+            at, masks, _ = self._left.popleft()
+            at = min(max(at, pos), hi)
+            out += [self._text[pos:at], masks]
+            pos = at
+        out.append(self._text[pos:hi])
+        return "".join(out)
 
 
 def _groups(sentence: str, found: list[tuple[int, int, int, int]]
