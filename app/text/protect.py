@@ -76,8 +76,10 @@ _URL = (
     rf"|www\.[\w-]+(?:\.[\w-]+)+(?:[^{_NOT_URL}]*[^{_NOT_URL}.,;:!?)\]}}])?"
 )
 _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
-# `inline code`, a Markdown link's (target) and its "title", if any
-_CODE = r"""`[^`\n]+`|(?<=\])\([^()\s]+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
+# `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
+# a Markdown link's (target), parentheses in it too (a Wikipedia link), and its "title", if any
+_CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+?``(?!`)|(?<!`)`[^`\n]+`(?!`)"""
+         r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)""")
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"

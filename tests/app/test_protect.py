@@ -35,6 +35,13 @@ FIND_SPANS_CASES = [
         "https://example.org/a?b=1", "www.example.com"]),
     ("Mail first.last+tag@mail.example.de today", ["first.last+tag@mail.example.de"]),
     ("100% sure, 50 %, a <name of file> and <div>", []),  # not spans
+    # reStructuredText's and Markdown's double backticks (a backtick may be inside): the
+    # single-backtick pattern took "`x`" and "` and `" as code, the outer backticks as text
+    ("Run ``make html`` or ``a ` b`` and `x`", ["``make html``", "``a ` b``", "`x`"]),
+    # a link target with parentheses in it (Wikipedia's, man pages'): the URL alone was
+    # protected, the parentheses and the closing one of the target went to the model
+    ("See [ZIP](https://en.wikipedia.org/wiki/ZIP_(file_format)) and [man](x(7) \"t\")",
+     ["(https://en.wikipedia.org/wiki/ZIP_(file_format))", '(x(7) "t")']),
 ]
 
 
