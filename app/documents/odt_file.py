@@ -67,10 +67,12 @@ def _shallow_copy(el):
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     document, paragraphs, states = doc.state
     for p, nodes, text in zip(paragraphs, states, translations, strict=True):
-        for child in list(p.childNodes):
-            if child.nodeType == Node.ELEMENT_NODE:
-                p.removeChild(child)  # also updates the document's element caches
-        p.childNodes.clear()  # the text nodes (odfpy's removeChild refuses them)
+        # taken out by hand: odfpy's removeChild also takes them (and all inside) out of the
+        # document's element caches, which appendChild does not put them back into, so the
+        # caption of a frame in an outer paragraph failed next (x not in list)
+        for child in p.childNodes:
+            child.parentNode = child.previousSibling = child.nextSibling = None
+        p.childNodes.clear()
         groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
         atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
         breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
@@ -85,6 +87,8 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
                 parent.appendChild(span)
                 parent = span
             parent.appendChild(TextNode(words))
+    document.clear_caches()  # built again from the tree (write reads them)
+    document.rebuild_caches()
     out = io.BytesIO()
     document.write(out)
     return out.getvalue()

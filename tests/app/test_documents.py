@@ -22,7 +22,7 @@ from docx.opc.part import Part, XmlPart
 from docx.oxml.ns import nsmap, qn
 from docx.shared import Pt
 from lxml import etree
-from odf import opendocument, teletype
+from odf import draw, opendocument, teletype
 from odf import text as odftext
 
 from app.documents import (
@@ -618,6 +618,34 @@ def test_odt_line_breaks_and_tabs_get_no_spaces_around_them():
     para = out.getElementsByType(odftext.P)[-1]
     assert teletype.extractText(para) == "tsriF enil\ndnoces enil\tretfa a bat."
     assert len(para.getElementsByType(odftext.LineBreak)) == 1
+
+
+def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
+    # an image's caption (a paragraph in a frame's text box, in a paragraph or heading): the
+    # outer paragraph's rebuild took the frame out of odfpy's element caches, and the inner
+    # paragraph's then failed on it (ValueError: list.remove(x): x not in list)
+    document = opendocument.load(io.BytesIO(odt_file()))
+    for outer in (odftext.P(text="See the plan "), odftext.H(outlinelevel=2, text="Plan ")):
+        frame = draw.Frame(width="5cm", height="3cm", anchortype="as-char")
+        box = draw.TextBox()
+        caption = odftext.P(text="Figure ")
+        caption.addElement(odftext.Span(text="one"))
+        teletype.addTextToElement(caption, " shows it")
+        box.addElement(caption)
+        frame.addElement(box)
+        outer.addElement(frame)
+        teletype.addTextToElement(outer, " below.")
+        document.text.addElement(outer)
+    buf = io.BytesIO()
+    document.write(buf)
+    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    outer = [out.getElementsByType(odftext.P)[-3], out.getElementsByType(odftext.H)[-1]]
+    assert [teletype.extractText(p) for p in outer] == [
+        "eeS eht nalp erugiF eno swohs ti woleb.", "nalP erugiF eno swohs ti woleb."]
+    captions = [frame.getElementsByType(odftext.P)[0] for frame in out.getElementsByType(
+        draw.Frame)]
+    assert [teletype.extractText(p) for p in captions] == ["erugiF eno swohs ti"] * 2
+    assert [len(p.getElementsByType(odftext.Span)) for p in captions] == [1, 1]
 
 
 def test_formats_limits_and_broken_files():
