@@ -87,6 +87,10 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
                 parent.appendChild(span)
                 parent = span
             parent.appendChild(TextNode(words))
+    # odfpy's write takes every child of <office:meta> for an element: a meta.xml written with
+    # whitespace between them failed on the text ('Text' object has no attribute 'qname')
+    meta = document.meta.childNodes
+    meta[:] = [c for c in meta if c.nodeType == Node.ELEMENT_NODE]
     document.clear_caches()  # built again from the tree (write reads them)
     document.rebuild_caches()
     out = io.BytesIO()

@@ -36,6 +36,7 @@ from app.documents import (
     translate_segments,
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from tests.app.hostile import replace_part
 from tests.app.samples import docx_bytes, docx_document, odt_file
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
@@ -646,6 +647,20 @@ def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
         draw.Frame)]
     assert [teletype.extractText(p) for p in captions] == ["erugiF eno swohs ti"] * 2
     assert [len(p.getElementsByType(odftext.Span)) for p in captions] == [1, 1]
+
+
+def test_odt_with_a_pretty_printed_meta_part_is_written():
+    # whitespace between the elements of <office:meta> (a meta.xml written by another tool than
+    # LibreOffice): odfpy's write took every child for an element and failed on the text
+    # (AttributeError: 'Text' object has no attribute 'qname')
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        meta = archive.read("meta.xml").decode()
+    meta = meta.replace("<office:meta>", "<office:meta>\n  ").replace("</office:meta>",
+                                                                       "\n</office:meta>")
+    out = opendocument.load(io.BytesIO(run(replace_part(data, "meta.xml", meta.encode()),
+                                           "odt")))
+    assert teletype.extractText(out.getElementsByType(odftext.H)[0]) == "ylretrauQ nalp"
 
 
 def test_formats_limits_and_broken_files():
