@@ -19,9 +19,13 @@ COPIED_SIMILARITY), less a penalty for lying far from where the wrapped text sto
 (relative position) and for a size other than the translation's. A window below MIN_SIMILARITY
 is not trusted: the pair then wraps as many words as the wrapped text's translation has at that
 relative position. Pairs are placed best match first, never overlapping. Edge punctuation of the
-window stays outside the pair unless the wrapped source text had it there too. A pair around the
+window stays outside the pair, but for as much as the wrapped source text had there (a mask's
+braces are no punctuation, and a mask is a word of its own: `[{1}x{2}]{3}`). A pair around the
 whole sentence wraps the whole translation, and one around text without letters (`<b>%s</b>`)
-is matched by that text itself; neither asks the model for a second translation.
+is matched by that text itself; neither asks the model for a second translation. A pair around
+a symbol, text without a letter or digit (a period in a run of its own format, a permalink's
+`¶`), wraps that symbol where the translation has it nearest its relative place, not a word;
+where the translation lost it, the pair brings it back at the nearest word boundary.
 
 A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pair nested in
 another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
@@ -49,7 +53,7 @@ MIN_SIMILARITY = 0.5  # below it a window is not a match: the pair goes by relat
 COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window
 DISTANCE_WEIGHT = 0.25  # similarity given up per unit of relative distance (0..1)
 SIZE_WEIGHT = 0.05  # and per word more or less than the wrapped text's translation has
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"\{\d+\}|(?:[^\s{]|\{(?!\d+\}))+")  # a mask ("{3}") is a word of its own
 _BRACE_MASK = re.compile(r"\{\d+\}")  # a numbered mask of app.text.protect's default style
 _MANY_MARKS = 64  # marks in a text beyond which each sentence gets only its own (`within`)
 _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
@@ -110,6 +114,7 @@ class _Group:
     translated: bool  # its translation is asked for: it has letters, and is not `whole`
     whole: bool  # it is the whole sentence (punctuation aside): it wraps the whole translation
     parent: int | None  # the group it is nested in (with other text around it), by index
+    symbol: str = ""  # what it wraps, when that has no letter or digit ("." "¶" "("): not words
 
 
 @dataclass(frozen=True)
@@ -145,15 +150,18 @@ class TagPlan:
         for g, parent in groups:
             start, end = moved(g[-1][1]), moved(g[-1][2])
             inner = plain[start:end]
-            edges = (inner[: len(inner) - len(inner.lstrip(_PUNCT + " "))],
-                     inner[len(inner.rstrip(_PUNCT + " ")):])
+            lead, trail = _punctuation(inner, _PUNCT + " ")
+            edges = (inner[:lead], inner[len(inner) - trail:])
             whole = tops == 1 and parent is None and not (
                 plain[:start] + plain[end:]).strip(_PUNCT + " ")
+            symbol = not whole and not any(c.isalnum() for c in _unmasked(inner))
             out.append(_Group("".join(sentence[a:b] for a, b, _, _ in g),
                               "".join(sentence[c:d] for _, _, c, d in reversed(g)),
                               start, end, (edges[0].strip(), edges[1].strip()),
                               not whole and has_words(inner), whole,
-                              parent))
+                              parent, inner.strip() if symbol else ""))
+        parents = {g.parent for g in out}  # a symbol with a group inside goes as words do
+        out = [replace(g, symbol="") if i in parents else g for i, g in enumerate(out)]
         texts = [plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
         return cls(tuple(texts), tuple(out))
 
@@ -168,27 +176,34 @@ class TagPlan:
             return ("".join(g.opening for g in self.groups) + text
                     + "".join(g.closing for g in reversed(self.groups)))
         spans: dict[int, tuple[int, int]] = {}
-        tops = [i for i, g in enumerate(self.groups) if g.parent is None]
+        tops = [i for i, g in enumerate(self.groups) if g.parent is None and not g.symbol]
         if self.groups[0].whole:
             spans[0] = (0, len(words))
         else:
             spans.update(self._windows(tops, (0, len(plain)), text, words, (0, len(words)),
                                        pieces))
         for parent in tops:  # groups nested in it, inside its window
-            children = [i for i, g in enumerate(self.groups) if g.parent == parent]
+            children = [i for i, g in enumerate(self.groups)
+                        if g.parent == parent and not g.symbol]
             if children:
                 p = self.groups[parent]
                 spans.update(self._windows(children, (p.start, p.end), text, words,
                                            spans[parent], pieces))
-        ranges = {}
-        for i, g in enumerate(self.groups):
+        ranges: dict[int, tuple[int, int]] = {}
+        lost = set()  # symbols the translation does not have: they go back in
+        for i, g in enumerate(self.groups):  # parents first
+            if g.symbol:
+                ranges[i] = self._symbol(i, text, words, ranges)
+                lost |= {i} if ranges[i][0] == ranges[i][1] else set()
+                continue
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
-            lead = len(text[start:end]) - len(text[start:end].lstrip(_PUNCT))
-            trail = len(text[start:end]) - len(text[start:end].rstrip(_PUNCT))
-            if not g.edges[0] and lead < end - start:
+            lead, trail = _punctuation(text[start:end], _PUNCT)
+            # the window's edge punctuation stays outside, but as much as the source had inside
+            lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])
+            if 0 < lead < end - start:
                 start += lead
-            if not g.edges[1] and trail < end - start:
+            if 0 < trail < end - start:
                 end -= trail
             ranges[i] = (start, end)
         children: dict[int | None, list[int]] = {}
@@ -204,13 +219,40 @@ class TagPlan:
                 start = min(max(ranges[i][0], pos), hi)
                 end = min(max(ranges[i][1], start), hi)
                 g = self.groups[i]
-                out += [text[pos:start], g.opening, render(children.get(i, []), start, end),
-                        g.closing]
+                inner = g.symbol if i in lost else render(children.get(i, []), start, end)
+                out += [text[pos:start], g.opening, inner, g.closing]
                 pos = end
             out.append(text[pos:hi])
             return "".join(out)
 
         return render(children[None], 0, len(text))
+
+    def _symbol(self, i: int, text: str, words: list[tuple[int, int]],
+                ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        """Where group i, a symbol, is in the translation (inside its parent's range): the
+        place of that symbol nearest its relative place in the source, not inside another
+        group's range where there is one; where the translation lost it, an empty range at
+        the word boundary nearest that place."""
+        g = self.groups[i]
+        lo, hi = ranges[g.parent] if g.parent is not None else (0, len(text))
+        parent = self.groups[g.parent] if g.parent is not None else None
+        s_lo, s_hi = (parent.start, parent.end) if parent else (0, len(self.texts[0]))
+        where = ((g.start + g.end) / 2 - s_lo) / max(1, s_hi - s_lo)
+
+        def distance(at: int) -> float:
+            return abs((at - lo) / max(1, hi - lo) - where)
+
+        found = [m.start() for m in re.finditer(re.escape(g.symbol), text[lo:hi])]
+        found = [lo + a for a in found]
+        others = [ranges[k] for k, o in enumerate(self.groups[:i]) if o.parent == g.parent
+                  and not o.symbol]
+        free = [a for a in found if not any(a < e and s < a + len(g.symbol) for s, e in others)]
+        if free or found:
+            at = min(free or found, key=lambda a: distance(a + len(g.symbol) / 2))
+            return at, at + len(g.symbol)
+        edges = [lo, hi, *(x for word in words for x in word if lo <= x <= hi)]
+        at = min(edges, key=distance)
+        return at, at
 
     def _windows(self, which: list[int], source: tuple[int, int], text: str,
                  words: list[tuple[int, int]], within: tuple[int, int],
@@ -340,6 +382,21 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
         elif parent is None:
             groups.append(([pair], container))
     return groups
+
+
+_OWN_BRACES = re.compile(r"\{[^{}\s]*\}")  # a mask ("{3}") or a placeholder ("{name}")
+
+
+def _unmasked(text: str) -> str:
+    """text with each mask or placeholder in braces as letters: not punctuation."""
+    return _OWN_BRACES.sub(lambda m: "x" * len(m.group()), text)
+
+
+def _punctuation(text: str, chars: str) -> tuple[int, int]:
+    """How many of `chars` text has at its start and at its end (not the braces of a mask:
+    "{3}." ends in one)."""
+    core = _unmasked(text)
+    return len(core) - len(core.lstrip(chars)), len(core) - len(core.rstrip(chars))
 
 
 def _spaced_after(c: str) -> bool:

@@ -42,6 +42,37 @@ def test_punctuation_stays_outside_unless_the_pair_held_it():
     assert plan.apply(["Siehe das Handbuch.", "Handbuch"]) == "Siehe das {1}Handbuch{2}."
 
 
+def test_a_pair_keeps_as_much_edge_punctuation_as_it_held():
+    # it held a closing quote: the period and parenthesis after it came in too
+    plan = TagPlan.of("(see {1}Section 7.6, “Sandbox”{2}).", PAIR)
+    assert plan.apply(["(siehe Abschnitt 7.6, „Sandkasten“).", "Abschnitt 7.6, „Sandkasten“"]
+                      ) == "(siehe {1}Abschnitt 7.6, „Sandkasten“{2})."
+    # a mask's braces are no punctuation: the comma after a link's address came in
+    plan = TagPlan.of("Write to {1}{3}{2}, then wait.", PAIR)
+    assert plan.apply(["Schreiben Sie an {3}, dann warten."]) == (
+        "Schreiben Sie an {1}{3}{2}, dann warten.")
+    # a mask glued to the word before is a word of its own: the pair cut "]{3}" apart
+    plan = TagPlan.of("[{1}Preprocessors{2}]{3} alter the source.", PAIR)
+    assert plan.apply(["[Präprozessoren]{3} ändern die Quelle.", "Präprozessoren"]) == (
+        "[{1}Präprozessoren{2}]{3} ändern die Quelle.")
+
+
+def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
+    # a period in a run of its own format (.docx), a permalink's pilcrow (Sphinx's HTML), a
+    # footnote's back arrow: each wrapped the word nearest its place
+    pairs = (("{1}", "{2}"), ("{3}", "{4}"))
+    plan = TagPlan.of("{1}Text with{2} character style{3}.{4}", pairs)
+    assert plan.apply(["Text mit Zeichenformat.", "Text mit"]) == (
+        "{1}Text mit{2} Zeichenformat{3}.{4}")
+    plan = TagPlan.of("Installing Python{1}¶{2}", PAIR)
+    assert plan.texts == ("Installing Python¶",)
+    assert plan.apply(["Python installieren¶"]) == "Python installieren{1}¶{2}"
+    # the translation lost it: it goes back at the word boundary nearest its place
+    assert plan.apply(["Python installieren"]) == "Python installieren{1}¶{2}"
+    plan = TagPlan.of("A {1}({2}small{3}){4} note.", (("{1}", "{2}"), ("{3}", "{4}")))
+    assert plan.apply(["Eine (kleine) Notiz."]) == "Eine {1}({2}kleine{3}){4} Notiz."
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
