@@ -2,7 +2,8 @@
 Spans (text:span, text:a) become `<g>` groups, nested as they were; other elements inside a
 paragraph (text:s spaces, tabs, line breaks, notes, frames, bookmarks, fields) are `<x/>` atoms
 put back where the translation has them. Rebuilt spans copy their original's name and
-attributes (so their style), and styles, page layout and metadata are untouched."""
+attributes (so their style), one copy for the pieces of the translation that follow each other
+in it (a link stays one link), and styles, page layout and metadata are untouched."""
 
 from __future__ import annotations
 
@@ -76,16 +77,17 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
         atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
         breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
+        made = {}  # the copy written for an id: the pieces after it in that span go into it
         for piece in decode(text, atoms, groups, breaks):
             if isinstance(piece, Atom):
                 p.appendChild(nodes[piece.id])
                 continue
             words, ids = piece
             parent = p
-            for g in ids:  # the piece's spans, outermost first, each a fresh copy
-                span = _shallow_copy(nodes[g])
-                parent.appendChild(span)
-                parent = span
+            for g in ids:  # the piece's spans, outermost first, each a fresh copy or the last
+                if not parent.childNodes or parent.childNodes[-1] is not made.get(g):
+                    made[g] = parent.appendChild(_shallow_copy(nodes[g]))
+                parent = made[g]
             parent.appendChild(TextNode(words))
     # odfpy's write takes every child of <office:meta> for an element: a meta.xml written with
     # whitespace between them failed on the text ('Text' object has no attribute 'qname')

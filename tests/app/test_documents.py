@@ -431,6 +431,27 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
     assert out.sections[0].header.paragraphs[0].text == "ynapmoC troper"
 
 
+def test_docx_a_link_of_several_runs_stays_one_link():
+    # each piece of the translation inside a link got a link of its own: one link of a word in
+    # bold and a word not became two links (three with the space between)
+    document = docx.Document()
+    p = document.add_paragraph("Read the ")
+    link = docx.oxml.OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), p.part.relate_to(
+        "https://example.org", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True))
+    for text, bold in (("user", False), (" guide", True)):
+        r = p.add_run(text)
+        r.bold = bold
+        link.append(r._r)  # moved into the link
+    p._p.append(link)
+    p.add_run(" first.")
+    out = docx.Document(io.BytesIO(run(docx_bytes(document), "docx")))
+    links = out.paragraphs[0]._p.findall(qn("w:hyperlink"))
+    assert len(links) == 1
+    assert "".join(t.text for t in links[0].iter(qn("w:t"))) == "resu ediug"
+    assert out.paragraphs[0].text == "daeR eht resu ediug tsrif."
+
+
 def _field_runs(paragraph, instruction: str, shown: str) -> None:
     """A complex field (as Word writes a page number) appended to a python-docx paragraph."""
     for kind, text in (("begin", None), ("instr", instruction), ("separate", None),
@@ -629,6 +650,24 @@ def test_odt_line_breaks_and_tabs_get_no_spaces_around_them():
     para = out.getElementsByType(odftext.P)[-1]
     assert teletype.extractText(para) == "tsriF enil\ndnoces enil\tretfa a bat."
     assert len(para.getElementsByType(odftext.LineBreak)) == 1
+
+
+def test_odt_a_link_with_a_span_in_it_stays_one_link():
+    document = opendocument.load(io.BytesIO(odt_file()))
+    p = odftext.P(text="Read the ")
+    link = odftext.A(href="https://example.org", type="simple")
+    link.addElement(odftext.Span(stylename="Strong", text="user"))
+    teletype.addTextToElement(link, " guide")
+    p.addElement(link)
+    teletype.addTextToElement(p, " first.")
+    document.text.addElement(p)
+    buf = io.BytesIO()
+    document.write(buf)
+    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    para = out.getElementsByType(odftext.P)[-1]
+    links = para.getElementsByType(odftext.A)
+    assert [teletype.extractText(a) for a in links] == ["resu ediug"]
+    assert [teletype.extractText(s) for s in links[0].getElementsByType(odftext.Span)] == ["resu"]
 
 
 def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
