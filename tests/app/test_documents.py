@@ -637,34 +637,34 @@ def test_odt_keeps_headings_spans_styles_and_spaces():
     assert teletype.extractText(para).startswith("eW pihs txen keew dna")
 
 
+def _odt_translated(*paragraphs):
+    """odt_file() with these paragraphs (or headings) added, through the fake, read back."""
+    document = opendocument.load(io.BytesIO(odt_file()))
+    for p in paragraphs:
+        document.text.addElement(p)
+    buf = io.BytesIO()
+    document.write(buf)
+    return opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+
+
 def test_odt_line_breaks_and_tabs_get_no_spaces_around_them():
     # put back in the sentence, they got a space on each side: the next line began with one
-    document = opendocument.load(io.BytesIO(odt_file()))
     p = odftext.P(text="First line")
     p.addElement(odftext.LineBreak())
     teletype.addTextToElement(p, "second line\tafter a tab.")
-    document.text.addElement(p)
-    buf = io.BytesIO()
-    document.write(buf)
-    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
-    para = out.getElementsByType(odftext.P)[-1]
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
     assert teletype.extractText(para) == "tsriF enil\ndnoces enil\tretfa a bat."
     assert len(para.getElementsByType(odftext.LineBreak)) == 1
 
 
 def test_odt_a_link_with_a_span_in_it_stays_one_link():
-    document = opendocument.load(io.BytesIO(odt_file()))
     p = odftext.P(text="Read the ")
     link = odftext.A(href="https://example.org", type="simple")
     link.addElement(odftext.Span(stylename="Strong", text="user"))
     teletype.addTextToElement(link, " guide")
     p.addElement(link)
     teletype.addTextToElement(p, " first.")
-    document.text.addElement(p)
-    buf = io.BytesIO()
-    document.write(buf)
-    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
-    para = out.getElementsByType(odftext.P)[-1]
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
     links = para.getElementsByType(odftext.A)
     assert [teletype.extractText(a) for a in links] == ["resu ediug"]
     assert [teletype.extractText(s) for s in links[0].getElementsByType(odftext.Span)] == ["resu"]
@@ -674,8 +674,8 @@ def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
     # an image's caption (a paragraph in a frame's text box, in a paragraph or heading): the
     # outer paragraph's rebuild took the frame out of odfpy's element caches, and the inner
     # paragraph's then failed on it (ValueError: list.remove(x): x not in list)
-    document = opendocument.load(io.BytesIO(odt_file()))
-    for outer in (odftext.P(text="See the plan "), odftext.H(outlinelevel=2, text="Plan ")):
+    outers = (odftext.P(text="See the plan "), odftext.H(outlinelevel=2, text="Plan "))
+    for outer in outers:
         frame = draw.Frame(width="5cm", height="3cm", anchortype="as-char")
         box = draw.TextBox()
         caption = odftext.P(text="Figure ")
@@ -685,10 +685,7 @@ def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
         frame.addElement(box)
         outer.addElement(frame)
         teletype.addTextToElement(outer, " below.")
-        document.text.addElement(outer)
-    buf = io.BytesIO()
-    document.write(buf)
-    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+    out = _odt_translated(*outers)
     outer = [out.getElementsByType(odftext.P)[-3], out.getElementsByType(odftext.H)[-1]]
     assert [teletype.extractText(p) for p in outer] == [
         "eeS eht nalp erugiF eno swohs ti woleb.", "nalP erugiF eno swohs ti woleb."]
