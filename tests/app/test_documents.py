@@ -270,6 +270,13 @@ def test_srt_keeps_numbering_timings_and_line_breaks():
     assert out.count("\r\n") == src.count("\n") and "\n" not in out.replace("\r\n", "")
 
 
+def test_srt_without_numbers_is_numbered_from_one():
+    # every cue of a file without numbers came back numbered 0
+    src = "00:00:01,000 --> 00:00:02,500\nHello there\n\n00:00:03,000 --> 00:00:04,000\nBye now\n"
+    out = run(src.encode(), "srt").decode()
+    assert [(s.index, s.content) for s in srt.parse(out)] == [(1, "olleH ereht"), (2, "eyB won")]
+
+
 def test_po_fills_msgstr_and_keeps_catalog_metadata():
     catalog = polib.POFile()
     catalog.metadata = {
