@@ -133,7 +133,9 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
     except DocumentError:
         raise
     except Exception as exc:  # each library has its own errors for a broken file
-        raise InvalidDocument(f"cannot read the file as .{fmt}: {exc}") from exc
+        # the first 200 characters: some quote all of the file they could not read
+        said = str(exc) if len(str(exc)) <= 200 else f"{str(exc)[:200]}..."
+        raise InvalidDocument(f"cannot read the file as .{fmt}: {said}") from exc
     if len(doc.segments) > limits.max_segments:
         raise DocumentTooLarge(
             f"the file has {len(doc.segments)} segments; the limit is {limits.max_segments}",

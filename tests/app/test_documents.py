@@ -716,6 +716,19 @@ def test_odt_with_a_pretty_printed_meta_part_is_written():
     assert teletype.extractText(out.getElementsByType(odftext.H)[0]) == "ylretrauQ nalp"
 
 
+def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():
+    # a UTF-32 file was read as UTF-16 (its BOM starts like one): a subtitle file came back
+    # refused with 1,700 characters of what the srt library could not match, NULs and all
+    for encoding in ("utf-32-le", "utf-32-be"):
+        data = "\ufeff1\n00:00:01,000 --> 00:00:02,000\nHello there\n".encode(encoding)
+        assert extract(data, "srt").segments == ["Hello there"]
+        assert run(data, "srt").decode("utf-32").endswith("olleH ereht\n\n")
+    with pytest.raises(InvalidDocument) as err:
+        extract(b"no cue here " * 500 + b"\n\n1\n00:00:01,000 --> 00:00:02,000\nHi\n", "srt")
+    assert err.value.message.startswith("cannot read the file as .srt: ")
+    assert len(err.value.message) < 300
+
+
 def test_formats_limits_and_broken_files():
     assert format_of("Report.DOCX") == "docx" and format_of("a/b.xlf") == "xlf"
     with pytest.raises(UnsupportedFormat, match=r"\.exe") as unsupported:
