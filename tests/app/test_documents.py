@@ -6,6 +6,7 @@ built here with the same libraries that read them (the documents extra, which de
 the tests compare structure, not wording."""
 
 import copy
+import functools
 import io
 import re
 import zipfile
@@ -305,6 +306,34 @@ def test_po_fills_msgstr_and_keeps_catalog_metadata():
     assert second.flags == ["c-format"] and second.msgstr == "ypoC %s ot %d secalp"
     assert plural.msgstr_plural == {0: "eno elif", 1: "%d selif"}
     assert old.obsolete and old.msgstr == "Alter Text"
+
+
+def _po(charset: str, entry: str, forms: str = "") -> str:
+    """A catalog of one entry, its header declaring the charset (and the plural forms)."""
+    header = f'"Content-Type: text/plain; charset={charset}\\n"\n' + (
+        f'"Plural-Forms: {forms}\\n"\n' if forms else "")
+    return f'msgid ""\nmsgstr ""\n{header}\n{entry}'
+
+
+def test_po_in_the_charset_it_declares_or_in_utf8_where_that_cannot_hold_the_translation():
+    umlauts = functools.partial(translate_document, translate=lambda texts: [
+        t.replace("a", "ä") for t in texts])
+    # ASCII declared: a translation with an umlaut failed to encode (UnicodeEncodeError, a 500)
+    out = umlauts(_po("ASCII", 'msgid "Save all"\nmsgstr ""\n').encode(), "po")
+    catalog = polib.pofile(out.decode())
+    assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+    assert catalog[0].msgstr == "Säve äll"
+    # ISO-8859-15 declared and used (é): refused as not UTF-8; read, and written in it again
+    src = _po("ISO-8859-15", 'msgid "Café menu"\nmsgstr ""\n').encode("iso-8859-15")
+    out = umlauts(src, "po")
+    assert b"charset=ISO-8859-15" in out and "Cäfé menu" in out.decode("iso-8859-15")
+    # a template's placeholders (xgettext writes them): the catalog says what it is now
+    src = _po("CHARSET", 'msgid "one file"\nmsgid_plural "%d files"\nmsgstr[0] ""\n'
+              'msgstr[1] ""\n', "nplurals=INTEGER; plural=EXPRESSION;")
+    catalog = polib.pofile(umlauts(src.encode(), "pot").decode())
+    assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+    assert catalog.metadata["Plural-Forms"] == "nplurals=2; plural=(n != 1);"
+    assert catalog[0].msgstr_plural == {0: "one file", 1: "%d files"}
 
 
 XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
