@@ -77,8 +77,10 @@ _URL = (
 )
 _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
-# a Markdown link's (target), parentheses in it too (a Wikipedia link), and its "title", if any
-_CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+?``(?!`)|(?<!`)`[^`\n]+`(?!`)"""
+# over one line break at most, a Markdown link's (target), parentheses in it too (a Wikipedia
+# link), and its "title", if any
+_CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
+         r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
          r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)""")
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"

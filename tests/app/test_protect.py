@@ -38,6 +38,9 @@ FIND_SPANS_CASES = [
     # reStructuredText's and Markdown's double backticks (a backtick may be inside): the
     # single-backtick pattern took "`x`" and "` and `" as code, the outer backticks as text
     ("Run ``make html`` or ``a ` b`` and `x`", ["``make html``", "``a ` b``", "`x`"]),
+    # code wrapped onto the next line (reStructuredText, Markdown), not over a blank line
+    ("code like ``if\nos.path`` or `<div\nclass=\"x\">`, not `a\n\nb`",
+     ["``if\nos.path``", '`<div\nclass="x">`']),
     # a link target with parentheses in it (Wikipedia's, man pages'): the URL alone was
     # protected, the parentheses and the closing one of the target went to the model
     ("See [ZIP](https://en.wikipedia.org/wiki/ZIP_(file_format)) and [man](x(7) \"t\")",
