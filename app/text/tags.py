@@ -400,9 +400,9 @@ def _punctuation(text: str, chars: str) -> tuple[int, int]:
 
 
 def _spaced_after(c: str) -> bool:
-    """Whether a word that follows c directly is a word of its own (after a letter, a digit or
-    a mark that ends a clause), not one an opening bracket or quote holds."""
-    return c.isalnum() or c in ".,;:!?"
+    """Whether a word that follows c directly is a word of its own (after a letter, a digit, a
+    mark that ends a clause or a closing bracket), not one an opening bracket or quote holds."""
+    return c.isalnum() or c in ".,;:!?)]}”’»"
 
 
 def _without(sentence: str, removed: list[tuple[int, int]]):

@@ -385,6 +385,10 @@ def test_an_atom_between_two_words_with_no_space_leaves_one():
     assert plan.texts == ("Done.",)
     plan = TagPlan.of("Name:{1}John Smith", (), ("{1}",))
     assert plan.texts == ("Name: John Smith",)
+    # after a closing bracket too: "save(name)This" was one word, and a line break between
+    # them (an .odt's) went back after "This"
+    plan = TagPlan.of("save(name){1}This method", (), ("{1}",))
+    assert plan.texts == ("save(name) This method",)
     # a word an opening bracket or quote holds stays held: "(bold)", not "( bold)"
     plan = TagPlan.of('See ({1}bold{2}) and "{3}this{4}" here.', (("{1}", "{2}"), ("{3}", "{4}")))
     assert plan.texts[0] == 'See (bold) and "this" here.'
