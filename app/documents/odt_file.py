@@ -79,16 +79,14 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
         made = {}  # the copy written for an id: the pieces after it in that span go into it
         for piece in decode(text, atoms, groups, breaks):
-            if isinstance(piece, Atom):
-                p.appendChild(nodes[piece.id])
-                continue
-            words, ids = piece
+            atom = isinstance(piece, Atom)
             parent = p
-            for g in ids:  # the piece's spans, outermost first, each a fresh copy or the last
+            # the piece's spans, outermost first, each a fresh copy or the last one
+            for g in piece.groups if atom else piece[1]:
                 if not parent.childNodes or parent.childNodes[-1] is not made.get(g):
                     made[g] = parent.appendChild(_shallow_copy(nodes[g]))
                 parent = made[g]
-            parent.appendChild(TextNode(words))
+            parent.appendChild(nodes[piece.id] if atom else TextNode(piece[0]))
     # odfpy's write takes every child of <office:meta> for an element: a meta.xml written with
     # whitespace between them failed on the text ('Text' object has no attribute 'qname')
     meta = document.meta.childNodes

@@ -33,7 +33,8 @@ placed the same way, among the words of its parent's window only.
 
 A tag that stands alone (`<img/>`, XLIFF `<x/>`: `TagMarks.atoms`) leaves the sentence too, and
 app.text.protect's unmask puts it back by its place in the source (a line break, `<br>`, ends the
-sentence before it gets here: app.translation.service._layout).
+sentence before it gets here: app.translation.service._layout). A pair around such tags only (an
+.odt span holding a field) leaves and comes back with them.
 
 Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
 two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
@@ -131,10 +132,14 @@ class TagPlan:
            atoms: Iterable[str] = ()) -> TagPlan | None:
         """The plan for sentence, or None where no pair of it is carried over and no atom
         taken out (the sentence then goes to the model as it is)."""
-        found = []
+        found, atoms = [], list(atoms)
         for opening, closing in pairs:
             a, b = sentence.find(opening), sentence.find(closing)
             if a < 0 or b < a + len(opening) or sentence.count(opening) != 1:
+                continue
+            if not functools.reduce(lambda t, atom: t.replace(atom, ""), atoms,
+                                    sentence[a + len(opening):b]).strip():
+                atoms += [opening, closing]  # around atoms only: out and back with them
                 continue
             found.append((a, a + len(opening), b, b + len(closing)))
         groups = _groups(sentence, sorted(found))

@@ -706,6 +706,20 @@ def test_odt_a_link_with_a_span_in_it_stays_one_link():
     assert [teletype.extractText(s) for s in links[0].getElementsByType(odftext.Span)] == ["resu"]
 
 
+def test_odt_a_field_in_a_span_stays_in_it():
+    # a span holding only a field (a page number in bold): the field came back bare, its
+    # format lost
+    p = odftext.P(text="Total pages: ")
+    span = odftext.Span(stylename="Strong")
+    span.addElement(odftext.PageCount(text="3"))
+    p.addElement(span)
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
+    spans = para.getElementsByType(odftext.Span)
+    assert [(s.getAttribute("stylename"), len(s.getElementsByType(odftext.PageCount)))
+            for s in spans] == [("Strong", 1)]
+    assert teletype.extractText(para) == "latoT segap: 3"
+
+
 def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
     # an image's caption (a paragraph in a frame's text box, in a paragraph or heading): the
     # outer paragraph's rebuild took the frame out of odfpy's element caches, and the inner

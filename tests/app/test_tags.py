@@ -376,6 +376,15 @@ def test_the_shipped_model_keeps_every_word_beside_an_image():
     assert re.sub(r" ?<img[^>]*> ?", " ", out).strip() == plain, (out, plain)
 
 
+def test_a_pair_around_atoms_only_goes_out_and_back_with_them():
+    # a span holding only a field (.odt): carried as a pair of no words, it wrapped a word
+    plan = TagPlan.of("See page {1}{2}{3} for more.", (("{1}", "{3}"),), ("{2}",))
+    assert plan.texts == ("See page for more.",)
+    m = mask('See page <g id="0"><x id="1"/></g> for more.')
+    out = unmask(m, plan.apply(["Siehe Seite für mehr."]))
+    assert '<g id="0"><x id="1"/></g>' in out
+
+
 def test_an_atom_between_two_words_with_no_space_leaves_one():
     plan = TagPlan.of("Save the file{1}and close it.", (), ("{1}",))
     assert plan.texts == ("Save the file and close it.",)  # two words, not "fileand"
