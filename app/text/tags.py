@@ -24,7 +24,8 @@ braces are no punctuation, and a mask is a word of its own: `[{1}x{2}]{3}`). A p
 whole sentence wraps the whole translation, and one around text without letters (`<b>%s</b>`)
 is matched by that text itself; neither asks the model for a second translation. A pair around
 a symbol, text without a letter or digit (a period in a run of its own format, a permalink's
-`¶`), wraps that symbol where the translation has it nearest its relative place, not a word;
+`¶`), wraps that symbol where the translation has it nearest its relative place, not a word
+(another pair's window leaves it out at its edges: `<em>B</em><a>¶</a>` read "B¶");
 where the translation lost it, the pair brings it back at the nearest word boundary.
 
 A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pair nested in
@@ -196,6 +197,7 @@ class TagPlan:
                                            spans[parent], pieces))
         ranges: dict[int, tuple[int, int]] = {}
         lost = set()  # symbols the translation does not have: they go back in
+        edge = _PUNCT + "".join(g.symbol for g in self.groups)  # left out at a window's edges
         for i, g in enumerate(self.groups):  # parents first
             if g.symbol:
                 ranges[i] = self._symbol(i, text, words, ranges)
@@ -203,7 +205,7 @@ class TagPlan:
                 continue
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
-            lead, trail = _punctuation(text[start:end], _PUNCT)
+            lead, trail = _punctuation(text[start:end], edge)
             # the window's edge punctuation stays outside, but as much as the source had inside
             lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])
             if 0 < lead < end - start:

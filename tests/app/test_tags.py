@@ -71,6 +71,9 @@ def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
     assert plan.apply(["Python installieren"]) == "Python installieren{1}¶{2}"
     plan = TagPlan.of("A {1}({2}small{3}){4} note.", (("{1}", "{2}"), ("{3}", "{4}")))
     assert plan.apply(["Eine (kleine) Notiz."]) == "Eine {1}({2}kleine{3}){4} Notiz."
+    # glued to the word of another pair: that pair's window leaves it out
+    plan = TagPlan.of("Header {1}B{2}{3}¶{4}", pairs)
+    assert plan.apply(["Kopfzeile B¶", "B"]) == "Kopfzeile {1}B{2}{3}¶{4}"
 
 
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
