@@ -3,9 +3,11 @@
 Markdown reads their line breaks as spaces), is a segment; table cells are segments; fenced
 and indented code, link reference definitions, rules and table separators stay verbatim. The
 line breaks inside a segment go back into its translation at the nearest spaces
-(app.text.segment.rewrap). Inline code and link targets are protected spans (app.text.protect), so
-`[the docs](setup.md)` keeps its target. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`)
-travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---` ... `---` or
+(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
+(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its label
+(`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label).
+Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b> does in
+HTML (`_emphasis`). Front matter (`---` ... `---` or
 `+++` ... `+++` at the top), a setext heading's underline, HTML comments and lines of an HTML
 block (`<div ...>`) stay verbatim too: translated, their keys, markers and attributes broke."""
 
@@ -92,7 +94,8 @@ def extract(data: bytes) -> Document:
                   if pieces[k].strip()]
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
-    segments, markers = zip(*(_emphasis(_text(lines, i, k, more).strip())
+    labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
+    segments, markers = zip(*(_emphasis(_references(_text(lines, i, k, more).strip(), labels))
                               for i, k, more in cells), strict=True) if cells else ((), ())
     return Document("md", list(segments), (lines, cells, encoding, markers), wraps=always)
 
@@ -100,6 +103,29 @@ def extract(data: bytes) -> Document:
 def _text(lines: list[str], i: int, k: int, more: list[int]) -> str:
     """A cell's text with the lines that continue it (and the line breaks between)."""
     return _pieces(lines[i])[k] + "".join(lines[j - 1] + lines[j] for j in more)
+
+
+_DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
+_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
+
+
+def _label(text: str) -> str:
+    """A link label as CommonMark matches it to its definition."""
+    return " ".join(text.split()).casefold()
+
+
+def _references(text: str, labels: set[str]) -> str:
+    """text with each shortcut or collapsed reference link of a defined label ([label],
+    [label][]) written as a full one ([label][label]), outside code: its text is translated
+    and its label, protected (app.text.protect), stays the key of its definition; translated,
+    the label matched no definition and the link broke."""
+    if not labels or "[" not in text:
+        return text
+    inside = bytearray(len(text) + 1)
+    for span in find_spans(text):
+        inside[span.start : span.end] = b"\1" * (span.end - span.start)
+    return _REFERENCE.sub(lambda m: f"[{m.group(1)}][{m.group(1)}]" if _label(m.group(1))
+                          in labels and not inside[m.start()] else m.group(), text)
 
 
 def _punctuation(c: str) -> bool:

@@ -78,18 +78,19 @@ _URL = (
 _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
 # over one line break at most, a Markdown link's (target), parentheses in it too (a Wikipedia
-# link), and its "title", if any
+# link), and its "title", if any, or its [label] (a reference link's: the key of its definition)
 _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
          r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
-         r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)""")
+         r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
+         r"""|(?<=\])\[[^\[\]\n]+\]""")
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
 # every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
-# "`" or "](", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
+# "`", "](" or "][", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
 # each of its alternatives at every position, this one scan is far quicker (`_spans`)
-_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(")
+_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(|\]\[")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 

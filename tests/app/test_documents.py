@@ -215,6 +215,18 @@ def test_markdown_emphasis_stays_balanced_where_the_words_move():
                    "here. **inside _italic_ with Bold**\n")
 
 
+def test_markdown_reference_links_keep_their_labels():
+    # a label is the key of its definition: translated, it matched none and the link broke
+    # ("[markdown/__meta__.py]" even lent its underscores to another word as emphasis)
+    src = ("See the [user guide], [the API][api] or [Setup][], not [this].\n\n"
+           "[user guide]: guide.md\n[api]: api.md\n[setup]: setup.md\n")
+    out = run(src.encode(), "md").decode()
+    assert out == ("eeS eht [resu ediug][user guide], [eht IPA][api] ro [puteS][Setup], ton "
+                   "[siht].\n\n[user guide]: guide.md\n[api]: api.md\n[setup]: setup.md\n")
+    out = run(b"Update [`a/__init__.py`][a/__init__.py] now.\n\n[a/__init__.py]: x\n", "md")
+    assert out.decode().startswith("etadpU [`a/__init__.py`][a/__init__.py] won.")
+
+
 def test_markdown_leaves_what_is_not_emphasis_alone():
     src = ("* A bullet with 2 * 3 and 4*5 inside\n\n"
            "Set max_batch_size or __init__ in snake_case_names.\n\n"
