@@ -278,7 +278,7 @@ class TagPlan:
             goals = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
                      for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
                      if x.strip(_PUNCT + " ")]
-            size = min(hi - lo, max(1, len(goals[0].text.split()) if goals else 1))
+            size = min(hi - lo, max(1, len(_WORD.findall(goals[0].text)) if goals else 1))
             where = ((g.start + g.end) / 2 - source[0]) / s_len
             wanted[i] = (size, where)
             for length in range(max(1, size - 1), size + 2):

@@ -55,6 +55,10 @@ def test_a_pair_keeps_as_much_edge_punctuation_as_it_held():
     plan = TagPlan.of("[{1}Preprocessors{2}]{3} alter the source.", PAIR)
     assert plan.apply(["[Präprozessoren]{3} ändern die Quelle.", "Präprozessoren"]) == (
         "[{1}Präprozessoren{2}]{3} ändern die Quelle.")
+    # and counts as one in the size of the window (it was one short per glued mask)
+    plan = TagPlan.of("{1}Read [the guide]{3} and [the docs]{4} today.{2} Then rest.", PAIR)
+    wrapped = "Lies [die Anleitung]{3} und [die Doku]{4} heute."
+    assert plan.apply([f"{wrapped} Dann ruhe.", wrapped]) == "{1}" + wrapped + "{2} Dann ruhe."
 
 
 def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
