@@ -40,6 +40,7 @@ from pathlib import Path
 
 from app import documents
 from app.config import Settings
+from app.documents import _characters
 from app.text.protect import find_spans
 
 _LETTERS = re.compile(r"[^\W\d_]{2,}")
@@ -200,11 +201,12 @@ def md_shape(data: bytes) -> dict:
         else:
             prose.append(line)
     text = "\n".join(prose)
+    code_spans = [text[s.start : s.end] for s in find_spans(text) if s.kind == "code"]
     return {"lines": len(lines), "fenced code": code,
             "markers": [m.group() for line in prose
                         if (m := re.match(r"\s*(#{1,6}\s|>\s?|[-*+]\s|\d+[.)]\s|\|)", line))],
-            "inline code": sorted(re.findall(r"`[^`\n]+`", text)),
-            "link targets": sorted(re.findall(r"\]\([^)\s]*", text))}
+            "inline code": sorted(c for c in code_spans if c.startswith("`")),
+            "link targets": sorted(c for c in code_spans if c.startswith("("))}
 
 
 def srt_shape(data: bytes) -> dict:
@@ -318,9 +320,11 @@ _READ_VALUE = re.compile(r"""(\s(?:alt|title|placeholder|aria-label)\s*=\s*)(?:"
                          re.IGNORECASE)
 
 
-def spans(text: str, renumbered: bool = False) -> Counter:
+def spans(text: str, renumbered: bool = False, markup: bool = False) -> Counter:
     """The protected spans of a text; renumbered: the ids of app.documents.inline's tags
-    left out (a .docx or .odt read back numbers its runs anew)."""
+    left out (a .docx or .odt read back numbers its runs anew); markup: character references
+    read as characters (the translation writes them so)."""
+    text = _characters(text) if markup else text
     text = _EMPTY_PAIR.sub("", text) if renumbered else text  # an empty run is left out
     found = (_READ_VALUE.sub(r"\1", text[s.start : s.end]) for s in find_spans(text))
     return Counter(_INLINE_ID.sub(r"\1", f) if renumbered else f for f in found)
@@ -329,6 +333,7 @@ def spans(text: str, renumbered: bool = False) -> Counter:
 def words(text: str, markup: bool, undo: bool) -> str:
     """The text without its protected spans, unescaped, whitespace collapsed; with undo, the
     fake's reversal undone."""
+    text = _characters(text) if markup else text
     pieces, pos = [], 0
     for s in find_spans(text):
         pieces += [text[pos : s.start], " "]
@@ -344,7 +349,8 @@ def text_problems(fmt: str, data: bytes, out: bytes, fake: bool) -> list[str]:
     problems = []
     renumbered = fmt in ("docx", "odt")
     for k, (source, target) in enumerate(translated_pairs(fmt, data, out)):
-        before, after = spans(source, renumbered), spans(target, renumbered)
+        before = spans(source, renumbered, markup)
+        after = spans(target, renumbered, markup)
         if before != after:
             lost, added = before - after, after - before
             problems.append(f"segment {k}: protected spans changed (lost {dict(lost)}, "
