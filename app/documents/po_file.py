@@ -4,10 +4,10 @@ flags, comments, references and obsolete entries stay as they were, and so do en
 translated (not fuzzy): a translator's msgstr is not replaced by the model's.
 
 A catalog is read in the charset its header declares where it is not UTF-8, and written in it
-again where that holds the translations; else (ASCII declared and an umlaut translated) in
-UTF-8, and the header says so. A template's placeholders (charset=CHARSET, nplurals=INTEGER,
-as xgettext writes them) become UTF-8 and the two forms written (gettext's default rule), so
-that the catalog compiles."""
+again where that holds the translations; else (ASCII declared and an umlaut translated, or
+none declared) in UTF-8, and the header says so. A template's placeholders (charset=CHARSET,
+nplurals=INTEGER, as xgettext writes them) become UTF-8 and the two forms written (gettext's
+default rule), so that the catalog compiles."""
 
 from __future__ import annotations
 
@@ -68,4 +68,6 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             pass  # the translations have characters it lacks
     if declared:
         meta["Content-Type"] = _CHARSET.sub("charset=UTF-8", meta["Content-Type"])
+    elif meta:  # a header without a charset: gettext reads the catalog as ASCII
+        meta["Content-Type"] = "text/plain; charset=UTF-8"
     return str(catalog).encode("utf-8")

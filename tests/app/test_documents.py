@@ -346,6 +346,11 @@ def test_po_in_the_charset_it_declares_or_in_utf8_where_that_cannot_hold_the_tra
     assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
     assert catalog.metadata["Plural-Forms"] == "nplurals=2; plural=(n != 1);"
     assert catalog[0].msgstr_plural == {0: "one file", 1: "%d files"}
+    # none declared: gettext reads the catalog as ASCII, and Python's gettext fails on an umlaut
+    src = 'msgid ""\nmsgstr ""\n"Project-Id-Version: x 1\\n"\n\nmsgid "Save"\nmsgstr ""\n'
+    catalog = polib.pofile(umlauts(src.encode(), "po").decode())
+    assert catalog.metadata == {"Project-Id-Version": "x 1",
+                                "Content-Type": "text/plain; charset=UTF-8"}
 
 
 XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
