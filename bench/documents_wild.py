@@ -40,7 +40,7 @@ from pathlib import Path
 
 from app import documents
 from app.config import Settings
-from app.documents import _characters
+from app.documents import _characters, po_file
 from app.text.protect import find_spans
 
 _LETTERS = re.compile(r"[^\W\d_]{2,}")
@@ -213,14 +213,18 @@ def srt_shape(data: bytes) -> dict:
     import srt
 
     subs = list(srt.parse(documents.txt_file.decode_text(data)[0]))
-    return {"cues": [(s.index, str(s.start), str(s.end), s.content.count("\n")) for s in subs]}
+    # (cues without a number get their place)
+    return {"cues": [(s.index or k, str(s.start), str(s.end), s.content.count("\n"))
+                     for k, s in enumerate(subs, 1)]}
 
 
 def po_shape(data: bytes) -> dict:
     import polib
 
-    catalog = polib.pofile(documents.txt_file.decode_text(data)[0])
-    return {"metadata": catalog.metadata, "entries": [
+    catalog = polib.pofile(po_file._decoded(data))
+    # (the charset and plural forms may be declared anew: app.documents.po_file)
+    meta = {k: v for k, v in catalog.metadata.items() if k not in ("Content-Type", "Plural-Forms")}
+    return {"metadata": meta, "entries": [
         (e.msgctxt, e.msgid, e.msgid_plural, sorted(e.flags), e.occurrences, e.obsolete)
         for e in catalog]}
 
@@ -281,8 +285,7 @@ def translated_pairs(fmt: str, data: bytes, out: bytes) -> list[tuple[str, str]]
     if fmt in ("po", "pot"):
         import polib
 
-        before = polib.pofile(documents.txt_file.decode_text(data)[0])
-        after = polib.pofile(documents.txt_file.decode_text(out)[0])
+        before, after = polib.pofile(po_file._decoded(data)), polib.pofile(po_file._decoded(out))
         pairs = []
         for old, new in zip(before, after, strict=True):
             if old.msgid and not old.obsolete and not old.translated():
