@@ -1,8 +1,9 @@
 """Markdown (.md), block by block: a paragraph's or list item's text after its block marker
 (`# `, `> `, `- `, `1. `, `- [ ] `), with the lines that continue it (no marker of their own:
-Markdown reads their line breaks as spaces), is a segment; table cells are segments; fenced
-and indented code, link reference definitions, rules and table separators stay verbatim. The
-line breaks inside a segment go back into its translation at the nearest spaces
+Markdown reads their line breaks as spaces), is a segment; table cells are segments (a row
+needs no pipe at its ends, as GitHub reads tables); fenced and indented code, link reference
+definitions, rules and table separators stay verbatim. The line breaks inside a segment go
+back into its translation at the nearest spaces
 (app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
 (app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its label
 (`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label).
@@ -23,11 +24,12 @@ from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
     r"|^\s{0,3}\[[^\]]+\]:\s"  # link reference definition
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
-    r"|^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$"  # table separator
+    rf"|{_SEPARATOR.pattern}"  # table separator
     r"|^\s{0,3}=+\s*$"  # setext heading underline
     r"|^\s{0,3}</?(?:address|article|aside|blockquote|center|details|dialog|div|dl|figure"
     r"|footer|form|h[1-6]|header|hr|iframe|nav|ol|p|picture|section|summary|table|ul)\b"
@@ -40,12 +42,28 @@ _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
 _GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
 
 
-def _pieces(line: str) -> list[str]:
+def _pieces(line: str, row: bool = False) -> list[str]:
     """A line cut into its marker, then text pieces and separators (even positions after the
-    marker are text): a table row is cut at its pipes."""
+    marker are text): a table row (`row`, or a line that starts with a pipe) is cut at its
+    pipes."""
     marker = _MARKER.match(line).group(1)
     rest = line[len(marker) :]
-    return [marker, *(_CELL.split(rest) if rest.lstrip().startswith("|") else [rest])]
+    row = row or rest.lstrip().startswith("|")
+    return [marker, *(_CELL.split(rest) if row else [rest])]
+
+
+def _rows(lines: list[str]) -> frozenset[int]:
+    """The lines of tables (GitHub's: a header row, a separator with a pipe, rows up to a blank
+    line), whose rows need no pipe at their ends."""
+    rows = set()
+    for i in range(2, len(lines), 2):
+        if "|" in lines[i] and "|" in lines[i - 2] and _SEPARATOR.match(lines[i]):
+            rows.add(i - 2)
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                rows.add(j)
+                j += 2
+    return frozenset(rows)
 
 
 def _continues(line: str) -> bool:
@@ -66,6 +84,7 @@ def extract(data: bytes) -> Document:
     fence = None
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
     comment = False  # inside an HTML comment
+    rows = _rows(lines)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
@@ -77,7 +96,8 @@ def extract(data: bytes) -> Document:
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
-        if open_text == i - 2 and _continues(line):  # directly under it (lines[i - 1]: break)
+        # directly under it (lines[i - 1]: the line break), not a table's row
+        if open_text == i - 2 and i not in rows and _continues(line):
             cells[-1][2].append(i)
             open_text = i
             continue
@@ -89,20 +109,21 @@ def extract(data: bytes) -> Document:
             continue
         if _VERBATIM.match(line):
             continue
-        pieces = _pieces(line)
+        pieces = _pieces(line, i in rows)
         cells += [(i, k, []) for k in range(1, len(pieces), 2 if len(pieces) > 2 else 1)
                   if pieces[k].strip()]
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
-    segments, markers = zip(*(_emphasis(_references(_text(lines, i, k, more).strip(), labels))
-                              for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers), wraps=always)
+    segments, markers = zip(*(
+        _emphasis(_references(_text(lines, rows, i, k, more).strip(), labels))
+        for i, k, more in cells), strict=True) if cells else ((), ())
+    return Document("md", list(segments), (lines, cells, encoding, markers, rows), wraps=always)
 
 
-def _text(lines: list[str], i: int, k: int, more: list[int]) -> str:
+def _text(lines: list[str], rows: frozenset[int], i: int, k: int, more: list[int]) -> str:
     """A cell's text with the lines that continue it (and the line breaks between)."""
-    return _pieces(lines[i])[k] + "".join(lines[j - 1] + lines[j] for j in more)
+    return _pieces(lines[i], i in rows)[k] + "".join(lines[j - 1] + lines[j] for j in more)
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
@@ -224,11 +245,11 @@ def _markers(text: str, markers: tuple[str, ...]) -> str:
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    lines, cells, encoding, markers = doc.state
-    lines = list(lines)
-    pieces = {i: _pieces(lines[i]) for i, _, _ in cells}
+    source, cells, encoding, markers, rows = doc.state
+    lines = list(source)
+    pieces = {i: _pieces(lines[i], i in rows) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        pieces[i][k] = replace_stripped(_text(doc.state[0], i, k, more), _markers(text, marks))
+        pieces[i][k] = replace_stripped(_text(source, rows, i, k, more), _markers(text, marks))
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

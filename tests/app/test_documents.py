@@ -138,6 +138,18 @@ def test_markdown_keeps_markers_code_tables_and_link_targets():
     )
 
 
+def test_markdown_table_rows_without_outer_pipes_are_rows():
+    # GitHub's tables need no pipe at a row's ends: the rows went on as one paragraph, whose
+    # line breaks came back anywhere (Python-Markdown's extension list: the table was gone)
+    src = ("Name | Meaning\n---- | -------\n[Extra] | `extra` text\nport | the port\n\n"
+           "Then text\ngoes on.\n")
+    assert extract(src.encode(), "md").segments == [
+        "Name", "Meaning", "[Extra]", "`extra` text", "port", "the port", "Then text\ngoes on."]
+    out = run(src.encode(), "md").decode()
+    assert out == ("emaN | gninaeM\n---- | -------\n[artxE] | `extra` txet\ntrop | eht trop\n\n"
+                   "nehT txet\nseog no.\n")
+
+
 def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
     src = ("Open the file\nand save it.\n    Then close it.\n"
            "- an item that\n  goes on\n- next\n## Title\ntext under it\n")
