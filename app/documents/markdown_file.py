@@ -153,23 +153,28 @@ def _punctuation(c: str) -> bool:
     return unicodedata.category(c)[0] in "PS"
 
 
-def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
-    """text with each emphasis pair's markers replaced by an inline tag pair (`<g id="N">`,
-    `</g>`), and the markers by id (from 1). The model moved or lost markers it saw as
-    characters ("Click **Save** ..." came back with "**" and "*"); as tags, app.text.tags
-    carries them over the translation of the plain sentence like an HTML <b>.
+def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each emphasis pair's markers and each link's brackets replaced by an inline
+    tag pair (`<g id="N">`, `</g>`), and the (opening, closing) markers by id (from 1). The
+    model moved or lost markers it saw as characters ("Click **Save** ..." came back with "**"
+    and "*", a badge's "[![CI](badge.svg)](actions)" with its brackets anywhere); as tags,
+    app.text.tags carries them over the translation of the plain sentence like an HTML <b>.
 
-    Pairs as CommonMark and GitHub read them: a run of `*` or `_` (or exactly `~~`) that opens
+    Emphasis as CommonMark and GitHub read it: a run of `*` or `_` (or exactly `~~`) that opens
     stands before a word (`2 * 3`, a `* ` bullet: none), `_` never inside a word
     (snake_case_names), the rule of three; delimiters in protected spans (code, link targets,
-    URLs, tags) or escaped (`\\*`) do not count. A text with tags of that shape of its own is
-    left as it is: rebuild could not tell them apart."""
-    if _GROUP.search(text) or not any(c in text for c in "*_~"):
+    URLs, tags) or escaped (`\\*`) do not count. A link (or image) is a `[` (`![`) and the `]`
+    with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
+    one stays text. A text with tags of that shape of its own is left as it is: rebuild could
+    not tell them apart."""
+    if _GROUP.search(text) or not (any(c in text for c in "*_~") or "](" in text
+                                   or "][" in text):
         return text, ()
     spans = find_spans(text)
     inside = [False] * (len(text) + 1)
     for span in spans:
         inside[span.start : span.end] = [True] * (span.end - span.start)
+    links = _links(text, spans, inside)
     pairs = []  # (opening marker's start, end, closing marker's start, end)
     stack = []  # runs that may still open: [index, char, start, chars left, length, can close]
     bottom: dict[tuple[str, bool, int], int] = {}  # below it, no opener for such a closer
@@ -205,6 +210,7 @@ def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
                 stack.pop()
         if length and opens:
             stack.append([index, run[0], start, length, len(run), closes])
+    pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
     if not pairs:
         return text, ()
     pairs.sort()
@@ -215,7 +221,34 @@ def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
         out += [text[pos:a], tag]
         pos = b
     out.append(text[pos:])
-    return "".join(out), tuple(text[a:b] for a, b, _, _ in pairs)
+    return "".join(out), tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+
+
+def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:
+    """Each link's and image's pair of markers (`_emphasis`): its `[` or `![`, and its `]`
+    with the target or label (a protected span) right after it."""
+    if "](" not in text and "][" not in text:
+        return []
+    targets = {s.start: s.end for s in spans
+               if s.kind == "code" and text[s.start] in "([" and text[s.start - 1 : s.start] == "]"}
+    pairs, opened = [], []
+    for i, c in enumerate(text):
+        if inside[i] or text[i - 1 : i] == "\\":
+            continue
+        if c == "[":
+            opened.append(i)
+        elif c == "]" and opened:
+            start = opened.pop()
+            if i + 1 in targets:
+                bang = text[start - 1 : start] == "!"
+                pairs.append((start - bang, start + 1, i, targets[i + 1]))
+    return pairs
+
+
+def _cross(p: tuple[int, int, int, int], q: tuple[int, int, int, int]) -> bool:
+    """Whether two pairs of markers cross (neither is inside the other, nor apart)."""
+    return not (p[3] <= q[0] or q[3] <= p[0] or (p[1] <= q[0] and q[3] <= p[2])
+                or (q[1] <= p[0] and p[3] <= q[2]))
 
 
 def _matches(opener: list, run: str, opens: bool) -> bool:
@@ -227,19 +260,20 @@ def _matches(opener: list, run: str, opens: bool) -> bool:
         (opens or opener[5]) and total % 3 == 0 and (opener[4] % 3 or len(run) % 3))
 
 
-def _markers(text: str, markers: tuple[str, ...]) -> str:
-    """A translation's tag pairs back to their emphasis markers; app.text.protect's unmask
-    put back every tag once, each pair's opening tag before its closing one, so the markers
-    pair up again (a closing tag closes the innermost open pair)."""
+def _markers(text: str, markers: tuple[tuple[str, str], ...]) -> str:
+    """A translation's tag pairs back to their markers (emphasis, a link's brackets);
+    app.text.protect's unmask put back every tag once, each pair's opening tag before its
+    closing one, so the markers pair up again (a closing tag closes the innermost open pair)."""
     if not markers:
         return text
-    open_markers: list[str] = []
+    closing: list[str] = []
 
     def marker(m: re.Match) -> str:
         if m.group(1) is None:
-            return open_markers.pop() if open_markers else ""
-        open_markers.append(markers[int(m.group(1)) - 1])
-        return open_markers[-1]
+            return closing.pop() if closing else ""
+        opening, close = markers[int(m.group(1)) - 1]
+        closing.append(close)
+        return opening
 
     return _GROUP.sub(marker, text)
 
