@@ -212,6 +212,9 @@ class TagPlan:
                 start += lead
             if 0 < trail < end - start:
                 end -= trail
+            if any(c and not c.isspace() for c in (plain[g.start - 1 : g.start] if g.start
+                                                   else "", plain[g.end : g.end + 1])):
+                start, end = _part(text, start, end, (pieces[i], plain[g.start:g.end]))
             ranges[i] = (start, end)
         children: dict[int | None, list[int]] = {}
         for i, g in enumerate(self.groups):
@@ -389,6 +392,21 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
         elif parent is None:
             groups.append(([pair], container))
     return groups
+
+
+def _part(text: str, start: int, end: int, goals: Iterable[str]) -> tuple[int, int]:
+    """The part of the window text[start:end] that is one of `goals` (case aside) where the
+    window has more after a mark or before one ("Sphinx-Stil", "Jira/Confluence"): the pair's
+    text was glued to more of its word in the source; else the window."""
+    for goal in (g.strip() for g in goals):
+        n = len(goal)
+        if not goal or n >= end - start:
+            continue
+        if text[start : start + n].casefold() == goal.casefold() and not text[start + n].isalnum():
+            return start, start + n
+        if text[end - n : end].casefold() == goal.casefold() and not text[end - n - 1].isalnum():
+            return end - n, end
+    return start, end
 
 
 _OWN_BRACES = re.compile(r"\{[^{}\s]*\}")  # a mask ("{3}") or a placeholder ("{name}")

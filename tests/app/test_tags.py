@@ -61,6 +61,16 @@ def test_a_pair_keeps_as_much_edge_punctuation_as_it_held():
     assert plan.apply([f"{wrapped} Dann ruhe.", wrapped]) == "{1}" + wrapped + "{2} Dann ruhe."
 
 
+def test_a_pair_glued_to_more_of_its_word_wraps_only_its_part():
+    # "[Sphinx](url)-style": the plain sentence's word is "Sphinx-style", and the link took it all
+    plan = TagPlan.of("creating {1}Sphinx{2}-style anchor links", PAIR)
+    assert plan.apply(["Erstellen von Sphinx-Stil Ankerlinks", "Sphinx"]) == (
+        "Erstellen von {1}Sphinx{2}-Stil Ankerlinks")
+    plan = TagPlan.of("({1}Jira{2}/Confluence wiki markup)", PAIR)
+    assert plan.apply(["(Jira/Confluence Wiki-Markup)", "Jira"]) == (
+        "({1}Jira{2}/Confluence Wiki-Markup)")
+
+
 def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
     # a period in a run of its own format (.docx), a permalink's pilcrow (Sphinx's HTML), a
     # footnote's back arrow: each wrapped the word nearest its place
