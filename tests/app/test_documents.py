@@ -108,6 +108,17 @@ def test_html_keeps_inline_tags_inside_sentences_and_skips_code():
     assert '<h1 class="x">niaM eltit</h1>' in out
 
 
+def test_html_text_does_not_move_into_code_it_was_cut_at():
+    # code cuts a sentence's text (Sphinx: "The <a><code>range()</code></a> function"): the
+    # tags closed after it went to the model at the next text's start, or those opened before
+    # it at the text's end, and came back on the other side of words, which went into the code
+    src = '<h2>The <a href="x"><code>range()</code></a> function</h2>'
+    assert extract(src.encode(), "html").segments == ["The", "function"]
+    backwards = translate_document(src.encode(), "html", lambda texts: [
+        " ".join(reversed(t.split())) for t in texts]).decode()
+    assert backwards == src
+
+
 def test_html_addresses_written_as_character_references_are_kept():
     # Markdown writes an e-mail address as character references (&#121;&#117;...): the model
     # read it as an address that was not in the masked source, which deleted it as made up
