@@ -1,6 +1,6 @@
 """Protected spans: what must come back from the model exactly as it went in.
 
-Placeholders (printf `%s` `%1$d`, Python `%(name)s`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
+Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` and Markdown link targets are found
 by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 # One alternative per kind of span; the first that matches at a position wins.
 _PLACEHOLDER = (
     r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
-    r"[diouxXeEfFgGcsSpaAm@]"  # printf, glibc %m, GCC %qE, Objective-C %@
+    r"[diouxXeEfFgGcrsSpaAm@]"  # printf, Python's %r, glibc %m, GCC %qE, Objective-C %@
     r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # Python %(name)s
     r"|%<|%>"  # GCC quotes
     r"|%[1-9]\d*"  # Qt / LibreOffice %1

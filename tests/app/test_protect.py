@@ -25,6 +25,7 @@ def spans(text: str) -> list[str]:
 
 FIND_SPANS_CASES = [
     ("Copy %s to %1$d of %(count)d", ["%s", "%1$d", "%(count)d"]),
+    ("Python's repr: %r=%r", ["%r", "%r"]),  # the model wrote "%r=%r=%r"
     ("Hello {name}, item {0} of {}", ["{name}", "{0}", "{}"]),
     ("Set ${HOME} or $(CC) and $1", ["${HOME}", "$(CC)", "$1"]),
     ("%PRODUCTNAME could not open %1", ["%PRODUCTNAME", "%1"]),
