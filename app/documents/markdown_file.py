@@ -278,12 +278,26 @@ def _markers(text: str, markers: tuple[tuple[str, str], ...]) -> str:
     return _GROUP.sub(marker, text)
 
 
+# what begins a block at a line's start: a heading, a quote, a list item
+_BLOCK_START = re.compile(r"^([ \t]*)(#{1,6}|[-*+>]|\d{1,9}(?=[.)]))(?=[.)]?(?:[ \t]|$))",
+                          re.MULTILINE)
+
+
+def _escaped(text: str) -> str:
+    """A paragraph's translation with what would begin a block at a line's start escaped: the
+    model wrote "Jul 7, 2017: ..." as "7. 2017: ...", a list item, and a line break put back
+    before a "-" or "#" starts a list or a heading."""
+    return _BLOCK_START.sub(lambda m: m.group(1) + (
+        m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2)), text)
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     source, cells, encoding, markers, rows = doc.state
     lines = list(source)
     pieces = {i: _pieces(lines[i], i in rows) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        pieces[i][k] = replace_stripped(_text(source, rows, i, k, more), _markers(text, marks))
+        text = _markers(text, marks) if len(pieces[i]) > 2 else _escaped(_markers(text, marks))
+        pieces[i][k] = replace_stripped(_text(source, rows, i, k, more), text)
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

@@ -250,6 +250,17 @@ def test_markdown_reference_links_keep_their_labels():
     assert out.decode().startswith("etadpU [`a/__init__.py`][a/__init__.py] won.")
 
 
+def test_markdown_a_translation_that_starts_a_line_like_a_block_marker_is_escaped():
+    # "Jul 7, 2017: Version 2.6.10" came back as "7. 2017: Version 2.6.10", a list item
+    # now; a wrapped line beginning with "- " or "# " starts a list or a heading too
+    src = "Jul 7, 2017: a fix\nand more.\n\n# Title\n\n- Item\n"
+    answers = {"Jul 7, 2017: a fix and more.": "7. 2017: eine Korrektur - und # mehr.",
+               "Title": "Titel", "Item": "Punkt"}
+    out = translate_document(src.encode(), "md", lambda texts: [answers[t] for t in texts])
+    assert out.decode() == ("7\\. 2017: eine Korrektur\n\\- und # mehr.\n\n# Titel\n\n"
+                            "- Punkt\n")
+
+
 def test_markdown_links_go_to_the_model_as_tag_pairs():
     # the model saw a link's brackets as characters and moved or lost them: a badge line
     # ("[![CI tests](badge.svg)](actions)") came back as brackets and targets in a heap
