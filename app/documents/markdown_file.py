@@ -296,8 +296,10 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
     lines = list(source)
     pieces = {i: _pieces(lines[i], i in rows) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        text = _markers(text, marks) if len(pieces[i]) > 2 else _escaped(_markers(text, marks))
-        pieces[i][k] = replace_stripped(_text(source, rows, i, k, more), text)
+        original, text = _text(source, rows, i, k, more), _markers(text, marks)
+        if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
+            text = _escaped(text)  # (nor a text whose lines hold a nested list)
+        pieces[i][k] = replace_stripped(original, text)
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():
