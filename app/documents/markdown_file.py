@@ -23,6 +23,7 @@ from app.text.protect import find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
+_ITEM = re.compile(r"^(\s*(?:[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+))")  # nested: any indent
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
@@ -42,19 +43,19 @@ _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
 _GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
 
 
-def _pieces(line: str, row: bool = False) -> list[str]:
+def _pieces(line: str, kind: str = "") -> list[str]:
     """A line cut into its marker, then text pieces and separators (even positions after the
-    marker are text): a table row (`row`, or a line that starts with a pipe) is cut at its
-    pipes."""
-    marker = _MARKER.match(line).group(1)
+    marker are text): a table row (kind "row", or a line that starts with a pipe) is cut at its
+    pipes; a nested list item (kind "item") has its marker however deep it is indented."""
+    marker = (_ITEM if kind == "item" else _MARKER).match(line).group(1)
     rest = line[len(marker) :]
-    row = row or rest.lstrip().startswith("|")
+    row = kind == "row" or rest.lstrip().startswith("|")
     return [marker, *(_CELL.split(rest) if row else [rest])]
 
 
-def _rows(lines: list[str]) -> frozenset[int]:
+def _rows(lines: list[str]) -> dict[int, str]:
     """The lines of tables (GitHub's: a header row, a separator with a pipe, rows up to a blank
-    line), whose rows need no pipe at their ends."""
+    line), whose rows need no pipe at their ends, as "row"."""
     rows = set()
     for i in range(2, len(lines), 2):
         if "|" in lines[i] and "|" in lines[i - 2] and _SEPARATOR.match(lines[i]):
@@ -63,7 +64,7 @@ def _rows(lines: list[str]) -> frozenset[int]:
             while j < len(lines) and "|" in lines[j] and lines[j].strip():
                 rows.add(j)
                 j += 2
-    return frozenset(rows)
+    return dict.fromkeys(rows, "row")
 
 
 def _continues(line: str) -> bool:
@@ -84,7 +85,8 @@ def extract(data: bytes) -> Document:
     fence = None
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
     comment = False  # inside an HTML comment
-    rows = _rows(lines)
+    kinds = _rows(lines)  # line index -> "row" (of a table) or "item" (nested)
+    item = False  # whether the open text is a list item's
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
@@ -96,8 +98,10 @@ def extract(data: bytes) -> Document:
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
+        if open_text == i - 2 and item and _ITEM.match(line):  # an item in the open item
+            kinds[i] = "item"
         # directly under it (lines[i - 1]: the line break), not a table's row
-        if open_text == i - 2 and i not in rows and _continues(line):
+        elif open_text == i - 2 and i not in kinds and _continues(line):
             cells[-1][2].append(i)
             open_text = i
             continue
@@ -107,23 +111,24 @@ def extract(data: bytes) -> Document:
             if opened and (fence is None or opened.group(1) == fence):
                 fence = None if fence else opened.group(1)
             continue
-        if _VERBATIM.match(line):
+        if _VERBATIM.match(line) and i not in kinds:
             continue
-        pieces = _pieces(line, i in rows)
+        pieces = _pieces(line, kinds.get(i, ""))
         cells += [(i, k, []) for k in range(1, len(pieces), 2 if len(pieces) > 2 else 1)
                   if pieces[k].strip()]
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
+            item = bool(_ITEM.match(pieces[0]))
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
     segments, markers = zip(*(
-        _emphasis(_references(_text(lines, rows, i, k, more).strip(), labels))
+        _emphasis(_references(_text(lines, kinds, i, k, more).strip(), labels))
         for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers, rows), wraps=always)
+    return Document("md", list(segments), (lines, cells, encoding, markers, kinds), wraps=always)
 
 
-def _text(lines: list[str], rows: frozenset[int], i: int, k: int, more: list[int]) -> str:
+def _text(lines: list[str], kinds: dict[int, str], i: int, k: int, more: list[int]) -> str:
     """A cell's text with the lines that continue it (and the line breaks between)."""
-    return _pieces(lines[i], i in rows)[k] + "".join(lines[j - 1] + lines[j] for j in more)
+    return _pieces(lines[i], kinds.get(i, ""))[k] + "".join(lines[j - 1] + lines[j] for j in more)
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
@@ -292,11 +297,11 @@ def _escaped(text: str) -> str:
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    source, cells, encoding, markers, rows = doc.state
+    source, cells, encoding, markers, kinds = doc.state
     lines = list(source)
-    pieces = {i: _pieces(lines[i], i in rows) for i, _, _ in cells}
+    pieces = {i: _pieces(lines[i], kinds.get(i, "")) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original, text = _text(source, rows, i, k, more), _markers(text, marks)
+        original, text = _text(source, kinds, i, k, more), _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)
         pieces[i][k] = replace_stripped(original, text)

@@ -149,6 +149,16 @@ def test_markdown_keeps_markers_code_tables_and_link_targets():
     )
 
 
+def test_markdown_items_nested_four_spaces_deep_are_items():
+    # Python-Markdown nests a list four spaces deep: the nested items went on as their
+    # parent's text, and the model's translation put their line breaks (and markers) anywhere
+    src = "- Top item\n    - Nested one\n    * [ ] Nested two\n\nText\n    - goes on here\n"
+    assert extract(src.encode(), "md").segments == [
+        "Top item", "Nested one", "Nested two", "Text\n    - goes on here"]
+    assert run(src.encode(), "md").decode() == (
+        "- poT meti\n    - detseN eno\n    * [ ] detseN owt\n\ntxeT\n    - seog no ereh\n")
+
+
 def test_markdown_table_rows_without_outer_pipes_are_rows():
     # GitHub's tables need no pipe at a row's ends: the rows went on as one paragraph, whose
     # line breaks came back anywhere (Python-Markdown's extension list: the table was gone)
