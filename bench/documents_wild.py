@@ -317,20 +317,22 @@ def translated_pairs(fmt: str, data: bytes, out: bytes) -> list[tuple[str, str]]
 
 
 _INLINE_ID = re.compile(r'(<(?:g|x) id=")\d+')
-_EMPTY_PAIR = re.compile(r'<g id="\d+"></g>')
+_GROUP_TAG = re.compile(r'<g id="\d+">|</g>')
 # the values of the attributes people read, translated in an HTML tag
 _READ_VALUE = re.compile(r"""(\s(?:alt|title|placeholder|aria-label)\s*=\s*)(?:"[^"]*"|'[^']*')""",
                          re.IGNORECASE)
 
 
 def spans(text: str, renumbered: bool = False, markup: bool = False) -> Counter:
-    """The protected spans of a text; renumbered: the ids of app.documents.inline's tags
-    left out (a .docx or .odt read back numbers its runs anew); markup: character references
-    read as characters (the translation writes them so)."""
+    """The protected spans of a text; renumbered: app.documents.inline's groups and the ids of
+    its atoms left out (a .docx or .odt read back numbers its runs anew); markup: character
+    references read as characters (the translation writes them so)."""
     text = _characters(text) if markup else text
-    text = _EMPTY_PAIR.sub("", text) if renumbered else text  # an empty run is left out
     found = (_READ_VALUE.sub(r"\1", text[s.start : s.end]) for s in find_spans(text))
-    return Counter(_INLINE_ID.sub(r"\1", f) if renumbered else f for f in found)
+    # (read back, a paragraph's runs are grouped anew: the format that covers most characters
+    # may be another; the run formats are compared by the shape)
+    return Counter(_INLINE_ID.sub(r"\1", f) for f in found if not (
+        renumbered and _GROUP_TAG.fullmatch(f)))
 
 
 def words(text: str, markup: bool, undo: bool) -> str:
