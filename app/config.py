@@ -80,6 +80,11 @@ class Settings(BaseSettings):
         "batches.",
     )
     queue_size: int = Field(1024, ge=1, description="Queued sentences at most; beyond it 503.")
+    cache_size: int = Field(
+        10_000, ge=0, description="Sentences per model kept translated, per server process: the "
+        "same sentence with the same options is answered from memory (and one sent twice in a "
+        "request decoded once); 0 turns the cache off.",
+    )
     request_timeout: float = Field(30.0, gt=0, description="Seconds per request before a 504.")
     # input limits
     max_chars_per_text: int = Field(5000, ge=1, description="Characters in one text at most.")

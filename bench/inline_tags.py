@@ -21,15 +21,29 @@ place are left out). Translated with the bundle's default decoding three ways:
 
 Reported: chrF and BLEU of each output with the tags stripped, against the references, and the
 share of outputs holding the tags as the source does (the pair once, opening before closing;
-the atom once)."""
+the atom once).
+
+    python -m bench.inline_tags --speed [--pairs 1000,2000,4000] [--against REV] [--repeat 3]
+
+What carrying pairs over costs, without a model: one paragraph of that many pairs through
+app.documents.translate_segments (markup, as a .docx paragraph of formatting runs goes), a
+stand-in translator, best of --repeat runs, two paragraphs: "packed", `<b>a</b> ` again and
+again, the words returned as they are; "moved", sentences with two pairs each, their words
+returned in reverse order, so each pair's words move across its sentence. With --against, the
+same with app/text/tags.py as it is at that git revision, its seconds, the ratio, and whether
+the outputs are the same."""
 
 from __future__ import annotations
 
 import random
 import re
+import subprocess
+import sys
 import time
+import types
 from pathlib import Path
 
+from app import documents
 from app.documents import html_file, translate_document
 from app.engine import Translator
 from app.text import tags
@@ -95,9 +109,80 @@ def scores(outputs: list[str], refs: list[str], kind: str) -> dict:
             "tags_kept": round(kept / len(outputs), 4)}
 
 
+# a paragraph's repeated text, its pairs, what the stand-in translator does to a sentence
+SPEED_PARAGRAPHS = {
+    "packed": ("<b>a</b> ", 1, lambda s: s),
+    "moved": ("Open the <b>file</b> menu and choose <i>Save</i> now. ", 2,
+              lambda s: " ".join(reversed(s.split()))),
+}
+
+
+def revision_tags(rev: str) -> types.ModuleType:
+    """app/text/tags.py as it is at git revision `rev`, loaded as a module of its own."""
+    root = Path(__file__).resolve().parents[1]
+    source = subprocess.run(["git", "show", f"{rev}:app/text/tags.py"], cwd=root, check=True,
+                            capture_output=True, text=True).stdout
+    module = types.ModuleType(f"tags_at_{rev}")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(source, f"{rev}:app/text/tags.py", "exec"), module.__dict__)
+    return module
+
+
+def carrying_seconds(kind: str, pairs: int, module: types.ModuleType, repeat: int
+                     ) -> tuple[float, str]:
+    """(best seconds of `repeat` runs, the output) of a `kind` paragraph of `pairs` pairs
+    through app.documents.translate_segments, with `module` as its app.text.tags."""
+    unit, per, standin = SPEED_PARAGRAPHS[kind]
+    text = unit * max(1, pairs // per)
+    kept, documents.tags = documents.tags, module
+    try:
+        best, out = float("inf"), ""
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            out = documents.translate_segments([text], lambda ts: [standin(t) for t in ts],
+                                               markup=True)[0]
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        documents.tags = kept
+    return best, out
+
+
+def speed(args) -> dict:
+    """--speed: seconds per paragraph now (and at --against), by kind and number of pairs."""
+    baseline = revision_tags(args.against) if args.against else None
+    report = {}
+    print(f"{'paragraph':9} {'pairs':>6} {'now s':>8}"
+          + (f" {args.against + ' s':>12} {'ratio':>6}  same output" if baseline else ""))
+    for kind in SPEED_PARAGRAPHS:
+        for pairs in args.pairs:
+            seconds, out = carrying_seconds(kind, pairs, tags, args.repeat)
+            row = {"seconds": round(seconds, 3)}
+            line = f"{kind:9} {pairs:>6} {seconds:>8.3f}"
+            if baseline:
+                before, old = carrying_seconds(kind, pairs, baseline, args.repeat)
+                row |= {f"{args.against} seconds": round(before, 3),
+                        "ratio": round(before / seconds, 1), "same_output": old == out}
+                line += f" {before:>12.3f} {before / seconds:>6.1f}  {old == out}"
+            report[f"{kind} / {pairs}"] = row
+            print(line, flush=True)
+    return report
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = quality_parser(__doc__, 200)
+    ap.add_argument("--speed", action="store_true",
+                    help="time carrying pairs over instead (no model; see above)")
+    ap.add_argument("--pairs", type=lambda v: [int(n) for n in v.split(",")],
+                    default=[1000, 2000, 4000], help="with --speed: pairs per paragraph")
+    ap.add_argument("--against", help="with --speed: also time app/text/tags.py at this git "
+                    "revision")
+    ap.add_argument("--repeat", type=int, default=3, help="with --speed: best of this many")
     args = ap.parse_args(argv)
+    if args.speed:
+        report = speed(args)
+        if args.json:
+            write_json(args.json, report)
+        return
     ref = args.ref or args.src.with_suffix(".de")
     engine = Translator.from_dir(args.bundle)
 

@@ -64,10 +64,13 @@ def free_port() -> int:
 def start_server(
     models_dir: str, extra: list[str], threads: int, port: int | None = None
 ) -> tuple[subprocess.Popen, str]:
-    """`python -m app.server` on 127.0.0.1:port (a free one by default), once it is ready."""
+    """`python -m app.server` on 127.0.0.1:port (a free one by default), once it is ready.
+    Without its translation cache unless `extra` turns it on: the benches send the same
+    sentences again and again to measure decoding, which the cache would answer from memory."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "app.server", "--models-dir", models_dir, "--port", str(port),
-           "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096", *extra]
+           "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096",
+           "--cache-size", "0", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -226,6 +229,16 @@ async def drive(
     }
 
 
+def print_level(label: str, row: dict) -> None:
+    """One level's line: requests/s, latency, engine batches, server CPU, errors."""
+    per_batch = f" ({row['sentences_per_batch']}/batch)" if "sentences_per_batch" in row else ""
+    print(f"{label} c={row['concurrency']:<3} {row['requests_per_s']:8.1f} req/s  "
+          f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  "
+          f"batches {row['engine_batches']}{per_batch}  "
+          f"server CPU {row['server_cpu_ms_per_request']} ms/req  "
+          f"errors {row['errors']}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", default=str(ROOT / "bundles"))
@@ -261,11 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                            server_cpu_ms_per_request=round(cpu * 1000 / row["requests"], 1)
                            if cpu is not None and row["requests"] else None)
                 results.append(row)
-                print(f"{mode:13} c={concurrency:<3} {row['requests_per_s']:8.1f} req/s  "
-                      f"p50 {row['p50_ms']} ms  p95 {row['p95_ms']} ms  "
-                      f"batches {row['engine_batches']} ({row['sentences_per_batch']}/batch)  "
-                      f"server CPU {row['server_cpu_ms_per_request']} ms/req  "
-                      f"errors {row['errors']}", flush=True)
+                print_level(f"{mode:13}", row)
     finally:
         for proc, _ in servers.values():
             stop_server(proc)

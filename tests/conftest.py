@@ -11,10 +11,17 @@ tiny_sentences   a few English sentences of the toy language for translation tes
 from __future__ import annotations
 
 import logging
+import os
 import random
 from pathlib import Path
 
 import pytest
+
+# The suite counts and holds the engine's work sentence by sentence (batches, cancellations,
+# long sentences sent several times); the translation cache (app.translation.cache, on by
+# default) would answer repeats from memory. Servers and Settings made here, and the server
+# processes they start, run without it unless a test asks for it (tests/app/test_cache.py).
+os.environ.setdefault("NMT_CACHE_SIZE", "0")
 
 LEXICON = {
     "the": "die",

@@ -419,7 +419,8 @@ class Translator:
     def result(self, hyps: list[Hypothesis], options: TranslationOptions,
                unknown: tuple[str, ...] = (), capitals: bool = False) -> Result:
         """The Result of a sentence's hypotheses (best first); `unknown`: its source's unknown
-        pieces (decode); `capitals`: the texts written in capitals (in_capitals)."""
+        pieces (decode); `capitals`: its texts given back in capitals (its source was written
+        so: in_capitals)."""
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:

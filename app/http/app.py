@@ -87,6 +87,7 @@ async def _load_models(app_state: AppState, loader: Loader) -> None:
         BatcherConfig.from_settings(settings),
         on_batch=app_state.metrics.observe_batch,
         on_queue=app_state.metrics.queue_depth.set,
+        on_cache=app_state.metrics.observe_cache,
         workers=app_state.registry.workers,  # one batcher worker per decode worker
         spill=app_state.peers,  # one of several processes: spare decode workers while another idles
     )

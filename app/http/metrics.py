@@ -122,6 +122,11 @@ class Metrics:
         self.sentences = Counter(
             "nmt_sentences", "Sentences translated.", ["model"], registry=r
         )
+        self.cache = Counter(
+            "nmt_cache_sentences", "Sentences looked up in the translation cache, by outcome: "
+            "hit (answered without decoding: cached, or sent twice in one request) or miss "
+            "(decoded).", ["outcome"], registry=r,
+        )
         self.rejected = Counter(
             "nmt_rejected_requests", "Requests refused before translation, by reason.",
             ["reason"], registry=r,
@@ -144,6 +149,10 @@ class Metrics:
             self.tokens.labels("output").inc(stats.output_tokens)
             if stats.seconds > 0:
                 self.tokens_per_second.set(stats.output_tokens / stats.seconds)
+
+    def observe_cache(self, hits: int, misses: int) -> None:
+        self.cache.labels("hit").inc(hits)
+        self.cache.labels("miss").inc(misses)
 
     def render(self) -> bytes:
         if not self.multiprocess:

@@ -56,6 +56,7 @@ _NO_END_BEFORE_NUMBER = frozenset({
     "tab", "op", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
     "dec",
 })
+_WINDOW = 80  # characters on each side of a break that _ends_sentence reads
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
 _SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
 
@@ -238,13 +239,15 @@ def _ends_sentence(text: str, end: re.Match, cased: bool) -> bool:
     an initial (_initial) or an abbreviation (_NO_END_AFTER, _NO_END_BEFORE_NUMBER). Cut there,
     each piece went to the model alone, and a piece in lower case was capitalised as a
     sentence."""
-    before = text[: end.start(1)]
-    after = text[end.end() :].lstrip(_OPENERS)
+    # the two words around the break are all it reads: a window, not the text's whole
+    # prefix and suffix (a paragraph of thousands of periods would cost their square)
+    before = text[max(0, end.start(1) - _WINDOW) : end.start(1)]
+    after = text[end.end() : end.end() + _WINDOW].lstrip(_OPENERS)
     if not before.endswith(".") or not after:
         return True
     if cased and after[0].islower():
         return False
-    words = before[:-1].split()
+    words = before[:-1].split()[-2:]
     word = words[-1].lstrip(_OPENERS) if words else ""
     if len(word) == 1 and word.isalpha() and _initial(
             word, words[-2].lstrip(_OPENERS) if len(words) > 1 else "", after.split(None, 1)[0]):

@@ -32,20 +32,32 @@ A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pa
 another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
 placed the same way, among the words of its parent's window only.
 
-A tag that stands alone (`<img/>`, XLIFF `<x/>`: `TagMarks.atoms`) leaves the sentence too, and
-app.text.protect's unmask puts it back by its place in the source (a line break, `<br>`, ends the
-sentence before it gets here: app.translation.service._layout). A pair around such tags only (an
-.odt span holding a field) leaves and comes back with them.
+A tag that stands alone (`<img/>`, XLIFF `<x/>`, a .docx footnote reference: `TagMarks.atoms`)
+leaves the sentence too (a line break, `<br>`, ends the sentence before it gets here, unless the
+sentence runs on: app.translation.service._layout). One glued to a word on one side only (`the
+manual<x/> for details`, `the <x/>Save button`) goes back glued to the same side of the window
+that reads most like that word's translation, found as a pair's window is (the word is asked
+for in the same batch): put back by its relative place in the paragraph instead, it landed in
+front of `Handbuch` (a longer word than `manual`), and far from the word once the translation
+moved it. One at an edge of the sentence goes to that edge. app.text.protect's unmask puts
+back the others: next to a pair's mask they stood next to, or, spaced on both sides (`the
+<img/> button`) or glued to both (`file<br>and`), at the word boundary nearest their relative
+place in the source: nothing in the sentence says which word they belong with. A pair around
+such tags only (an .odt span holding a field) leaves and comes back with them.
 
 Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
 two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
 
 from __future__ import annotations
 
+import bisect
+import collections
 import difflib
 import functools
+import heapq
+import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from app.engine.types import Result
@@ -80,13 +92,29 @@ class TagMarks:
         """The marks whose masks (all of them, or the opening one of a pair) are in `sentence`,
         one of the text's sentences: TagPlan.of looks for every mark in its sentence, so a
         paragraph of 100,000 formatting runs cut into hundreds of sentences cost the square.
-        Numbered brace masks ("{12}") are found by their shape in one scan; other masks, which
-        do not come in such numbers, are kept as they are."""
+        Numbered brace masks ("{12}") are found by their shape in one scan and looked up in
+        an index of the marks (going through all of the text's marks for each sentence cost
+        the square again); other masks, which do not come in such numbers, are kept as they
+        are."""
         if len(self.pairs) + len(self.atoms) <= _MANY_MARKS or not self._braced:
             return self
+        pairs, atoms = self._by_mask
         present = set(_BRACE_MASK.findall(sentence))
-        return TagMarks(tuple(p for p in self.pairs if p[0] in present),
-                        tuple(a for a in self.atoms if a in present))
+        return TagMarks(tuple(self.pairs[k] for k in sorted(k for m in present
+                                                              for k in pairs.get(m, ()))),
+                        tuple(self.atoms[k] for k in sorted(k for m in present
+                                                            for k in atoms.get(m, ()))))
+
+    @functools.cached_property
+    def _by_mask(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """The places in `pairs` and in `atoms` of the marks, by their (opening) mask."""
+        pairs: dict[str, list[int]] = {}
+        atoms: dict[str, list[int]] = {}
+        for k, pair in enumerate(self.pairs):
+            pairs.setdefault(pair[0], []).append(k)
+        for k, atom in enumerate(self.atoms):
+            atoms.setdefault(atom, []).append(k)
+        return pairs, atoms
 
     @functools.cached_property
     def _braced(self) -> bool:
@@ -120,13 +148,58 @@ class _Group:
 
 
 @dataclass(frozen=True)
+class _Atom:
+    """Tags that stand alone together (masks with at most spaces between them), put back by
+    TagPlan.apply: at the edge of the sentence they stood at, or beside the word they are
+    glued to."""
+
+    masks: str  # as they stood in the sentence
+    # "start", "end": at that edge of the sentence; "after", "before": glued to the end of the
+    # word before them or to the start of the word after them (the `anchor`), not to the
+    # other side
+    place: str
+    neighbours: tuple[str, str]  # the characters just before and after them ("" at an edge)
+    anchor: tuple[int, int] = (0, 0)  # that word in the plain sentence, edge punctuation aside
+    outside: bool = False  # punctuation stood between the word and them ("manual,<x/>")
+    translated: bool = False  # the word's translation is asked for: it has letters
+
+    def at_edge(self, text: str) -> str:
+        """The masks with the space they need at their edge of the translation `text` (which
+        has words): glued to the text as unmask glues a mask it puts back at an edge, to a
+        letter or digit, or to the same character."""
+        if self.place == "start":
+            right = self.neighbours[1]
+            glued = right.isalnum() or (right.strip() != "" and text.lstrip()[:1] == right)
+            return self.masks + ("" if glued else " ")
+        left = self.neighbours[0]
+        glued = left.isalnum() or (left.strip() != "" and text.rstrip()[-1:] == left)
+        return ("" if glued else " ") + self.masks
+
+    def insertion(self, text: str, words: list[tuple[int, int]], plain: str,
+                  piece: str) -> tuple[int, str]:
+        """(where in the translation `text`, the masks) for atoms glued to a word; piece is
+        the word's translation."""
+        first, last = _windows([(*self.anchor, piece)], plain, (0, len(plain)), text, words,
+                               (0, len(words)))[0]
+        start, end = words[first][0], words[last - 1][1]
+        window = text[start:end]
+        if self.place == "after":
+            trail = len(window) - len(window.rstrip(_PUNCT))
+            return end if self.outside or trail == len(window) else end - trail, self.masks
+        lead = len(window) - len(window.lstrip(_PUNCT))
+        return start if self.outside or lead == len(window) else start + lead, self.masks
+
+
+@dataclass(frozen=True)
 class TagPlan:
-    """How one sentence goes to the model: `texts` are the plain sentence and then each
-    translated group's wrapped text; `apply` takes their translations (in that order) and
-    returns the sentence's translation with the groups' masks in it."""
+    """How one sentence goes to the model: `texts` are the plain sentence, then each
+    translated group's wrapped text, then each word that atoms are glued to (when it has
+    letters); `apply` takes their translations (in that order) and returns the sentence's
+    translation with the groups' masks and those atoms' masks in it."""
 
     texts: tuple[str, ...]
     groups: tuple[_Group, ...]  # parents before their children
+    atoms: tuple[_Atom, ...] = ()  # in source order
 
     @classmethod
     def of(cls, sentence: str, pairs: Iterable[tuple[str, str]],
@@ -134,15 +207,17 @@ class TagPlan:
         """The plan for sentence, or None where no pair of it is carried over and no atom
         taken out (the sentence then goes to the model as it is)."""
         found, atoms = [], list(atoms)
+        masks: set[tuple[int, int]] = set()  # where the pairs' masks are
         for opening, closing in pairs:
             a, b = sentence.find(opening), sentence.find(closing)
-            if a < 0 or b < a + len(opening) or sentence.count(opening) != 1:
-                continue
-            if not functools.reduce(lambda t, atom: t.replace(atom, ""), atoms,
-                                    sentence[a + len(opening):b]).strip():
+            valid = a >= 0 and b >= a + len(opening) and sentence.count(opening) == 1
+            if valid and not functools.reduce(lambda t, atom: t.replace(atom, ""), atoms,
+                                              sentence[a + len(opening):b]).strip():
                 atoms += [opening, closing]  # around atoms only: out and back with them
                 continue
-            found.append((a, a + len(opening), b, b + len(closing)))
+            masks |= {(x, x + len(m)) for x, m in ((a, opening), (b, closing)) if x >= 0}
+            if valid:
+                found.append((a, a + len(opening), b, b + len(closing)))
         groups = _groups(sentence, sorted(found))
         alone = [(a, a + len(atom)) for atom in atoms
                  if (a := sentence.find(atom)) >= 0 and sentence.count(atom) == 1]
@@ -168,33 +243,50 @@ class TagPlan:
                               parent, inner.strip() if symbol else ""))
         parents = {g.parent for g in out}  # a symbol with a group inside goes as words do
         out = [replace(g, symbol="") if i in parents else g for i, g in enumerate(out)]
-        texts = [plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
-        return cls(tuple(texts), tuple(out))
+        placed = _atoms(sentence, plain, moved, sorted(alone), masks)
+        texts = ([plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
+                 + [plain[slice(*a.anchor)] for a in placed if a.translated])
+        return cls(tuple(texts), tuple(out), placed)
 
     def apply(self, translations: Sequence[str]) -> str:
         plain = self.texts[0]
         text, asked = translations[0], iter(translations[1:])
-        if not self.groups:  # only atoms were taken out: unmask puts them back
+        if not self.groups and not self.atoms:  # unmask puts the atoms back
             return text
         pieces = [next(asked) if g.translated else "" for g in self.groups]
+        anchors = [next(asked) if a.translated else "" for a in self.atoms]
         words = [m.span() for m in _WORD.finditer(text)]
-        if not words:  # nothing to wrap: the pairs go empty around what there is
+        if not words:  # nothing to wrap: the pairs go empty around what there is (and
+            # unmask puts the atoms back)
             return ("".join(g.opening for g in self.groups) + text
                     + "".join(g.closing for g in reversed(self.groups)))
+        edges = {place: "".join(a.at_edge(text) for a in self.atoms if a.place == place)
+                 for place in ("start", "end")}
+        # the other atoms' (place in text, masks), by place, then source order
+        atoms = _Inserted(text, sorted(
+            (*a.insertion(text, words, plain, piece), k)
+            for k, (a, piece) in enumerate(zip(self.atoms, anchors, strict=True))
+            if a.place not in edges))
+        if not self.groups:
+            return _edged(atoms.text(0, len(text), through=True), **edges)
         spans: dict[int, tuple[int, int]] = {}
         tops = [i for i, g in enumerate(self.groups) if g.parent is None and not g.symbol]
+
+        def place(which: list[int], source: tuple[int, int], within: tuple[int, int]) -> None:
+            targets = [(self.groups[i].start, self.groups[i].end, pieces[i]) for i in which]
+            spans.update(zip(which, _windows(targets, plain, source, text, words, within),
+                             strict=True))
+
         if self.groups[0].whole:
             spans[0] = (0, len(words))
         else:
-            spans.update(self._windows(tops, (0, len(plain)), text, words, (0, len(words)),
-                                       pieces))
+            place(tops, (0, len(plain)), (0, len(words)))
         for parent in tops:  # groups nested in it, inside its window
             children = [i for i, g in enumerate(self.groups)
                         if g.parent == parent and not g.symbol]
             if children:
                 p = self.groups[parent]
-                spans.update(self._windows(children, (p.start, p.end), text, words,
-                                           spans[parent], pieces))
+                place(children, (p.start, p.end), spans[parent])
         ranges: dict[int, tuple[int, int]] = {}
         lost = set()  # symbols the translation does not have: they go back in
         edge = _PUNCT + "".join(g.symbol for g in self.groups)  # left out at a window's edges
@@ -220,22 +312,24 @@ class TagPlan:
         for i, g in enumerate(self.groups):
             children.setdefault(g.parent, []).append(i)
 
-        def render(members: list[int], lo: int, hi: int) -> str:
+        def render(members: list[int], lo: int, hi: int, top: bool = False) -> str:
             """text[lo:hi] with the groups `members` (and theirs) around their ranges, each
             kept inside [lo, hi) and after the one before (so the result is well-formed even
-            where windows touch or a parent's edge punctuation was left out)."""
+            where windows touch or a parent's edge punctuation was left out), and the atoms
+            placed in it: one placed where a group's range starts or ends goes outside it
+            (it stood next to none of the group's masks, or unmask would put it back)."""
             out, pos = [], lo
             for i in sorted(members, key=lambda i: (ranges[i][0], i)):
                 start = min(max(ranges[i][0], pos), hi)
                 end = min(max(ranges[i][1], start), hi)
                 g = self.groups[i]
                 inner = g.symbol if i in lost else render(children.get(i, []), start, end)
-                out += [text[pos:start], g.opening, inner, g.closing]
+                out += [atoms.text(pos, start, through=True), g.opening, inner, g.closing]
                 pos = end
-            out.append(text[pos:hi])
+            out.append(atoms.text(pos, hi, through=top))
             return "".join(out)
 
-        return render(children[None], 0, len(text))
+        return _edged(render(children[None], 0, len(text), top=True), **edges)
 
     def _symbol(self, i: int, text: str, words: list[tuple[int, int]],
                 ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
@@ -263,58 +357,6 @@ class TagPlan:
         edges = [lo, hi, *(x for word in words for x in word if lo <= x <= hi)]
         at = min(edges, key=distance)
         return at, at
-
-    def _windows(self, which: list[int], source: tuple[int, int], text: str,
-                 words: list[tuple[int, int]], within: tuple[int, int],
-                 pieces: Sequence[str]) -> dict[int, tuple[int, int]]:
-        """Windows (first word, last + 1) for the groups `which`, among the words `within`
-        (first, last + 1) of the translation, which stand for plain[source[0]:source[1]]."""
-        lo, hi = within
-        t_lo, t_hi = words[lo][0], words[hi - 1][1]
-        t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
-        options = []  # (score, -group index, first, last)
-        wanted = {}
-        for i in which:
-            g, piece = self.groups[i], pieces[i]
-            # the wrapped text's translation, or the text itself (names, numbers and
-            # placeholders come through as they are)
-            goals = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
-                     for x, copied in ((piece, False), (self.texts[0][g.start:g.end], True))
-                     if x.strip(_PUNCT + " ")]
-            size = min(hi - lo, max(1, len(_WORD.findall(goals[0].text)) if goals else 1))
-            where = ((g.start + g.end) / 2 - source[0]) / s_len
-            wanted[i] = (size, where)
-            for length in range(max(1, size - 1), size + 2):
-                for first in range(lo, hi - length + 1):
-                    last = first + length
-                    window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
-                    similarity = max((goal.similarity(window.casefold()) for goal in goals),
-                                     default=0.0)
-                    if similarity < MIN_SIMILARITY:
-                        continue
-                    center = ((words[first][0] + words[last - 1][1]) / 2 - t_lo) / t_len
-                    options.append((similarity - DISTANCE_WEIGHT * abs(center - where)
-                                    - SIZE_WEIGHT * abs(length - size), -i, first, last))
-        taken: dict[int, tuple[int, int]] = {}
-        used: set[int] = set()
-        for _, minus_i, first, last in sorted(options, reverse=True):
-            i = -minus_i
-            if i in taken or used & set(range(first, last)):
-                continue
-            taken[i] = (first, last)
-            used |= set(range(first, last))
-        for i in which:
-            if i in taken:
-                continue
-            size, where = wanted[i]
-            free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
-                    for f in range(lo, max(lo + 1, hi - size + 1))
-                    if not used & set(range(f, min(hi, f + size)))]
-            first = min(free)[1] if free else lo
-            taken[i] = (first, min(hi, first + size))
-            used |= set(range(*taken[i]))
-        return taken
-
 
 def plan(sentences: Sequence[str], marks: Sequence[TagMarks | None]
          ) -> tuple[list[TagPlan | None], list[str]]:
@@ -347,6 +389,93 @@ def carried_results(plans: Sequence[TagPlan | None], results: Sequence[Result]
     return out
 
 
+def _windows(targets: Sequence[tuple[int, int, str]], plain: str, source: tuple[int, int],
+             text: str, words: list[tuple[int, int]], within: tuple[int, int]
+             ) -> list[tuple[int, int]]:
+    """Windows (first word, last + 1) for the targets (start, end: a wrapped text
+    plain[start:end] of the plain sentence; its translation), one each, never overlapping,
+    among the words `within` (first, last + 1) of the translation, which stand for
+    plain[source[0]:source[1]].
+
+    The targets take their windows best option first, as if every window of every target
+    were scored and sorted; but a target's windows are compared nearest first, and one
+    further away than the best options found so far is never compared: its similarity
+    is at most 1, so its distance alone puts it below them. So a paragraph packed with
+    pairs costs each pair the few windows around its place, not every window of the
+    translation."""
+    lo, hi = within
+    t_lo, t_hi = words[lo][0], words[hi - 1][1]
+    t_len, s_len = max(1, t_hi - t_lo), max(1, source[1] - source[0])
+    centers: dict[int, list[float]] = {}  # window length -> the windows' relative centers
+
+    def centered(length: int) -> list[float]:
+        if length not in centers:
+            centers[length] = [((words[f][0] + words[f + length - 1][1]) / 2 - t_lo) / t_len
+                               for f in range(lo, hi - length + 1)]
+        return centers[length]
+
+    # a min-heap of options (-score, target, -first, -last), in the order of the options
+    # sorted best first, and of each target's next window to compare (-the best score it
+    # and every window further away could have, -inf, target): it comes out before any
+    # option that such a window could beat or tie
+    heap: list[tuple] = []
+    goals, wanted, nearest, pending = {}, {}, {}, {}
+    which = range(len(targets))
+
+    def queue_next(i: int) -> None:
+        pending[i] = next(nearest[i], None)
+        if pending[i] is not None:
+            heapq.heappush(heap, (-(1.0 - DISTANCE_WEIGHT * pending[i][0]), -math.inf, i))
+
+    for i in which:
+        start, end, piece = targets[i]
+        # the wrapped text's translation, or the text itself (names, numbers and
+        # placeholders come through as they are)
+        goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
+                    for x, copied in ((piece, False), (plain[start:end], True))
+                    if x.strip(_PUNCT + " ")]
+        size = min(hi - lo, max(1, len(_WORD.findall(goals[i][0].text)) if goals[i] else 1))
+        where = ((start + end) / 2 - source[0]) / s_len
+        wanted[i] = (size, where)
+        nearest[i] = _nearest(centered, where, range(max(1, size - 1), size + 2), lo)
+        queue_next(i)
+    taken: dict[int, tuple[int, int]] = {}
+    used: set[int] = set()
+    while heap and len(taken) < len(which):
+        _, rank, *rest = heapq.heappop(heap)
+        if rank != -math.inf:  # the best option left
+            i, first, last = rank, -rest[0], -rest[1]
+            if i not in taken and used.isdisjoint(range(first, last)):
+                taken[i] = (first, last)
+                used.update(range(first, last))
+            continue
+        i = rest[0]  # a target whose windows further away may beat what is left
+        if i in taken:
+            continue
+        distance, length, first = pending[i]  # its nearest window not compared yet
+        last = first + length
+        window = text[words[first][0]:words[last - 1][1]].strip(_PUNCT)
+        similarity = max((goal.similarity(window.casefold()) for goal in goals[i]),
+                         default=0.0)
+        if similarity >= MIN_SIMILARITY:
+            size = wanted[i][0]
+            score = (similarity - DISTANCE_WEIGHT * distance
+                     - SIZE_WEIGHT * abs(length - size))
+            heapq.heappush(heap, (-score, i, -first, -last))
+        queue_next(i)
+    for i in which:
+        if i in taken:
+            continue
+        size, where = wanted[i]
+        free = [(abs(((words[f][0] + words[f + size - 1][1]) / 2 - t_lo) / t_len - where), f)
+                for f in range(lo, max(lo + 1, hi - size + 1))
+                if used.isdisjoint(range(f, min(hi, f + size)))]
+        first = min(free)[1] if free else lo
+        taken[i] = (first, min(hi, first + size))
+        used.update(range(*taken[i]))
+    return [taken[i] for i in which]
+
+
 class _Goal:
     """What a window of the translation should read like (case-folded): the wrapped text's
     translation, or (copied) the wrapped source text itself."""
@@ -365,6 +494,101 @@ class _Goal:
         ratio = (self.matcher.ratio() if self.matcher.quick_ratio() >= MIN_SIMILARITY
                  else 0.0)
         return max(ratio, COPIED_SIMILARITY) if copied else ratio
+
+
+def _nearest(centered: Callable[[int], list[float]], where: float, lengths: Iterable[int],
+             lo: int) -> Iterator[tuple[float, int, int]]:
+    """The windows of these lengths as (distance of their center from `where`, length, first
+    word), nearest first; centered(length) holds the relative centers of that length's windows
+    from word lo on, in order, so the windows on either side of `where` go away from it one by
+    one."""
+    sides = []
+    for length in lengths:
+        centers = centered(length)
+        k = bisect.bisect_left(centers, where)
+        sides += [_side(centers, where, length, lo, range(k, len(centers))),
+                  _side(centers, where, length, lo, range(k - 1, -1, -1))]
+    return heapq.merge(*sides)
+
+
+def _side(centers: list[float], where: float, length: int, lo: int, order: range
+          ) -> Iterator[tuple[float, int, int]]:
+    for j in order:
+        yield abs(centers[j] - where), length, lo + j
+
+
+def _atoms(sentence: str, plain: str, moved: Callable[[int], int],
+           alone: list[tuple[int, int]], masks: set[tuple[int, int]]) -> tuple[_Atom, ...]:
+    """The atoms (their places in sentence, in order) that TagPlan.apply puts back, those with
+    at most spaces between them together; left to unmask (which puts an atom next to a mask it
+    stood next to): those next to a pair's mask."""
+    runs: list[list[int]] = []
+    for a, b in alone:
+        if runs and not sentence[runs[-1][1]:a].strip():
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    ends, starts = {b for _, b in masks}, {a for a, _ in masks}
+    out: list[_Atom | None] = []
+    for a, b in runs:
+        before, after = sentence[:a], sentence[b:]
+        if len(before.rstrip()) in ends or len(sentence) - len(after.lstrip()) in starts:
+            continue
+        at = len(plain[:moved(a)].rstrip())  # in plain: the end of the text before them
+        neighbours = (before[-1:], after[:1])
+        glued = (neighbours[0].strip() != "", neighbours[1].strip() != "")
+        if not plain[:at].strip():
+            out.append(_Atom(sentence[a:b], "start", neighbours))
+        elif not plain[at:].strip():
+            out.append(_Atom(sentence[a:b], "end", neighbours))
+        elif glued[0] and not neighbours[1].isalnum():  # "manual<x/> for", "manual<x/>."
+            out.append(_anchored(sentence[a:b], "after", neighbours, plain,
+                                 re.search(r"\S+$", plain[:at]).span()))
+        elif glued[1] and not glued[0]:  # "the <x/>Save button"
+            out.append(_anchored(sentence[a:b], "before", neighbours, plain,
+                                 _WORD.search(plain, at).span()))
+        # left to unmask: spaced on both sides ("the <img/> button"), or glued to both
+        # ("file<br>and", "Name:<x/>John"), nothing tells which word they go with
+    return tuple(a for a in out if a is not None)
+
+
+def _anchored(masks: str, place: str, neighbours: tuple[str, str], plain: str,
+              token: tuple[int, int]) -> _Atom | None:
+    """Atoms glued to the word (a run of non-blanks) at `token` in the plain sentence."""
+    start, end = token
+    word = plain[start:end]
+    lead, trail = len(word) - len(word.lstrip(_PUNCT)), len(word) - len(word.rstrip(_PUNCT))
+    if lead == len(word):  # punctuation only: no word to follow (unmask puts them back)
+        return None
+    anchor = (start + lead, end - trail)
+    return _Atom(masks, place, neighbours, anchor, bool(trail if place == "after" else lead),
+                 has_words(plain[slice(*anchor)]))
+
+
+def _edged(text: str, start: str, end: str) -> str:
+    """text with `start` before its first non-blank and `end` after its last."""
+    lead, trail = len(text) - len(text.lstrip()), len(text.rstrip())
+    return text[:lead] + start + text[lead:trail] + end + text[trail:]
+
+
+class _Inserted:
+    """Atoms to put into a text (place, masks, source order; sorted), taken by `text` as the
+    text is written from start to end."""
+
+    def __init__(self, text: str, inserted: list[tuple[int, str, int]]) -> None:
+        self._text, self._left = text, collections.deque(inserted)
+
+    def text(self, lo: int, hi: int, through: bool) -> str:
+        """text[lo:hi] with the atoms not taken yet placed before hi (with `through`: at hi
+        too) in it."""
+        out, pos = [], lo
+        while self._left and (self._left[0][0] < hi or (through and self._left[0][0] == hi)):
+            at, masks, _ = self._left.popleft()
+            at = min(max(at, pos), hi)
+            out += [self._text[pos:at], masks]
+            pos = at
+        out.append(self._text[pos:hi])
+        return "".join(out)
 
 
 def _groups(sentence: str, found: list[tuple[int, int, int, int]]

@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 from app.engine.types import Engine, Result, TranslationOptions
 from app.errors import DeadlineExceeded, EngineFailure, Overloaded, Unavailable
+from app.translation.cache import ResultCache
 
 log = logging.getLogger("app.translation.batcher")
 RESERVE_SHARE = 8  # a batch keeps 1/RESERVE_SHARE of its size cap for short requests
@@ -70,6 +71,7 @@ class BatcherConfig:
     document_batch_size: int  # the size cap of a BACKGROUND batch
     max_wait_ms: float
     queue_size: int
+    cache_size: int = 0  # sentences per model kept translated (app.translation.cache); 0: off
 
     @classmethod
     def from_settings(cls, settings: Any) -> BatcherConfig:
@@ -138,9 +140,12 @@ class Batcher:
         on_queue: Callable[[int], None] | None = None,
         workers: int = 1,
         spill: Spill | None = None,
+        on_cache: Callable[[int, int], None] | None = None,
     ) -> None:
         """spill: the workers after the first running one are spare decode workers: they take live
-        work only when the running batches of its model and options are full and `spill` allows."""
+        work only when the running batches of its model and options are full and `spill` allows.
+        on_cache(hits, misses) after each request's cache lookups: sentences answered without
+        decoding (from the cache, or sent twice in the request) and sentences decoded."""
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.config = config
@@ -155,6 +160,7 @@ class Batcher:
         self._reserve = self._size_cap // RESERVE_SHARE  # slots for short requests only
         self._on_batch = on_batch or (lambda stats: None)
         self._on_queue = on_queue or (lambda depth: None)
+        self._on_cache = on_cache or (lambda hits, misses: None)
         self._cond = threading.Condition()
         self._groups: dict[_GroupKey, list[_Item]] = {}  # FIFO per priority, engine, options
         self._engines: dict[int, Engine] = {}
@@ -164,6 +170,7 @@ class Batcher:
         self._seq = itertools.count()
         self._threads: list[threading.Thread] = []
         self.batches = 0  # engine calls so far
+        self.cache = ResultCache(config.cache_size)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -208,7 +215,22 @@ class Batcher:
         priority: Priority = Priority.INTERACTIVE,
     ) -> list[Result]:
         """Translate `texts` in shared batches; raises Overloaded, DeadlineExceeded,
-        EngineFailure or Unavailable. Cancelling the awaiting task drops the queued items."""
+        EngineFailure or Unavailable. Cancelling the awaiting task drops the queued items.
+        With a cache (config.cache_size), sentences translated before with these options are
+        answered from it, and a sentence sent twice is queued once."""
+        if not texts or not self.cache.size:
+            return await self._translate(engine, texts, options, timeout, priority)
+        found = [self.cache.get(engine, options, text) for text in texts]
+        todo = list(dict.fromkeys(t for t, r in zip(texts, found, strict=True) if r is None))
+        self._on_cache(len(texts) - len(todo), len(todo))
+        done = dict(zip(todo, await self._translate(engine, todo, options, timeout, priority),
+                        strict=True))
+        for text, result in done.items():
+            self.cache.put(engine, options, text, result)
+        return [r if r is not None else done[t] for t, r in zip(texts, found, strict=True)]
+
+    async def _translate(self, engine: Engine, texts: list[str], options: TranslationOptions,
+                         timeout: float | None, priority: Priority) -> list[Result]:
         if not texts:
             return []
         loop = asyncio.get_running_loop()

@@ -723,6 +723,29 @@ def test_docx_translates_footnotes_endnotes_and_comments_and_keeps_their_marks()
     assert out.paragraphs[-1].text.split() == ["euneveR", "esor", "ni", "eht", "gnirps."]
 
 
+def test_docx_footnote_reference_stays_after_its_word():
+    """A footnote reference run glued to a word ("manual¹ for details") came back in front of
+    that word, spaced: the translation's words are longer, and a tag standing alone went to
+    the word start nearest its relative place. It follows the same word's translation."""
+    document = docx.Document()
+    p = document.add_paragraph("See the manual")
+    r = p.add_run()._r
+    r.append(docx.oxml.OxmlElement("w:footnoteReference"))
+    r[-1].set(qn("w:id"), "2")
+    p.add_run(" for details.")
+    words = {"See": "Siehe", "the": "das", "manual": "Handbuch", "for": "für",
+             "details.": "Details."}
+
+    def german(texts: list[str]) -> list[str]:
+        return [" ".join(words.get(w, w) for w in t.split()) for t in texts]
+
+    out = docx.Document(io.BytesIO(translate_document(docx_bytes(document), "docx", german)))
+    body = out.paragraphs[-1]._p
+    pieces = ["[ref]" if el.tag == qn("w:footnoteReference") else el.text
+              for el in body.iter(qn("w:t"), qn("w:footnoteReference"))]
+    assert "".join(pieces) == "Siehe das Handbuch[ref] für Details."
+
+
 def test_docx_without_notes_is_read_and_written_as_before():
     data = docx_bytes(docx_document())
     assert extract(data, "docx").segments == [

@@ -435,3 +435,66 @@ def test_a_sentence_of_a_text_with_many_tags_gets_only_its_own():
             sentence, whole.pairs, whole.atoms)
     few = tag_marks(mask("Open the <b>file</b> now."))
     assert few.within("Open the") is few  # few marks: kept whole, nothing to gain
+
+
+def test_each_pair_compares_a_bounded_number_of_windows(monkeypatch):
+    """A pair's best window is the one nearest its place that reads most like it; windows so
+    far away that their distance alone puts them below the best found need no comparison.
+    Comparing every window of the translation for every pair made a paragraph packed with
+    pairs cost the square of its pairs: the comparisons must grow with the pairs, not faster."""
+    compared = []
+    similarity = tags._Goal.similarity
+    monkeypatch.setattr(tags._Goal, "similarity",
+                        lambda goal, window: compared.append(window) or similarity(goal, window))
+
+    def comparisons(n: int) -> int:
+        words = [f"word{k}" for k in range(n)]
+        sentence = " ".join(f"{{{2 * k + 1}}}{w}{{{2 * k + 2}}}" for k, w in enumerate(words))
+        pairs = tuple((f"{{{2 * k + 1}}}", f"{{{2 * k + 2}}}") for k in range(n))
+        plan = TagPlan.of(sentence, pairs)
+        compared.clear()
+        assert plan.apply([" ".join(words), *words]) == sentence  # names come through as they are
+        return len(compared)
+
+    few, many = comparisons(25), comparisons(100)
+    assert many <= 8 * 100, many  # a few windows a pair
+    assert many <= 5 * few, (few, many)  # four times the pairs, about four times the work
+
+
+def test_a_tag_that_stands_alone_after_a_word_follows_that_word_into_the_translation():
+    """A footnote reference glued to the end of a word ("manual<x/>") went back at the word
+    boundary nearest its relative place in the whole paragraph (counted with every mask in
+    it): in front of "Handbuch", one word off, spaced; in a paragraph of two sentences, as
+    far off as the other sentence moved it; and nowhere near the word once the translation
+    put the word elsewhere. It now stays glued to the translation of its word, found as a
+    pair's wrapped text is."""
+    ref = '<x id="1"/>'
+    german = {"See the manual for details.": "Siehe das Handbuch für Details.",
+              "See the manual.": "Siehe das Handbuch.",
+              "Details are in the manual, chapter two.":
+                  "Einzelheiten finden Sie im Handbuch, Kapitel zwei.",
+              "It covers the installation of every module.":
+                  "Es behandelt die Installation jedes einzelnen Moduls.",
+              "For details, see the manual.": "Einzelheiten finden Sie im Handbuch.",
+              "manual": "Handbuch", "the manual": "das Handbuch"}
+    sent: list[str] = []
+
+    def translate(texts: list[str]) -> list[str]:
+        sent.extend(texts)
+        return [german[t] for t in texts]
+
+    for source, expected in [
+        (f"See the manual{ref} for details.", f"Siehe das Handbuch{ref} für Details."),
+        (f"See the manual{ref}.", f"Siehe das Handbuch{ref}."),
+        (f"Details are in the manual{ref}, chapter two.",
+         f"Einzelheiten finden Sie im Handbuch{ref}, Kapitel zwei."),
+        (f"It covers the installation of every module. See the manual{ref} for details.",
+         f"Es behandelt die Installation jedes einzelnen Moduls. Siehe das Handbuch{ref} "
+         "für Details."),
+        (f"For details, see the manual{ref}.", f"Einzelheiten finden Sie im Handbuch{ref}."),
+        (f'See <g id="2">the manual</g>{ref} for details.',  # next to a pair: goes with it
+         f'Siehe <g id="2">das Handbuch</g>{ref} für Details.'),
+    ]:
+        sent.clear()
+        assert documents.translate_segments([source], translate, markup=True) == [expected]
+        assert not any("{" in t for t in sent), sent  # no mask reaches the model

@@ -67,6 +67,22 @@ def test_a_period_ends_a_sentence_unless_an_abbreviation_or_lower_case_word_says
     assert segment(text).sentences == sentences
 
 
+def test_a_sentence_end_is_judged_from_the_words_around_it_not_the_whole_text():
+    """Each period's check reads a window: copying the text before and after every one made a
+    paragraph of thousands of periods cost their square (a hostile request's time)."""
+    import tracemalloc
+
+    from app.text import segment as segmenting
+
+    text = "The a. " * 150_000  # a megabyte
+    end = next(segmenting._SENTENCE_END.finditer(text, len(text) // 2))
+    tracemalloc.start()
+    segmenting._ends_sentence(text, end, cased=True)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10_000, peak  # bytes: a window's copy, not half a megabyte
+
+
 def test_rejoin_strips_engine_whitespace_and_checks_count():
     seg = segment("One. Two.")
     assert seg.rejoin([" 1. ", "2.\n"]) == "1. 2."

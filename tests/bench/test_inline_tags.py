@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import inline_tags
 
 SOURCES = [f"open the file and save the window number {n} now" for n in range(12)]
@@ -32,3 +34,35 @@ def test_inline_tags_bench_reports_both_sets(tiny_bundle, tmp_path, capsys):
     plain, tagged, refs = inline_tags.tagged_set(src, ref, 8, 0, "br")
     assert all(t.count("<br>") == 1 and " <br>" not in t and "<br> " not in t for t in tagged)
     assert [t.replace("<br>", " ") for t in tagged] == plain
+
+
+def test_speed_times_both_paragraphs_and_compares_with_a_revision(tmp_path, monkeypatch, capsys):
+    """--speed needs no model; --against loads app/text/tags.py of a git revision (here the
+    module itself stands in for it, so the outputs must be the same)."""
+    from app.text import tags
+
+    monkeypatch.setattr(inline_tags, "revision_tags", lambda rev: tags)
+    out = tmp_path / "speed.json"
+    inline_tags.main(["--speed", "--pairs", "10,30", "--against", "HEAD", "--repeat", "1",
+                      "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert set(report) == {f"{k} / {n}" for k in ("packed", "moved") for n in (10, 30)}
+    for row in report.values():
+        assert row["same_output"] is True and row["seconds"] > 0 and row["ratio"] > 0
+    assert "packed" in capsys.readouterr().out
+    seconds, text = inline_tags.carrying_seconds("moved", 4, tags, 1)
+    assert text.count("<b>") == text.count("</b>") == 2 and text.count("<i>") == 2, text
+
+
+def test_a_revision_of_the_tags_module_loads_on_its_own():
+    import subprocess
+
+    try:
+        module = inline_tags.revision_tags("HEAD")
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    from app.text import tags
+
+    assert module is not tags and module.TagPlan is not tags.TagPlan
+    plan = module.TagPlan.of("Open the {1}file{2}.", (("{1}", "{2}"),))
+    assert plan.apply(["Öffnen Sie die Datei.", "Datei"]) == "Öffnen Sie die {1}Datei{2}."
