@@ -22,6 +22,7 @@ import html
 import importlib
 import inspect
 import io
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -132,7 +133,9 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
     except DocumentError:
         raise
     except Exception as exc:  # each library has its own errors for a broken file
-        raise InvalidDocument(f"cannot read the file as .{fmt}: {exc}") from exc
+        # the first 200 characters: some quote all of the file they could not read
+        said = str(exc) if len(str(exc)) <= 200 else f"{str(exc)[:200]}..."
+        raise InvalidDocument(f"cannot read the file as .{fmt}: {said}") from exc
     if len(doc.segments) > limits.max_segments:
         raise DocumentTooLarge(
             f"the file has {len(doc.segments)} segments; the limit is {limits.max_segments}",
@@ -187,7 +190,7 @@ def translate_segments(
     text, the result is escaped again. progress(done, total) counts sentences (0 first).
     `fits` (a sentence -> whether the model takes it whole): longer sentences are cut into runs
     of words that fit, so the engine never truncates one."""
-    masked = [mask(seg) for seg in segments]
+    masked = [mask(_characters(seg) if markup else seg) for seg in segments]
     split = [segment_text(html.unescape(m.text) if markup else m.text, wraps) for m in masked]
     if fits is not None:
         for parts in split:
@@ -216,6 +219,19 @@ def translate_segments(
         pos += n
         results.append(unmask(m, html.escape(text, quote=False) if markup else text))
     return results
+
+
+_TAG = re.compile(r"(<[^<>]*>)")
+
+
+def _characters(markup: str) -> str:
+    """Escaped text with inline tags, its character references (`&#64;`, `&nbsp;`) written as
+    the characters (escaped again where they must be), as the model reads them: an address or
+    a URL written in references (Markdown's `&#121;&#117;&#64;...`) is then protected, where
+    the model's copy of it was deleted as a span it made up."""
+    parts = _TAG.split(markup)
+    return "".join(p if i % 2 else html.escape(html.unescape(p), quote=False)
+                   for i, p in enumerate(parts))
 
 
 def translate_document(

@@ -3,7 +3,7 @@ footers, text boxes, footnotes, endnotes, comments) is a segment. Its runs becom
 (app.documents.inline): the run format covering most characters is the paragraph's base, other
 runs are `<g>` groups, runs without text (tabs, breaks, images, fields) and other inline
 elements (bookmarks, fields) are `<x/>` atoms put back where the translation has them; a
-hyperlink is a group around its runs.
+hyperlink is a group around its runs, written back as one link.
 A run holding text and something else (`a<w:br/>b`, `<w:tab/>x`: Word writes these, and so does
 python-docx's add_run("a\tb")) is cut into runs of either, so its text is translated too. A
 field (a page number: the runs from its w:fldChar begin to its end) is one atom, its shown
@@ -243,6 +243,7 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         runs = {k for k, n in enumerate(nodes) if _is_text_run(n)}  # have 100,000 runs
         atoms = {k for k in range(len(nodes)) if k not in links and k not in runs}
         breaks = {k for k in atoms if _is_break(nodes[k])}
+        made = {}  # the link written for an id: the pieces after it in that link go into it
         for piece in decode(text, atoms, links | runs, breaks):
             if isinstance(piece, Atom):
                 node = nodes[piece.id]
@@ -251,9 +252,11 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             words, ids = piece
             parent, model = p, base_run
             for k in ids:
-                if k in links:  # a fresh link with the original's target
-                    link = etree.SubElement(parent, nodes[k].tag, attrib=dict(nodes[k].attrib))
-                    parent = link
+                if k in links:  # a fresh link with the original's target, or the one before
+                    if not len(parent) or parent[-1] is not made.get(k):
+                        made[k] = etree.SubElement(parent, nodes[k].tag,
+                                                   attrib=dict(nodes[k].attrib))
+                    parent = made[k]
                 else:
                     model = nodes[k]
             parent.append(_new_run(model, words))

@@ -94,7 +94,34 @@ def blocks(source: str) -> tuple[list[tuple[str, bool]], list[Value]]:
             group = 2 if m.group(2) is not None else 3
             if has_words(html.unescape(m.group(group))):
                 values.append(Value(tag, at, m.span(group), '"' if group == 2 else "'"))
-    return join_breaks(out), values
+    return _outside(join_breaks(out)), values
+
+
+_CLOSING = re.compile(r"(?:</[^<>]*>)+")  # tags that close at a text's start
+_OPENING = re.compile(r"(?:<[^/!<>][^<>]*>)+$")  # tags that open at its end
+
+
+def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """The runs with the tags that close at a text's start, or open at its end, moved out of
+    it into the markup beside it: they belong to what verbatim code (or a block) around the text
+    holds, and the model moved them over the text's words (into the code)."""
+    out: list[tuple[str, bool]] = []
+
+    def add(chunk: str, kind: bool) -> None:
+        if chunk and out and out[-1][1] == kind:
+            out[-1] = (out[-1][0] + chunk, kind)
+        elif chunk:
+            out.append((chunk, kind))
+
+    for chunk, kind in parts:
+        head = _CLOSING.match(chunk) if kind else None
+        start = head.end() if head else 0
+        tail = _OPENING.search(chunk, start) if kind else None
+        end = tail.start() if tail else len(chunk)
+        add(chunk[:start], False)
+        add(chunk[start:end], kind)
+        add(chunk[end:], False)
+    return out
 
 
 def readable(source: str) -> list[tuple[int, int]]:

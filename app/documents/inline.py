@@ -24,6 +24,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Atom:
     id: int
+    groups: tuple[int, ...] = ()  # decode's: the groups open around it, outermost first
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def decode(
     markup: str, atoms: Collection[int], groups: Collection[int], breaks: Collection[int] = ()
 ) -> list[tuple[str, tuple[int, ...]] | Atom]:
     """Escaped text with inline tags -> pieces: (text, ids of the open groups, outermost
-    first) and Atoms, in order. Only the given atom and group ids count (others are dropped);
+    first) and Atoms (with the groups open around them), in order. Only the given atom and
+    group ids count (others are dropped);
     each atom comes once, an atom the markup lost comes at the end; empty texts are dropped.
     `breaks` are atoms that part words themselves (a tab, a line break): the spaces next to
     them go, since a tag put back in a sentence gets a space on each side (app.text.protect),
@@ -77,7 +79,7 @@ def decode(
         if m.group(1) is not None:
             stack.append(int(m.group(1)))
         elif m.group(2) is not None:
-            out.append(Atom(int(m.group(2))))
+            out.append(Atom(int(m.group(2)), tuple(stack)))
         elif stack:
             stack.pop()
     if pos < len(markup):
@@ -88,7 +90,7 @@ def decode(
         if isinstance(piece, Atom):
             if piece.id in atoms and piece.id not in seen:
                 seen.add(piece.id)
-                pieces.append(piece)
+                pieces.append(Atom(piece.id, tuple(g for g in piece.groups if g in groups)))
         elif piece[0]:
             pieces.append((piece[0], tuple(g for g in piece[1] if g in groups)))
     pieces += [Atom(k) for k in sorted(set(atoms) - seen)]

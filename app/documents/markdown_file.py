@@ -1,11 +1,14 @@
 """Markdown (.md), block by block: a paragraph's or list item's text after its block marker
 (`# `, `> `, `- `, `1. `, `- [ ] `), with the lines that continue it (no marker of their own:
-Markdown reads their line breaks as spaces), is a segment; table cells are segments; fenced
-and indented code, link reference definitions, rules and table separators stay verbatim. The
-line breaks inside a segment go back into its translation at the nearest spaces
-(app.text.segment.rewrap). Inline code and link targets are protected spans (app.text.protect), so
-`[the docs](setup.md)` keeps its target. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`)
-travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---` ... `---` or
+Markdown reads their line breaks as spaces), is a segment; table cells are segments (a row
+needs no pipe at its ends, as GitHub reads tables); fenced and indented code, link reference
+definitions, rules and table separators stay verbatim. The line breaks inside a segment go
+back into its translation at the nearest spaces
+(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
+(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its label
+(`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label).
+Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b> does in
+HTML (`_emphasis`). Front matter (`---` ... `---` or
 `+++` ... `+++` at the top), a setext heading's underline, HTML comments and lines of an HTML
 block (`<div ...>`) stay verbatim too: translated, their keys, markers and attributes broke."""
 
@@ -20,12 +23,14 @@ from app.text.protect import find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
+_ITEM = re.compile(r"^(\s*(?:[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+))")  # nested: any indent
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
     r"|^\s{0,3}\[[^\]]+\]:\s"  # link reference definition
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
-    r"|^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$"  # table separator
+    rf"|{_SEPARATOR.pattern}"  # table separator
     r"|^\s{0,3}=+\s*$"  # setext heading underline
     r"|^\s{0,3}</?(?:address|article|aside|blockquote|center|details|dialog|div|dl|figure"
     r"|footer|form|h[1-6]|header|hr|iframe|nav|ol|p|picture|section|summary|table|ul)\b"
@@ -38,12 +43,28 @@ _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
 _GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
 
 
-def _pieces(line: str) -> list[str]:
+def _pieces(line: str, kind: str = "") -> list[str]:
     """A line cut into its marker, then text pieces and separators (even positions after the
-    marker are text): a table row is cut at its pipes."""
-    marker = _MARKER.match(line).group(1)
+    marker are text): a table row (kind "row", or a line that starts with a pipe) is cut at its
+    pipes; a nested list item (kind "item") has its marker however deep it is indented."""
+    marker = (_ITEM if kind == "item" else _MARKER).match(line).group(1)
     rest = line[len(marker) :]
-    return [marker, *(_CELL.split(rest) if rest.lstrip().startswith("|") else [rest])]
+    row = kind == "row" or rest.lstrip().startswith("|")
+    return [marker, *(_CELL.split(rest) if row else [rest])]
+
+
+def _rows(lines: list[str]) -> dict[int, str]:
+    """The lines of tables (GitHub's: a header row, a separator with a pipe, rows up to a blank
+    line), whose rows need no pipe at their ends, as "row"."""
+    rows = set()
+    for i in range(2, len(lines), 2):
+        if "|" in lines[i] and "|" in lines[i - 2] and _SEPARATOR.match(lines[i]):
+            rows.add(i - 2)
+            j = i + 2
+            while j < len(lines) and "|" in lines[j] and lines[j].strip():
+                rows.add(j)
+                j += 2
+    return dict.fromkeys(rows, "row")
 
 
 def _continues(line: str) -> bool:
@@ -64,6 +85,8 @@ def extract(data: bytes) -> Document:
     fence = None
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
     comment = False  # inside an HTML comment
+    kinds = _rows(lines)  # line index -> "row" (of a table) or "item" (nested)
+    item = False  # whether the open text is a list item's
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
@@ -75,7 +98,10 @@ def extract(data: bytes) -> Document:
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
-        if open_text == i - 2 and _continues(line):  # directly under it (lines[i - 1]: break)
+        if open_text == i - 2 and item and _ITEM.match(line):  # an item in the open item
+            kinds[i] = "item"
+        # directly under it (lines[i - 1]: the line break), not a table's row
+        elif open_text == i - 2 and i not in kinds and _continues(line):
             cells[-1][2].append(i)
             open_text = i
             continue
@@ -85,44 +111,75 @@ def extract(data: bytes) -> Document:
             if opened and (fence is None or opened.group(1) == fence):
                 fence = None if fence else opened.group(1)
             continue
-        if _VERBATIM.match(line):
+        if _VERBATIM.match(line) and i not in kinds:
             continue
-        pieces = _pieces(line)
+        pieces = _pieces(line, kinds.get(i, ""))
         cells += [(i, k, []) for k in range(1, len(pieces), 2 if len(pieces) > 2 else 1)
                   if pieces[k].strip()]
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
-    segments, markers = zip(*(_emphasis(_text(lines, i, k, more).strip())
-                              for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers), wraps=always)
+            item = bool(_ITEM.match(pieces[0]))
+    labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
+    segments, markers = zip(*(
+        _emphasis(_references(_text(lines, kinds, i, k, more).strip(), labels))
+        for i, k, more in cells), strict=True) if cells else ((), ())
+    return Document("md", list(segments), (lines, cells, encoding, markers, kinds), wraps=always)
 
 
-def _text(lines: list[str], i: int, k: int, more: list[int]) -> str:
+def _text(lines: list[str], kinds: dict[int, str], i: int, k: int, more: list[int]) -> str:
     """A cell's text with the lines that continue it (and the line breaks between)."""
-    return _pieces(lines[i])[k] + "".join(lines[j - 1] + lines[j] for j in more)
+    return _pieces(lines[i], kinds.get(i, ""))[k] + "".join(lines[j - 1] + lines[j] for j in more)
+
+
+_DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
+_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
+
+
+def _label(text: str) -> str:
+    """A link label as CommonMark matches it to its definition."""
+    return " ".join(text.split()).casefold()
+
+
+def _references(text: str, labels: set[str]) -> str:
+    """text with each shortcut or collapsed reference link of a defined label ([label],
+    [label][]) written as a full one ([label][label]), outside code: its text is translated
+    and its label, protected (app.text.protect), stays the key of its definition; translated,
+    the label matched no definition and the link broke."""
+    if not labels or "[" not in text:
+        return text
+    inside = bytearray(len(text) + 1)
+    for span in find_spans(text):
+        inside[span.start : span.end] = b"\1" * (span.end - span.start)
+    return _REFERENCE.sub(lambda m: f"[{m.group(1)}][{m.group(1)}]" if _label(m.group(1))
+                          in labels and not inside[m.start()] else m.group(), text)
 
 
 def _punctuation(c: str) -> bool:
     return unicodedata.category(c)[0] in "PS"
 
 
-def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
-    """text with each emphasis pair's markers replaced by an inline tag pair (`<g id="N">`,
-    `</g>`), and the markers by id (from 1). The model moved or lost markers it saw as
-    characters ("Click **Save** ..." came back with "**" and "*"); as tags, app.text.tags
-    carries them over the translation of the plain sentence like an HTML <b>.
+def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each emphasis pair's markers and each link's brackets replaced by an inline
+    tag pair (`<g id="N">`, `</g>`), and the (opening, closing) markers by id (from 1). The
+    model moved or lost markers it saw as characters ("Click **Save** ..." came back with "**"
+    and "*", a badge's "[![CI](badge.svg)](actions)" with its brackets anywhere); as tags,
+    app.text.tags carries them over the translation of the plain sentence like an HTML <b>.
 
-    Pairs as CommonMark and GitHub read them: a run of `*` or `_` (or exactly `~~`) that opens
+    Emphasis as CommonMark and GitHub read it: a run of `*` or `_` (or exactly `~~`) that opens
     stands before a word (`2 * 3`, a `* ` bullet: none), `_` never inside a word
     (snake_case_names), the rule of three; delimiters in protected spans (code, link targets,
-    URLs, tags) or escaped (`\\*`) do not count. A text with tags of that shape of its own is
-    left as it is: rebuild could not tell them apart."""
-    if _GROUP.search(text) or not any(c in text for c in "*_~"):
+    URLs, tags) or escaped (`\\*`) do not count. A link (or image) is a `[` (`![`) and the `]`
+    with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
+    one stays text. A text with tags of that shape of its own is left as it is: rebuild could
+    not tell them apart."""
+    if _GROUP.search(text) or not (any(c in text for c in "*_~") or "](" in text
+                                   or "][" in text):
         return text, ()
     spans = find_spans(text)
     inside = [False] * (len(text) + 1)
     for span in spans:
         inside[span.start : span.end] = [True] * (span.end - span.start)
+    links = _links(text, spans, inside)
     pairs = []  # (opening marker's start, end, closing marker's start, end)
     stack = []  # runs that may still open: [index, char, start, chars left, length, can close]
     bottom: dict[tuple[str, bool, int], int] = {}  # below it, no opener for such a closer
@@ -158,6 +215,7 @@ def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
                 stack.pop()
         if length and opens:
             stack.append([index, run[0], start, length, len(run), closes])
+    pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
     if not pairs:
         return text, ()
     pairs.sort()
@@ -168,7 +226,34 @@ def _emphasis(text: str) -> tuple[str, tuple[str, ...]]:
         out += [text[pos:a], tag]
         pos = b
     out.append(text[pos:])
-    return "".join(out), tuple(text[a:b] for a, b, _, _ in pairs)
+    return "".join(out), tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+
+
+def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:
+    """Each link's and image's pair of markers (`_emphasis`): its `[` or `![`, and its `]`
+    with the target or label (a protected span) right after it."""
+    if "](" not in text and "][" not in text:
+        return []
+    targets = {s.start: s.end for s in spans
+               if s.kind == "code" and text[s.start] in "([" and text[s.start - 1 : s.start] == "]"}
+    pairs, opened = [], []
+    for i, c in enumerate(text):
+        if inside[i] or text[i - 1 : i] == "\\":
+            continue
+        if c == "[":
+            opened.append(i)
+        elif c == "]" and opened:
+            start = opened.pop()
+            if i + 1 in targets:
+                bang = text[start - 1 : start] == "!"
+                pairs.append((start - bang, start + 1, i, targets[i + 1]))
+    return pairs
+
+
+def _cross(p: tuple[int, int, int, int], q: tuple[int, int, int, int]) -> bool:
+    """Whether two pairs of markers cross (neither is inside the other, nor apart)."""
+    return not (p[3] <= q[0] or q[3] <= p[0] or (p[1] <= q[0] and q[3] <= p[2])
+                or (q[1] <= p[0] and p[3] <= q[2]))
 
 
 def _matches(opener: list, run: str, opens: bool) -> bool:
@@ -180,29 +265,46 @@ def _matches(opener: list, run: str, opens: bool) -> bool:
         (opens or opener[5]) and total % 3 == 0 and (opener[4] % 3 or len(run) % 3))
 
 
-def _markers(text: str, markers: tuple[str, ...]) -> str:
-    """A translation's tag pairs back to their emphasis markers; app.text.protect's unmask
-    put back every tag once, each pair's opening tag before its closing one, so the markers
-    pair up again (a closing tag closes the innermost open pair)."""
+def _markers(text: str, markers: tuple[tuple[str, str], ...]) -> str:
+    """A translation's tag pairs back to their markers (emphasis, a link's brackets);
+    app.text.protect's unmask put back every tag once, each pair's opening tag before its
+    closing one, so the markers pair up again (a closing tag closes the innermost open pair)."""
     if not markers:
         return text
-    open_markers: list[str] = []
+    closing: list[str] = []
 
     def marker(m: re.Match) -> str:
         if m.group(1) is None:
-            return open_markers.pop() if open_markers else ""
-        open_markers.append(markers[int(m.group(1)) - 1])
-        return open_markers[-1]
+            return closing.pop() if closing else ""
+        opening, close = markers[int(m.group(1)) - 1]
+        closing.append(close)
+        return opening
 
     return _GROUP.sub(marker, text)
 
 
+# what begins a block at a line's start: a heading, a quote, a list item
+_BLOCK_START = re.compile(r"^([ \t]*)(#{1,6}|[-*+>]|\d{1,9}(?=[.)]))(?=[.)]?(?:[ \t]|$))",
+                          re.MULTILINE)
+
+
+def _escaped(text: str) -> str:
+    """A paragraph's translation with what would begin a block at a line's start escaped: the
+    model wrote "Jul 7, 2017: ..." as "7. 2017: ...", a list item, and a line break put back
+    before a "-" or "#" starts a list or a heading."""
+    return _BLOCK_START.sub(lambda m: m.group(1) + (
+        m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2)), text)
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    lines, cells, encoding, markers = doc.state
-    lines = list(lines)
-    pieces = {i: _pieces(lines[i]) for i, _, _ in cells}
+    source, cells, encoding, markers, kinds = doc.state
+    lines = list(source)
+    pieces = {i: _pieces(lines[i], kinds.get(i, "")) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        pieces[i][k] = replace_stripped(_text(doc.state[0], i, k, more), _markers(text, marks))
+        original, text = _text(source, kinds, i, k, more), _markers(text, marks)
+        if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
+            text = _escaped(text)  # (nor a text whose lines hold a nested list)
+        pieces[i][k] = replace_stripped(original, text)
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

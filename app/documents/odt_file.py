@@ -2,7 +2,8 @@
 Spans (text:span, text:a) become `<g>` groups, nested as they were; other elements inside a
 paragraph (text:s spaces, tabs, line breaks, notes, frames, bookmarks, fields) are `<x/>` atoms
 put back where the translation has them. Rebuilt spans copy their original's name and
-attributes (so their style), and styles, page layout and metadata are untouched."""
+attributes (so their style), one copy for the pieces of the translation that follow each other
+in it (a link stays one link), and styles, page layout and metadata are untouched."""
 
 from __future__ import annotations
 
@@ -67,24 +68,31 @@ def _shallow_copy(el):
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     document, paragraphs, states = doc.state
     for p, nodes, text in zip(paragraphs, states, translations, strict=True):
-        for child in list(p.childNodes):
-            if child.nodeType == Node.ELEMENT_NODE:
-                p.removeChild(child)  # also updates the document's element caches
-        p.childNodes.clear()  # the text nodes (odfpy's removeChild refuses them)
+        # taken out by hand: odfpy's removeChild also takes them (and all inside) out of the
+        # document's element caches, which appendChild does not put them back into, so the
+        # caption of a frame in an outer paragraph failed next (x not in list)
+        for child in p.childNodes:
+            child.parentNode = child.previousSibling = child.nextSibling = None
+        p.childNodes.clear()
         groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
         atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
         breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
+        made = {}  # the copy written for an id: the pieces after it in that span go into it
         for piece in decode(text, atoms, groups, breaks):
-            if isinstance(piece, Atom):
-                p.appendChild(nodes[piece.id])
-                continue
-            words, ids = piece
+            atom = isinstance(piece, Atom)
             parent = p
-            for g in ids:  # the piece's spans, outermost first, each a fresh copy
-                span = _shallow_copy(nodes[g])
-                parent.appendChild(span)
-                parent = span
-            parent.appendChild(TextNode(words))
+            # the piece's spans, outermost first, each a fresh copy or the last one
+            for g in piece.groups if atom else piece[1]:
+                if not parent.childNodes or parent.childNodes[-1] is not made.get(g):
+                    made[g] = parent.appendChild(_shallow_copy(nodes[g]))
+                parent = made[g]
+            parent.appendChild(nodes[piece.id] if atom else TextNode(piece[0]))
+    # odfpy's write takes every child of <office:meta> for an element: a meta.xml written with
+    # whitespace between them failed on the text ('Text' object has no attribute 'qname')
+    meta = document.meta.childNodes
+    meta[:] = [c for c in meta if c.nodeType == Node.ELEMENT_NODE]
+    document.clear_caches()  # built again from the tree (write reads them)
+    document.rebuild_caches()
     out = io.BytesIO()
     document.write(out)
     return out.getvalue()

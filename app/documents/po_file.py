@@ -1,19 +1,42 @@
 """gettext catalogs (.po, .pot) with polib: each entry's msgid (and msgid_plural) is a segment;
 the translation goes to msgstr (msgstr[0] and the other plural forms). The header, msgctxt,
 flags, comments, references and obsolete entries stay as they were, and so do entries already
-translated (not fuzzy): a translator's msgstr is not replaced by the model's."""
+translated (not fuzzy): a translator's msgstr is not replaced by the model's.
+
+A catalog is read in the charset its header declares where it is not UTF-8, and written in it
+again where that holds the translations; else (ASCII declared and an umlaut translated, or
+none declared) in UTF-8, and the header says so. A template's placeholders (charset=CHARSET,
+nplurals=INTEGER, as xgettext writes them) become UTF-8 and the two forms written (gettext's
+default rule), so that the catalog compiles."""
 
 from __future__ import annotations
 
+import re
+
 import polib
 
-from app.documents import Document
+from app.documents import Document, InvalidDocument
 from app.documents.txt_file import decode_text
+
+_CHARSET = re.compile(r"charset=([\w.:-]+)")
+_TWO_FORMS = "nplurals=2; plural=(n != 1);"
+
+
+def _decoded(data: bytes) -> str:
+    try:
+        return decode_text(data)[0]
+    except InvalidDocument as exc:
+        declared = _CHARSET.search(data[:4096].decode("ascii", "replace"))  # in the header
+        try:
+            if declared:
+                return data.decode(declared.group(1))
+        except (LookupError, UnicodeDecodeError):
+            pass
+        raise exc
 
 
 def extract(data: bytes) -> Document:
-    text, _ = decode_text(data)
-    catalog = polib.pofile(text)
+    catalog = polib.pofile(_decoded(data))
     entries = [e for e in catalog if e.msgid and not e.obsolete and not e.translated()]
     segments = []
     for entry in entries:
@@ -34,4 +57,17 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             entry.msgstr_plural = {n: singular if n == 0 else plural for n in forms}
         else:
             entry.msgstr = singular
-    return str(catalog).encode(catalog.encoding or "utf-8")
+    meta = catalog.metadata
+    if any(e.msgid_plural for e in entries) and "INTEGER" in meta.get("Plural-Forms", "INTEGER"):
+        meta["Plural-Forms"] = _TWO_FORMS
+    declared = _CHARSET.search(meta.get("Content-Type", ""))
+    if declared and declared.group(1).upper() != "CHARSET":
+        try:
+            return str(catalog).encode(declared.group(1))
+        except (LookupError, UnicodeEncodeError):
+            pass  # the translations have characters it lacks
+    if declared:
+        meta["Content-Type"] = _CHARSET.sub("charset=UTF-8", meta["Content-Type"])
+    elif meta:  # a header without a charset: gettext reads the catalog as ASCII
+        meta["Content-Type"] = "text/plain; charset=UTF-8"
+    return str(catalog).encode("utf-8")

@@ -1,8 +1,8 @@
 """SubRip subtitles (.srt) with the srt library: each subtitle's text is a segment; numbering,
-timings and line breaks inside a subtitle stay. A subtitle's lines are translated as one
-text (app.text.segment.subtitle_wrap: a sentence often runs over both), unless a line opens a
-speaker's turn ("- "); the line break goes back at the nearest space. Windows line breaks
-(\r\n) stay: the srt library writes \n."""
+timings and line breaks inside a subtitle stay (cues without a number are numbered by their
+place). A subtitle's lines are translated as one text (app.text.segment.subtitle_wrap: a
+sentence often runs over both), unless a line opens a speaker's turn ("- "); the line break
+goes back at the nearest space. Windows line breaks (\r\n) stay: the srt library writes \n."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ def extract(data: bytes) -> Document:
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     subtitles, encoding, windows = doc.state
+    # a cue without a number (the file had none) gets its place: the library writes 0
     out = [
-        srtlib.Subtitle(s.index, s.start, s.end, text, s.proprietary)
-        for s, text in zip(subtitles, translations, strict=True)
+        srtlib.Subtitle(k if s.index is None else s.index, s.start, s.end, text, s.proprietary)
+        for k, (s, text) in enumerate(zip(subtitles, translations, strict=True), 1)
     ]
     composed = srtlib.compose(out, reindex=False, strict=False)
     return (composed.replace("\n", "\r\n") if windows else composed).encode(encoding)

@@ -16,9 +16,10 @@ _BLANK_LINES = re.compile(r"((?:\r\n|\n|\r(?!\n))(?:[ \t]*(?:\r\n|\n|\r(?!\n)))+
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """UTF-8 (with or without a BOM) or UTF-16 with a BOM -> (text, encoding)."""
-    for bom, encoding in ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"),
-                          (b"\xfe\xff", "utf-16")):
+    """UTF-8 (with or without a BOM), UTF-32 or UTF-16 with a BOM -> (text, encoding)."""
+    for bom, encoding in ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\0\0", "utf-32"),
+                          (b"\0\0\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+                          (b"\xfe\xff", "utf-16")):  # UTF-32's first: it starts as UTF-16's
         if data.startswith(bom):
             return data.decode(encoding), encoding
     try:

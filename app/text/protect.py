@@ -1,6 +1,6 @@
 """Protected spans: what must come back from the model exactly as it went in.
 
-Placeholders (printf `%s` `%1$d`, Python `%(name)s`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
+Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` and Markdown link targets are found
 by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 # One alternative per kind of span; the first that matches at a position wins.
 _PLACEHOLDER = (
     r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
-    r"[diouxXeEfFgGcsSpaAm@]"  # printf, glibc %m, GCC %qE, Objective-C %@
+    r"[diouxXeEfFgGcrsSpaAm@]"  # printf, Python's %r, glibc %m, GCC %qE, Objective-C %@
     r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # Python %(name)s
     r"|%<|%>"  # GCC quotes
     r"|%[1-9]\d*"  # Qt / LibreOffice %1
@@ -76,16 +76,21 @@ _URL = (
     rf"|www\.[\w-]+(?:\.[\w-]+)+(?:[^{_NOT_URL}]*[^{_NOT_URL}.,;:!?)\]}}])?"
 )
 _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
-# `inline code`, a Markdown link's (target) and its "title", if any
-_CODE = r"""`[^`\n]+`|(?<=\])\([^()\s]+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
+# `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
+# over one line break at most, a Markdown link's (target), parentheses in it too (a Wikipedia
+# link), and its "title", if any, or its [label] (a reference link's: the key of its definition)
+_CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
+         r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
+         r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
+         r"""|(?<=\])\[[^\[\]\n]+\]""")
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
 # every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
-# "`" or "](", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
+# "`", "](" or "][", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
 # each of its alternatives at every position, this one scan is far quicker (`_spans`)
-_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(")
+_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(|\]\[")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 

@@ -19,9 +19,14 @@ COPIED_SIMILARITY), less a penalty for lying far from where the wrapped text sto
 (relative position) and for a size other than the translation's. A window below MIN_SIMILARITY
 is not trusted: the pair then wraps as many words as the wrapped text's translation has at that
 relative position. Pairs are placed best match first, never overlapping. Edge punctuation of the
-window stays outside the pair unless the wrapped source text had it there too. A pair around the
+window stays outside the pair, but for as much as the wrapped source text had there (a mask's
+braces are no punctuation, and a mask is a word of its own: `[{1}x{2}]{3}`). A pair around the
 whole sentence wraps the whole translation, and one around text without letters (`<b>%s</b>`)
-is matched by that text itself; neither asks the model for a second translation.
+is matched by that text itself; neither asks the model for a second translation. A pair around
+a symbol, text without a letter or digit (a period in a run of its own format, a permalink's
+`¶`), wraps that symbol where the translation has it nearest its relative place, not a word
+(another pair's window leaves it out at its edges: `<em>B</em><a>¶</a>` read "B¶");
+where the translation lost it, the pair brings it back at the nearest word boundary.
 
 A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pair nested in
 another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
@@ -37,7 +42,8 @@ front of `Handbuch` (a longer word than `manual`), and far from the word once th
 moved it. One at an edge of the sentence goes to that edge. app.text.protect's unmask puts
 back the others: next to a pair's mask they stood next to, or, spaced on both sides (`the
 <img/> button`) or glued to both (`file<br>and`), at the word boundary nearest their relative
-place in the source: nothing in the sentence says which word they belong with.
+place in the source: nothing in the sentence says which word they belong with. A pair around
+such tags only (an .odt span holding a field) leaves and comes back with them.
 
 Left to the masks as before: pairs that cross, pairs nested two levels deep, a pair split over
 two sentences, empty pairs, and the other masks (URLs, addresses, code)."""
@@ -61,7 +67,7 @@ MIN_SIMILARITY = 0.5  # below it a window is not a match: the pair goes by relat
 COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window
 DISTANCE_WEIGHT = 0.25  # similarity given up per unit of relative distance (0..1)
 SIZE_WEIGHT = 0.05  # and per word more or less than the wrapped text's translation has
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"\{\d+\}|(?:[^\s{]|\{(?!\d+\}))+")  # a mask ("{3}") is a word of its own
 _BRACE_MASK = re.compile(r"\{\d+\}")  # a numbered mask of app.text.protect's default style
 _MANY_MARKS = 64  # marks in a text beyond which each sentence gets only its own (`within`)
 _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
@@ -138,6 +144,7 @@ class _Group:
     translated: bool  # its translation is asked for: it has letters, and is not `whole`
     whole: bool  # it is the whole sentence (punctuation aside): it wraps the whole translation
     parent: int | None  # the group it is nested in (with other text around it), by index
+    symbol: str = ""  # what it wraps, when that has no letter or digit ("." "¶" "("): not words
 
 
 @dataclass(frozen=True)
@@ -199,14 +206,18 @@ class TagPlan:
            atoms: Iterable[str] = ()) -> TagPlan | None:
         """The plan for sentence, or None where no pair of it is carried over and no atom
         taken out (the sentence then goes to the model as it is)."""
-        found = []
+        found, atoms = [], list(atoms)
         masks: set[tuple[int, int]] = set()  # where the pairs' masks are
         for opening, closing in pairs:
             a, b = sentence.find(opening), sentence.find(closing)
-            masks |= {(x, x + len(m)) for x, m in ((a, opening), (b, closing)) if x >= 0}
-            if a < 0 or b < a + len(opening) or sentence.count(opening) != 1:
+            valid = a >= 0 and b >= a + len(opening) and sentence.count(opening) == 1
+            if valid and not functools.reduce(lambda t, atom: t.replace(atom, ""), atoms,
+                                              sentence[a + len(opening):b]).strip():
+                atoms += [opening, closing]  # around atoms only: out and back with them
                 continue
-            found.append((a, a + len(opening), b, b + len(closing)))
+            masks |= {(x, x + len(m)) for x, m in ((a, opening), (b, closing)) if x >= 0}
+            if valid:
+                found.append((a, a + len(opening), b, b + len(closing)))
         groups = _groups(sentence, sorted(found))
         alone = [(a, a + len(atom)) for atom in atoms
                  if (a := sentence.find(atom)) >= 0 and sentence.count(atom) == 1]
@@ -220,15 +231,18 @@ class TagPlan:
         for g, parent in groups:
             start, end = moved(g[-1][1]), moved(g[-1][2])
             inner = plain[start:end]
-            edges = (inner[: len(inner) - len(inner.lstrip(_PUNCT + " "))],
-                     inner[len(inner.rstrip(_PUNCT + " ")):])
+            lead, trail = _punctuation(inner, _PUNCT + " ")
+            edges = (inner[:lead], inner[len(inner) - trail:])
             whole = tops == 1 and parent is None and not (
                 plain[:start] + plain[end:]).strip(_PUNCT + " ")
+            symbol = not whole and not any(c.isalnum() for c in _unmasked(inner))
             out.append(_Group("".join(sentence[a:b] for a, b, _, _ in g),
                               "".join(sentence[c:d] for _, _, c, d in reversed(g)),
                               start, end, (edges[0].strip(), edges[1].strip()),
                               not whole and has_words(inner), whole,
-                              parent))
+                              parent, inner.strip() if symbol else ""))
+        parents = {g.parent for g in out}  # a symbol with a group inside goes as words do
+        out = [replace(g, symbol="") if i in parents else g for i, g in enumerate(out)]
         placed = _atoms(sentence, plain, moved, sorted(alone), masks)
         texts = ([plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
                  + [plain[slice(*a.anchor)] for a in placed if a.translated])
@@ -256,7 +270,7 @@ class TagPlan:
         if not self.groups:
             return _edged(atoms.text(0, len(text), through=True), **edges)
         spans: dict[int, tuple[int, int]] = {}
-        tops = [i for i, g in enumerate(self.groups) if g.parent is None]
+        tops = [i for i, g in enumerate(self.groups) if g.parent is None and not g.symbol]
 
         def place(which: list[int], source: tuple[int, int], within: tuple[int, int]) -> None:
             targets = [(self.groups[i].start, self.groups[i].end, pieces[i]) for i in which]
@@ -268,20 +282,31 @@ class TagPlan:
         else:
             place(tops, (0, len(plain)), (0, len(words)))
         for parent in tops:  # groups nested in it, inside its window
-            children = [i for i, g in enumerate(self.groups) if g.parent == parent]
+            children = [i for i, g in enumerate(self.groups)
+                        if g.parent == parent and not g.symbol]
             if children:
                 p = self.groups[parent]
                 place(children, (p.start, p.end), spans[parent])
-        ranges = {}
-        for i, g in enumerate(self.groups):
+        ranges: dict[int, tuple[int, int]] = {}
+        lost = set()  # symbols the translation does not have: they go back in
+        edge = _PUNCT + "".join(g.symbol for g in self.groups)  # left out at a window's edges
+        for i, g in enumerate(self.groups):  # parents first
+            if g.symbol:
+                ranges[i] = self._symbol(i, text, words, ranges)
+                lost |= {i} if ranges[i][0] == ranges[i][1] else set()
+                continue
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
-            lead = len(text[start:end]) - len(text[start:end].lstrip(_PUNCT))
-            trail = len(text[start:end]) - len(text[start:end].rstrip(_PUNCT))
-            if not g.edges[0] and lead < end - start:
+            lead, trail = _punctuation(text[start:end], edge)
+            # the window's edge punctuation stays outside, but as much as the source had inside
+            lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])
+            if 0 < lead < end - start:
                 start += lead
-            if not g.edges[1] and trail < end - start:
+            if 0 < trail < end - start:
                 end -= trail
+            if any(c and not c.isspace() for c in (plain[g.start - 1 : g.start] if g.start
+                                                   else "", plain[g.end : g.end + 1])):
+                start, end = _part(text, start, end, (pieces[i], plain[g.start:g.end]))
             ranges[i] = (start, end)
         children: dict[int | None, list[int]] = {}
         for i, g in enumerate(self.groups):
@@ -298,13 +323,40 @@ class TagPlan:
                 start = min(max(ranges[i][0], pos), hi)
                 end = min(max(ranges[i][1], start), hi)
                 g = self.groups[i]
-                out += [atoms.text(pos, start, through=True), g.opening,
-                        render(children.get(i, []), start, end), g.closing]
+                inner = g.symbol if i in lost else render(children.get(i, []), start, end)
+                out += [atoms.text(pos, start, through=True), g.opening, inner, g.closing]
                 pos = end
             out.append(atoms.text(pos, hi, through=top))
             return "".join(out)
 
         return _edged(render(children[None], 0, len(text), top=True), **edges)
+
+    def _symbol(self, i: int, text: str, words: list[tuple[int, int]],
+                ranges: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        """Where group i, a symbol, is in the translation (inside its parent's range): the
+        place of that symbol nearest its relative place in the source, not inside another
+        group's range where there is one; where the translation lost it, an empty range at
+        the word boundary nearest that place."""
+        g = self.groups[i]
+        lo, hi = ranges[g.parent] if g.parent is not None else (0, len(text))
+        parent = self.groups[g.parent] if g.parent is not None else None
+        s_lo, s_hi = (parent.start, parent.end) if parent else (0, len(self.texts[0]))
+        where = ((g.start + g.end) / 2 - s_lo) / max(1, s_hi - s_lo)
+
+        def distance(at: int) -> float:
+            return abs((at - lo) / max(1, hi - lo) - where)
+
+        found = [m.start() for m in re.finditer(re.escape(g.symbol), text[lo:hi])]
+        found = [lo + a for a in found]
+        others = [ranges[k] for k, o in enumerate(self.groups[:i]) if o.parent == g.parent
+                  and not o.symbol]
+        free = [a for a in found if not any(a < e and s < a + len(g.symbol) for s, e in others)]
+        if free or found:
+            at = min(free or found, key=lambda a: distance(a + len(g.symbol) / 2))
+            return at, at + len(g.symbol)
+        edges = [lo, hi, *(x for word in words for x in word if lo <= x <= hi)]
+        at = min(edges, key=distance)
+        return at, at
 
 def plan(sentences: Sequence[str], marks: Sequence[TagMarks | None]
          ) -> tuple[list[TagPlan | None], list[str]]:
@@ -382,7 +434,7 @@ def _windows(targets: Sequence[tuple[int, int, str]], plain: str, source: tuple[
         goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
                     for x, copied in ((piece, False), (plain[start:end], True))
                     if x.strip(_PUNCT + " ")]
-        size = min(hi - lo, max(1, len(goals[i][0].text.split()) if goals[i] else 1))
+        size = min(hi - lo, max(1, len(_WORD.findall(goals[i][0].text)) if goals[i] else 1))
         where = ((start + end) / 2 - source[0]) / s_len
         wanted[i] = (size, where)
         nearest[i] = _nearest(centered, where, range(max(1, size - 1), size + 2), lo)
@@ -566,10 +618,40 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
     return groups
 
 
+def _part(text: str, start: int, end: int, goals: Iterable[str]) -> tuple[int, int]:
+    """The part of the window text[start:end] that is one of `goals` (case aside) where the
+    window has more after a mark or before one ("Sphinx-Stil", "Jira/Confluence"): the pair's
+    text was glued to more of its word in the source; else the window."""
+    for goal in (g.strip() for g in goals):
+        n = len(goal)
+        if not goal or n >= end - start:
+            continue
+        if text[start : start + n].casefold() == goal.casefold() and not text[start + n].isalnum():
+            return start, start + n
+        if text[end - n : end].casefold() == goal.casefold() and not text[end - n - 1].isalnum():
+            return end - n, end
+    return start, end
+
+
+_OWN_BRACES = re.compile(r"\{[^{}\s]*\}")  # a mask ("{3}") or a placeholder ("{name}")
+
+
+def _unmasked(text: str) -> str:
+    """text with each mask or placeholder in braces as letters: not punctuation."""
+    return _OWN_BRACES.sub(lambda m: "x" * len(m.group()), text)
+
+
+def _punctuation(text: str, chars: str) -> tuple[int, int]:
+    """How many of `chars` text has at its start and at its end (not the braces of a mask:
+    "{3}." ends in one)."""
+    core = _unmasked(text)
+    return len(core) - len(core.lstrip(chars)), len(core) - len(core.rstrip(chars))
+
+
 def _spaced_after(c: str) -> bool:
-    """Whether a word that follows c directly is a word of its own (after a letter, a digit or
-    a mark that ends a clause), not one an opening bracket or quote holds."""
-    return c.isalnum() or c in ".,;:!?"
+    """Whether a word that follows c directly is a word of its own (after a letter, a digit, a
+    mark that ends a clause or a closing bracket), not one an opening bracket or quote holds."""
+    return c.isalnum() or c in ".,;:!?)]}”’»"
 
 
 def _without(sentence: str, removed: list[tuple[int, int]]):

@@ -21,10 +21,11 @@ def docx_of_runs(runs: int, bold: bool = True) -> bytes:
                    for i in range(runs))
     xml = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document {_W}>'
            f"<w:body><w:p>{body}</w:p></w:body></w:document>")
-    return _replace_part(docx_bytes(docx_document()), "word/document.xml", xml.encode())
+    return replace_part(docx_bytes(docx_document()), "word/document.xml", xml.encode())
 
 
-def _replace_part(archive: bytes, name: str, data: bytes) -> bytes:
+def replace_part(archive: bytes, name: str, data: bytes) -> bytes:
+    """A zipped document (.docx, .odt) with the part `name` replaced by `data`."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(archive)) as src, \
             zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:

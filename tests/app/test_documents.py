@@ -6,6 +6,7 @@ built here with the same libraries that read them (the documents extra, which de
 the tests compare structure, not wording."""
 
 import copy
+import functools
 import io
 import re
 import zipfile
@@ -22,7 +23,7 @@ from docx.opc.part import Part, XmlPart
 from docx.oxml.ns import nsmap, qn
 from docx.shared import Pt
 from lxml import etree
-from odf import opendocument, teletype
+from odf import draw, opendocument, teletype
 from odf import text as odftext
 
 from app.documents import (
@@ -36,6 +37,7 @@ from app.documents import (
     translate_segments,
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from tests.app.hostile import replace_part
 from tests.app.samples import docx_bytes, docx_document, odt_file
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
@@ -106,6 +108,27 @@ def test_html_keeps_inline_tags_inside_sentences_and_skips_code():
     assert '<h1 class="x">niaM eltit</h1>' in out
 
 
+def test_html_text_does_not_move_into_code_it_was_cut_at():
+    # code cuts a sentence's text (Sphinx: "The <a><code>range()</code></a> function"): the
+    # tags closed after it went to the model at the next text's start, or those opened before
+    # it at the text's end, and came back on the other side of words, which went into the code
+    src = '<h2>The <a href="x"><code>range()</code></a> function</h2>'
+    assert extract(src.encode(), "html").segments == ["The", "function"]
+    backwards = translate_document(src.encode(), "html", lambda texts: [
+        " ".join(reversed(t.split())) for t in texts]).decode()
+    assert backwards == src
+
+
+def test_html_addresses_written_as_character_references_are_kept():
+    # Markdown writes an e-mail address as character references (&#121;&#117;...): the model
+    # read it as an address that was not in the masked source, which deleted it as made up
+    src = ('<p>Mail <a href="&#109;&#97;&#105;&#108;&#116;&#111;&#58;yu&#64;x.org">&#121;&#117;'
+           '&#64;&#120;&#46;&#111;&#114;&#103;</a> or see&#160;www&#46;x.org today.</p>')
+    out = run(src.encode(), "html").decode()
+    assert out == ('<p>liaM <a href="&#109;&#97;&#105;&#108;&#116;&#111;&#58;yu&#64;x.org">'
+                   'yu@x.org</a> ro ees\xa0www.x.org yadot.</p>')
+
+
 def test_markdown_keeps_markers_code_tables_and_link_targets():
     src = (
         "# Getting started\n\n"
@@ -124,6 +147,28 @@ def test_markdown_keeps_markers_code_tables_and_link_targets():
         "| emaN | gninaeM |\n|------|---------|\n| trop | eht trop |\n\n"
         "[docs]: https://example.org/docs\n"
     )
+
+
+def test_markdown_items_nested_four_spaces_deep_are_items():
+    # Python-Markdown nests a list four spaces deep: the nested items went on as their
+    # parent's text, and the model's translation put their line breaks (and markers) anywhere
+    src = "- Top item\n    - Nested one\n    * [ ] Nested two\n\nText\n    - goes on here\n"
+    assert extract(src.encode(), "md").segments == [
+        "Top item", "Nested one", "Nested two", "Text\n    - goes on here"]
+    assert run(src.encode(), "md").decode() == (
+        "- poT meti\n    - detseN eno\n    * [ ] detseN owt\n\ntxeT\n    - seog no ereh\n")
+
+
+def test_markdown_table_rows_without_outer_pipes_are_rows():
+    # GitHub's tables need no pipe at a row's ends: the rows went on as one paragraph, whose
+    # line breaks came back anywhere (Python-Markdown's extension list: the table was gone)
+    src = ("Name | Meaning\n---- | -------\n[Extra] | `extra` text\nport | the port\n\n"
+           "Then text\ngoes on.\n")
+    assert extract(src.encode(), "md").segments == [
+        "Name", "Meaning", "[Extra]", "`extra` text", "port", "the port", "Then text\ngoes on."]
+    out = run(src.encode(), "md").decode()
+    assert out == ("emaN | gninaeM\n---- | -------\n[artxE] | `extra` txet\ntrop | eht trop\n\n"
+                   "nehT txet\nseog no.\n")
 
 
 def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
@@ -153,7 +198,7 @@ def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targ
         "Last words.\n"
     )
     assert extract(src.encode(), "md").segments == [
-        "Main title", 'Read the [guide](docs/install.md "The guide") first.', "Last words."]
+        "Main title", 'Read the <g id="1">guide</g> first.', "Last words."]
     assert run(src.encode(), "md").decode() == (
         "---\ntitle: Getting started\ntags: [install]\n---\n\n"
         "niaM eltit\n==========\n\n"
@@ -203,6 +248,42 @@ def test_markdown_emphasis_stays_balanced_where_the_words_move():
                    "here. **inside _italic_ with Bold**\n")
 
 
+def test_markdown_reference_links_keep_their_labels():
+    # a label is the key of its definition: translated, it matched none and the link broke
+    # ("[markdown/__meta__.py]" even lent its underscores to another word as emphasis)
+    src = ("See the [user guide], [the API][api] or [Setup][], not [this].\n\n"
+           "[user guide]: guide.md\n[api]: api.md\n[setup]: setup.md\n")
+    out = run(src.encode(), "md").decode()
+    assert out == ("eeS eht [resu ediug][user guide], [eht IPA][api] ro [puteS][Setup], ton "
+                   "[siht].\n\n[user guide]: guide.md\n[api]: api.md\n[setup]: setup.md\n")
+    out = run(b"Update [`a/__init__.py`][a/__init__.py] now.\n\n[a/__init__.py]: x\n", "md")
+    assert out.decode().startswith("etadpU [`a/__init__.py`][a/__init__.py] won.")
+
+
+def test_markdown_a_translation_that_starts_a_line_like_a_block_marker_is_escaped():
+    # "Jul 7, 2017: Version 2.6.10" came back as "7. 2017: Version 2.6.10", a list item
+    # now; a wrapped line beginning with "- " or "# " starts a list or a heading too
+    src = "Jul 7, 2017: a fix\nand more.\n\n# Title\n\n- Item\n"
+    answers = {"Jul 7, 2017: a fix and more.": "7. 2017: eine Korrektur - und # mehr.",
+               "Title": "Titel", "Item": "Punkt"}
+    out = translate_document(src.encode(), "md", lambda texts: [answers[t] for t in texts])
+    assert out.decode() == ("7\\. 2017: eine Korrektur\n\\- und # mehr.\n\n# Titel\n\n"
+                            "- Punkt\n")
+
+
+def test_markdown_links_go_to_the_model_as_tag_pairs():
+    # the model saw a link's brackets as characters and moved or lost them: a badge line
+    # ("[![CI tests](badge.svg)](actions)") came back as brackets and targets in a heap
+    src = ("See [![CI tests](https://x.org/b.svg)](https://x.org/ci) and [the *guide*][g] or "
+           "[this](a.md \"A title\").\n\n[g]: guide.md\n")
+    assert extract(src.encode(), "md").segments == [
+        'See <g id="1"><g id="2">CI tests</g></g> and <g id="3">the <g id="4">guide</g></g> '
+        'or <g id="5">this</g>.']
+    unbracketed = translate_document(src.encode(), "md", lambda texts: [
+        t.replace("[", "").replace("]", "").replace("!", "") for t in texts]).decode()
+    assert unbracketed == src
+
+
 def test_markdown_leaves_what_is_not_emphasis_alone():
     src = ("* A bullet with 2 * 3 and 4*5 inside\n\n"
            "Set max_batch_size or __init__ in snake_case_names.\n\n"
@@ -215,7 +296,9 @@ def test_markdown_leaves_what_is_not_emphasis_alone():
     # __init__ is strong emphasis to Markdown (underscores flank a word from outside)
     assert segments == ["A bullet with 2 * 3 and 4*5 inside",
                         'Set max_batch_size or <g id="1">init</g> in snake_case_names.',
-                        *src.split("\n\n")[2:-1],
+                        src.split("\n\n")[2],
+                        'Run `a **b** c` and read <g id="1">this</g> now.',
+                        *src.split("\n\n")[4:-1],
                         'A tag <g id="1">of its own</g> keeps its **stars**.']
     out = run(src.encode(), "md").decode()
     assert out.startswith("* A tellub htiw 2 * 3 dna 4*5 edisni\n\n"
@@ -259,6 +342,13 @@ def test_srt_keeps_numbering_timings_and_line_breaks():
     assert out.count("\r\n") == src.count("\n") and "\n" not in out.replace("\r\n", "")
 
 
+def test_srt_without_numbers_is_numbered_from_one():
+    # every cue of a file without numbers came back numbered 0
+    src = "00:00:01,000 --> 00:00:02,500\nHello there\n\n00:00:03,000 --> 00:00:04,000\nBye now\n"
+    out = run(src.encode(), "srt").decode()
+    assert [(s.index, s.content) for s in srt.parse(out)] == [(1, "olleH ereht"), (2, "eyB won")]
+
+
 def test_po_fills_msgstr_and_keeps_catalog_metadata():
     catalog = polib.POFile()
     catalog.metadata = {
@@ -287,6 +377,39 @@ def test_po_fills_msgstr_and_keeps_catalog_metadata():
     assert second.flags == ["c-format"] and second.msgstr == "ypoC %s ot %d secalp"
     assert plural.msgstr_plural == {0: "eno elif", 1: "%d selif"}
     assert old.obsolete and old.msgstr == "Alter Text"
+
+
+def _po(charset: str, entry: str, forms: str = "") -> str:
+    """A catalog of one entry, its header declaring the charset (and the plural forms)."""
+    header = f'"Content-Type: text/plain; charset={charset}\\n"\n' + (
+        f'"Plural-Forms: {forms}\\n"\n' if forms else "")
+    return f'msgid ""\nmsgstr ""\n{header}\n{entry}'
+
+
+def test_po_in_the_charset_it_declares_or_in_utf8_where_that_cannot_hold_the_translation():
+    umlauts = functools.partial(translate_document, translate=lambda texts: [
+        t.replace("a", "ä") for t in texts])
+    # ASCII declared: a translation with an umlaut failed to encode (UnicodeEncodeError, a 500)
+    out = umlauts(_po("ASCII", 'msgid "Save all"\nmsgstr ""\n').encode(), "po")
+    catalog = polib.pofile(out.decode())
+    assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+    assert catalog[0].msgstr == "Säve äll"
+    # ISO-8859-15 declared and used (é): refused as not UTF-8; read, and written in it again
+    src = _po("ISO-8859-15", 'msgid "Café menu"\nmsgstr ""\n').encode("iso-8859-15")
+    out = umlauts(src, "po")
+    assert b"charset=ISO-8859-15" in out and "Cäfé menu" in out.decode("iso-8859-15")
+    # a template's placeholders (xgettext writes them): the catalog says what it is now
+    src = _po("CHARSET", 'msgid "one file"\nmsgid_plural "%d files"\nmsgstr[0] ""\n'
+              'msgstr[1] ""\n', "nplurals=INTEGER; plural=EXPRESSION;")
+    catalog = polib.pofile(umlauts(src.encode(), "pot").decode())
+    assert catalog.metadata["Content-Type"] == "text/plain; charset=UTF-8"
+    assert catalog.metadata["Plural-Forms"] == "nplurals=2; plural=(n != 1);"
+    assert catalog[0].msgstr_plural == {0: "one file", 1: "%d files"}
+    # none declared: gettext reads the catalog as ASCII, and Python's gettext fails on an umlaut
+    src = 'msgid ""\nmsgstr ""\n"Project-Id-Version: x 1\\n"\n\nmsgid "Save"\nmsgstr ""\n'
+    catalog = polib.pofile(umlauts(src.encode(), "po").decode())
+    assert catalog.metadata == {"Project-Id-Version": "x 1",
+                                "Content-Type": "text/plain; charset=UTF-8"}
 
 
 XLIFF12 = b"""<?xml version="1.0" encoding="UTF-8"?>
@@ -418,6 +541,27 @@ def test_docx_keeps_paragraphs_runs_styles_tables_and_headers():
     assert out.paragraphs[2].runs[0].font.size == Pt(20)
     assert [c.text for c in out.tables[0].rows[0].cells] == ["tfeL llec", "thgiR llec"]
     assert out.sections[0].header.paragraphs[0].text == "ynapmoC troper"
+
+
+def test_docx_a_link_of_several_runs_stays_one_link():
+    # each piece of the translation inside a link got a link of its own: one link of a word in
+    # bold and a word not became two links (three with the space between)
+    document = docx.Document()
+    p = document.add_paragraph("Read the ")
+    link = docx.oxml.OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), p.part.relate_to(
+        "https://example.org", docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True))
+    for text, bold in (("user", False), (" guide", True)):
+        r = p.add_run(text)
+        r.bold = bold
+        link.append(r._r)  # moved into the link
+    p._p.append(link)
+    p.add_run(" first.")
+    out = docx.Document(io.BytesIO(run(docx_bytes(document), "docx")))
+    links = out.paragraphs[0]._p.findall(qn("w:hyperlink"))
+    assert len(links) == 1
+    assert "".join(t.text for t in links[0].iter(qn("w:t"))) == "resu ediug"
+    assert out.paragraphs[0].text == "daeR eht resu ediug tsrif."
 
 
 def _field_runs(paragraph, instruction: str, shown: str) -> None:
@@ -628,19 +772,103 @@ def test_odt_keeps_headings_spans_styles_and_spaces():
     assert teletype.extractText(para).startswith("eW pihs txen keew dna")
 
 
+def _odt_translated(*paragraphs):
+    """odt_file() with these paragraphs (or headings) added, through the fake, read back."""
+    document = opendocument.load(io.BytesIO(odt_file()))
+    for p in paragraphs:
+        document.text.addElement(p)
+    buf = io.BytesIO()
+    document.write(buf)
+    return opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
+
+
 def test_odt_line_breaks_and_tabs_get_no_spaces_around_them():
     # put back in the sentence, they got a space on each side: the next line began with one
-    document = opendocument.load(io.BytesIO(odt_file()))
     p = odftext.P(text="First line")
     p.addElement(odftext.LineBreak())
     teletype.addTextToElement(p, "second line\tafter a tab.")
-    document.text.addElement(p)
-    buf = io.BytesIO()
-    document.write(buf)
-    out = opendocument.load(io.BytesIO(run(buf.getvalue(), "odt")))
-    para = out.getElementsByType(odftext.P)[-1]
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
     assert teletype.extractText(para) == "tsriF enil\ndnoces enil\tretfa a bat."
     assert len(para.getElementsByType(odftext.LineBreak)) == 1
+
+
+def test_odt_a_link_with_a_span_in_it_stays_one_link():
+    p = odftext.P(text="Read the ")
+    link = odftext.A(href="https://example.org", type="simple")
+    link.addElement(odftext.Span(stylename="Strong", text="user"))
+    teletype.addTextToElement(link, " guide")
+    p.addElement(link)
+    teletype.addTextToElement(p, " first.")
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
+    links = para.getElementsByType(odftext.A)
+    assert [teletype.extractText(a) for a in links] == ["resu ediug"]
+    assert [teletype.extractText(s) for s in links[0].getElementsByType(odftext.Span)] == ["resu"]
+
+
+def test_odt_a_field_in_a_span_stays_in_it():
+    # a span holding only a field (a page number in bold): the field came back bare, its
+    # format lost
+    p = odftext.P(text="Total pages: ")
+    span = odftext.Span(stylename="Strong")
+    span.addElement(odftext.PageCount(text="3"))
+    p.addElement(span)
+    para = _odt_translated(p).getElementsByType(odftext.P)[-1]
+    spans = para.getElementsByType(odftext.Span)
+    assert [(s.getAttribute("stylename"), len(s.getElementsByType(odftext.PageCount)))
+            for s in spans] == [("Strong", 1)]
+    assert teletype.extractText(para) == "latoT segap: 3"
+
+
+def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
+    # an image's caption (a paragraph in a frame's text box, in a paragraph or heading): the
+    # outer paragraph's rebuild took the frame out of odfpy's element caches, and the inner
+    # paragraph's then failed on it (ValueError: list.remove(x): x not in list)
+    outers = (odftext.P(text="See the plan "), odftext.H(outlinelevel=2, text="Plan "))
+    for outer in outers:
+        frame = draw.Frame(width="5cm", height="3cm", anchortype="as-char")
+        box = draw.TextBox()
+        caption = odftext.P(text="Figure ")
+        caption.addElement(odftext.Span(text="one"))
+        teletype.addTextToElement(caption, " shows it")
+        box.addElement(caption)
+        frame.addElement(box)
+        outer.addElement(frame)
+        teletype.addTextToElement(outer, " below.")
+    out = _odt_translated(*outers)
+    outer = [out.getElementsByType(odftext.P)[-3], out.getElementsByType(odftext.H)[-1]]
+    assert [teletype.extractText(p) for p in outer] == [
+        "eeS eht nalp erugiF eno swohs ti woleb.", "nalP erugiF eno swohs ti woleb."]
+    captions = [frame.getElementsByType(odftext.P)[0] for frame in out.getElementsByType(
+        draw.Frame)]
+    assert [teletype.extractText(p) for p in captions] == ["erugiF eno swohs ti"] * 2
+    assert [len(p.getElementsByType(odftext.Span)) for p in captions] == [1, 1]
+
+
+def test_odt_with_a_pretty_printed_meta_part_is_written():
+    # whitespace between the elements of <office:meta> (a meta.xml written by another tool than
+    # LibreOffice): odfpy's write took every child for an element and failed on the text
+    # (AttributeError: 'Text' object has no attribute 'qname')
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        meta = archive.read("meta.xml").decode()
+    meta = meta.replace("<office:meta>", "<office:meta>\n  ").replace("</office:meta>",
+                                                                       "\n</office:meta>")
+    out = opendocument.load(io.BytesIO(run(replace_part(data, "meta.xml", meta.encode()),
+                                           "odt")))
+    assert teletype.extractText(out.getElementsByType(odftext.H)[0]) == "ylretrauQ nalp"
+
+
+def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():
+    # a UTF-32 file was read as UTF-16 (its BOM starts like one): a subtitle file came back
+    # refused with 1,700 characters of what the srt library could not match, NULs and all
+    for encoding in ("utf-32-le", "utf-32-be"):
+        data = "\ufeff1\n00:00:01,000 --> 00:00:02,000\nHello there\n".encode(encoding)
+        assert extract(data, "srt").segments == ["Hello there"]
+        assert run(data, "srt").decode("utf-32").endswith("olleH ereht\n\n")
+    with pytest.raises(InvalidDocument) as err:
+        extract(b"no cue here " * 500 + b"\n\n1\n00:00:01,000 --> 00:00:02,000\nHi\n", "srt")
+    assert err.value.message.startswith("cannot read the file as .srt: ")
+    assert len(err.value.message) < 300
 
 
 def test_formats_limits_and_broken_files():

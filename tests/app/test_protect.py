@@ -25,6 +25,7 @@ def spans(text: str) -> list[str]:
 
 FIND_SPANS_CASES = [
     ("Copy %s to %1$d of %(count)d", ["%s", "%1$d", "%(count)d"]),
+    ("Python's repr: %r=%r", ["%r", "%r"]),  # the model wrote "%r=%r=%r"
     ("Hello {name}, item {0} of {}", ["{name}", "{0}", "{}"]),
     ("Set ${HOME} or $(CC) and $1", ["${HOME}", "$(CC)", "$1"]),
     ("%PRODUCTNAME could not open %1", ["%PRODUCTNAME", "%1"]),
@@ -35,6 +36,16 @@ FIND_SPANS_CASES = [
         "https://example.org/a?b=1", "www.example.com"]),
     ("Mail first.last+tag@mail.example.de today", ["first.last+tag@mail.example.de"]),
     ("100% sure, 50 %, a <name of file> and <div>", []),  # not spans
+    # reStructuredText's and Markdown's double backticks (a backtick may be inside): the
+    # single-backtick pattern took "`x`" and "` and `" as code, the outer backticks as text
+    ("Run ``make html`` or ``a ` b`` and `x`", ["``make html``", "``a ` b``", "`x`"]),
+    # code wrapped onto the next line (reStructuredText, Markdown), not over a blank line
+    ("code like ``if\nos.path`` or `<div\nclass=\"x\">`, not `a\n\nb`",
+     ["``if\nos.path``", '`<div\nclass="x">`']),
+    # a link target with parentheses in it (Wikipedia's, man pages'): the URL alone was
+    # protected, the parentheses and the closing one of the target went to the model
+    ("See [ZIP](https://en.wikipedia.org/wiki/ZIP_(file_format)) and [man](x(7) \"t\")",
+     ["(https://en.wikipedia.org/wiki/ZIP_(file_format))", '(x(7) "t")']),
 ]
 
 

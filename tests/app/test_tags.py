@@ -42,6 +42,54 @@ def test_punctuation_stays_outside_unless_the_pair_held_it():
     assert plan.apply(["Siehe das Handbuch.", "Handbuch"]) == "Siehe das {1}Handbuch{2}."
 
 
+def test_a_pair_keeps_as_much_edge_punctuation_as_it_held():
+    # it held a closing quote: the period and parenthesis after it came in too
+    plan = TagPlan.of("(see {1}Section 7.6, “Sandbox”{2}).", PAIR)
+    assert plan.apply(["(siehe Abschnitt 7.6, „Sandkasten“).", "Abschnitt 7.6, „Sandkasten“"]
+                      ) == "(siehe {1}Abschnitt 7.6, „Sandkasten“{2})."
+    # a mask's braces are no punctuation: the comma after a link's address came in
+    plan = TagPlan.of("Write to {1}{3}{2}, then wait.", PAIR)
+    assert plan.apply(["Schreiben Sie an {3}, dann warten."]) == (
+        "Schreiben Sie an {1}{3}{2}, dann warten.")
+    # a mask glued to the word before is a word of its own: the pair cut "]{3}" apart
+    plan = TagPlan.of("[{1}Preprocessors{2}]{3} alter the source.", PAIR)
+    assert plan.apply(["[Präprozessoren]{3} ändern die Quelle.", "Präprozessoren"]) == (
+        "[{1}Präprozessoren{2}]{3} ändern die Quelle.")
+    # and counts as one in the size of the window (it was one short per glued mask)
+    plan = TagPlan.of("{1}Read [the guide]{3} and [the docs]{4} today.{2} Then rest.", PAIR)
+    wrapped = "Lies [die Anleitung]{3} und [die Doku]{4} heute."
+    assert plan.apply([f"{wrapped} Dann ruhe.", wrapped]) == "{1}" + wrapped + "{2} Dann ruhe."
+
+
+def test_a_pair_glued_to_more_of_its_word_wraps_only_its_part():
+    # "[Sphinx](url)-style": the plain sentence's word is "Sphinx-style", and the link took it all
+    plan = TagPlan.of("creating {1}Sphinx{2}-style anchor links", PAIR)
+    assert plan.apply(["Erstellen von Sphinx-Stil Ankerlinks", "Sphinx"]) == (
+        "Erstellen von {1}Sphinx{2}-Stil Ankerlinks")
+    plan = TagPlan.of("({1}Jira{2}/Confluence wiki markup)", PAIR)
+    assert plan.apply(["(Jira/Confluence Wiki-Markup)", "Jira"]) == (
+        "({1}Jira{2}/Confluence Wiki-Markup)")
+
+
+def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
+    # a period in a run of its own format (.docx), a permalink's pilcrow (Sphinx's HTML), a
+    # footnote's back arrow: each wrapped the word nearest its place
+    pairs = (("{1}", "{2}"), ("{3}", "{4}"))
+    plan = TagPlan.of("{1}Text with{2} character style{3}.{4}", pairs)
+    assert plan.apply(["Text mit Zeichenformat.", "Text mit"]) == (
+        "{1}Text mit{2} Zeichenformat{3}.{4}")
+    plan = TagPlan.of("Installing Python{1}¶{2}", PAIR)
+    assert plan.texts == ("Installing Python¶",)
+    assert plan.apply(["Python installieren¶"]) == "Python installieren{1}¶{2}"
+    # the translation lost it: it goes back at the word boundary nearest its place
+    assert plan.apply(["Python installieren"]) == "Python installieren{1}¶{2}"
+    plan = TagPlan.of("A {1}({2}small{3}){4} note.", (("{1}", "{2}"), ("{3}", "{4}")))
+    assert plan.apply(["Eine (kleine) Notiz."]) == "Eine {1}({2}kleine{3}){4} Notiz."
+    # glued to the word of another pair: that pair's window leaves it out
+    plan = TagPlan.of("Header {1}B{2}{3}¶{4}", pairs)
+    assert plan.apply(["Kopfzeile B¶", "B"]) == "Kopfzeile {1}B{2}{3}¶{4}"
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
@@ -345,6 +393,15 @@ def test_the_shipped_model_keeps_every_word_beside_an_image():
     assert re.sub(r" ?<img[^>]*> ?", " ", out).strip() == plain, (out, plain)
 
 
+def test_a_pair_around_atoms_only_goes_out_and_back_with_them():
+    # a span holding only a field (.odt): carried as a pair of no words, it wrapped a word
+    plan = TagPlan.of("See page {1}{2}{3} for more.", (("{1}", "{3}"),), ("{2}",))
+    assert plan.texts == ("See page for more.",)
+    m = mask('See page <g id="0"><x id="1"/></g> for more.')
+    out = unmask(m, plan.apply(["Siehe Seite für mehr."]))
+    assert '<g id="0"><x id="1"/></g>' in out
+
+
 def test_an_atom_between_two_words_with_no_space_leaves_one():
     plan = TagPlan.of("Save the file{1}and close it.", (), ("{1}",))
     assert plan.texts == ("Save the file and close it.",)  # two words, not "fileand"
@@ -354,6 +411,10 @@ def test_an_atom_between_two_words_with_no_space_leaves_one():
     assert plan.texts == ("Done.",)
     plan = TagPlan.of("Name:{1}John Smith", (), ("{1}",))
     assert plan.texts == ("Name: John Smith",)
+    # after a closing bracket too: "save(name)This" was one word, and a line break between
+    # them (an .odt's) went back after "This"
+    plan = TagPlan.of("save(name){1}This method", (), ("{1}",))
+    assert plan.texts == ("save(name) This method",)
     # a word an opening bracket or quote holds stays held: "(bold)", not "( bold)"
     plan = TagPlan.of('See ({1}bold{2}) and "{3}this{4}" here.', (("{1}", "{2}"), ("{3}", "{4}")))
     assert plan.texts[0] == 'See (bold) and "this" here.'
