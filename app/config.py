@@ -94,8 +94,9 @@ class Settings(BaseSettings):
     max_beam_size: int = Field(8, ge=1, description="Largest beam size a client may ask for.")
     max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
     protect_spans: bool = Field(
-        True, description="Keep placeholders, inline tags, URLs and e-mail addresses of plain "
-        "text away from the model and put them back unchanged (app.text.protect).",
+        True, description="Keep placeholders, inline tags, URLs and e-mail addresses away "
+        "from the model (plain text, and each block of text in HTML) and put them back "
+        "unchanged (app.text.protect).",
     )
     # glossaries (docs/glossaries.md)
     glossary_dir: Path | None = Field(
