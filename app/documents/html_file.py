@@ -50,7 +50,8 @@ class _BlockSplitter(_HtmlSplitter):
 
     def _keep_read_attrs(self) -> None:
         text = self.get_starttag_text() or ""
-        if not self.skip and _READ_ATTRS.search(text):  # skip: this tag's translate="no" too
+        # skip: this tag's translate="no" too; tag_kept: a void element's own
+        if not self.skip and not self.tag_kept and _READ_ATTRS.search(text):
             self.tags.append((self.events[-1][0], text))
 
     def handle_endtag(self, tag: str) -> None:

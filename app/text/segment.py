@@ -59,6 +59,9 @@ _NO_END_BEFORE_NUMBER = frozenset({
 _WINDOW = 80  # characters on each side of a break that _ends_sentence reads
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
 _SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+# elements without content or end tag: marked translate="no", they keep only themselves
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+              "source", "track", "wbr"}
 
 
 MIN_WRAPPED_LINE = 25  # characters: shorter lines are list items, labels, verse, not wraps
@@ -323,6 +326,7 @@ class _HtmlSplitter(HTMLParser):
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
         self.events: list[tuple[int, bool]] = []  # (start offset, is translatable text)
         self.skip: list[str] = []  # open elements whose text is kept verbatim
+        self.tag_kept = False  # the last start tag is marked translate="no" (or notranslate)
 
     def _mark(self, translatable: bool) -> None:
         line, col = self.getpos()
@@ -330,14 +334,15 @@ class _HtmlSplitter(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._mark(False)
-        no_translate = dict(attrs).get("translate") == "no" or "notranslate" in (
-            dict(attrs).get("class") or ""
-        ).split()
-        if tag in _SKIP_TAGS or no_translate or (self.skip and tag == self.skip[-1]):
+        self.tag_kept = _kept(attrs)
+        if tag in _VOID_TAGS:  # no content, no end tag to pop it at
+            return
+        if tag in _SKIP_TAGS or self.tag_kept or (self.skip and tag == self.skip[-1]):
             self.skip.append(tag)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._mark(False)
+        self.tag_kept = _kept(attrs)
 
     def handle_endtag(self, tag: str) -> None:
         self._mark(False)
@@ -358,6 +363,12 @@ class _HtmlSplitter(HTMLParser):
 
     def unknown_decl(self, data: str) -> None:
         self._mark(False)
+
+
+def _kept(attrs: list[tuple[str, str | None]]) -> bool:
+    """Whether a tag's attributes mark its element as not to be translated."""
+    values = dict(attrs)
+    return values.get("translate") == "no" or "notranslate" in (values.get("class") or "").split()
 
 
 def segment_html(source: str) -> Segments:

@@ -467,6 +467,17 @@ def test_html_attributes_people_read_are_translated_and_the_others_kept():
     assert quoted == b'<img alt="Ein &quot;Auto&quot;">'
 
 
+def test_an_element_without_content_marked_translate_no_keeps_only_itself():
+    """A void element (img, input, br) marked translate="no" or notranslate has no end tag: it
+    used to keep the rest of the page from the model; and its own readable attributes stay."""
+    page = ('<p>First here.</p><img translate="no" alt="Brand logo" src="a.png">'
+            '<input class="notranslate" placeholder="Code name"/>'
+            '<p>Second <img src="b.png" alt="A red car"> sentence.</p>')
+    segments = extract(page.encode(), "html").segments
+    assert segments == ["First here.", 'Second <img src="b.png" alt="A red car"> sentence.',
+                        "A red car"]
+
+
 def test_html_and_xliff_declare_the_language_they_are_translated_into():
     page = (b'<!DOCTYPE html>\n<HTML Lang=en class="doc"><body><p>Hello <q lang="fr">salut'
             b'</q> world.</p></body></HTML>')

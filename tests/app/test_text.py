@@ -130,6 +130,12 @@ def test_html_translates_text_nodes_only():
     ).replace("Tail text.", "TAIL TEXT.")
 
 
+def test_html_after_a_void_element_marked_translate_no_is_translated():
+    seg = segment('<p>One here.</p><img translate="no" src="a.png"><br class="notranslate">'
+                  "<p>Two here.</p>", "html")
+    assert seg.sentences == ["One here.", "Two here."]
+
+
 def test_html_escapes_translations():
     seg = segment("<p>a &lt; b</p>", "html")
     assert seg.sentences == ["a < b"]
