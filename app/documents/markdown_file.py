@@ -147,11 +147,17 @@ def _references(text: str, labels: set[str]) -> str:
     the label matched no definition and the link broke."""
     if not labels or "[" not in text:
         return text
-    inside = bytearray(len(text) + 1)
-    for span in find_spans(text):
-        inside[span.start : span.end] = b"\1" * (span.end - span.start)
+    inside = _inside(text, find_spans(text))
     return _REFERENCE.sub(lambda m: f"[{m.group(1)}][{m.group(1)}]" if _label(m.group(1))
                           in labels and not inside[m.start()] else m.group(), text)
+
+
+def _inside(text: str, spans: list) -> list[bool]:
+    """For each position of text (and one past its end), whether a protected span holds it."""
+    inside = [False] * (len(text) + 1)
+    for span in spans:
+        inside[span.start : span.end] = [True] * (span.end - span.start)
+    return inside
 
 
 def _punctuation(c: str) -> bool:
@@ -176,9 +182,7 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
                                    or "][" in text):
         return text, ()
     spans = find_spans(text)
-    inside = [False] * (len(text) + 1)
-    for span in spans:
-        inside[span.start : span.end] = [True] * (span.end - span.start)
+    inside = _inside(text, spans)
     links = _links(text, spans, inside)
     pairs = []  # (opening marker's start, end, closing marker's start, end)
     stack = []  # runs that may still open: [index, char, start, chars left, length, can close]

@@ -21,7 +21,7 @@ from app.engine.fused import FusedDecoder
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
-from app.engine.tokenizer import JointTokenizer, SplitTokenizer, as_written
+from app.engine.tokenizer import JointTokenizer, SplitTokenizer, as_written, in_capitals
 from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
 
@@ -293,7 +293,7 @@ class Translator:
 
     def in_capitals(self, text: str) -> bool:
         """Whether text's translation is given back in capitals (tokenizer.as_written)."""
-        return self.bundle.capitalize_lowercase and as_written(text)[1]
+        return self.bundle.capitalize_lowercase and in_capitals(text)
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
@@ -532,11 +532,13 @@ class RunningBatch:
     def step(self) -> list[tuple[Any, Result]]:
         done, self._ready = self._ready, []
         if self.search.running:
-            done += [(key, self.translator.result(hyps, self.options, self._unknown.pop(key, ()),
-                                                  key in self._capitals))
-                     for key, hyps in self.search.step()]
-            self._capitals -= {key for key, _ in done}
+            done += [(key, self._result(key, hyps)) for key, hyps in self.search.step()]
         return done
+
+    def _result(self, key: Any, hyps: list[Hypothesis]) -> Result:
+        capitals = key in self._capitals
+        self._capitals.discard(key)
+        return self.translator.result(hyps, self.options, self._unknown.pop(key, ()), capitals)
 
 
 # Sentences a translator on another provider must translate about as the CPU does. The CUDA
