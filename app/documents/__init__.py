@@ -31,7 +31,7 @@ from typing import Any
 
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.text import tags
-from app.text.protect import mask, unmask
+from app.text.protect import ANY_TAG_RE, mask, unmask
 from app.text.segment import Wraps, segment_text, soft_wrap
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
@@ -221,7 +221,7 @@ def translate_segments(
     return results
 
 
-_TAG = re.compile(r"(<[^<>]*>)")
+_TAG = re.compile(f"({ANY_TAG_RE.pattern})")
 
 
 def _characters(markup: str) -> str:

@@ -19,6 +19,7 @@ import re
 from lxml import etree
 
 from app.documents import Document
+from app.text.protect import ANY_TAG_RE
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
 _NS_DECL = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
@@ -91,7 +92,7 @@ def _target_content(ns: str | None, text: str):
     try:
         return etree.fromstring(wrap.format(text), _PARSER)
     except etree.XMLSyntaxError:
-        plain = html.escape(html.unescape(re.sub(r"<[^<>]*>", "", text)), quote=False)
+        plain = html.escape(html.unescape(ANY_TAG_RE.sub("", text)), quote=False)
         return etree.fromstring(wrap.format(plain), _PARSER)
 
 

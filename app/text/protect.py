@@ -67,9 +67,13 @@ INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
 # the sentence, the model lost words: "Save the file<br>and close the window." -> "Speichert
 # die Datei<br>and das Fenster."; cut there, each half lost the other)
 LINE_BREAK_TAGS = frozenset({"br"})
-LINE_BREAK_RE = re.compile(r"(<br(?:\s+[^<>]*?)?\s*/?>)", re.IGNORECASE)
-_ANY_TAG = re.compile(r"<[^<>]*>")
-_TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s+[^<>]*?)?\s*/?>"
+# what follows a tag's name up to its ">": an attribute's quoted value may hold ">" (HTML allows
+# it: title="a > b"), so a value is read whole; one left open reads as plain characters, and the
+# possessive repeat never goes back over what it read (no backtracking on a tag without its end)
+TAG_BODY = r"""(?:=\s*"[^"<]*"|=\s*'[^'<]*'|[^<>])*+"""
+ANY_TAG_RE = re.compile(rf"<{TAG_BODY}>")  # any tag in markup, comments and declarations too
+LINE_BREAK_RE = re.compile(rf"(<br(?:\s{TAG_BODY})?/?>)", re.IGNORECASE)
+_TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s{TAG_BODY})?/?>"
 _NOT_URL = "\\s<>\"'„“”‘’«»‹›"  # what ends a URL; it does not end in punctuation either
 _URL = (
     rf"(?i:https?|ftp)://[^{_NOT_URL}]+[^{_NOT_URL}.,;:!?)\]}}]"
@@ -405,8 +409,8 @@ def joins_at_break(before: str, after: str) -> bool:
     """Whether a sentence runs on over a line-break tag between these two stretches of text
     (markup around them ignored): the text before has words and does not end a sentence or a
     label (. ! ? … : ;), and the text after starts with a lowercase letter."""
-    head = html.unescape(_ANY_TAG.sub("", before)).rstrip()
-    tail = html.unescape(_ANY_TAG.sub("", after)).lstrip()
+    head = html.unescape(ANY_TAG_RE.sub("", before)).rstrip()
+    tail = html.unescape(ANY_TAG_RE.sub("", after)).lstrip()
     return (has_words(head) and head[-1] not in ".!?…:;" and bool(tail)
             and tail[0].islower())
 

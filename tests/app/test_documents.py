@@ -467,6 +467,14 @@ def test_html_attributes_people_read_are_translated_and_the_others_kept():
     assert quoted == b'<img alt="Ein &quot;Auto&quot;">'
 
 
+def test_html_a_tag_whose_quoted_value_holds_a_closing_bracket_stays_a_tag():
+    # read up to that ">", the rest of the tag went to the model as text: href="x" came back
+    # as HREF="X"&gt; and the link was broken
+    page = b'<p>Open <a title="a > b" href="x">the file</a> now.</p>'
+    out = translate_document(page, "html", lambda ts: [t.upper() for t in ts])
+    assert out == b'<p>OPEN <a title="A &gt; B" href="x">THE FILE</a> NOW.</p>'
+
+
 def test_an_element_without_content_marked_translate_no_keeps_only_itself():
     """A void element (img, input, br) marked translate="no" or notranslate has no end tag: it
     used to keep the rest of the page from the model; and its own readable attributes stay."""

@@ -61,6 +61,13 @@ def test_markup_terms_are_found_in_text_only_and_written_escaped():
     assert m.restore(m.text) == '<a title="file">Datei</a> F&amp;E'
 
 
+def test_markup_terms_are_not_looked_for_in_a_tag_whose_value_holds_a_closing_bracket():
+    g = Glossary.of({"file": "Datei"})
+    m = g.mask('<a title="a > file" href="file.html">file</a>', markup=True)
+    assert m.text == '<a title="a > file" href="file.html">{1}</a>'
+    assert m.restore(m.text) == '<a title="a > file" href="file.html">Datei</a>'
+
+
 def test_markup_terms_are_found_within_the_stretches_given_and_written_for_their_place():
     """Only the stretches given are searched (an HTML text's text and the values of the
     attributes people read); a target in a value has its quotes escaped and starts a sentence

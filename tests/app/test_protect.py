@@ -72,6 +72,17 @@ def test_the_span_hint_is_in_every_span():
     assert kinds == {"url", "email", "tag", "code", "placeholder"}  # every kind was tried
 
 
+def test_a_tag_whose_quoted_value_holds_a_closing_bracket_is_one_span():
+    # HTML allows ">" in an attribute's value; read up to it, the rest of the tag was text
+    text = 'Click <a title="a > b" href=\'x>y\'>the link</a> now <br class="x > y">.'
+    m = mask(text)
+    assert m.text == "Click {1}the link{2} now {3}."
+    assert unmask(m, "Klicke {1}den Link{2} jetzt {3}.") == (
+        'Klicke <a title="a > b" href=\'x>y\'>den Link</a> jetzt <br class="x > y">.')
+    # a value left open is plain characters, as before
+    assert spans('<b class="x>bold</b> and "quoted"') == ['<b class="x>', "</b>"]
+
+
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
     text = "Open <b>%s</b> at https://example.org/x.html, not %1."
     m = mask(text)
