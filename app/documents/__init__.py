@@ -120,7 +120,11 @@ def handler(fmt: str):
         ) from exc
 
 
-def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
+def extract(data: bytes, fmt: str, limits: Limits = Limits(),
+            source_lang: str | None = None) -> Document:
+    """The document's segments, checked against the limits. `source_lang`: the language it is
+    in, if known; a text file that is not UTF-8 is read in that language's code page
+    (app.documents.charset)."""
     if len(data) > limits.max_bytes:
         raise DocumentTooLarge(
             f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
@@ -129,7 +133,13 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits()) -> Document:
     if data.startswith(b"PK"):
         _check_unpacked(data, limits.max_unpacked_bytes)
     try:
-        doc = handler(fmt).extract(data)
+        from app.documents import charset  # it raises this module's errors
+
+        module = handler(fmt)
+        if "legacy" in inspect.signature(module.extract).parameters:
+            doc = module.extract(data, legacy=charset.code_page(source_lang))
+        else:
+            doc = module.extract(data)
     except DocumentError:
         raise
     except Exception as exc:  # each library has its own errors for a broken file
@@ -242,8 +252,9 @@ def translate_document(
     progress: Callable[[int, int], None] | None = None,
     fits: Callable[[str], bool] | None = None,
     target_lang: str | None = None,
+    source_lang: str | None = None,
 ) -> bytes:
-    doc = extract(data, fmt, limits)
+    doc = extract(data, fmt, limits, source_lang)
     translations = translate_segments(doc.segments, translate, doc.markup, progress=progress,
                                       fits=fits, wraps=doc.wraps)
     return rebuild(doc, translations, target_lang)

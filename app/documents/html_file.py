@@ -15,8 +15,8 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from app.documents import Document
-from app.documents.txt_file import decode_text, replaced
+from app.documents import Document, charset
+from app.documents.txt_file import replaced
 from app.text.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
 from app.text.segment import _HtmlSplitter, always
 
@@ -159,8 +159,8 @@ def written(source: list[str], parts: list[str], values: list[Value], texts: lis
     return out
 
 
-def extract(data: bytes) -> Document:
-    source, encoding = decode_text(data)
+def extract(data: bytes, legacy: str = "cp1252") -> Document:
+    source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     parts, values = blocks(source)
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
     # the values as written (escaped), as the other segments
@@ -182,9 +182,9 @@ def rebuild(doc: Document, translations: list[str], target_lang: str | None = No
     parts = replaced(source, targets, translations[: len(targets)])
     text = "".join(written(source, parts, values, translations[len(targets) :]))
     if not target_lang:
-        return text.encode(encoding)
+        return charset.encode(text, encoding, markup=True)
     tag = _HTML_TAG.search(text)
     if tag is None:
-        return text.encode(encoding)
+        return charset.encode(text, encoding, markup=True)
     declared = _LANG.sub(lambda m: f'{m.group(1)}"{target_lang}"', tag.group())
-    return (text[: tag.start()] + declared + text[tag.end():]).encode(encoding)
+    return charset.encode(text[: tag.start()] + declared + text[tag.end():], encoding, markup=True)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from app.documents import Document
-from app.documents.txt_file import decode_text, replace_stripped, split_lines
+from app.documents import Document, charset
+from app.documents.txt_file import replace_stripped, split_lines
 from app.text.protect import find_spans
 from app.text.segment import always
 
@@ -77,8 +77,8 @@ def _continues(line: str) -> bool:
     return not _VERBATIM.match(line) or bool(_INDENTED.match(line))
 
 
-def extract(data: bytes) -> Document:
-    text, encoding = decode_text(data)
+def extract(data: bytes, legacy: str = "cp1252") -> Document:
+    text, encoding = charset.decode(data, legacy)
     lines, targets = split_lines(text)
     # (line index, piece index, the indices of the lines that continue that piece's text)
     cells: list[tuple[int, int, list[int]]] = []
@@ -313,4 +313,4 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():
         lines[i] = "".join(parts)
-    return "".join(lines).encode(encoding)
+    return charset.encode("".join(lines), encoding)

@@ -11,32 +11,30 @@ default rule), so that the catalog compiles."""
 
 from __future__ import annotations
 
+import codecs
 import re
 
 import polib
 
-from app.documents import Document, InvalidDocument
-from app.documents.txt_file import decode_text
+from app.documents import Document, charset
 
 _CHARSET = re.compile(r"charset=([\w.:-]+)")
 _TWO_FORMS = "nplurals=2; plural=(n != 1);"
 
 
-def _decoded(data: bytes) -> str:
+def _decoded(data: bytes, legacy: str) -> str:
+    """The catalog's text: UTF-8, else the charset its header declares, else the legacy code
+    page (app.documents.charset)."""
+    declared = _CHARSET.search(data[:4096].decode("ascii", "replace"))  # in the header
     try:
-        return decode_text(data)[0]
-    except InvalidDocument as exc:
-        declared = _CHARSET.search(data[:4096].decode("ascii", "replace"))  # in the header
-        try:
-            if declared:
-                return data.decode(declared.group(1))
-        except (LookupError, UnicodeDecodeError):
-            pass
-        raise exc
+        name = codecs.lookup(declared.group(1)).name if declared else None
+    except LookupError:  # a template's "CHARSET"
+        name = None
+    return charset.decode(data, legacy, name)[0]
 
 
-def extract(data: bytes) -> Document:
-    catalog = polib.pofile(_decoded(data))
+def extract(data: bytes, legacy: str = "cp1252") -> Document:
+    catalog = polib.pofile(_decoded(data, legacy))
     entries = [e for e in catalog if e.msgid and not e.obsolete and not e.translated()]
     segments = []
     for entry in entries:

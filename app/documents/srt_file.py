@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import srt as srtlib
 
-from app.documents import Document
-from app.documents.txt_file import decode_text
+from app.documents import Document, charset
 from app.text.segment import subtitle_wrap
 
 
-def extract(data: bytes) -> Document:
-    text, encoding = decode_text(data)
+def extract(data: bytes, legacy: str = "cp1252") -> Document:
+    text, encoding = charset.decode(data, legacy)
     subtitles = list(srtlib.parse(text))
     return Document("srt", [s.content for s in subtitles], (subtitles, encoding, "\r\n" in text),
                     wraps=subtitle_wrap)
@@ -28,4 +27,4 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         for k, (s, text) in enumerate(zip(subtitles, translations, strict=True), 1)
     ]
     composed = srtlib.compose(out, reindex=False, strict=False)
-    return (composed.replace("\n", "\r\n") if windows else composed).encode(encoding)
+    return charset.encode(composed.replace("\n", "\r\n") if windows else composed, encoding)

@@ -7,25 +7,12 @@ from __future__ import annotations
 
 import re
 
-from app.documents import Document, InvalidDocument
+from app.documents import Document, charset
 
 _LINE = re.compile(r"(\r\n|\n|\r)")
 # a paragraph break; a lone \r is one only where no \n follows (else one Windows line break,
 # \r then \n, read as two)
 _BLANK_LINES = re.compile(r"((?:\r\n|\n|\r(?!\n))(?:[ \t]*(?:\r\n|\n|\r(?!\n)))+)")
-
-
-def decode_text(data: bytes) -> tuple[str, str]:
-    """UTF-8 (with or without a BOM), UTF-32 or UTF-16 with a BOM -> (text, encoding)."""
-    for bom, encoding in ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe\0\0", "utf-32"),
-                          (b"\0\0\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
-                          (b"\xfe\xff", "utf-16")):  # UTF-32's first: it starts as UTF-16's
-        if data.startswith(bom):
-            return data.decode(encoding), encoding
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError as exc:
-        raise InvalidDocument(f"the file is not UTF-8 text (byte {exc.start})") from exc
 
 
 def split_lines(text: str) -> tuple[list[str], list[int]]:
@@ -41,8 +28,8 @@ def split_paragraphs(text: str) -> tuple[list[str], list[int]]:
     return parts, [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
 
 
-def extract(data: bytes) -> Document:
-    text, encoding = decode_text(data)
+def extract(data: bytes, legacy: str = "cp1252") -> Document:
+    text, encoding = charset.decode(data, legacy)
     parts, targets = split_paragraphs(text)
     return Document("txt", [parts[i].strip() for i in targets], (parts, targets, encoding))
 
@@ -64,4 +51,4 @@ def replaced(parts: list[str], targets: list[int], translations: list[str]) -> l
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     parts, targets, encoding = doc.state
-    return "".join(replaced(parts, targets, translations)).encode(encoding)
+    return charset.encode("".join(replaced(parts, targets, translations)), encoding)

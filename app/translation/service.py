@@ -302,7 +302,7 @@ class TranslationService:
         auto = source == "auto" and self.detector is not None
 
         def read(stop: Stop) -> tuple[T, str]:
-            doc = documents.extract(data, fmt, limits)
+            doc = documents.extract(data, fmt, limits, source)
             return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
 
         with self._counting_rejections():

@@ -386,6 +386,41 @@ def _po(charset: str, entry: str, forms: str = "") -> str:
     return f'msgid ""\nmsgstr ""\n{header}\n{entry}'
 
 
+def test_a_text_file_not_in_utf8_is_read_in_the_code_page_of_its_language():
+    """Subtitles and text saved by Windows tools are in a code page, not UTF-8: they were
+    refused (400); they are read in the source language's code page, and written back in it
+    where it holds the translation, else in UTF-8 with a BOM."""
+    german = functools.partial(translate_document, translate=lambda texts: [
+        t.replace("Don’t", "„Nicht“").replace("cafe", "Café") for t in texts])
+    cue = "1\r\n00:00:01,000 --> 00:00:02,000\r\nDon’t go to the cafe.\r\n\r\n"
+    out = german(cue.encode("cp1252"), "srt")
+    assert out == cue.replace("Don’t", "„Nicht“").replace("cafe", "Café").encode("cp1252")
+    # a character windows-1252 lacks: the whole file in UTF-8 with a BOM, nothing lost
+    arrow = translate_document("Don’t stop.".encode("cp1252"), "txt",
+                               lambda texts: ["Nicht → anhalten."] * len(texts))
+    assert arrow == "\ufeffNicht → anhalten.".encode()
+    # the source language says which code page: windows-1250 for Polish
+    polish = "Zażółć gęślą jaźń."
+    assert translate_document(polish.encode("cp1250"), "md", lambda texts: texts,
+                              source_lang="pl") == polish.encode("cp1250")
+    assert extract("Привет, мир.".encode("cp1251"), "txt", source_lang="ru").segments == [
+        "Привет, мир."]
+    # UTF-8 stays UTF-8 (its bytes read in a code page would be other characters)
+    assert extract("Don’t.".encode(), "txt", source_lang="en").segments == ["Don’t."]
+
+
+def test_html_is_read_in_the_charset_it_declares_and_written_back_in_it():
+    page = '<html><head><meta charset="windows-1251"></head><body><p>Привет, мир.</p></body></html>'
+    assert extract(page.encode("cp1251"), "html", source_lang="en").segments == ["Привет, мир."]
+    # ISO-8859-1 is read as windows-1252 (as browsers do); a pure ASCII page keeps its charset:
+    # an umlaut written in UTF-8 under it reads as two wrong characters in a browser; a
+    # character the charset lacks becomes a character reference
+    page = ('<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">'
+            '<p>Next page</p>')
+    out = translate_document(page.encode(), "html", lambda texts: ["Nächste Seite →"] * len(texts))
+    assert out == page.replace("Next page", "Nächste Seite &#8594;").encode("cp1252")
+
+
 def test_po_in_the_charset_it_declares_or_in_utf8_where_that_cannot_hold_the_translation():
     umlauts = functools.partial(translate_document, translate=lambda texts: [
         t.replace("a", "ä") for t in texts])
@@ -908,6 +943,6 @@ def test_formats_limits_and_broken_files():
         extract(bomb.getvalue(), "docx", Limits(max_unpacked_bytes=1_000_000))
     with pytest.raises(InvalidDocument, match=r"\.docx"):
         extract(b"not a zip file", "docx")
-    with pytest.raises(InvalidDocument, match="not UTF-8") as invalid:
-        extract(b"caf\xe9", "txt")
+    with pytest.raises(InvalidDocument, match="neither UTF-8 nor windows-1252") as invalid:
+        extract(b"caf\x81", "txt")  # 0x81: no character in windows-1252
     assert isinstance(invalid.value, InvalidInput)

@@ -149,6 +149,15 @@ def test_the_fake_engine_translates_each_cue(fake_server):
     assert [s.content for s in out] == ["it. save and\nfile the Open", "window. the Close"]
 
 
+def test_subtitles_saved_in_a_windows_code_page_are_translated(fake_server):
+    # not UTF-8: refused with a 400 before; read in the source language's code page
+    cue = "1\r\n00:00:01,000 --> 00:00:02,000\r\nDon’t open the café.\r\n\r\n"
+    r = upload(fake_server.url, "film.srt", cue.encode("cp1252"))
+    assert r.status_code == 200, r.text
+    out = httpx.get(r.json()["translatedFileUrl"], timeout=10).content
+    assert [s.content for s in srt.parse(out.decode("cp1252"))] == ["café. the open Don’t"]
+
+
 @pytest.mark.parametrize(
     ("name", "data", "fields", "message"),
     [
