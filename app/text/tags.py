@@ -18,15 +18,18 @@ as they are; a source word of three letters or more found inside a window counts
 COPIED_SIMILARITY), less a penalty for lying far from where the wrapped text stood in the source
 (relative position) and for a size other than the translation's. A window below MIN_SIMILARITY
 is not trusted: the pair then wraps as many words as the wrapped text's translation has at that
-relative position. Pairs are placed best match first, never overlapping. Edge punctuation of the
-window stays outside the pair, but for as much as the wrapped source text had there (a mask's
-braces are no punctuation, and a mask is a word of its own: `[{1}x{2}]{3}`). A pair around the
-whole sentence wraps the whole translation, and one around text without letters (`<b>%s</b>`)
-is matched by that text itself; neither asks the model for a second translation. A pair around
-a symbol, text without a letter or digit (a period in a run of its own format, a permalink's
-`¶`), wraps that symbol where the translation has it nearest its relative place, not a word
-(another pair's window leaves it out at its edges: `<em>B</em><a>¶</a>` read "B¶");
-where the translation lost it, the pair brings it back at the nearest word boundary.
+relative position. Pairs are placed best match first, never overlapping, but pairs inside one
+word of the source (`H<sub>2</sub>O`, `<a>GNU</a>/<a>Linux</a>`: their tags leave no space in
+the plain sentence) take that word's window together, each its own part of it. Edge
+punctuation of the window stays outside the pair, but for as much as the wrapped source text had
+there (a mask's braces are no punctuation, and a mask is a word of its own: `[{1}x{2}]{3}`).
+A pair around the whole sentence wraps the whole translation, and one around text without
+letters (`<b>%s</b>`) is matched by that text itself; neither asks the model for a second
+translation. A pair around a symbol, text without a letter or digit (a period in a run of its
+own format, a permalink's `¶`), wraps that symbol where the translation has it nearest its
+relative place, not a word (another pair's window leaves it out at its edges:
+`<em>B</em><a>¶</a>` read "B¶"); where the translation lost it, the pair brings it back at the
+nearest word boundary.
 
 A pair directly around another (`<a><b>this</b></a>`) moves with it as one; a pair nested in
 another with other text around it (`<a>read the <b>short</b> guide</a>`) is translated and
@@ -225,7 +228,7 @@ class TagPlan:
             return None
         removed = sorted([r for g, _ in groups for a, b, c, d in g for r in ((a, b), (c, d))]
                          + alone)
-        plain, moved = _without(sentence, removed)
+        plain, moved = _without(sentence, removed, set(alone))
         tops = sum(parent is None for _, parent in groups)
         out = []
         for g, parent in groups:
@@ -272,10 +275,33 @@ class TagPlan:
         spans: dict[int, tuple[int, int]] = {}
         tops = [i for i, g in enumerate(self.groups) if g.parent is None and not g.symbol]
 
+        words_of: dict[int, list[int]] = {}  # a group -> the groups in its source word
+
         def place(which: list[int], source: tuple[int, int], within: tuple[int, int]) -> None:
-            targets = [(self.groups[i].start, self.groups[i].end, pieces[i]) for i in which]
-            spans.update(zip(which, _windows(targets, plain, source, text, words, within),
-                             strict=True))
+            # pairs in one word of the source ("<a>GNU</a>/<a>Linux</a>", "x<sup>2</sup>+y
+            # <sup>2</sup>") take one window, that word's, and share it (a window each would
+            # put one of them on another word)
+            clusters: list[list[int]] = []
+            for i in sorted(which, key=lambda i: self.groups[i].start):
+                last = self.groups[clusters[-1][-1]] if clusters else None
+                if last and not any(c.isspace() for c in plain[last.end:self.groups[i].start]):
+                    clusters[-1].append(i)
+                else:
+                    clusters.append([i])
+            targets = []
+            for cluster in clusters:
+                first, last = self.groups[cluster[0]], self.groups[cluster[-1]]
+                piece, pos = [], first.start  # the word with each pair's text translated
+                for i in cluster:
+                    g = self.groups[i]
+                    piece += [plain[pos:g.start], pieces[i] or plain[g.start:g.end]]
+                    pos = g.end
+                targets.append((first.start, last.end, "".join(piece) if len(cluster) > 1
+                                else pieces[cluster[0]]))
+                words_of.update(dict.fromkeys(cluster, cluster))
+            for cluster, span in zip(clusters, _windows(targets, plain, source, text, words,
+                                                        within), strict=True):
+                spans.update(dict.fromkeys(cluster, span))
 
         if self.groups[0].whole:
             spans[0] = (0, len(words))
@@ -306,7 +332,11 @@ class TagPlan:
                 end -= trail
             if any(c and not c.isspace() for c in (plain[g.start - 1 : g.start] if g.start
                                                    else "", plain[g.end : g.end + 1])):
-                start, end = _part(text, start, end, (pieces[i], plain[g.start:g.end]))
+                cluster = words_of.get(i, [i])  # after the pair before it in its word
+                before = cluster[cluster.index(i) - 1] if cluster.index(i) else None
+                start, end = _part(text, start, end, (pieces[i], plain[g.start:g.end]),
+                                   _glued(plain, g.start, g.end),
+                                   ranges[before][1] if before in ranges else start)
             ranges[i] = (start, end)
         children: dict[int | None, list[int]] = {}
         for i, g in enumerate(self.groups):
@@ -618,19 +648,30 @@ def _groups(sentence: str, found: list[tuple[int, int, int, int]]
     return groups
 
 
-def _part(text: str, start: int, end: int, goals: Iterable[str]) -> tuple[int, int]:
-    """The part of the window text[start:end] that is one of `goals` (case aside) where the
-    window has more after a mark or before one ("Sphinx-Stil", "Jira/Confluence"): the pair's
-    text was glued to more of its word in the source; else the window."""
-    for goal in (g.strip() for g in goals):
+def _part(text: str, start: int, end: int, goals: Iterable[str], glued: tuple[bool, bool],
+          after: int) -> tuple[int, int]:
+    """The part of the window text[start:end] that is one of `goals` (case aside), the first
+    from `after` on, where the pair's text was glued to more of its word in the source: with a
+    mark beside it ("Sphinx-Stil", "Jira/Confluence"), or, on a side where the source had a
+    letter or digit beside it too (glued: left, right), with one ("H<sub>2</sub>O",
+    "<b>Un</b>like"); else the window."""
+    for goal in (g.strip().casefold() for g in goals):
         n = len(goal)
         if not goal or n >= end - start:
             continue
-        if text[start : start + n].casefold() == goal.casefold() and not text[start + n].isalnum():
-            return start, start + n
-        if text[end - n : end].casefold() == goal.casefold() and not text[end - n - 1].isalnum():
-            return end - n, end
+        window = text[:end].casefold()
+        at = window.find(goal, after)
+        while at >= 0:
+            if ((at == start or glued[0] or not text[at - 1].isalnum())
+                    and (at + n == end or glued[1] or not text[at + n].isalnum())):
+                return at, at + n
+            at = window.find(goal, at + 1)
     return start, end
+
+
+def _glued(plain: str, start: int, end: int) -> tuple[bool, bool]:
+    """Whether the text plain[start:end] has a letter or digit right before it, right after."""
+    return plain[start - 1 : start].isalnum(), plain[end : end + 1].isalnum()
 
 
 _OWN_BRACES = re.compile(r"\{[^{}\s]*\}")  # a mask ("{3}") or a placeholder ("{name}")
@@ -654,9 +695,9 @@ def _spaced_after(c: str) -> bool:
     return c.isalnum() or c in ".,;:!?)]}”’»"
 
 
-def _without(sentence: str, removed: list[tuple[int, int]]):
+def _without(sentence: str, removed: list[tuple[int, int]], atoms: set[tuple[int, int]]):
     """sentence without the removed ranges (a space left doubled by a removal goes too, one
-    between two words that the range alone kept apart comes in), and a function from a
+    between two words that an atom alone kept apart comes in), and a function from a
     position in sentence to the same place in the result."""
     out, pos, shifts = [], 0, []
     for a, b in removed:
@@ -667,9 +708,10 @@ def _without(sentence: str, removed: list[tuple[int, int]]):
             while out and not out[-1]:
                 out.pop()
             out[-1] = out[-1][:-1]
-        # a tag between two words with no space ("file<br>and", "Name:<x/>John") leaves one:
-        # two words still; after an opening bracket or quote ("(<b>bold</b>)") none comes
-        elif sentence[b:b + 1].isalnum() and _spaced_after(next(
+        # a tag standing alone between two words with no space ("file<br>and", "Name:<x/>John")
+        # leaves one: two words still; after an opening bracket or quote none comes. A pair's
+        # tags inside a word ("H<sub>2</sub>O", "<b>Un</b>like") leave none: one word still
+        elif (a, b) in atoms and sentence[b:b + 1].isalnum() and _spaced_after(next(
                 (piece[-1] for piece in reversed(out) if piece), " ")):
             out.append(" ")
         shifts.append((b, sum(map(len, out))))

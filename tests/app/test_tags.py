@@ -71,6 +71,29 @@ def test_a_pair_glued_to_more_of_its_word_wraps_only_its_part():
         "({1}Jira{2}/Confluence Wiki-Markup)")
 
 
+def test_pairs_inside_one_word_keep_it_one_word_and_share_it():
+    # a space came in where each tag had been: the model read "Water is H 2 O" and "x 2 +y 2";
+    # then two pairs in one word took a window each, so one of them wrapped another word
+    pairs = (("{1}", "{2}"), ("{3}", "{4}"))
+    plan = TagPlan.of("Water is H{1}2{2}O here.", PAIR)
+    assert plan.texts == ("Water is H2O here.",)
+    assert plan.apply(["Wasser ist hier H2O."]) == "Wasser ist hier H{1}2{2}O."
+    plan = TagPlan.of("It is x{1}2{2}+y{3}2{4} now.", pairs)
+    assert plan.texts == ("It is x2+y2 now.",)
+    assert plan.apply(["Es ist jetzt x2+y2."]) == "Es ist jetzt x{1}2{2}+y{3}2{4}."
+    plan = TagPlan.of("Install {1}GNU{2}/{3}Linux{4} on it.", pairs)
+    assert plan.texts == ("Install GNU/Linux on it.", "GNU", "Linux")
+    assert plan.apply(["Installiere GNU/Linux darauf.", "GNU", "Linux"]) == (
+        "Installiere {1}GNU{2}/{3}Linux{4} darauf.")
+    plan = TagPlan.of("Use {1}bold{2}{3}italic{4} text.", pairs)
+    assert plan.texts[0] == "Use bolditalic text."
+    assert plan.apply(["Nutze fettkursiv Text.", "fett", "kursiv"]) == (
+        "Nutze {1}fett{2}{3}kursiv{4} Text.")
+    # a tag standing alone between two words still leaves a space: two words
+    assert TagPlan.of("Save the file{1}and close it.", (), ["{1}"]).texts[0] == (
+        "Save the file and close it.")
+
+
 def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
     # a period in a run of its own format (.docx), a permalink's pilcrow (Sphinx's HTML), a
     # footnote's back arrow: each wrapped the word nearest its place
