@@ -186,9 +186,17 @@ def _encode(p) -> tuple[str, list]:
     def add_run(run) -> None:
         nonlocal base_run
         nodes.append(run)
-        plain = _run_key(run) == base
+        key = _run_key(run)
+        plain = key == base
         base_run = run if plain and base_run is None else base_run
-        items.append((_text(run), None if plain else len(nodes) - 1))
+        last = items[-1] if items else None
+        if not plain and isinstance(last, tuple) and last[1] is not None and _run_key(
+                nodes[last[1]]) == key:
+            # a run that looks like the one before (Word splits runs for spell checking and
+            # editing sessions, often inside a word): one group, written back as one run
+            items[-1] = (last[0] + _text(run), last[1])
+        else:
+            items.append((_text(run), None if plain else len(nodes) - 1))
 
     for c in children:
         if _is_link(c):

@@ -284,7 +284,9 @@ class TagPlan:
             clusters: list[list[int]] = []
             for i in sorted(which, key=lambda i: self.groups[i].start):
                 last = self.groups[clusters[-1][-1]] if clusters else None
-                if last and not any(c.isspace() for c in plain[last.end:self.groups[i].start]):
+                # one word: no space between the two, nor at the edges they meet at
+                if last and not any(c.isspace()
+                                    for c in plain[last.end - 1:self.groups[i].start + 1]):
                     clusters[-1].append(i)
                 else:
                     clusters.append([i])

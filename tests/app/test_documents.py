@@ -618,6 +618,25 @@ def test_docx_a_link_of_several_runs_stays_one_link():
     assert out.paragraphs[0].text == "daeR eht resu ediug tsrif."
 
 
+def test_docx_runs_that_look_alike_are_one_group():
+    # Word splits runs for spell checking and editing sessions, often inside a word: each was
+    # a group of its own, and the model was asked for "impor" and "tant" apart
+    document = docx.Document()
+    p = document.add_paragraph("This is ")
+    for text, bold, italic in (("impor", True, False), ("tant", True, False),
+                               (" now", False, True)):
+        r = p.add_run(text)
+        r.bold, r.italic = bold, italic
+    p.add_run(" for the users.")
+    assert extract(docx_bytes(document), "docx").segments == [
+        'This is <g id="1">important</g><g id="3"> now</g> for the users.']
+    out = translate_document(docx_bytes(document), "docx",
+                             lambda texts: [t.upper() for t in texts])
+    assert [(r.text, r.bold, r.italic) for r in docx.Document(io.BytesIO(out)).paragraphs[0].runs
+            ] == [("THIS IS ", None, None), ("IMPORTANT", True, False), (" ", None, None),
+                  ("NOW", False, True), (" FOR THE USERS.", None, None)]
+
+
 def _field_runs(paragraph, instruction: str, shown: str) -> None:
     """A complex field (as Word writes a page number) appended to a python-docx paragraph."""
     for kind, text in (("begin", None), ("instr", instruction), ("separate", None),

@@ -89,6 +89,10 @@ def test_pairs_inside_one_word_keep_it_one_word_and_share_it():
     assert plan.texts[0] == "Use bolditalic text."
     assert plan.apply(["Nutze fettkursiv Text.", "fett", "kursiv"]) == (
         "Nutze {1}fett{2}{3}kursiv{4} Text.")
+    # a space at the edge where two pairs meet parts two words
+    plan = TagPlan.of("It is {1}bold{2}{3} now{4} here.", pairs)
+    assert plan.apply(["Es ist fett jetzt hier.", "fett", "jetzt"]) == (
+        "Es ist {1}fett{2} {3}jetzt{4} hier.")
     # a tag standing alone between two words still leaves a space: two words
     assert TagPlan.of("Save the file{1}and close it.", (), ["{1}"]).texts[0] == (
         "Save the file and close it.")
