@@ -88,7 +88,8 @@ def translate_file_main(args: argparse.Namespace) -> int:
 
     try:
         out = translate_document(data, fmt, translate, progress=progress,
-                                 fits=fits_engine(translator), target_lang=translator.target_lang)
+                                 fits=fits_engine(translator), target_lang=translator.target_lang,
+                                 source_lang=translator.source_lang)
     except DocumentError as exc:
         print(f"nmt translate-file: {exc}", file=sys.stderr)
         return 2
