@@ -191,6 +191,7 @@ def translate_segments(
     progress: Callable[[int, int], None] | None = None,
     fits: Callable[[str], bool] | None = None,
     wraps: Wraps = soft_wrap,
+    language: str | None = None,
 ) -> list[str]:
     """Each segment split into sentences (app.text.segment; `wraps`: which line breaks do not end
     one),
@@ -199,9 +200,11 @@ def translate_segments(
     With markup, segments are HTML-escaped text with inline tags: the model sees unescaped
     text, the result is escaped again. progress(done, total) counts sentences (0 first).
     `fits` (a sentence -> whether the model takes it whole): longer sentences are cut into runs
-    of words that fit, so the engine never truncates one."""
+    of words that fit, so the engine never truncates one. `language`: the segments' (the
+    source language), whose rules split sentences (app.text.segment.rules_for)."""
     masked = [mask(_characters(seg) if markup else seg) for seg in segments]
-    split = [segment_text(html.unescape(m.text) if markup else m.text, wraps) for m in masked]
+    split = [segment_text(html.unescape(m.text) if markup else m.text, wraps, language)
+             for m in masked]
     if fits is not None:
         for parts in split:
             parts.refine(fits)
@@ -256,5 +259,5 @@ def translate_document(
 ) -> bytes:
     doc = extract(data, fmt, limits, source_lang)
     translations = translate_segments(doc.segments, translate, doc.markup, progress=progress,
-                                      fits=fits, wraps=doc.wraps)
+                                      fits=fits, wraps=doc.wraps, language=source_lang)
     return rebuild(doc, translations, target_lang)

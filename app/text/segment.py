@@ -16,6 +16,11 @@ full line before and the next line starts with a lowercase letter at the same in
 (`soft_wrap`); in HTML every break in a text (`always`: HTML renders it as a space); in
 subtitles every break but a speaker's turn (`subtitle_wrap`).
 
+Where a period ends a sentence depends on the source language where the service knows it (the
+model's source: named, or detected for "auto"): German writes ordinals with a period before a
+capitalised noun ("am 3. Oktober"), each language has its own abbreviations (`rules_for`).
+Without a language, the rules for any text apply (English and German abbreviations).
+
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
 byte for byte. (The service does this only with span protection off; with it, HTML is cut into
@@ -24,6 +29,7 @@ blocks of text with their inline tags: app.translation.service._layout.)
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from collections.abc import Callable
@@ -44,7 +50,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?…。！？])[\"'”’»)\]]*(\s+)(?=\S)"
 _OPENERS = "\"'“„«‚‘(["
 # a period after one of these words does not end a sentence: titles before a name, and Latin,
 # English and German abbreviations a sentence goes on after (lower-cased, without the last
-# period; "etc." and "usw." often end one, and a lower-case word after them says when not)
+# period; "etc." and "usw." often end one, and a lower-case word after them says when not).
+# These are the rules for text in any language (no source language known, or one without
+# rules of its own: LANGUAGES)
 _NO_END_AFTER = frozenset({
     "mr", "mrs", "ms", "messrs", "dr", "prof", "sr", "st", "mt", "capt", "col", "gen", "lt",
     "sgt", "rev", "hon", "vs", "cf", "e.g", "i.e", "a.k.a", "approx", "z.b", "d.h", "u.a",
@@ -56,6 +64,72 @@ _NO_END_BEFORE_NUMBER = frozenset({
     "tab", "op", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov",
     "dec",
 })
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What tells a period inside a sentence from one at its end, in one source language."""
+
+    no_end_after: frozenset[str] = _NO_END_AFTER
+    no_end_before_number: frozenset[str] = _NO_END_BEFORE_NUMBER
+    # the language writes ordinals and dates with a period ("3. 10. 2024", "3. – 9."): a
+    # number's period before another number does not end a sentence
+    dates: bool = False
+    # a number's period (up to three digits: a year ends sentences) after one of these words,
+    # or before one of the next, is an ordinal's: German capitalises nouns and months, so the
+    # lower-case rule cannot tell "am 3. Oktober" from "ist 5. Danach"
+    ordinal_after: frozenset[str] = frozenset()
+    ordinal_before: frozenset[str] = frozenset()
+
+    def more(self, after: str = "", before_number: str = "", drop: str = "", **changes
+             ) -> Rules:
+        """These rules with more abbreviations (space-separated), less the words in `drop`."""
+        return dataclasses.replace(
+            self, no_end_after=(self.no_end_after | _words(after)) - _words(drop),
+            no_end_before_number=self.no_end_before_number | _words(before_number), **changes)
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+ANY_LANGUAGE = Rules()
+_DATES = ANY_LANGUAGE.more(dates=True)
+_MONTHS_DE = ("januar jänner februar märz april mai juni juli august september oktober "
+              "november dezember jan feb mär apr jun jul aug sep sept okt nov dez")
+# the source language's primary subtag -> its rules; each list is the abbreviations its
+# writers put before a capitalised word (a name, a noun), over the rules for any text
+LANGUAGES = {
+    "de": ANY_LANGUAGE.more(
+        "bzgl zzgl geb gest", "abs kap tel", dates=True,
+        ordinal_after=_words("der die das dem den des am im zum zur vom beim ins ans aufs "
+                             "sein seine seinem seinen seiner ihr ihre ihrem ihren ihrer"),
+        ordinal_before=_words(f"{_MONTHS_DE} jahrhundert jahrhunderts jahrtausend "
+                              "jahrtausends jh mal")),
+    "fr": ANY_LANGUAGE.more("m mme mlle pr ex av apr", "env"),
+    "es": ANY_LANGUAGE.more("sra srta sres dra ud uds dña ej av avda", "pág núm"),
+    "it": ANY_LANGUAGE.more("sig sigg dott ing avv geom rag es", "pag"),
+    "pt": ANY_LANGUAGE.more("sra srta dra ex av", "pág"),
+    "nl": ANY_LANGUAGE.more("dhr mevr bijv d.w.z m.a.w o.a i.p.v t.a.v evt vnl zgn resp ir "
+                            "drs ing", "blz"),
+    "da": _DATES.more("f.eks bl.a dvs", "kl"),
+    "no": _DATES.more("f.eks bl.a dvs", "kl"),
+    "fi": _DATES.more("esim ks ns"),
+    "sv": ANY_LANGUAGE.more("t.ex bl.a d.v.s dvs", "kl", drop="hon"),
+    # ordinals and dates with a period, nouns and months in lower case
+    **dict.fromkeys(("cs", "sk", "pl", "hu", "hr", "sl", "sr", "bs", "et", "lv", "is"), _DATES),
+}
+LANGUAGES["nb"] = LANGUAGES["nn"] = LANGUAGES["no"]
+
+
+def rules_for(language: str | None) -> Rules:
+    """The rules for text in `language` (a code: "de", "pt-BR", "zh_Hant"); the rules for any
+    text where it is None or has none of its own ("en" among them)."""
+    if not language:
+        return ANY_LANGUAGE
+    return LANGUAGES.get(re.split("[-_]", language.lower(), maxsplit=1)[0], ANY_LANGUAGE)
+
+
 _WINDOW = 80  # characters on each side of a break that _ends_sentence reads
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
 _SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
@@ -121,6 +195,7 @@ class Segments:
     parts: list[str] = field(default_factory=list)
     targets: list[int] = field(default_factory=list)
     html: bool = False
+    language: str | None = None  # the source language: its sentence-end rules (rules_for)
 
     @property
     def sentences(self) -> list[str]:
@@ -219,8 +294,9 @@ class Segments:
         self._add(lead, translate=False)
         pos = 0
         cased = any(ch.isupper() for ch in stripped)
+        rules = rules_for(self.language)
         for end in _SENTENCE_END.finditer(stripped):
-            if not _ends_sentence(stripped, end, cased):
+            if not _ends_sentence(stripped, end, cased, rules):
                 continue
             self._add_sentence(stripped[pos : end.start(1)])
             self._add(end.group(1), translate=False)
@@ -234,14 +310,14 @@ class Segments:
             self._add(gap, translate=False)
 
 
-def _ends_sentence(text: str, end: re.Match, cased: bool) -> bool:
+def _ends_sentence(text: str, end: re.Match, cased: bool, rules: Rules = ANY_LANGUAGE) -> bool:
     """Whether the whitespace of `end` (a _SENTENCE_END match in text) follows a sentence's end.
     After ! ? … or a closing quote or bracket, always; after a period, not where the next word
     starts in lower case in a text that has capitals ("e.g. the file", "etc. and", "Hardly...
     go": a text typed all in lower case has nothing to tell its sentences apart by), nor after
-    an initial (_initial) or an abbreviation (_NO_END_AFTER, _NO_END_BEFORE_NUMBER). Cut there,
-    each piece went to the model alone, and a piece in lower case was capitalised as a
-    sentence."""
+    an initial (_initial) or an abbreviation of the language (`rules`), nor after its ordinals
+    (_ordinal). Cut there, each piece went to the model alone, and a piece in lower case was
+    capitalised as a sentence."""
     # the two words around the break are all it reads: a window, not the text's whole
     # prefix and suffix (a paragraph of thousands of periods would cost their square)
     before = text[max(0, end.start(1) - _WINDOW) : end.start(1)]
@@ -252,12 +328,38 @@ def _ends_sentence(text: str, end: re.Match, cased: bool) -> bool:
         return False
     words = before[:-1].split()[-2:]
     word = words[-1].lstrip(_OPENERS) if words else ""
-    if len(word) == 1 and word.isalpha() and _initial(
-            word, words[-2].lstrip(_OPENERS) if len(words) > 1 else "", after.split(None, 1)[0]):
+    previous = words[-2].lstrip(_OPENERS) if len(words) > 1 else ""
+    if len(word) == 1 and word.isalpha() and _initial(word, previous, after.split(None, 1)[0]):
+        return False
+    if _ordinal(word, previous, after, rules):
         return False
     word = word.lower()
-    return word not in _NO_END_AFTER and not (
-        after[0].isdigit() and word in _NO_END_BEFORE_NUMBER)
+    return word not in rules.no_end_after and not (
+        after[0].isdigit() and word in rules.no_end_before_number)
+
+
+_ORDINAL = re.compile(r"[0-9]{1,3}")
+# in a date or a range of ordinals, a day's period before a month's or the next ordinal
+# ("3. 10. 2024", "3. – 9. Jahrhundert"), and a month's before a year: "0. 1, if" is two
+# sentences (an exit status listed after an end)
+_DAY_NEXT = re.compile(r"(?:[-–—]\s*)?[0-9]{1,2}\.")
+_DAY = re.compile(r"[0-9]{1,2}\.")
+_YEAR_NEXT = re.compile(r"[0-9]{2,4}\b")
+
+
+def _ordinal(number: str, previous: str, after: str, rules: Rules) -> bool:
+    """Whether the period after `number` (the word before it: `previous`; the text after it:
+    `after`) marks an ordinal in a language that writes them so (`rules`): in a date, or
+    after a word that stands before ordinals, or before one that follows them. The
+    number first in its sentence is a list item's ("1. Install"), which ends no sentence
+    either way."""
+    if not previous or not _ORDINAL.fullmatch(number):
+        return False
+    if rules.dates and (_DAY_NEXT.match(after)
+                        or (_DAY.fullmatch(previous) and _YEAR_NEXT.match(after))):
+        return True
+    following = after.split(None, 1)[0].rstrip(".,;:!?)").lower()
+    return previous.lower() in rules.ordinal_after or following in rules.ordinal_before
 
 
 def _initial(letter: str, previous: str, following: str) -> bool:
@@ -311,8 +413,11 @@ def _cut_long(sentence: str, limit: int) -> list[tuple[str, str]]:
     return out
 
 
-def segment_text(text: str, wraps: Wraps = soft_wrap) -> Segments:
-    segments = Segments()
+def segment_text(text: str, wraps: Wraps = soft_wrap, language: str | None = None
+                 ) -> Segments:
+    """`language`: the text's (the source language), for its sentence-end rules (rules_for);
+    None when it is not known."""
+    segments = Segments(language=language)
     segments.add_text(text, wraps)
     return segments
 
@@ -371,12 +476,13 @@ def _kept(attrs: list[tuple[str, str | None]]) -> bool:
     return values.get("translate") == "no" or "notranslate" in (values.get("class") or "").split()
 
 
-def segment_html(source: str) -> Segments:
-    """Segments of an HTML fragment or document: text nodes split into sentences."""
+def segment_html(source: str, language: str | None = None) -> Segments:
+    """Segments of an HTML fragment or document: text nodes split into sentences (by the rules
+    of `language`, as segment_text)."""
     splitter = _HtmlSplitter(source)
     splitter.feed(source)
     splitter.close()
-    segments = Segments(html=True)
+    segments = Segments(html=True, language=language)
     events = splitter.events
     if not events or events[0][0] > 0:
         events.insert(0, (0, False))
@@ -393,8 +499,9 @@ def segment_html(source: str) -> Segments:
     return segments
 
 
-def segment(text: str, fmt: str = "text") -> Segments:
-    return segment_html(text) if fmt == "html" else segment_text(text)
+def segment(text: str, fmt: str = "text", language: str | None = None) -> Segments:
+    return (segment_html(text, language) if fmt == "html"
+            else segment_text(text, language=language))
 
 
 def translate_fitting(

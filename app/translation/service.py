@@ -393,7 +393,8 @@ class TranslationService:
                 out = documents.translate_segments(
                     [*doc.segments, *(masks[i].text for i in masked)], translate, doc.markup,
                     batch_size=settings.max_batch_size, progress=progress,
-                    fits=fits[0] if fits else None, wraps=doc.wraps)
+                    fits=fits[0] if fits else None, wraps=doc.wraps,
+                    language=route[0].source if route else None)
                 stop.check()
                 out, extra = out[: len(doc.segments)], out[len(doc.segments) :]
                 for i, text in zip(masked, extra, strict=True):
@@ -456,7 +457,9 @@ class TranslationService:
         # placeholders, inline tags, URLs and addresses are masked before the model
         # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
         protect = self.settings.protect_spans
-        layouts = [_layout(text, fmt, protect) for text in texts]
+        # sentences are split by the rules of the language this model reads (a pivot's second
+        # hop reads the pivot language)
+        layouts = [_layout(text, fmt, protect, model.source) for text in texts]
         units = [u for layout in layouts for u in layout.units]
         engine = model.translator
         fits = fits_engine(engine)
@@ -601,7 +604,7 @@ class Layout:
         return [p for p in self.parts if not isinstance(p, str)] + [u for _, u in self.values]
 
 
-def _layout(text: str, fmt: str, protect: bool) -> Layout:
+def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
     (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
     sentence runs on after it: app.text.protect.join_breaks). HTML is cut into blocks of text
@@ -610,10 +613,11 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
     breaks, comments, script, style, code, translate="no"); each block is masked on its own, so
     a span the model dropped goes back into its own block. Without protection, HTML is cut at
     every tag as before (app.text.segment.segment_html), nothing masked. The values of the
-    attributes people read are translated either way, as documents' are."""
+    attributes people read are translated either way, as documents' are. Sentences are split
+    by the rules of `language` (app.text.segment.rules_for)."""
     if fmt != "html":
         if not protect:
-            return Layout([(segment(text), None)])
+            return Layout([(segment(text, language=language), None)])
         out: list[str | Unit] = []
         pieces = LINE_BREAK_RE.split(text)  # text, <br>, text, ...
         for piece, is_text in join_breaks([(p, i % 2 == 0) for i, p in enumerate(pieces)]):
@@ -621,22 +625,23 @@ def _layout(text: str, fmt: str, protect: bool) -> Layout:
                 out.append(piece)
             elif piece:
                 m = mask(piece)
-                out.append((segment(m.text), m))
+                out.append((segment(m.text, language=language), m))
         return Layout(out)
     chunks, values = html_file.blocks(text)
     if not protect:
-        seg = segment(text, "html")
+        seg = segment(text, "html", language)
         targets = set(seg.targets)
         chunks = [(part, i in targets) for i, part in enumerate(seg.parts)]
-    return Layout([_html_unit(c, protect) if kind else c for c, kind in chunks],
-                  [c for c, _ in chunks], [(v, _html_unit(v.text, protect)) for v in values])
+    return Layout([_html_unit(c, protect, language) if kind else c for c, kind in chunks],
+                  [c for c, _ in chunks],
+                  [(v, _html_unit(v.text, protect, language)) for v in values])
 
 
-def _html_unit(text: str, protect: bool) -> Unit:
-    """HTML-escaped text (inline tags in it) split into sentences, masked first with protect;
-    a line break in it is a space."""
+def _html_unit(text: str, protect: bool, language: str | None) -> Unit:
+    """HTML-escaped text (inline tags in it) split into sentences (by the rules of
+    `language`), masked first with protect; a line break in it is a space."""
     masked = mask(text) if protect else None
-    seg = Segments(html=True)
+    seg = Segments(html=True, language=language)
     seg.add_text(masked.text if masked else text, always)
     return seg, masked
 

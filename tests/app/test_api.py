@@ -551,3 +551,26 @@ def test_a_multipart_body_without_its_boundary_is_named_as_such(client, path):
                     headers={"Content-Type": "multipart/form-data; boundary=other"})
     assert r.status_code == 400, r.text
     assert r.json()["field"] == "body" and "boundary" in r.json()["error"]
+
+
+def test_a_german_sentence_with_an_ordinal_reaches_the_engine_whole(tmp_path):
+    """Sentences are split by the rules of the model's source language: German writes ordinals
+    with a period before a capitalised noun or month, which ends no sentence there. Named or
+    "auto" (the only source language), text, HTML or a document, the engine gets it whole."""
+    engine = FakeTranslator("de-en", source="de", target="en")
+    text = "Die Messe beginnt am 3. Oktober in Berlin. Sie dauert bis zum 5. Oktober."
+    whole = ["Die Messe beginnt am 3. Oktober in Berlin.", "Sie dauert bis zum 5. Oktober."]
+    with serve(engine, files_dir=tmp_path) as srv, \
+            httpx.Client(base_url=srv.url, timeout=10) as c:
+        for source, fmt, body in [("de", "text", text), ("auto", "text", text),
+                                  ("de", "html", f"<p>{text}</p>")]:
+            engine.batches.clear()
+            r = c.post("/translate", json={"q": body, "source": source, "target": "en",
+                                           "format": fmt})
+            assert r.status_code == 200, r.text
+            assert sorted(s for batch, _ in engine.batches for s in batch) == whole
+        engine.batches.clear()
+        r = c.post("/translate_file", data={"source": "de", "target": "en"},
+                   files={"file": ("messe.txt", text.encode())})
+        assert r.status_code == 200, r.text
+        assert sorted(s for batch, _ in engine.batches for s in batch) == whole

@@ -965,3 +965,20 @@ def test_formats_limits_and_broken_files():
     with pytest.raises(InvalidDocument, match="neither UTF-8 nor windows-1252") as invalid:
         extract(b"caf\x81", "txt")  # 0x81: no character in windows-1252
     assert isinstance(invalid.value, InvalidInput)
+
+
+def test_a_document_is_split_by_the_rules_of_its_source_language():
+    """A German document's ordinals end no sentence (app.text.segment.rules_for); without a
+    source language they do, as in any text."""
+    text = "Am 3. Oktober beginnt die Messe. Sie endet im 4. Quartal."
+    seen: list[str] = []
+
+    def record(sentences: list[str]) -> list[str]:
+        seen.extend(sentences)
+        return sentences
+
+    assert translate_document(text.encode(), "txt", record, source_lang="de") == text.encode()
+    assert seen == ["Am 3. Oktober beginnt die Messe.", "Sie endet im 4. Quartal."]
+    seen.clear()
+    translate_document(text.encode(), "txt", record)
+    assert seen == ["Am 3.", "Oktober beginnt die Messe.", "Sie endet im 4.", "Quartal."]

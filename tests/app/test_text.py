@@ -67,6 +67,78 @@ def test_a_period_ends_a_sentence_unless_an_abbreviation_or_lower_case_word_says
     assert segment(text).sentences == sentences
 
 
+GERMAN = "Die Messe beginnt am 3. Oktober in Berlin. Sie dauert drei Tage."
+
+
+@pytest.mark.parametrize("text, sentences", [
+    (GERMAN, ["Die Messe beginnt am 3. Oktober in Berlin.", "Sie dauert drei Tage."]),
+    # an ordinal after an article or a contraction, before a month, or in a date
+    ("Das war im 19. Jahrhundert. Er kam zum 2. Mal. Der 1. FC Köln verlor.",
+     ["Das war im 19. Jahrhundert.", "Er kam zum 2. Mal.", "Der 1. FC Köln verlor."]),
+    ("Termin ist der 3. 10. 2024. Bitte seit 1. Januar melden.",
+     ["Termin ist der 3. 10. 2024.", "Bitte seit 1. Januar melden."]),
+    ("Das dauerte vom 10. – 16. Jahrhundert. Dann nicht mehr.",
+     ["Das dauerte vom 10. – 16. Jahrhundert.", "Dann nicht mehr."]),
+    # a number that ends a sentence: after a verb, a year, a list item's number
+    ("Der Wert ist 5. Danach endet es. Das war 2024. Stufe 10. Teil der Serie.",
+     ["Der Wert ist 5.", "Danach endet es.", "Das war 2024.", "Stufe 10.",
+      "Teil der Serie."]),
+    ("1. Installieren Sie das Paket.", ["Installieren Sie das Paket."]),
+    # German abbreviations a name or a noun follows
+    ("Sie ist geb. Müller. Es kostet zzgl. Versand. Frag Dr. Weber.",
+     ["Sie ist geb. Müller.", "Es kostet zzgl. Versand.", "Frag Dr. Weber."]),
+])
+def test_german_ordinals_and_abbreviations_do_not_end_a_sentence(text, sentences):
+    assert segment_text(text, language="de").sentences == sentences
+
+
+@pytest.mark.parametrize("language, text, sentences", [
+    ("fr", "Il a parlé avec M. Dupont hier. Ensuite il est parti.",
+     ["Il a parlé avec M. Dupont hier.", "Ensuite il est parti."]),
+    ("fr", "Des villes, p. ex. Paris. Puis Lyon.", ["Des villes, p. ex. Paris.", "Puis Lyon."]),
+    ("es", "Habló con la Sra. García y el Sr. López. Luego, p. ej. Madrid. Fin.",
+     ["Habló con la Sra. García y el Sr. López.", "Luego, p. ej. Madrid.", "Fin."]),
+    ("it", "Ho visto il Sig. Rossi e il Dott. Bianchi. Poi, ad es. Roma. Fine.",
+     ["Ho visto il Sig. Rossi e il Dott. Bianchi.", "Poi, ad es. Roma.", "Fine."]),
+    ("pt", "Falei com a Sra. Silva. Depois, p. ex. Lisboa. Fim.",
+     ["Falei com a Sra. Silva.", "Depois, p. ex. Lisboa.", "Fim."]),
+    ("nl", "Neem bijv. Amsterdam of dhr. Jansen. Dat is alles.",
+     ["Neem bijv. Amsterdam of dhr. Jansen.", "Dat is alles."]),
+    # Danish nouns and months are lower-case: a number's period before a capital ends one
+    ("da", "Vi så f.eks. København. Det var 2. Det er slut.",
+     ["Vi så f.eks. København.", "Det var 2.", "Det er slut."]),
+    # Swedish "hon" (she) is a word that ends sentences, not an English title
+    ("sv", "Jag vet inte, sa hon. Sedan köpte hon t.ex. Volvo.",
+     ["Jag vet inte, sa hon.", "Sedan köpte hon t.ex. Volvo."]),
+    # a date's periods, but not a number's before another number that is no month
+    ("cs", "Od (1. 1. 1970 UTC). Jinak 0. 2, pokud ne.",
+     ["Od (1. 1. 1970 UTC).", "Jinak 0.", "2, pokud ne."]),
+    # a region or script subtag reads as its language
+    ("de-AT", GERMAN, ["Die Messe beginnt am 3. Oktober in Berlin.", "Sie dauert drei Tage."]),
+    ("pt_BR", "Falei com a Sra. Silva. Fim.", ["Falei com a Sra. Silva.", "Fim."]),
+])
+def test_each_language_has_its_own_abbreviations(language, text, sentences):
+    assert segment_text(text, language=language).sentences == sentences
+
+
+@pytest.mark.parametrize("language", [None, "en", "xx"])
+def test_english_and_an_unknown_language_keep_the_rules_for_any_text(language):
+    """No language (source "auto" before detection), English, a language without rules of its
+    own: the rules as they were, so a German ordinal still ends a sentence there, and the
+    German abbreviations among them still hold."""
+    assert segment_text(GERMAN, language=language).sentences == [
+        "Die Messe beginnt am 3.", "Oktober in Berlin.", "Sie dauert drei Tage."]
+    assert segment_text("Das sind z. B. Äpfel, bzw. Birnen. Ja.", language=language
+                        ).sentences == ["Das sind z. B. Äpfel, bzw. Birnen.", "Ja."]
+    assert segment(GERMAN, "html", language=language).sentences == segment_text(
+        GERMAN, language=language).sentences
+
+
+def test_html_is_split_with_the_language_rules():
+    assert segment(f"<p>{GERMAN}</p>", "html", language="de").sentences == [
+        "Die Messe beginnt am 3. Oktober in Berlin.", "Sie dauert drei Tage."]
+
+
 def test_a_sentence_end_is_judged_from_the_words_around_it_not_the_whole_text():
     """Each period's check reads a window: copying the text before and after every one made a
     paragraph of thousands of periods cost their square (a hostile request's time)."""
