@@ -40,13 +40,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.text.protect import find_spans
+from app.text.protect import MARKUP_RE, find_spans
 
 log = logging.getLogger("app.glossary")
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")  # a run of letters and digits: a term is looked up by its first
-_TAG = re.compile(r"<[^<>]*>")  # a tag in markup
 _TOKEN_NUMBER = re.compile(r"\{(\d+)\}")
 # where a sentence starts in an output: the text's start, after . ! ? … and whitespace, or where
 # an attribute's value starts in a tag, with opening quotes, brackets and tags allowed between
@@ -177,8 +176,9 @@ class Glossary:
 
 
 def _between_tags(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """The stretches of text[start:end] between its tags."""
-    for tag in _TAG.finditer(text, start, end):
+    """The stretches of text[start:end] between its tags (and its inline code elements, whose
+    text is code)."""
+    for tag in MARKUP_RE.finditer(text, start, end):
         yield start, tag.start()
         start = tag.end()
     yield start, end

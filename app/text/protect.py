@@ -79,12 +79,26 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
 # over one line break at most, a Markdown link's (target), parentheses in it too (a Wikipedia
 # link), and its "title", if any, or its [label] (a reference link's: the key of its definition)
+# HTML's inline code elements (INLINE_CODE_TAGS), whole: start tag, content (other tags in it
+# too: Sphinx's <span class="pre">), end tag; one element of the same name may nest in it once
+# (Sphinx's compound keystroke, <kbd><kbd>C</kbd>-<kbd>d</kbd></kbd>). An element without its
+# end tag is no span: its tags are masked as other tags are.
+INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var"})
+_IN_CODE = r"(?:[^<]|<(?!/?(?P=inline)[\s/>]))"  # not a tag of the element's own name
+_CODE_ELEMENT = (rf"(?i:<(?P<inline>{'|'.join(sorted(INLINE_CODE_TAGS))})(?=[\s/>])[^<>]*>"
+                 rf"(?:{_IN_CODE}|<(?P=inline)[\s>][^<>]*>{_IN_CODE}*</(?P=inline)\s*>)*"
+                 r"</(?P=inline)\s*>)")
 _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
          r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
          r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
-         r"""|(?<=\])\[[^\[\]\n]+\]""")
+         r"""|(?<=\])\[[^\[\]\n]+\]"""
+         rf"|{_CODE_ELEMENT}")
+CODE_ELEMENT_RE = re.compile(_CODE_ELEMENT)
+# what the text of escaped markup is read around: an inline code element whole, or a tag
+MARKUP_RE = re.compile(rf"{_CODE_ELEMENT}|<[^<>]*>")
+# code before tags: an inline code element starts with a tag that is a span of its own
 SPAN_RE = re.compile(
-    rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
+    rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<code>{_CODE})|(?P<tag>{_TAG})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
 # every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from app.text.protect import find_spans
+from app.text.protect import INLINE_CODE_TAGS, find_spans
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
@@ -58,7 +58,7 @@ _NO_END_BEFORE_NUMBER = frozenset({
 })
 _WINDOW = 80  # characters on each side of a break that _ends_sentence reads
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
-_SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+_SKIP_TAGS = {"script", "style", "pre", "textarea"} | INLINE_CODE_TAGS
 # elements without content or end tag: marked translate="no", they keep only themselves
 _VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
               "source", "track", "wbr"}

@@ -46,6 +46,15 @@ FIND_SPANS_CASES = [
     # protected, the parentheses and the closing one of the target went to the model
     ("See [ZIP](https://en.wikipedia.org/wiki/ZIP_(file_format)) and [man](x(7) \"t\")",
      ["(https://en.wikipedia.org/wiki/ZIP_(file_format))", '(x(7) "t")']),
+    # HTML's inline code elements, whole (Sphinx's spans inside, its compound <kbd> one level
+    # deep): their tags alone were masked, and the code between them went to the model
+    ("Run <code>make install</code> or <TT>ls</tt>, <var>n</var>s", [
+        "<code>make install</code>", "<TT>ls</tt>", "<var>n</var>"]),
+    ('Is <code class="docutils literal notranslate"><span class="pre">None</span></code> or '
+     '<kbd class="kbd compound"><kbd class="kbd">C</kbd>-<kbd class="kbd">d</kbd></kbd>.', [
+         '<code class="docutils literal notranslate"><span class="pre">None</span></code>',
+         '<kbd class="kbd compound"><kbd class="kbd">C</kbd>-<kbd class="kbd">d</kbd></kbd>']),
+    ("an unclosed <samp>x or <code-x>y</code-x>", ["<samp>"]),  # tags as before
 ]
 
 
@@ -70,6 +79,14 @@ def test_the_span_hint_is_in_every_span():
             # the span itself, with the character before it (a link target's "]")
             assert _SPAN_HINT.search(text, max(0, span.start() - 1), span.end()), (text, span)
     assert kinds == {"url", "email", "tag", "code", "placeholder"}  # every kind was tried
+
+
+def test_inline_code_elements_are_one_mask_that_comes_back_byte_for_byte():
+    # in a sentence, as Markdown's `code` is: the model reads one mask where the code stood
+    m = mask('Run <code class="x"><span>make</span> install</code> to build <b>it</b>.')
+    assert m.text == "Run {1} to build {2}it{3}."
+    assert unmask(m, "Führen Sie {1} aus, um {2}es{3} zu bauen.") == (
+        'Führen Sie <code class="x"><span>make</span> install</code> aus, um <b>es</b> zu bauen.')
 
 
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
