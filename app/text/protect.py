@@ -346,10 +346,8 @@ def _reinsert_at(
         at = len(clean) - len(clean.lstrip())
     elif masked.at_edge[i] == "end":
         at = len(clean.rstrip())
-    elif i > 0 and (i - 1) in placed and _adjacent(masked, i - 1, i):
-        at = placed[i - 1]
-    elif i + 1 < masked.count and (i + 1) in placed and _adjacent(masked, i, i + 1):
-        at = placed[i + 1]
+    elif (neighbour := _placed_neighbour(masked, i, placed)) is not None:
+        at = placed[neighbour]
     else:  # the word boundary nearest to its relative position in the source, spaced
         target = masked.where[i][0] / max(1, len(masked.text)) * len(clean)
         bounds = [0, len(clean)] + [m.start() for m in re.finditer(r"(?<=\s)\S", clean)]
@@ -359,6 +357,19 @@ def _reinsert_at(
     glue_left = left.isalnum() or (left.strip() != "" and clean[at - 1 : at] == left)
     glue_right = right.isalnum() or (right.strip() != "" and clean[at : at + 1] == right)
     return at, (glue_left, glue_right)
+
+
+def _placed_neighbour(masked: Masked, i: int, placed: dict[int, int]) -> int | None:
+    """The nearest placed mask that mask i stood next to in the source, before it or after it,
+    over other masks not placed (yet) between them: in "{1}{2}{3}" with {3} alone placed,
+    {1} goes with {3} too (it went by its relative place, away from the code it preceded)."""
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < masked.count and _adjacent(masked, min(j, j - step), max(j, j - step)):
+            if j in placed:
+                return j
+            j += step
+    return None
 
 
 def _adjacent(masked: Masked, a: int, b: int) -> bool:

@@ -139,6 +139,15 @@ def test_html_inline_code_of_sphinx_comes_back_byte_for_byte():
     assert out == f"<p>tI snruter {code} nehw {link} sliaf; sserp {keys} ot tiuq.</p>"
 
 
+def test_html_anchors_next_to_inline_code_stay_next_to_it():
+    # Sphinx's index targets (empty spans) before code in a sentence were put back by the
+    # relative place of the code's word: each moved over "or" to the other one's place
+    src = ('<p>the variables <span class="target" id="i5"></span><code>IDLE</code> or <span '
+           'class="target" id="i6"></span><a href="x"><code>PY</code></a>.</p>')
+    out = run(src.encode(), "html").decode()
+    assert out == src.replace("the variables", "eht selbairav").replace(" or ", " ro ")
+
+
 def test_html_code_that_is_a_blocks_whole_text_or_in_pre_is_copied():
     # a code element alone in its block (an option in a table, a name in a list) has no words
     # to send; code in <pre>, in translate="no", and one never closed stay verbatim as before

@@ -130,6 +130,12 @@ def test_qt_style_numbers_every_span_in_order_and_identity_restores():
         ("%s: file not found", None, "Datei nicht gefunden", "%s Datei nicht gefunden"),
         ("Open <b>%s</b> now", None, "Jetzt %s öffnen", "Jetzt <b>%s</b> öffnen"),
         ("Line one<br/>", None, "Zeile eins", "Zeile eins<br/>"),
+        # ... over other dropped masks between them (Sphinx's empty index anchor before code
+        # went to the place of its relative position: "die <span></span> Variablen")
+        ('the variables <span id="i5"></span><code>IDLE</code> or', None,
+         "die Variablen {3} oder", 'die Variablen <span id="i5"></span><code>IDLE</code> oder'),
+        ("Use <code>x</code><br/><br/> then", None, "{1} verwenden, dann",
+         "<code>x</code><br/><br/> verwenden, dann"),
         ("Click <b>here</b> to go", KEEP_STYLE, "Klicken Sie %1hier%2, um zu gehen",
          "Klicken Sie <b>hier</b>, um zu gehen"),  # "%2hi" is mask %2 + "hi", not a printf
         # a pair that hugged its text hugs it again; one that did not keeps its spaces
