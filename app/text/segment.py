@@ -365,10 +365,17 @@ class _HtmlSplitter(HTMLParser):
         self._mark(False)
 
 
+# classes that mark an element as not to be translated: notranslate (Google's, Sphinx's), and
+# sig-object, Sphinx's API signature: code written in spans, not <code>, which the model read as
+# words ("None" came back "Kein")
+_KEPT_CLASSES = frozenset({"notranslate", "sig-object"})
+
+
 def _kept(attrs: list[tuple[str, str | None]]) -> bool:
     """Whether a tag's attributes mark its element as not to be translated."""
     values = dict(attrs)
-    return values.get("translate") == "no" or "notranslate" in (values.get("class") or "").split()
+    return values.get("translate") == "no" or not _KEPT_CLASSES.isdisjoint(
+        (values.get("class") or "").split())
 
 
 def segment_html(source: str) -> Segments:

@@ -148,6 +148,23 @@ def test_html_anchors_next_to_inline_code_stay_next_to_it():
     assert out == src.replace("the variables", "eht selbairav").replace(" or ", " ro ")
 
 
+def test_html_api_signatures_of_sphinx_are_copied():
+    # a signature is code in <span class="pre">, not <code>: it went to the model as text
+    # ("None" came back "Kein", the spans on other words); its description is translated
+    sig = ('<dt class="sig sig-object py" id="json.dump">\n<span class="sig-prename '
+           'descclassname"><span class="pre">json.</span></span><span class="sig-name descname">'
+           '<span class="pre">dump</span></span><span class="sig-paren">(</span><em class="sig-'
+           'param"><span class="n"><span class="pre">obj</span></span></em>, <em class="sig-param">'
+           '<span class="n"><span class="pre">cls</span></span><span class="o"><span class="pre">='
+           '</span></span><span class="default_value"><span class="pre">None</span></span></em>'
+           '<span class="sig-paren">)</span><a class="headerlink" href="#json.dump" title="Link '
+           'to this definition">¶</a></dt>')
+    src = f'<dl class="py function">{sig}<dd><p>Write the object to a file.</p></dd></dl>'
+    assert extract(src.encode(), "html").segments == ["Write the object to a file."]
+    assert run(src.encode(), "html").decode() == src.replace(
+        "Write the object to a file.", "etirW eht tcejbo ot a elif.")
+
+
 def test_html_code_that_is_a_blocks_whole_text_or_in_pre_is_copied():
     # a code element alone in its block (an option in a table, a name in a list) has no words
     # to send; code in <pre>, in translate="no", and one never closed stay verbatim as before
