@@ -17,9 +17,10 @@ full line before and the next line starts with a lowercase letter at the same in
 subtitles every break but a speaker's turn (`subtitle_wrap`).
 
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
-sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
-byte for byte. (The service does this only with span protection off; with it, HTML is cut into
-blocks of text with their inline tags: app.translation.service._layout.)
+sentences and the contents of script/style/pre/textarea and of inline code (code, kbd, samp, tt,
+var; and of translate="no" elements) are kept byte for byte. (The service does this only with
+span protection off; with it, HTML is cut into blocks of text with their inline tags and inline
+code: app.translation.service._layout.)
 """
 
 from __future__ import annotations
