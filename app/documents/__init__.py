@@ -22,7 +22,6 @@ import html
 import importlib
 import inspect
 import io
-import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.text import tags
-from app.text.protect import ANY_TAG_RE, mask, unmask
+from app.text.protect import MARKUP_RE, mask, unmask
 from app.text.segment import Wraps, segment_text, soft_wrap
 
 # extension -> module under app.documents (named *_file: "html" and "srt" are libraries)
@@ -234,17 +233,18 @@ def translate_segments(
     return results
 
 
-_TAG = re.compile(f"({ANY_TAG_RE.pattern})")
-
-
 def _characters(markup: str) -> str:
     """Escaped text with inline tags, its character references (`&#64;`, `&nbsp;`) written as
     the characters (escaped again where they must be), as the model reads them: an address or
     a URL written in references (Markdown's `&#121;&#117;&#64;...`) is then protected, where
-    the model's copy of it was deleted as a span it made up."""
-    parts = _TAG.split(markup)
-    return "".join(p if i % 2 else html.escape(html.unescape(p), quote=False)
-                   for i, p in enumerate(parts))
+    the model's copy of it was deleted as a span it made up. Tags, and inline code elements
+    whole, stay as written: they come back byte for byte."""
+    out, pos = [], 0
+    for m in MARKUP_RE.finditer(markup):
+        out += [html.escape(html.unescape(markup[pos : m.start()]), quote=False), m.group()]
+        pos = m.end()
+    out.append(html.escape(html.unescape(markup[pos:]), quote=False))
+    return "".join(out)
 
 
 def translate_document(

@@ -2,10 +2,15 @@
 
 app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
-app.text.protect keeps the tags. The attributes people read (alt, title, placeholder, aria-label)
-are segments of their own, written back into their tags; the live API's format html reads and
-writes them the same way (blocks, written: app.translation.service). Everything else (block
-tags, other attributes, comments, script, style, code, translate="no") is copied byte for byte."""
+app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) stays in its
+sentence too, as one protected span (app.text.protect masks the element whole, as Markdown's
+`code`): the model reads "Run {1} to build the program." and the element comes back byte for
+byte; cut there, "Run" and "to build the program." were translated apart. The attributes people
+read (alt, title, placeholder, aria-label) are segments of their own, written back into their
+tags; the live API's format html reads and writes them the same way (blocks, written:
+app.translation.service). Everything else (block tags, other attributes, comments, script,
+style, pre, code that is a block's whole text, translate="no" and Sphinx's API signatures) is
+copied byte for byte."""
 
 from __future__ import annotations
 
@@ -17,7 +22,14 @@ from dataclasses import dataclass
 
 from app.documents import Document, charset
 from app.documents.txt_file import replaced
-from app.text.protect import INLINE_TAGS, LINE_BREAK_TAGS, has_words, join_breaks
+from app.text.protect import (
+    CODE_ELEMENT_RE,
+    INLINE_CODE_TAGS,
+    INLINE_TAGS,
+    LINE_BREAK_TAGS,
+    has_words,
+    join_breaks,
+)
 from app.text.segment import _HtmlSplitter, always
 
 # attributes whose values people read (shown, or spoken by a screen reader), quoted
@@ -26,8 +38,11 @@ _READ_ATTRS = re.compile(
 
 
 class _BlockSplitter(_HtmlSplitter):
-    """Marks inline tags outside verbatim elements as part of the text around them; a line
-    break (app.text.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
+    """Marks inline tags outside verbatim elements as part of the text around them, and
+    inline code elements (app.text.protect.INLINE_CODE_TAGS) outside them whole: app.text.protect
+    masks such an element as one span, so the sentence around it goes to the model whole with
+    one mask where the code stood (cut there, each piece was translated alone). A line break
+    (app.text.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
     translated apart, unless a sentence runs on over it (app.text.protect.join_breaks).
     `tags`: (offset, text) of each start tag outside verbatim elements with an attribute
     people read."""
@@ -35,9 +50,13 @@ class _BlockSplitter(_HtmlSplitter):
     def __init__(self, source: str) -> None:
         super().__init__(source)
         self.tags: list[tuple[int, str]] = []
+        self.code_from: int | None = None  # the event that opened the inline code element
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        outside = not self.skip
         super().handle_starttag(tag, attrs)
+        if outside and self.skip and tag in INLINE_CODE_TAGS:
+            self.code_from = len(self.events) - 1
         self._keep_read_attrs()
         if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
             self.events[-1] = (self.events[-1][0], True)
@@ -56,8 +75,22 @@ class _BlockSplitter(_HtmlSplitter):
 
     def handle_endtag(self, tag: str) -> None:
         super().handle_endtag(tag)
-        if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
+        if self.skip:
+            return
+        if self.code_from is not None:
+            self._code_in_text()
+        elif tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS:
             self.events[-1] = (self.events[-1][0], True)
+
+    def _code_in_text(self) -> None:
+        """The inline code element that just closed becomes part of the text, where
+        app.text.protect masks it whole (an element it reads otherwise, nested in one of its
+        own name twice, stays verbatim: its code would reach the model)."""
+        start, at = self.events[self.code_from][0], self.events[-1][0]
+        if CODE_ELEMENT_RE.fullmatch(self.source, start, self.source.find(">", at) + 1):
+            self.events[self.code_from :] = [(off, True) for off, _ in
+                                             self.events[self.code_from :]]
+        self.code_from = None
 
 
 @dataclass(frozen=True)

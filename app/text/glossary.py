@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.text.protect import ANY_TAG_RE, TAG_BODY, find_spans
+from app.text.protect import MARKUP_RE, TAG_BODY, find_spans
 
 log = logging.getLogger("app.glossary")
 
@@ -177,8 +177,9 @@ class Glossary:
 
 
 def _between_tags(text: str, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """The stretches of text[start:end] between its tags."""
-    for tag in ANY_TAG_RE.finditer(text, start, end):
+    """The stretches of text[start:end] between its tags (and its inline code elements, whose
+    text is code)."""
+    for tag in MARKUP_RE.finditer(text, start, end):
         yield start, tag.start()
         start = tag.end()
     yield start, end

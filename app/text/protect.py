@@ -2,8 +2,9 @@
 
 Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
-XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` and Markdown link targets are found
-by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
+XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too)
+and Markdown link targets are found by SPAN_RE and each given a mask before the model; `unmask`
+puts the originals back after.
 
     mask("Open <b>%s</b> at https://example.org")
       .text == "Open {1}%s{2} at {3}"    # masks: "{1}" "%s" "{2}" "{3}"
@@ -83,12 +84,27 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # `inline code` and ``inline code`` (reStructuredText's, Markdown's: a backtick may be inside),
 # over one line break at most, a Markdown link's (target), parentheses in it too (a Wikipedia
 # link), and its "title", if any, or its [label] (a reference link's: the key of its definition)
+# HTML's inline code elements (INLINE_CODE_TAGS), whole: start tag, content (other tags in it
+# too: Sphinx's <span class="pre">), end tag; one element of the same name may nest in it once
+# (Sphinx's compound keystroke, <kbd><kbd>C</kbd>-<kbd>d</kbd></kbd>). An element without its
+# end tag is no span: its tags are masked as other tags are.
+INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var"})
+_IN_CODE = r"(?:[^<]|<(?!/?(?P=inline)[\s/>]))"  # not a tag of the element's own name
+_CODE_ELEMENT = (rf"(?i:<(?P<inline>{'|'.join(sorted(INLINE_CODE_TAGS))})(?=[\s/>]){TAG_BODY}>"
+                 rf"(?:{_IN_CODE}|<(?P=inline)(?=[\s/>]){TAG_BODY}>{_IN_CODE}*"
+                 r"</(?P=inline)\s*>)*"
+                 r"</(?P=inline)\s*>)")
 _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
          r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
          r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
-         r"""|(?<=\])\[[^\[\]\n]+\]""")
+         r"""|(?<=\])\[[^\[\]\n]+\]"""
+         rf"|{_CODE_ELEMENT}")
+CODE_ELEMENT_RE = re.compile(_CODE_ELEMENT)
+# what the text of escaped markup is read around: an inline code element whole, or a tag
+MARKUP_RE = re.compile(rf"{_CODE_ELEMENT}|<{TAG_BODY}>")
+# code before tags: an inline code element starts with a tag that is a span of its own
 SPAN_RE = re.compile(
-    rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<tag>{_TAG})|(?P<code>{_CODE})"
+    rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<code>{_CODE})|(?P<tag>{_TAG})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
 )
 # every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
@@ -336,10 +352,8 @@ def _reinsert_at(
         at = len(clean) - len(clean.lstrip())
     elif masked.at_edge[i] == "end":
         at = len(clean.rstrip())
-    elif i > 0 and (i - 1) in placed and _adjacent(masked, i - 1, i):
-        at = placed[i - 1]
-    elif i + 1 < masked.count and (i + 1) in placed and _adjacent(masked, i, i + 1):
-        at = placed[i + 1]
+    elif (neighbour := _placed_neighbour(masked, i, placed)) is not None:
+        at = placed[neighbour]
     else:  # the word boundary nearest to its relative position in the source, spaced
         target = masked.where[i][0] / max(1, len(masked.text)) * len(clean)
         bounds = [0, len(clean)] + [m.start() for m in re.finditer(r"(?<=\s)\S", clean)]
@@ -349,6 +363,19 @@ def _reinsert_at(
     glue_left = left.isalnum() or (left.strip() != "" and clean[at - 1 : at] == left)
     glue_right = right.isalnum() or (right.strip() != "" and clean[at : at + 1] == right)
     return at, (glue_left, glue_right)
+
+
+def _placed_neighbour(masked: Masked, i: int, placed: dict[int, int]) -> int | None:
+    """The nearest placed mask that mask i stood next to in the source, before it or after it,
+    over other masks not placed (yet) between them: in "{1}{2}{3}" with {3} alone placed,
+    {1} goes with {3} too (it went by its relative place, away from the code it preceded)."""
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < masked.count and _adjacent(masked, min(j, j - step), max(j, j - step)):
+            if j in placed:
+                return j
+            j += step
+    return None
 
 
 def _adjacent(masked: Masked, a: int, b: int) -> bool:

@@ -22,9 +22,10 @@ capitalised noun ("am 3. Oktober"), each language has its own abbreviations (`ru
 Without a language, the rules for any text apply (English and German abbreviations).
 
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
-sentences and the contents of script/style/code/pre (and of translate="no" elements) are kept
-byte for byte. (The service does this only with span protection off; with it, HTML is cut into
-blocks of text with their inline tags: app.translation.service._layout.)
+sentences and the contents of script/style/pre/textarea and of inline code (code, kbd, samp, tt,
+var; and of translate="no" elements) are kept byte for byte. (The service does this only with
+span protection off; with it, HTML is cut into blocks of text with their inline tags and inline
+code: app.translation.service._layout.)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from app.text.protect import find_spans
+from app.text.protect import INLINE_CODE_TAGS, find_spans
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
@@ -132,7 +133,7 @@ def rules_for(language: str | None) -> Rules:
 
 _WINDOW = 80  # characters on each side of a break that _ends_sentence reads
 _CLAUSE_BREAK = re.compile(r"[,;:]\s+")
-_SKIP_TAGS = {"script", "style", "code", "pre", "textarea", "kbd", "samp", "var"}
+_SKIP_TAGS = {"script", "style", "pre", "textarea"} | INLINE_CODE_TAGS
 # elements without content or end tag: marked translate="no", they keep only themselves
 _VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
               "source", "track", "wbr"}
@@ -470,10 +471,17 @@ class _HtmlSplitter(HTMLParser):
         self._mark(False)
 
 
+# classes that mark an element as not to be translated: notranslate (Google's, Sphinx's), and
+# sig-object, Sphinx's API signature: code written in spans, not <code>, which the model read as
+# words ("None" came back "Kein")
+_KEPT_CLASSES = frozenset({"notranslate", "sig-object"})
+
+
 def _kept(attrs: list[tuple[str, str | None]]) -> bool:
     """Whether a tag's attributes mark its element as not to be translated."""
     values = dict(attrs)
-    return values.get("translate") == "no" or "notranslate" in (values.get("class") or "").split()
+    return values.get("translate") == "no" or not _KEPT_CLASSES.isdisjoint(
+        (values.get("class") or "").split())
 
 
 def segment_html(source: str, language: str | None = None) -> Segments:

@@ -246,7 +246,10 @@ class TagPlan:
                               parent, inner.strip() if symbol else ""))
         parents = {g.parent for g in out}  # a symbol with a group inside goes as words do
         out = [replace(g, symbol="") if i in parents else g for i, g in enumerate(out)]
-        placed = _atoms(sentence, plain, moved, sorted(alone), masks)
+        # atoms next to any mask (a pair's, or one that stays in the sentence: code, a URL)
+        # go back beside it (unmask)
+        placed = _atoms(sentence, plain, moved, sorted(alone),
+                        masks | {m.span() for m in _BRACE_MASK.finditer(sentence)})
         texts = ([plain] + [plain[g.start:g.end].strip() for g in out if g.translated]
                  + [plain[slice(*a.anchor)] for a in placed if a.translated])
         return cls(tuple(texts), tuple(out), placed)
@@ -553,7 +556,9 @@ def _atoms(sentence: str, plain: str, moved: Callable[[int], int],
            alone: list[tuple[int, int]], masks: set[tuple[int, int]]) -> tuple[_Atom, ...]:
     """The atoms (their places in sentence, in order) that TagPlan.apply puts back, those with
     at most spaces between them together; left to unmask (which puts an atom next to a mask it
-    stood next to): those next to a pair's mask."""
+    stood next to): those next to one of `masks` (a pair's mask, or one that stays in the
+    sentence: read as the word they were glued to, an inline code element's mask led them
+    away from it)."""
     runs: list[list[int]] = []
     for a, b in alone:
         if runs and not sentence[runs[-1][1]:a].strip():

@@ -69,6 +69,18 @@ def test_v1_keeps_whitespace_and_html_markup(client):
     assert r.json()["translations"][0]["text"] == '<p><b>world. big</b> Hello</p><code>a b</code>'
 
 
+def test_html_inline_code_stays_in_its_sentence():
+    # code cut the sentence it stood in: "Run" and "to build it." went to the engine apart
+    engine = FakeTranslator()
+    with serve(engine) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        r = v1(c, '<p>Run <code class="x">make <i>all</i></code> to build it.</p>',
+               format="html")
+        assert r.json()["translations"][0]["text"] == (
+            '<p>it. build to <code class="x">make <i>all</i></code> Run</p>')
+        assert r.json()["sentences"] == 1
+        assert [s for batch, _ in engine.batches for s in batch] == ["Run {1} to build it."]
+
+
 # the attributes people read beside those that stay: href, src, class, value, a value with no
 # words, and any tag in translate="no", <code> or <script>
 BLOCK = 'Hello <a href="/setup" title="Tom &amp; Jerry">big world</a>.'

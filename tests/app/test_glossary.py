@@ -92,6 +92,10 @@ def test_terms_inside_what_the_translation_keeps_stay():
                       'the {1}</g> and {file} for the {1}.')
     m = g.mask('<p>the file at http://example.org/file</p>', markup=True)
     assert m.text == "<p>the {1} at http://example.org/file</p>"
+    # HTML's inline code element, read as a whole (its text between its own tags is code too)
+    m = g.mask('<p>Open the file with <code class="x"><span>file</span> -i</code>.</p>',
+               markup=True)
+    assert m.text == '<p>Open the {1} with <code class="x"><span>file</span> -i</code>.</p>'
 
 
 def test_found_in_counts_each_term_as_often_as_its_mask():

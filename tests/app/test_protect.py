@@ -46,6 +46,15 @@ FIND_SPANS_CASES = [
     # protected, the parentheses and the closing one of the target went to the model
     ("See [ZIP](https://en.wikipedia.org/wiki/ZIP_(file_format)) and [man](x(7) \"t\")",
      ["(https://en.wikipedia.org/wiki/ZIP_(file_format))", '(x(7) "t")']),
+    # HTML's inline code elements, whole (Sphinx's spans inside, its compound <kbd> one level
+    # deep): their tags alone were masked, and the code between them went to the model
+    ("Run <code>make install</code> or <TT>ls</tt>, <var>n</var>s", [
+        "<code>make install</code>", "<TT>ls</tt>", "<var>n</var>"]),
+    ('Is <code class="docutils literal notranslate"><span class="pre">None</span></code> or '
+     '<kbd class="kbd compound"><kbd class="kbd">C</kbd>-<kbd class="kbd">d</kbd></kbd>.', [
+         '<code class="docutils literal notranslate"><span class="pre">None</span></code>',
+         '<kbd class="kbd compound"><kbd class="kbd">C</kbd>-<kbd class="kbd">d</kbd></kbd>']),
+    ("an unclosed <samp>x or <code-x>y</code-x>", ["<samp>"]),  # tags as before
 ]
 
 
@@ -81,6 +90,14 @@ def test_a_tag_whose_quoted_value_holds_a_closing_bracket_is_one_span():
         'Klicke <a title="a > b" href=\'x>y\'>den Link</a> jetzt <br class="x > y">.')
     # a value left open is plain characters, as before
     assert spans('<b class="x>bold</b> and "quoted"') == ['<b class="x>', "</b>"]
+
+
+def test_inline_code_elements_are_one_mask_that_comes_back_byte_for_byte():
+    # in a sentence, as Markdown's `code` is: the model reads one mask where the code stood
+    m = mask('Run <code class="x"><span>make</span> install</code> to build <b>it</b>.')
+    assert m.text == "Run {1} to build {2}it{3}."
+    assert unmask(m, "Führen Sie {1} aus, um {2}es{3} zu bauen.") == (
+        'Führen Sie <code class="x"><span>make</span> install</code> aus, um <b>es</b> zu bauen.')
 
 
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
@@ -124,6 +141,12 @@ def test_qt_style_numbers_every_span_in_order_and_identity_restores():
         ("%s: file not found", None, "Datei nicht gefunden", "%s Datei nicht gefunden"),
         ("Open <b>%s</b> now", None, "Jetzt %s öffnen", "Jetzt <b>%s</b> öffnen"),
         ("Line one<br/>", None, "Zeile eins", "Zeile eins<br/>"),
+        # ... over other dropped masks between them (Sphinx's empty index anchor before code
+        # went to the place of its relative position: "die <span></span> Variablen")
+        ('the variables <span id="i5"></span><code>IDLE</code> or', None,
+         "die Variablen {3} oder", 'die Variablen <span id="i5"></span><code>IDLE</code> oder'),
+        ("Use <code>x</code><br/><br/> then", None, "{1} verwenden, dann",
+         "<code>x</code><br/><br/> verwenden, dann"),
         ("Click <b>here</b> to go", KEEP_STYLE, "Klicken Sie %1hier%2, um zu gehen",
          "Klicken Sie <b>hier</b>, um zu gehen"),  # "%2hi" is mask %2 + "hi", not a printf
         # a pair that hugged its text hugs it again; one that did not keeps its spaces
