@@ -2,15 +2,19 @@
 (`# `, `> `, `- `, `1. `, `- [ ] `), with the lines that continue it (no marker of their own:
 Markdown reads their line breaks as spaces), is a segment; table cells are segments (a row
 needs no pipe at its ends, as GitHub reads tables); fenced and indented code, link reference
-definitions, rules and table separators stay verbatim. The line breaks inside a segment go
-back into its translation at the nearest spaces
-(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
-(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its label
-(`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label).
-Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b> does in
-HTML (`_emphasis`). Front matter (`---` ... `---` or
-`+++` ... `+++` at the top), a setext heading's underline, HTML comments and lines of an HTML
-block (`<div ...>`) stay verbatim too: translated, their keys, markers and attributes broke."""
+definitions, rules and table separators stay verbatim. A list item holds the blocks indented
+to its text (CommonMark's rule; Python-Markdown's four spaces are deeper still): its further
+paragraphs, fences and nested lists, and its indented code four columns deeper; so does an
+admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose keyword stays and whose
+title is text. The line breaks inside a segment (a quoted line's after its `>`) go back into
+its translation at the nearest spaces (app.text.segment.rewrap). Inline code, link targets
+and reference labels are protected spans (app.text.protect), so `[the docs](setup.md)` keeps
+its target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
+`[setup][setup]`: their text is their label). Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
+`~~x~~`) travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---`
+... `---` or `+++` ... `+++` at the top), a setext heading's underline, HTML comments and
+lines of an HTML block (`<div ...>`) stay verbatim too: translated, their keys, markers and
+attributes broke."""
 
 from __future__ import annotations
 
@@ -23,8 +27,13 @@ from app.text.protect import find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
-_ITEM = re.compile(r"^(\s*(?:[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+))")  # nested: any indent
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_ITEM_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]+")  # a list item's, without a task box
+# an admonition's marker (Python-Markdown's `!!! note`, pymdownx's collapsible `???` and `???+`
+# and tabs `=== "Title"`), up to its title's opening quote: the keyword and classes stay
+_NOTE = re.compile(r'[ \t]{0,3}(?:(?:!!!|\?\?\?\+?)(?:[ \t]+[\w-]+)+|===\+?)(?:[ \t]+"|[ \t]*$)')
+_TITLE = re.compile(r'(.*?)("?[ \t]*)$')  # its title, then the closing quote
+_QUOTE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
@@ -41,14 +50,17 @@ _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
 # a run of emphasis delimiters, or a backslash escape (the character after it is no delimiter)
 _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
 _GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
+_BREAK = re.compile(r"\r\n|\n|\r")
 
 
-def _pieces(line: str, kind: str = "") -> list[str]:
-    """A line cut into its marker, then text pieces and separators (even positions after the
-    marker are text): a table row (kind "row", or a line that starts with a pipe) is cut at its
-    pipes; a nested list item (kind "item") has its marker however deep it is indented."""
-    marker = (_ITEM if kind == "item" else _MARKER).match(line).group(1)
-    rest = line[len(marker) :]
+def _pieces(line: str, kind: str, start: int) -> list[str]:
+    """A line cut into its marker (its first `start` characters: indentation, block markers),
+    then text pieces and separators (even positions after the marker are text): a table row
+    (kind "row", or a line that starts with a pipe) is cut at its pipes, an admonition's title
+    (kind "note") before its closing quote."""
+    marker, rest = line[:start], line[start:]
+    if kind == "note":
+        return [marker, *_TITLE.match(rest).groups()]
     row = kind == "row" or rest.lstrip().startswith("|")
     return [marker, *(_CELL.split(rest) if row else [rest])]
 
@@ -67,14 +79,41 @@ def _rows(lines: list[str]) -> dict[int, str]:
     return dict.fromkeys(rows, "row")
 
 
-def _continues(line: str) -> bool:
-    """Whether a line right under a paragraph's line goes on with its text: no block marker,
-    table row, fence, rule or link definition of its own (indented code cannot interrupt a
-    paragraph, so an indented line goes on too)."""
-    marker = _MARKER.match(line).group(1)
-    if marker.strip() or line.lstrip().startswith("|") or _FENCE.match(line):
-        return False
-    return not _VERBATIM.match(line) or bool(_INDENTED.match(line))
+def _columns(text: str) -> int:
+    """The width of a line's leading text (tabs to the next multiple of four)."""
+    return len(text.expandtabs(4))
+
+
+def _at_column(line: str, column: int) -> int:
+    """Where a line's indentation reaches `column` (or ends, if it is less deep)."""
+    k = 0
+    while k < len(line) and line[k] in " \t" and _columns(line[: k + 1]) <= column:
+        k += 1
+    return k
+
+
+def _continuation(line: str, base: int, quotes: int) -> int | None:
+    """Where the text of a line right under a paragraph's line begins, if the line goes on with
+    that text (Markdown reads the line break as a space): no block marker, table row, fence,
+    rule or link definition of its own, at most the `quotes` block quote markers the paragraph
+    has (`base`: the column of the paragraph's container). Indented code cannot interrupt a
+    paragraph, so an indented line goes on too. A quoted line's text begins after its quote
+    markers (they stay), any other's at 0 (its indentation goes with the line break)."""
+    s = _at_column(line, base)
+    marker = _MARKER.match(line[s:]).group(1)
+    body = line[s + len(marker) :]
+    if marker.strip(" \t>") or marker.count(">") > quotes:
+        return None
+    if not body.strip() or body.lstrip().startswith("|") or _FENCE.match(body):
+        return None
+    if _VERBATIM.match(body) and not _INDENTED.match(body):
+        return None
+    return s + len(marker) if ">" in marker else 0
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether a line closes a fence opened by the run `fence` (inside quotes too)."""
+    return re.fullmatch(rf"[ \t>]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line) is not None
 
 
 def extract(data: bytes) -> Document:
@@ -82,11 +121,15 @@ def extract(data: bytes) -> Document:
     lines, targets = split_lines(text)
     # (line index, piece index, the indices of the lines that continue that piece's text)
     cells: list[tuple[int, int, list[int]]] = []
-    fence = None
+    starts: dict[int, int] = {}  # line index -> where its text begins (after its markers)
+    # the content columns of the open list items and admonitions: a line indented to one is
+    # inside it (its paragraphs, fences and nested lists), four columns deeper it is its code
+    containers: list[int] = []
+    fence = ""  # the run of backticks or tildes that opened the open fence
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
+    quotes = 0  # the open text's block quote markers
     comment = False  # inside an HTML comment
-    kinds = _rows(lines)  # line index -> "row" (of a table) or "item" (nested)
-    item = False  # whether the open text is a list item's
+    kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
@@ -94,41 +137,58 @@ def extract(data: bytes) -> Document:
         line = lines[i]
         if front and i <= front:
             continue
-        if comment or line.lstrip().startswith("<!--"):
+        if fence:
+            fence = "" if _closes(line, fence) else fence
+            continue
+        if comment or line.lstrip(" \t>").startswith("<!--"):
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
-        if open_text == i - 2 and item and _ITEM.match(line):  # an item in the open item
-            kinds[i] = "item"
-        # directly under it (lines[i - 1]: the line break), not a table's row
-        elif open_text == i - 2 and i not in kinds and _continues(line):
+        base = containers[-1] if containers else 0
+        if open_text == i - 2 and i not in kinds and (
+                (start := _continuation(line, base, quotes)) is not None):
             cells[-1][2].append(i)
+            starts[i] = start
             open_text = i
             continue
         open_text = None
-        opened = _FENCE.match(line)
-        if fence or opened:
-            if opened and (fence is None or opened.group(1) == fence):
-                fence = None if fence else opened.group(1)
+        while containers and _columns(line[: len(line) - len(line.lstrip())]) < containers[-1]:
+            containers.pop()
+        s = _at_column(line, containers[-1] if containers else 0)
+        body = line[s + len(_QUOTE.match(line, s).group()) if _QUOTE.match(line, s) else s :]
+        if opened := _FENCE.match(body):
+            fence = opened.group(1)
             continue
-        if _VERBATIM.match(line) and i not in kinds:
+        if _VERBATIM.match(body) and i not in kinds:
             continue
-        pieces = _pieces(line, kinds.get(i, ""))
+        if note := _NOTE.match(body):  # its body is indented four columns
+            kinds[i] = "note"
+            containers.append(_columns(line[: len(line) - len(body)]) + 4)
+        marker = note.group() if note else _MARKER.match(line[s:]).group(1)
+        starts[i] = len(line) - len(body) + len(marker) if note else s + len(marker)
+        pieces = _pieces(line, kinds.get(i, ""), starts[i])
         cells += [(i, k, []) for k in range(1, len(pieces), 2 if len(pieces) > 2 else 1)
                   if pieces[k].strip()]
+        items = list(_ITEM_MARKER.finditer(marker))
+        if items and ">" not in marker:
+            containers.append(_columns(line[: s + items[-1].end()]))
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
-            item = bool(_ITEM.match(pieces[0]))
+            quotes = marker.count(">")
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
     segments, markers = zip(*(
-        _emphasis(_references(_text(lines, kinds, i, k, more).strip(), labels))
+        _emphasis(_references(_text(lines, kinds, starts, i, k, more).strip(), labels))
         for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers, kinds), wraps=always)
+    return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
+                    wraps=always)
 
 
-def _text(lines: list[str], kinds: dict[int, str], i: int, k: int, more: list[int]) -> str:
-    """A cell's text with the lines that continue it (and the line breaks between)."""
-    return _pieces(lines[i], kinds.get(i, ""))[k] + "".join(lines[j - 1] + lines[j] for j in more)
+def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
+          more: list[int]) -> str:
+    """A cell's text with the lines that continue it (and the line breaks between; a quoted
+    line without its quote markers)."""
+    return _pieces(lines[i], kinds.get(i, ""), starts[i])[k] + "".join(
+        lines[j - 1] + lines[j][starts[j] :] for j in more)
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
@@ -300,15 +360,26 @@ def _escaped(text: str) -> str:
         m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2)), text)
 
 
+def _quoted(text: str, prefixes: list[str]) -> str:
+    """text with each continuation line's quote markers (`> `) back after its line break, in
+    order (a break that rewrap dropped joined its line to the one before)."""
+    if not any(prefixes):
+        return text
+    rest = iter(prefixes)
+    return _BREAK.sub(lambda m: m.group() + next(rest, ""), text)
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    source, cells, encoding, markers, kinds = doc.state
+    source, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
-    pieces = {i: _pieces(lines[i], kinds.get(i, "")) for i, _, _ in cells}
+    pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original, text = _text(source, kinds, i, k, more), _markers(text, marks)
+        original = _text(source, kinds, starts, i, k, more)
+        text = _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)
-        pieces[i][k] = replace_stripped(original, text)
+        text = replace_stripped(original, text)
+        pieces[i][k] = _quoted(text, [source[j][: starts[j]] for j in more])
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

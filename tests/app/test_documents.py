@@ -310,6 +310,70 @@ def test_markdown_leaves_what_is_not_emphasis_alone():
     assert 'A gat <g id="1">fo sti nwo</g> speek sti **srats**.' in out
 
 
+def test_markdown_code_and_paragraphs_inside_list_items():
+    """A list item holds blocks indented to its text: a fence four spaces deep (Node.js's API
+    docs, under a numbered step) was read as text and its code translated, and an item's second
+    paragraph as indented code (left untranslated); code indented four more is code."""
+    src = ("1. Install it:\n\n"
+           "    ```bash\n    pip install thing\n    ```\n\n"
+           "    Then run it once.\n\n"
+           "        indented code stays\n\n"
+           "- `options` {Object}\n"
+           "  ```js\n  const x = require('x');\n  ```\n"
+           "- Next item\n\n"
+           "      code under it\n"
+           "  * `nested` item\n"
+           "    ```mjs\n    import x from 'x';\n    ```\n")
+    assert extract(src.encode(), "md").segments == [
+        "Install it:", "Then run it once.", "`options` {Object}", "Next item", "`nested` item"]
+    out = run(src.encode(), "md").decode()
+    assert out == src.replace("Install it", "llatsnI ti").replace(
+        "Then run it once", "nehT nur ti ecno").replace("Next item", "txeN meti").replace(
+        "` item", "` meti")
+
+
+def test_markdown_a_quoted_paragraph_over_several_lines_is_one_segment():
+    """Each line of a block quote was a segment of its own, so a wrapped sentence went to the
+    model in halves; its lines go on now, and each gets its quote markers back."""
+    src = ("> A quoted sentence that is\n> wrapped over two lines.\n>\n"
+           "> - an item\n>   that goes on\n>> Deeper quote\n")
+    assert extract(src.encode(), "md").segments == [
+        "A quoted sentence that is\nwrapped over two lines.", "an item\n  that goes on",
+        "Deeper quote"]
+    out = run(src.encode(), "md").decode()
+    assert CALLS[-1][:2] == ["A quoted sentence that is wrapped over two lines.",
+                             "an item that goes on"]
+    assert out == ("> A detouq ecnetnes taht si\n> depparw revo owt senil.\n>\n"
+                   "> - na meti\n>   taht seog no\n>> repeeD etouq\n")
+
+
+def test_markdown_admonitions_keep_their_keyword_and_translate_title_and_body():
+    """MkDocs' and Python-Markdown's notes (`!!! note "Title"`, pymdownx's collapsible `???`
+    and `???+`, tabs `=== "Title"`): the keyword was translated (no note any more) and the
+    body's second paragraph read as indented code, left untranslated."""
+    src = ('!!! note "An optional title"\n    The body of the note,\n    over two lines.\n\n'
+           "    A second paragraph.\n\n"
+           "        code in the note\n\n"
+           "??? warning\n    Collapsed by default.\n\n"
+           '???+ tip "Open one"\n    Open by default.\n\n'
+           '!!! danger highlight ""\n    No title bar.\n\n'
+           '=== "Tab one"\n    Text in a tab.\n\n'
+           "Back at the top.\n")
+    assert extract(src.encode(), "md").segments == [
+        "An optional title", "The body of the note,\n    over two lines.", "A second paragraph.",
+        "Collapsed by default.", "Open one", "Open by default.", "No title bar.", "Tab one",
+        "Text in a tab.", "Back at the top."]
+    assert run(src.encode(), "md").decode() == (
+        '!!! note "nA lanoitpo eltit"\n    ehT ydob fo eht eton,\n    revo owt senil.\n\n'
+        "    A dnoces hpargarap.\n\n"
+        "        code in the note\n\n"
+        "??? warning\n    despalloC yb tluafed.\n\n"
+        '???+ tip "nepO eno"\n    nepO yb tluafed.\n\n'
+        '!!! danger highlight ""\n    oN eltit rab.\n\n'
+        '=== "baT eno"\n    txeT ni a bat.\n\n'
+        "kcaB ta eht pot.\n")
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
 def test_markdown_bold_survives_the_shipped_model():
     """The sentence whose "**" the shipped model broke, through the model itself."""
