@@ -10,7 +10,9 @@ title is text. The line breaks inside a segment (a quoted line's after its `>`) 
 its translation at the nearest spaces (app.text.segment.rewrap). Inline code, link targets
 and reference labels are protected spans (app.text.protect), so `[the docs](setup.md)` keeps
 its target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
-`[setup][setup]`: their text is their label). Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
+`[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
+stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
+text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
 `~~x~~`) travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---`
 ... `---` or `+++` ... `+++` at the top), a setext heading's underline, HTML comments and
 lines of an HTML block (`<div ...>`) stay verbatim too: translated, their keys, markers and
@@ -26,7 +28,8 @@ from app.documents.txt_file import decode_text, replace_stripped, split_lines
 from app.text.protect import find_spans
 from app.text.segment import always
 
-_MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
+_MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+"
+                     r"|\[\^[^\]\s]+\]:[ \t]*)*)")  # ... a footnote's definition ([^1]: )
 _ITEM_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]+")  # a list item's, without a task box
 # an admonition's marker (Python-Markdown's `!!! note`, pymdownx's collapsible `???` and `???+`
 # and tabs `=== "Title"`), up to its title's opening quote: the keyword and classes stay
@@ -37,7 +40,7 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
-    r"|^\s{0,3}\[[^\]]+\]:\s"  # link reference definition
+    r"|^\s{0,3}\[(?!\^)[^\]]+\]:\s"  # link reference definition (not a footnote's)
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
     rf"|{_SEPARATOR.pattern}"  # table separator
     r"|^\s{0,3}=+\s*$"  # setext heading underline
@@ -49,7 +52,9 @@ _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
 # a run of emphasis delimiters, or a backslash escape (the character after it is no delimiter)
 _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
-_GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
+# app.documents.inline's tag pair, and its tag that stands alone (here: a footnote's reference)
+_GROUP = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\](?!:)")  # [^1], a reference to a footnote
 _BREAK = re.compile(r"\r\n|\n|\r")
 
 
@@ -172,6 +177,8 @@ def extract(data: bytes) -> Document:
         items = list(_ITEM_MARKER.finditer(marker))
         if items and ">" not in marker:
             containers.append(_columns(line[: s + items[-1].end()]))
+        elif "[^" in marker and ">" not in marker:  # a footnote's paragraphs: four deeper
+            containers.append(_columns(line[: len(line) - len(line.lstrip())]) + 4)
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
             quotes = marker.count(">")
@@ -191,7 +198,7 @@ def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: in
         lines[j - 1] + lines[j][starts[j] :] for j in more)
 
 
-_DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
+_DEFINITION = re.compile(r"^\s{0,3}\[((?!\^)[^\]]+)\]:\s")  # [label]: target
 _REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
 
 
@@ -238,9 +245,9 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
     one stays text. A text with tags of that shape of its own is left as it is: rebuild could
     not tell them apart."""
-    if _GROUP.search(text) or not (any(c in text for c in "*_~") or "](" in text
-                                   or "][" in text):
+    if _GROUP.search(text) or not (any(c in text for c in "*_~[") or "](" in text):
         return text, ()
+    text, notes = _footnotes(text)
     spans = find_spans(text)
     inside = _inside(text, spans)
     links = _links(text, spans, inside)
@@ -281,16 +288,35 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
             stack.append([index, run[0], start, length, len(run), closes])
     pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
     if not pairs:
-        return text, ()
+        return text, notes
     pairs.sort()
-    edits = sorted([(a, b, f'<g id="{n}">') for n, (a, b, _, _) in enumerate(pairs, 1)]
+    edits = sorted([(a, b, f'<g id="{n}">') for n, (a, b, _, _) in enumerate(pairs, 1 + len(notes))]
                    + [(c, d, "</g>") for _, _, c, d in pairs])
     out, pos = [], 0
     for a, b, tag in edits:
         out += [text[pos:a], tag]
         pos = b
     out.append(text[pos:])
-    return "".join(out), tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+    return "".join(out), notes + tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+
+
+def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each footnote reference (`[^1]`, outside code) replaced by a tag that stands
+    alone (`<x id="N"/>`, from 1), and the references by id: its label is the key of its
+    definition, and read as a reference link it took the next word as its text."""
+    if "[^" not in text:
+        return text, ()
+    # a [^2] right after a [^1] is a span of its own (a reference link's label): not code
+    inside = _inside(text, [s for s in find_spans(text) if not text.startswith("[^", s.start)])
+    notes: list[tuple[str, str]] = []
+
+    def atom(m: re.Match) -> str:
+        if inside[m.start()]:
+            return m.group()
+        notes.append((m.group(), ""))
+        return f'<x id="{len(notes)}"/>'
+
+    return _FOOTNOTE.sub(atom, text), tuple(notes)
 
 
 def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:
@@ -338,6 +364,8 @@ def _markers(text: str, markers: tuple[tuple[str, str], ...]) -> str:
     closing: list[str] = []
 
     def marker(m: re.Match) -> str:
+        if m.group(2) is not None:
+            return markers[int(m.group(2)) - 1][0]
         if m.group(1) is None:
             return closing.pop() if closing else ""
         opening, close = markers[int(m.group(1)) - 1]

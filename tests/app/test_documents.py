@@ -374,6 +374,22 @@ def test_markdown_admonitions_keep_their_keyword_and_translate_title_and_body():
         "kcaB ta eht pot.\n")
 
 
+def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
+    """A footnote reference (`[^1]`) was read as a reference link to the definition `[^1]:`,
+    and came back as `[and][^1]`, a link on the next word; the definitions were kept as link
+    definitions, their text untranslated."""
+    src = ("Text with a footnote[^1] and another[^my_note].\n\n"
+           "[^1]: The footnote text.\n[^my_note]: A longer note\n    with a second line.\n\n"
+           "    Its second paragraph.\n")
+    assert extract(src.encode(), "md").segments == [
+        'Text with a footnote<x id="1"/> and another<x id="2"/>.', "The footnote text.",
+        "A longer note\n    with a second line.", "Its second paragraph."]
+    assert run(src.encode(), "md").decode() == (
+        "txeT htiw a etontoof[^1] dna rehtona[^my_note].\n\n"
+        "[^1]: ehT etontoof txet.\n[^my_note]: A regnol eton\n    htiw a dnoces enil.\n\n"
+        "    stI dnoces hpargarap.\n")
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
 def test_markdown_bold_survives_the_shipped_model():
     """The sentence whose "**" the shipped model broke, through the model itself."""
