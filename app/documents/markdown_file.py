@@ -1,22 +1,23 @@
 """Markdown (.md), block by block: a paragraph's or list item's text after its block marker
-(`# `, `> `, `- `, `1. `, `- [ ] `), with the lines that continue it (no marker of their own:
-Markdown reads their line breaks as spaces), is a segment; table cells are segments (a row
-needs no pipe at its ends, as GitHub reads tables); fenced and indented code, link reference
-definitions, rules and table separators stay verbatim. A list item holds the blocks indented
-to its text (CommonMark's rule; Python-Markdown's four spaces are deeper still): its further
-paragraphs, fences and nested lists, and its indented code four columns deeper; so does an
-admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose keyword stays and whose
-title is text. The line breaks inside a segment (a quoted line's after its `>`) go back into
-its translation at the nearest spaces (app.text.segment.rewrap). Inline code, link targets
-and reference labels are protected spans (app.text.protect), so `[the docs](setup.md)` keeps
-its target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
-`[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
-stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
-text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
+(`# `, `> `, `- `, `1. `, `- [ ] `, a definition's `:   `), with the lines that continue it
+(no marker of their own: Markdown reads their line breaks as spaces), is a segment; table
+cells are segments (a row needs no pipe at its ends, as GitHub reads tables); fenced and
+indented code, link reference definitions, rules and table separators stay verbatim. A list
+item holds the blocks indented to its text (CommonMark's rule; Python-Markdown's four spaces
+are deeper still): its further paragraphs, fences and nested lists, and its indented code four
+columns deeper; so does an admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose
+keyword stays and whose title is text, and a definition. The line breaks inside a segment (a
+quoted line's after its `>`) go back into its translation at the nearest spaces
+(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
+(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its
+label (`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label); a
+footnote's reference (`[^1]`) is a tag that stands alone, and its definition's text (`[^1]:
+...`, its paragraphs four columns deeper) is text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
 `~~x~~`) travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---`
-... `---` or `+++` ... `+++` at the top), a setext heading's underline, HTML comments and
-lines of an HTML block (`<div ...>`) stay verbatim too: translated, their keys, markers and
-attributes broke."""
+... `---` or `+++` ... `+++` at the top), a setext heading's underline, a heading's closing
+hashes and attribute list (`{#id}`), HTML comments and an HTML block (from a line that starts
+with a block's tag, `<div ...>`, to a blank line) stay verbatim too: translated, their keys,
+markers and attributes broke."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from app.text.protect import find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+"
-                     r"|\[\^[^\]\s]+\]:[ \t]*)*)")  # ... a footnote's definition ([^1]: )
+                     r"|\[\^[^\]\s]+\]:[ \t]*|:[ \t]+)*)")  # a footnote's ([^1]: ), a definition
 _ITEM_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]+")  # a list item's, without a task box
 # an admonition's marker (Python-Markdown's `!!! note`, pymdownx's collapsible `???` and `???+`
 # and tabs `=== "Title"`), up to its title's opening quote: the keyword and classes stay
@@ -44,9 +45,19 @@ _VERBATIM = re.compile(
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
     rf"|{_SEPARATOR.pattern}"  # table separator
     r"|^\s{0,3}=+\s*$"  # setext heading underline
-    r"|^\s{0,3}</?(?:address|article|aside|blockquote|center|details|dialog|div|dl|figure"
-    r"|footer|form|h[1-6]|header|hr|iframe|nav|ol|p|picture|section|summary|table|ul)\b"
+    r"|^\s{0,3}\{[:#.][^{}]*\}\s*$"  # an attribute list on its own line ({: .class})
 )
+# a heading's text, then its closing hashes and attribute list ({#id}), which stay
+_ATTRIBUTES = re.compile(r"(.*?)((?:[ \t]+#+)?(?:[ \t]*\{[:#.][^{}]*\})?[ \t]*)$")
+# an HTML block's first line (CommonMark's kinds 1 and 6): it runs to its element's end tag
+# (pre, script, style, textarea: their text may have blank lines) or to a blank line
+_HTML_BLOCK = re.compile(
+    r"^\s{0,3}<(pre|script|style|textarea)(?:[\s>]|$)"
+    r"|^\s{0,3}</?(?:address|article|aside|base|basefont|blockquote|body|caption|center|col"
+    r"|colgroup|dd|details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame"
+    r"|frameset|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav"
+    r"|noframes|ol|optgroup|option|p|param|picture|search|section|summary|table|tbody|td"
+    r"|tfoot|th|thead|title|tr|track|ul)(?:[\s/>]|$)", re.IGNORECASE)
 _FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*")
 _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
@@ -62,12 +73,16 @@ def _pieces(line: str, kind: str, start: int) -> list[str]:
     """A line cut into its marker (its first `start` characters: indentation, block markers),
     then text pieces and separators (even positions after the marker are text): a table row
     (kind "row", or a line that starts with a pipe) is cut at its pipes, an admonition's title
-    (kind "note") before its closing quote."""
+    (kind "note") before its closing quote, a heading before its closing hashes and attribute
+    list."""
     marker, rest = line[:start], line[start:]
     if kind == "note":
         return [marker, *_TITLE.match(rest).groups()]
-    row = kind == "row" or rest.lstrip().startswith("|")
-    return [marker, *(_CELL.split(rest) if row else [rest])]
+    if kind == "row" or rest.lstrip().startswith("|"):
+        return [marker, *_CELL.split(rest)]
+    if "#" in marker and (heading := _ATTRIBUTES.match(rest)).group(2):
+        return [marker, *heading.groups()]
+    return [marker, rest]
 
 
 def _rows(lines: list[str]) -> dict[int, str]:
@@ -111,7 +126,7 @@ def _continuation(line: str, base: int, quotes: int) -> int | None:
         return None
     if not body.strip() or body.lstrip().startswith("|") or _FENCE.match(body):
         return None
-    if _VERBATIM.match(body) and not _INDENTED.match(body):
+    if _VERBATIM.match(body) and not _INDENTED.match(body) or _HTML_BLOCK.match(body):
         return None
     return s + len(marker) if ">" in marker else 0
 
@@ -134,12 +149,15 @@ def extract(data: bytes) -> Document:
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
     quotes = 0  # the open text's block quote markers
     comment = False  # inside an HTML comment
+    html = ""  # inside an HTML block: the end tag that ends it, or "\n" (a blank line does)
+    previous = -2  # the line index of the last line with text
     kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
     for i in targets:
         line = lines[i]
+        blank, previous = i != previous + 2, i  # (whether a blank line comes before it)
         if front and i <= front:
             continue
         if fence:
@@ -149,6 +167,10 @@ def extract(data: bytes) -> Document:
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
+        if html and (html != "\n" or not blank):
+            html = "" if html != "\n" and html in line.lower() else html
+            continue
+        html = ""
         base = containers[-1] if containers else 0
         if open_text == i - 2 and i not in kinds and (
                 (start := _continuation(line, base, quotes)) is not None):
@@ -166,6 +188,10 @@ def extract(data: bytes) -> Document:
             continue
         if _VERBATIM.match(body) and i not in kinds:
             continue
+        if block := _HTML_BLOCK.match(body):
+            html = f"</{block.group(1).lower()}>" if block.group(1) else "\n"
+            html = "" if html != "\n" and html in line.lower() else html
+            continue
         if note := _NOTE.match(body):  # its body is indented four columns
             kinds[i] = "note"
             containers.append(_columns(line[: len(line) - len(body)]) + 4)
@@ -177,7 +203,8 @@ def extract(data: bytes) -> Document:
         items = list(_ITEM_MARKER.finditer(marker))
         if items and ">" not in marker:
             containers.append(_columns(line[: s + items[-1].end()]))
-        elif "[^" in marker and ">" not in marker:  # a footnote's paragraphs: four deeper
+        elif ">" not in marker and ("[^" in marker or marker.lstrip().startswith(":")):
+            # a footnote's or a definition's paragraphs: four columns deeper
             containers.append(_columns(line[: len(line) - len(line.lstrip())]) + 4)
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on

@@ -390,6 +390,36 @@ def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
         "    stI dnoces hpargarap.\n")
 
 
+def test_markdown_an_html_block_runs_to_a_blank_line():
+    """An HTML block (a table in Node.js's API docs) is HTML up to the next blank line, as
+    CommonMark reads it: only its first line was kept, the rest went to the model as a
+    paragraph and `<tr>` came back translated; Markdown after a blank line is text again."""
+    src = ("<table>\n  <tr>\n    <td>Sent to indicate a hangup</td>\n  </tr>\n</table>\n\n"
+           "<details>\n<summary>Show more</summary>\n\nThe hidden text.\n\n</details>\n")
+    assert extract(src.encode(), "md").segments == ["The hidden text."]
+    assert run(src.encode(), "md").decode() == src.replace("The hidden text", "ehT neddih txet")
+
+
+def test_markdown_attribute_lists_and_closing_hashes_stay():
+    """A heading's id (`{#install}`, Python-Markdown's attr_list, Pandoc, kramdown) went to the
+    model and came back translated, so links to it broke; so did a heading's closing hashes
+    and an attribute list on a line of its own under a paragraph."""
+    src = "## Install it {#install}\n\n# Title #\n\nA paragraph.\n{: .lead }\n"
+    assert extract(src.encode(), "md").segments == ["Install it", "Title", "A paragraph."]
+    assert run(src.encode(), "md").decode() == (
+        "## llatsnI ti {#install}\n\n# eltiT #\n\nA hpargarap.\n{: .lead }\n")
+
+
+def test_markdown_definition_lists_keep_their_marker():
+    """A definition (`:   text` under its term, Python-Markdown's def_list, Pandoc) went on as
+    its term's text, one sentence with its colon, and its second paragraph was read as code."""
+    src = "Term\n:   The definition of the term,\n    wrapped here.\n\n    Its second one.\n"
+    assert extract(src.encode(), "md").segments == [
+        "Term", "The definition of the term,\n    wrapped here.", "Its second one."]
+    assert run(src.encode(), "md").decode() == (
+        "mreT\n:   ehT noitinifed fo eht mret,\n    depparw ereh.\n\n    stI dnoces eno.\n")
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
 def test_markdown_bold_survives_the_shipped_model():
     """The sentence whose "**" the shipped model broke, through the model itself."""
