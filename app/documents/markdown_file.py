@@ -1,23 +1,23 @@
-"""Markdown (.md), block by block: a paragraph's or list item's text after its block marker
-(`# `, `> `, `- `, `1. `, `- [ ] `, a definition's `:   `), with the lines that continue it
-(no marker of their own: Markdown reads their line breaks as spaces), is a segment; table
-cells are segments (a row needs no pipe at its ends, as GitHub reads tables); fenced and
-indented code, link reference definitions, rules and table separators stay verbatim. A list
-item holds the blocks indented to its text (CommonMark's rule; Python-Markdown's four spaces
-are deeper still): its further paragraphs, fences and nested lists, and its indented code four
-columns deeper; so does an admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose
-keyword stays and whose title is text, and a definition. The line breaks inside a segment (a
-quoted line's after its `>`) go back into its translation at the nearest spaces
-(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
-(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its
-label (`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label); a
-footnote's reference (`[^1]`) is a tag that stands alone, and its definition's text (`[^1]:
-...`, its paragraphs four columns deeper) is text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`,
-`~~x~~`) travels as inline tag pairs, as <b> does in HTML (`_emphasis`). Front matter (`---`
-... `---` or `+++` ... `+++` at the top), a setext heading's underline, a heading's closing
-hashes and attribute list (`{#id}`), HTML comments and an HTML block (from a line that starts
-with a block's tag, `<div ...>`, to a blank line) stay verbatim too: translated, their keys,
-markers and attributes broke."""
+"""Markdown (.md), block by block: a paragraph's or list item's text after its block marker (`# `,
+`> `, `- `, `1. `, `- [ ] `, a definition's `: `), with the lines that continue it (no marker
+of their own: Markdown reads their line breaks as spaces), is a segment; table cells are
+segments (a row needs no pipe at its ends, as GitHub reads tables); fenced and indented code,
+link reference definitions, rules and table separators stay verbatim. A list item holds the
+blocks indented to its text (CommonMark's rule; Python-Markdown's four spaces are deeper
+still): its further paragraphs, fences and nested lists, and its indented code four columns
+deeper; so does an admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose keyword
+stays and whose title is text, and a definition. The line breaks inside a segment (a quoted
+line's after its `>`, a hard break's with its trailing spaces or backslash) go back into its
+translation at the nearest spaces (app.text.segment.rewrap). Inline code, link targets and
+reference labels are protected spans (app.text.protect), so `[the docs](setup.md)` keeps its
+target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
+`[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
+stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
+text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b>
+does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top), a
+setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
+comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
+line) stay verbatim too: translated, their keys, markers and attributes broke."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
 _GROUP = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\](?!:)")  # [^1], a reference to a footnote
 _BREAK = re.compile(r"\r\n|\n|\r")
+_HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, itself unescaped
 
 
 def _pieces(line: str, kind: str, start: int) -> list[str]:
@@ -211,18 +212,36 @@ def extract(data: bytes) -> Document:
             quotes = marker.count(">")
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
     segments, markers = zip(*(
-        _emphasis(_references(_text(lines, kinds, starts, i, k, more).strip(), labels))
+        _emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
         for i, k, more in cells), strict=True) if cells else ((), ())
     return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
                     wraps=always)
 
 
 def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
-          more: list[int]) -> str:
-    """A cell's text with the lines that continue it (and the line breaks between; a quoted
-    line without its quote markers)."""
-    return _pieces(lines[i], kinds.get(i, ""), starts[i])[k] + "".join(
-        lines[j - 1] + lines[j][starts[j] :] for j in more)
+          more: list[int]) -> tuple[str, list[tuple[str, str]]]:
+    """A cell's text with the lines that continue it and the line breaks between, and what
+    stays at each break (`_rejoined`): the backslash of a hard break before it, a quoted
+    line's quote markers after it."""
+    texts = [_pieces(lines[i], kinds.get(i, ""), starts[i])[k]]
+    texts += [lines[j][starts[j] :] for j in more]
+    joins = []
+    for n, j in enumerate(more):
+        hard = _HARD_BREAK.search(texts[n]) is not None
+        texts[n] = texts[n][:-1] if hard else texts[n]
+        joins.append(("\\" if hard else "", lines[j][: starts[j]]))
+    return texts[0] + "".join(lines[j - 1] + t for j, t in zip(more, texts[1:], strict=True)), joins
+
+
+def _rejoined(text: str, joins: list[tuple[str, str]]) -> str:
+    """A translation with what stays at each line break back in place, in order: a hard
+    break's backslash before it (sent to the model, it moved to another word, mid-line, where
+    it breaks nothing), a quoted line's `> ` after it (a break that rewrap dropped joined its
+    line to the one before)."""
+    if not any(before or after for before, after in joins):
+        return text
+    rest = iter(joins)
+    return _BREAK.sub(lambda m: "{0}{2}{1}".format(*next(rest, ("", "")), m.group()), text)
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[((?!\^)[^\]]+)\]:\s")  # [label]: target
@@ -415,26 +434,17 @@ def _escaped(text: str) -> str:
         m.group(2) + "\\" if m.group(2)[0].isdigit() else "\\" + m.group(2)), text)
 
 
-def _quoted(text: str, prefixes: list[str]) -> str:
-    """text with each continuation line's quote markers (`> `) back after its line break, in
-    order (a break that rewrap dropped joined its line to the one before)."""
-    if not any(prefixes):
-        return text
-    rest = iter(prefixes)
-    return _BREAK.sub(lambda m: m.group() + next(rest, ""), text)
-
-
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     source, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
     pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original = _text(source, kinds, starts, i, k, more)
+        original, joins = _text(source, kinds, starts, i, k, more)
         text = _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)
         text = replace_stripped(original, text)
-        pieces[i][k] = _quoted(text, [source[j][: starts[j]] for j in more])
+        pieces[i][k] = _rejoined(text, joins)
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

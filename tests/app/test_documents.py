@@ -420,6 +420,23 @@ def test_markdown_definition_lists_keep_their_marker():
         "mreT\n:   ehT noitinifed fo eht mret,\n    depparw ereh.\n\n    stI dnoces eno.\n")
 
 
+def test_markdown_a_backslash_hard_break_stays_at_a_line_end():
+    """A backslash at a line's end is a hard line break; it went to the model as a character
+    of the word before it and came back after another word, mid-line, where it is no break
+    ("aus der\\nDatei\\ und" from the shipped model). It goes back with its line break now."""
+    def backwards(texts: list[str]) -> list[str]:
+        return [" ".join(reversed(t.split())) for t in texts]
+
+    src = ("The server reads its settings\\\nand starts the workers.\n\n"
+           "> A quoted line\\\n> and more \\\\\n> here.\n")
+    assert extract(src.encode(), "md").segments == [
+        "The server reads its settings\nand starts the workers.",
+        "A quoted line\nand more \\\\\nhere."]
+    out = translate_document(src.encode(), "md", backwards).decode()
+    assert out == ("workers. the starts and settings\\\nits reads server The\n\n"
+                   "> here. \\\\ more\\\n> and line\n> quoted A\n")
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
 def test_markdown_bold_survives_the_shipped_model():
     """The sentence whose "**" the shipped model broke, through the model itself."""
