@@ -1,5 +1,5 @@
 """Markdown (.md), block by block: a paragraph's or list item's text after its block marker (`# `,
-`> `, `- `, `1. `, `- [ ] `, a definition's `: `), with the lines that continue it (no marker
+`> `, `- `, `1. `, `- [ ] `, a definition's `:   `), with the lines that continue it (no marker
 of their own: Markdown reads their line breaks as spaces), is a segment; table cells are
 segments (a row needs no pipe at its ends, as GitHub reads tables); fenced and indented code,
 link reference definitions, rules and table separators stay verbatim. A list item holds the
