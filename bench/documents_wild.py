@@ -186,18 +186,22 @@ def html_shape(data: bytes) -> dict:
     return {"tags": parser.tags, "code": parser.verbatim}
 
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
+_FENCE = re.compile(r"^[\s>]*(`{3,}|~{3,})")
 
 
 def md_shape(data: bytes) -> dict:
     lines = documents.txt_file.decode_text(data)[0].splitlines()
-    code, fence, prose = [], None, []
+    code, fence, prose = [], "", []
     for line in lines:
         opened = _FENCE.match(line)
         if fence or opened:
             code.append(line)
-            if opened and (fence is None or opened.group(1) == fence):
-                fence = None if fence else opened.group(1)
+            # a fence closes at a run of its character at least as long, alone on its line
+            if not fence:
+                fence = opened.group(1)
+            elif opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(
+                    fence) and not line[opened.end() :].strip():
+                fence = ""
         else:
             prose.append(line)
     text = "\n".join(prose)

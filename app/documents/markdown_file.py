@@ -1,16 +1,23 @@
-"""Markdown (.md), block by block: a paragraph's or list item's text after its block marker
-(`# `, `> `, `- `, `1. `, `- [ ] `), with the lines that continue it (no marker of their own:
-Markdown reads their line breaks as spaces), is a segment; table cells are segments (a row
-needs no pipe at its ends, as GitHub reads tables); fenced and indented code, link reference
-definitions, rules and table separators stay verbatim. The line breaks inside a segment go
-back into its translation at the nearest spaces
-(app.text.segment.rewrap). Inline code, link targets and reference labels are protected spans
-(app.text.protect), so `[the docs](setup.md)` keeps its target and `[the docs][setup]` its label
-(`[setup]` and `[setup][]` are written `[setup][setup]`: their text is their label).
-Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b> does in
-HTML (`_emphasis`). Front matter (`---` ... `---` or
-`+++` ... `+++` at the top), a setext heading's underline, HTML comments and lines of an HTML
-block (`<div ...>`) stay verbatim too: translated, their keys, markers and attributes broke."""
+"""Markdown (.md), block by block: a paragraph's or list item's text after its block marker (`# `,
+`> `, `- `, `1. `, `- [ ] `, a definition's `:   `), with the lines that continue it (no marker
+of their own: Markdown reads their line breaks as spaces), is a segment; table cells are
+segments (a row needs no pipe at its ends, as GitHub reads tables); fenced and indented code,
+link reference definitions, rules and table separators stay verbatim. A list item holds the
+blocks indented to its text (CommonMark's rule; Python-Markdown's four spaces are deeper
+still): its further paragraphs, fences and nested lists, and its indented code four columns
+deeper; so does an admonition (`!!! note "Title"`, `???`, `???+`, `=== "Tab"`), whose keyword
+stays and whose title is text, and a definition. The line breaks inside a segment (a quoted
+line's after its `>`, a hard break's with its trailing spaces or backslash) go back into its
+translation at the nearest spaces (app.text.segment.rewrap). Inline code, link targets and
+reference labels are protected spans (app.text.protect), so `[the docs](setup.md)` keeps its
+target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
+`[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
+stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
+text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b>
+does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top), a
+setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
+comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
+line) stay verbatim too: translated, their keys, markers and attributes broke."""
 
 from __future__ import annotations
 
@@ -22,35 +29,61 @@ from app.documents.txt_file import replace_stripped, split_lines
 from app.text.protect import find_spans
 from app.text.segment import always
 
-_MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+)*)")
-_ITEM = re.compile(r"^(\s*(?:[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+))")  # nested: any indent
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+"
+                     r"|\[\^[^\]\s]+\]:[ \t]*|:[ \t]+)*)")  # a footnote's ([^1]: ), a definition
+_ITEM_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]+")  # a list item's, without a task box
+# an admonition's marker (Python-Markdown's `!!! note`, pymdownx's collapsible `???` and `???+`
+# and tabs `=== "Title"`), up to its title's opening quote: the keyword and classes stay
+_NOTE = re.compile(r'[ \t]{0,3}(?:(?:!!!|\?\?\?\+?)(?:[ \t]+[\w-]+)+|===\+?)(?:[ \t]+"|[ \t]*$)')
+_TITLE = re.compile(r'(.*?)("?[ \t]*)$')  # its title, then the closing quote
+_QUOTE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
-    r"|^\s{0,3}\[[^\]]+\]:\s"  # link reference definition
+    r"|^\s{0,3}\[(?!\^)[^\]]+\]:\s"  # link reference definition (not a footnote's)
     r"|^\s{0,3}(?:[-*_]\s*){3,}$"  # thematic break
     rf"|{_SEPARATOR.pattern}"  # table separator
     r"|^\s{0,3}=+\s*$"  # setext heading underline
-    r"|^\s{0,3}</?(?:address|article|aside|blockquote|center|details|dialog|div|dl|figure"
-    r"|footer|form|h[1-6]|header|hr|iframe|nav|ol|p|picture|section|summary|table|ul)\b"
+    r"|^\s{0,3}\{[:#.][^{}]*\}\s*$"  # an attribute list on its own line ({: .class})
 )
+# a heading's text, then its closing hashes and attribute list ({#id}), which stay
+_ATTRIBUTES = re.compile(r"(.*?)((?:[ \t]+#+)?(?:[ \t]*\{[:#.][^{}]*\})?[ \t]*)$")
+# an HTML block's first line (CommonMark's kinds 1 and 6): it runs to its element's end tag
+# (pre, script, style, textarea: their text may have blank lines) or to a blank line
+_HTML_BLOCK = re.compile(
+    r"^\s{0,3}<(pre|script|style|textarea)(?:[\s>]|$)"
+    r"|^\s{0,3}</?(?:address|article|aside|base|basefont|blockquote|body|caption|center|col"
+    r"|colgroup|dd|details|dialog|dir|div|dl|dt|fieldset|figcaption|figure|footer|form|frame"
+    r"|frameset|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav"
+    r"|noframes|ol|optgroup|option|p|param|picture|search|section|summary|table|tbody|td"
+    r"|tfoot|th|thead|title|tr|track|ul)(?:[\s/>]|$)", re.IGNORECASE)
 _FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*")
 _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
 # a run of emphasis delimiters, or a backslash escape (the character after it is no delimiter)
 _DELIMITERS = re.compile(r"\\[!-/:-@\[-`{-~]|\*+|_+|~+")
-_GROUP = re.compile(r'<g id="(\d+)">|</g>')  # app.documents.inline's tag pair
+# app.documents.inline's tag pair, and its tag that stands alone (here: a footnote's reference)
+_GROUP = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\](?!:)")  # [^1], a reference to a footnote
+_BREAK = re.compile(r"\r\n|\n|\r")
+_HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, itself unescaped
 
 
-def _pieces(line: str, kind: str = "") -> list[str]:
-    """A line cut into its marker, then text pieces and separators (even positions after the
-    marker are text): a table row (kind "row", or a line that starts with a pipe) is cut at its
-    pipes; a nested list item (kind "item") has its marker however deep it is indented."""
-    marker = (_ITEM if kind == "item" else _MARKER).match(line).group(1)
-    rest = line[len(marker) :]
-    row = kind == "row" or rest.lstrip().startswith("|")
-    return [marker, *(_CELL.split(rest) if row else [rest])]
+def _pieces(line: str, kind: str, start: int) -> list[str]:
+    """A line cut into its marker (its first `start` characters: indentation, block markers),
+    then text pieces and separators (even positions after the marker are text): a table row
+    (kind "row", or a line that starts with a pipe) is cut at its pipes, an admonition's title
+    (kind "note") before its closing quote, a heading before its closing hashes and attribute
+    list."""
+    marker, rest = line[:start], line[start:]
+    if kind == "note":
+        return [marker, *_TITLE.match(rest).groups()]
+    if kind == "row" or rest.lstrip().startswith("|"):
+        return [marker, *_CELL.split(rest)]
+    if "#" in marker and (heading := _ATTRIBUTES.match(rest)).group(2):
+        return [marker, *heading.groups()]
+    return [marker, rest]
 
 
 def _rows(lines: list[str]) -> dict[int, str]:
@@ -67,14 +100,41 @@ def _rows(lines: list[str]) -> dict[int, str]:
     return dict.fromkeys(rows, "row")
 
 
-def _continues(line: str) -> bool:
-    """Whether a line right under a paragraph's line goes on with its text: no block marker,
-    table row, fence, rule or link definition of its own (indented code cannot interrupt a
-    paragraph, so an indented line goes on too)."""
-    marker = _MARKER.match(line).group(1)
-    if marker.strip() or line.lstrip().startswith("|") or _FENCE.match(line):
-        return False
-    return not _VERBATIM.match(line) or bool(_INDENTED.match(line))
+def _columns(text: str) -> int:
+    """The width of a line's leading text (tabs to the next multiple of four)."""
+    return len(text.expandtabs(4))
+
+
+def _at_column(line: str, column: int) -> int:
+    """Where a line's indentation reaches `column` (or ends, if it is less deep)."""
+    k = 0
+    while k < len(line) and line[k] in " \t" and _columns(line[: k + 1]) <= column:
+        k += 1
+    return k
+
+
+def _continuation(line: str, base: int, quotes: int) -> int | None:
+    """Where the text of a line right under a paragraph's line begins, if the line goes on with
+    that text (Markdown reads the line break as a space): no block marker, table row, fence,
+    rule or link definition of its own, at most the `quotes` block quote markers the paragraph
+    has (`base`: the column of the paragraph's container). Indented code cannot interrupt a
+    paragraph, so an indented line goes on too. A quoted line's text begins after its quote
+    markers (they stay), any other's at 0 (its indentation goes with the line break)."""
+    s = _at_column(line, base)
+    marker = _MARKER.match(line[s:]).group(1)
+    body = line[s + len(marker) :]
+    if marker.strip(" \t>") or marker.count(">") > quotes:
+        return None
+    if not body.strip() or body.lstrip().startswith("|") or _FENCE.match(body):
+        return None
+    if _VERBATIM.match(body) and not _INDENTED.match(body) or _HTML_BLOCK.match(body):
+        return None
+    return s + len(marker) if ">" in marker else 0
+
+
+def _closes(line: str, fence: str) -> bool:
+    """Whether a line closes a fence opened by the run `fence` (inside quotes too)."""
+    return re.fullmatch(rf"[ \t>]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line) is not None
 
 
 def extract(data: bytes, legacy: str = "cp1252") -> Document:
@@ -82,56 +142,109 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
     lines, targets = split_lines(text)
     # (line index, piece index, the indices of the lines that continue that piece's text)
     cells: list[tuple[int, int, list[int]]] = []
-    fence = None
+    starts: dict[int, int] = {}  # line index -> where its text begins (after its markers)
+    # the content columns of the open list items and admonitions: a line indented to one is
+    # inside it (its paragraphs, fences and nested lists), four columns deeper it is its code
+    containers: list[int] = []
+    fence = ""  # the run of backticks or tildes that opened the open fence
     open_text = None  # the line index of a paragraph's or item's last line, while it runs
+    quotes = 0  # the open text's block quote markers
     comment = False  # inside an HTML comment
-    kinds = _rows(lines)  # line index -> "row" (of a table) or "item" (nested)
-    item = False  # whether the open text is a list item's
+    html = ""  # inside an HTML block: the end tag that ends it, or "\n" (a blank line does)
+    previous = -2  # the line index of the last line with text
+    kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
         (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
          or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
     for i in targets:
         line = lines[i]
+        blank, previous = i != previous + 2, i  # (whether a blank line comes before it)
         if front and i <= front:
             continue
-        if comment or line.lstrip().startswith("<!--"):
+        if fence:
+            fence = "" if _closes(line, fence) else fence
+            continue
+        if comment or line.lstrip(" \t>").startswith("<!--"):
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
             continue
-        if open_text == i - 2 and item and _ITEM.match(line):  # an item in the open item
-            kinds[i] = "item"
-        # directly under it (lines[i - 1]: the line break), not a table's row
-        elif open_text == i - 2 and i not in kinds and _continues(line):
+        if html and (html != "\n" or not blank):
+            html = "" if html != "\n" and html in line.lower() else html
+            continue
+        html = ""
+        base = containers[-1] if containers else 0
+        if open_text == i - 2 and i not in kinds and (
+                (start := _continuation(line, base, quotes)) is not None):
             cells[-1][2].append(i)
+            starts[i] = start
             open_text = i
             continue
         open_text = None
-        opened = _FENCE.match(line)
-        if fence or opened:
-            if opened and (fence is None or opened.group(1) == fence):
-                fence = None if fence else opened.group(1)
+        while containers and _columns(line[: len(line) - len(line.lstrip())]) < containers[-1]:
+            containers.pop()
+        s = _at_column(line, containers[-1] if containers else 0)
+        body = line[s + len(_QUOTE.match(line, s).group()) if _QUOTE.match(line, s) else s :]
+        if opened := _FENCE.match(body):
+            fence = opened.group(1)
             continue
-        if _VERBATIM.match(line) and i not in kinds:
+        if _VERBATIM.match(body) and i not in kinds:
             continue
-        pieces = _pieces(line, kinds.get(i, ""))
+        if block := _HTML_BLOCK.match(body):
+            html = f"</{block.group(1).lower()}>" if block.group(1) else "\n"
+            html = "" if html != "\n" and html in line.lower() else html
+            continue
+        if note := _NOTE.match(body):  # its body is indented four columns
+            kinds[i] = "note"
+            containers.append(_columns(line[: len(line) - len(body)]) + 4)
+        marker = note.group() if note else _MARKER.match(line[s:]).group(1)
+        starts[i] = len(line) - len(body) + len(marker) if note else s + len(marker)
+        pieces = _pieces(line, kinds.get(i, ""), starts[i])
         cells += [(i, k, []) for k in range(1, len(pieces), 2 if len(pieces) > 2 else 1)
                   if pieces[k].strip()]
+        items = list(_ITEM_MARKER.finditer(marker))
+        if items and ">" not in marker:
+            containers.append(_columns(line[: s + items[-1].end()]))
+        elif ">" not in marker and ("[^" in marker or marker.lstrip().startswith(":")):
+            # a footnote's or a definition's paragraphs: four columns deeper
+            containers.append(_columns(line[: len(line) - len(line.lstrip())]) + 4)
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
-            item = bool(_ITEM.match(pieces[0]))
+            quotes = marker.count(">")
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
     segments, markers = zip(*(
-        _emphasis(_references(_text(lines, kinds, i, k, more).strip(), labels))
+        _emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
         for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers, kinds), wraps=always)
+    return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
+                    wraps=always)
 
 
-def _text(lines: list[str], kinds: dict[int, str], i: int, k: int, more: list[int]) -> str:
-    """A cell's text with the lines that continue it (and the line breaks between)."""
-    return _pieces(lines[i], kinds.get(i, ""))[k] + "".join(lines[j - 1] + lines[j] for j in more)
+def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
+          more: list[int]) -> tuple[str, list[tuple[str, str]]]:
+    """A cell's text with the lines that continue it and the line breaks between, and what
+    stays at each break (`_rejoined`): the backslash of a hard break before it, a quoted
+    line's quote markers after it."""
+    texts = [_pieces(lines[i], kinds.get(i, ""), starts[i])[k]]
+    texts += [lines[j][starts[j] :] for j in more]
+    joins = []
+    for n, j in enumerate(more):
+        hard = _HARD_BREAK.search(texts[n]) is not None
+        texts[n] = texts[n][:-1] if hard else texts[n]
+        joins.append(("\\" if hard else "", lines[j][: starts[j]]))
+    return texts[0] + "".join(lines[j - 1] + t for j, t in zip(more, texts[1:], strict=True)), joins
 
 
-_DEFINITION = re.compile(r"^\s{0,3}\[([^\]]+)\]:\s")  # [label]: target
+def _rejoined(text: str, joins: list[tuple[str, str]]) -> str:
+    """A translation with what stays at each line break back in place, in order: a hard
+    break's backslash before it (sent to the model, it moved to another word, mid-line, where
+    it breaks nothing), a quoted line's `> ` after it (a break that rewrap dropped joined its
+    line to the one before)."""
+    if not any(before or after for before, after in joins):
+        return text
+    rest = iter(joins)
+    return _BREAK.sub(lambda m: "{0}{2}{1}".format(*next(rest, ("", "")), m.group()), text)
+
+
+_DEFINITION = re.compile(r"^\s{0,3}\[((?!\^)[^\]]+)\]:\s")  # [label]: target
 _REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
 
 
@@ -178,9 +291,9 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
     one stays text. A text with tags of that shape of its own is left as it is: rebuild could
     not tell them apart."""
-    if _GROUP.search(text) or not (any(c in text for c in "*_~") or "](" in text
-                                   or "][" in text):
+    if _GROUP.search(text) or not (any(c in text for c in "*_~[") or "](" in text):
         return text, ()
+    text, notes = _footnotes(text)
     spans = find_spans(text)
     inside = _inside(text, spans)
     links = _links(text, spans, inside)
@@ -221,16 +334,35 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
             stack.append([index, run[0], start, length, len(run), closes])
     pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
     if not pairs:
-        return text, ()
+        return text, notes
     pairs.sort()
-    edits = sorted([(a, b, f'<g id="{n}">') for n, (a, b, _, _) in enumerate(pairs, 1)]
+    edits = sorted([(a, b, f'<g id="{n}">') for n, (a, b, _, _) in enumerate(pairs, 1 + len(notes))]
                    + [(c, d, "</g>") for _, _, c, d in pairs])
     out, pos = [], 0
     for a, b, tag in edits:
         out += [text[pos:a], tag]
         pos = b
     out.append(text[pos:])
-    return "".join(out), tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+    return "".join(out), notes + tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
+
+
+def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each footnote reference (`[^1]`, outside code) replaced by a tag that stands
+    alone (`<x id="N"/>`, from 1), and the references by id: its label is the key of its
+    definition, and read as a reference link it took the next word as its text."""
+    if "[^" not in text:
+        return text, ()
+    # a [^2] right after a [^1] is a span of its own (a reference link's label): not code
+    inside = _inside(text, [s for s in find_spans(text) if not text.startswith("[^", s.start)])
+    notes: list[tuple[str, str]] = []
+
+    def atom(m: re.Match) -> str:
+        if inside[m.start()]:
+            return m.group()
+        notes.append((m.group(), ""))
+        return f'<x id="{len(notes)}"/>'
+
+    return _FOOTNOTE.sub(atom, text), tuple(notes)
 
 
 def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:
@@ -278,6 +410,8 @@ def _markers(text: str, markers: tuple[tuple[str, str], ...]) -> str:
     closing: list[str] = []
 
     def marker(m: re.Match) -> str:
+        if m.group(2) is not None:
+            return markers[int(m.group(2)) - 1][0]
         if m.group(1) is None:
             return closing.pop() if closing else ""
         opening, close = markers[int(m.group(1)) - 1]
@@ -301,14 +435,16 @@ def _escaped(text: str) -> str:
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    source, cells, encoding, markers, kinds = doc.state
+    source, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
-    pieces = {i: _pieces(lines[i], kinds.get(i, "")) for i, _, _ in cells}
+    pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original, text = _text(source, kinds, i, k, more), _markers(text, marks)
+        original, joins = _text(source, kinds, starts, i, k, more)
+        text = _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)
-        pieces[i][k] = replace_stripped(original, text)
+        text = replace_stripped(original, text)
+        pieces[i][k] = _rejoined(text, joins)
         for j in more:  # the translation holds their text and line breaks now
             lines[j - 1] = lines[j] = ""
     for i, parts in pieces.items():

@@ -380,6 +380,133 @@ def test_markdown_leaves_what_is_not_emphasis_alone():
     assert 'A gat <g id="1">fo sti nwo</g> speek sti **srats**.' in out
 
 
+def test_markdown_code_and_paragraphs_inside_list_items():
+    """A list item holds blocks indented to its text: a fence four spaces deep (Node.js's API
+    docs, under a numbered step) was read as text and its code translated, and an item's second
+    paragraph as indented code (left untranslated); code indented four more is code."""
+    src = ("1. Install it:\n\n"
+           "    ```bash\n    pip install thing\n    ```\n\n"
+           "    Then run it once.\n\n"
+           "        indented code stays\n\n"
+           "- `options` {Object}\n"
+           "  ```js\n  const x = require('x');\n  ```\n"
+           "- Next item\n\n"
+           "      code under it\n"
+           "  * `nested` item\n"
+           "    ```mjs\n    import x from 'x';\n    ```\n")
+    assert extract(src.encode(), "md").segments == [
+        "Install it:", "Then run it once.", "`options` {Object}", "Next item", "`nested` item"]
+    out = run(src.encode(), "md").decode()
+    assert out == src.replace("Install it", "llatsnI ti").replace(
+        "Then run it once", "nehT nur ti ecno").replace("Next item", "txeN meti").replace(
+        "` item", "` meti")
+
+
+def test_markdown_a_quoted_paragraph_over_several_lines_is_one_segment():
+    """Each line of a block quote was a segment of its own, so a wrapped sentence went to the
+    model in halves; its lines go on now, and each gets its quote markers back."""
+    src = ("> A quoted sentence that is\n> wrapped over two lines.\n>\n"
+           "> - an item\n>   that goes on\n>> Deeper quote\n")
+    assert extract(src.encode(), "md").segments == [
+        "A quoted sentence that is\nwrapped over two lines.", "an item\n  that goes on",
+        "Deeper quote"]
+    out = run(src.encode(), "md").decode()
+    assert CALLS[-1][:2] == ["A quoted sentence that is wrapped over two lines.",
+                             "an item that goes on"]
+    assert out == ("> A detouq ecnetnes taht si\n> depparw revo owt senil.\n>\n"
+                   "> - na meti\n>   taht seog no\n>> repeeD etouq\n")
+
+
+def test_markdown_admonitions_keep_their_keyword_and_translate_title_and_body():
+    """MkDocs' and Python-Markdown's notes (`!!! note "Title"`, pymdownx's collapsible `???`
+    and `???+`, tabs `=== "Title"`): the keyword was translated (no note any more) and the
+    body's second paragraph read as indented code, left untranslated."""
+    src = ('!!! note "An optional title"\n    The body of the note,\n    over two lines.\n\n'
+           "    A second paragraph.\n\n"
+           "        code in the note\n\n"
+           "??? warning\n    Collapsed by default.\n\n"
+           '???+ tip "Open one"\n    Open by default.\n\n'
+           '!!! danger highlight ""\n    No title bar.\n\n'
+           '=== "Tab one"\n    Text in a tab.\n\n'
+           "Back at the top.\n")
+    assert extract(src.encode(), "md").segments == [
+        "An optional title", "The body of the note,\n    over two lines.", "A second paragraph.",
+        "Collapsed by default.", "Open one", "Open by default.", "No title bar.", "Tab one",
+        "Text in a tab.", "Back at the top."]
+    assert run(src.encode(), "md").decode() == (
+        '!!! note "nA lanoitpo eltit"\n    ehT ydob fo eht eton,\n    revo owt senil.\n\n'
+        "    A dnoces hpargarap.\n\n"
+        "        code in the note\n\n"
+        "??? warning\n    despalloC yb tluafed.\n\n"
+        '???+ tip "nepO eno"\n    nepO yb tluafed.\n\n'
+        '!!! danger highlight ""\n    oN eltit rab.\n\n'
+        '=== "baT eno"\n    txeT ni a bat.\n\n'
+        "kcaB ta eht pot.\n")
+
+
+def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
+    """A footnote reference (`[^1]`) was read as a reference link to the definition `[^1]:`,
+    and came back as `[and][^1]`, a link on the next word; the definitions were kept as link
+    definitions, their text untranslated."""
+    src = ("Text with a footnote[^1] and another[^my_note].\n\n"
+           "[^1]: The footnote text.\n[^my_note]: A longer note\n    with a second line.\n\n"
+           "    Its second paragraph.\n")
+    assert extract(src.encode(), "md").segments == [
+        'Text with a footnote<x id="1"/> and another<x id="2"/>.', "The footnote text.",
+        "A longer note\n    with a second line.", "Its second paragraph."]
+    assert run(src.encode(), "md").decode() == (
+        "txeT htiw a etontoof[^1] dna rehtona[^my_note].\n\n"
+        "[^1]: ehT etontoof txet.\n[^my_note]: A regnol eton\n    htiw a dnoces enil.\n\n"
+        "    stI dnoces hpargarap.\n")
+
+
+def test_markdown_an_html_block_runs_to_a_blank_line():
+    """An HTML block (a table in Node.js's API docs) is HTML up to the next blank line, as
+    CommonMark reads it: only its first line was kept, the rest went to the model as a
+    paragraph and `<tr>` came back translated; Markdown after a blank line is text again."""
+    src = ("<table>\n  <tr>\n    <td>Sent to indicate a hangup</td>\n  </tr>\n</table>\n\n"
+           "<details>\n<summary>Show more</summary>\n\nThe hidden text.\n\n</details>\n")
+    assert extract(src.encode(), "md").segments == ["The hidden text."]
+    assert run(src.encode(), "md").decode() == src.replace("The hidden text", "ehT neddih txet")
+
+
+def test_markdown_attribute_lists_and_closing_hashes_stay():
+    """A heading's id (`{#install}`, Python-Markdown's attr_list, Pandoc, kramdown) went to the
+    model and came back translated, so links to it broke; so did a heading's closing hashes
+    and an attribute list on a line of its own under a paragraph."""
+    src = "## Install it {#install}\n\n# Title #\n\nA paragraph.\n{: .lead }\n"
+    assert extract(src.encode(), "md").segments == ["Install it", "Title", "A paragraph."]
+    assert run(src.encode(), "md").decode() == (
+        "## llatsnI ti {#install}\n\n# eltiT #\n\nA hpargarap.\n{: .lead }\n")
+
+
+def test_markdown_definition_lists_keep_their_marker():
+    """A definition (`:   text` under its term, Python-Markdown's def_list, Pandoc) went on as
+    its term's text, one sentence with its colon, and its second paragraph was read as code."""
+    src = "Term\n:   The definition of the term,\n    wrapped here.\n\n    Its second one.\n"
+    assert extract(src.encode(), "md").segments == [
+        "Term", "The definition of the term,\n    wrapped here.", "Its second one."]
+    assert run(src.encode(), "md").decode() == (
+        "mreT\n:   ehT noitinifed fo eht mret,\n    depparw ereh.\n\n    stI dnoces eno.\n")
+
+
+def test_markdown_a_backslash_hard_break_stays_at_a_line_end():
+    """A backslash at a line's end is a hard line break; it went to the model as a character
+    of the word before it and came back after another word, mid-line, where it is no break
+    ("aus der\\nDatei\\ und" from the shipped model). It goes back with its line break now."""
+    def backwards(texts: list[str]) -> list[str]:
+        return [" ".join(reversed(t.split())) for t in texts]
+
+    src = ("The server reads its settings\\\nand starts the workers.\n\n"
+           "> A quoted line\\\n> and more \\\\\n> here.\n")
+    assert extract(src.encode(), "md").segments == [
+        "The server reads its settings\nand starts the workers.",
+        "A quoted line\nand more \\\\\nhere."]
+    out = translate_document(src.encode(), "md", backwards).decode()
+    assert out == ("workers. the starts and settings\\\nits reads server The\n\n"
+                   "> here. \\\\ more\\\n> and line\n> quoted A\n")
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped bundle is not here")
 def test_markdown_bold_survives_the_shipped_model():
     """The sentence whose "**" the shipped model broke, through the model itself."""
