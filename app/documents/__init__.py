@@ -46,7 +46,10 @@ FORMATS = {
     "xlf": "xliff_file",
     "docx": "docx_file",
     "odt": "odt_file",
+    "pdf": "pdf_file",
 }
+# the optional extra a format's libraries come with, where it is not 'documents'
+EXTRAS = {"pdf": "pdf"}
 
 
 class DocumentError(ServiceError):
@@ -115,7 +118,8 @@ def handler(fmt: str):
         return importlib.import_module(f"app.documents.{FORMATS[fmt]}")
     except ImportError as exc:  # the optional extra is not installed
         raise UnsupportedFormat(
-            f".{fmt} files need the 'documents' extra ({exc.name} is not installed)"
+            f".{fmt} files need the '{EXTRAS.get(fmt, 'documents')}' extra "
+            f"({exc.name} is not installed)"
         ) from exc
 
 
@@ -135,8 +139,11 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
         from app.documents import charset  # it raises this module's errors
 
         module = handler(fmt)
-        if "legacy" in inspect.signature(module.extract).parameters:
+        takes = inspect.signature(module.extract).parameters
+        if "legacy" in takes:
             doc = module.extract(data, legacy=charset.code_page(source_lang))
+        elif "limits" in takes:  # a format that bounds its own unpacking (.pdf's streams)
+            doc = module.extract(data, limits=limits)
         else:
             doc = module.extract(data)
     except DocumentError:

@@ -317,3 +317,20 @@ def test_a_document_goes_through_a_pivot(tmp_path):
         r = upload(srv.url, "notes.txt", b"one two three four five six seven", target="fr")
         assert httpx.get(r.json()["translatedFileUrl"]).text == "five six seven two three four one"
         assert sorted(models[1].batches[-1][0]) == ["four three two", "one", "seven six five"]
+
+
+def test_a_pdf_comes_back_with_its_text_translated_in_place(fake_server):
+    pytest.importorskip("pypdf")  # the pdf extra
+    from pdfminer.high_level import extract_text
+    from pypdf import PdfReader
+
+    from tests.app.test_pdf import two_columns
+
+    r = upload(fake_server.url, "guide.pdf", two_columns())
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"], timeout=10).content
+    assert len(PdfReader(io.BytesIO(got)).pages) == 1
+    text = " ".join(extract_text(io.BytesIO(got)).split())
+    assert text.startswith("started Getting") and "service The" in text
+    r = upload(fake_server.url, "broken.pdf", b"%PDF-1.4\n%%EOF\n")
+    assert r.status_code == 400 and "cannot read the file as .pdf" in r.json()["error"]

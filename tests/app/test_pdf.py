@@ -1,0 +1,243 @@
+"""PDF documents: small files built here with reportlab (two columns, a heading, an image, a
+link, a form XObject, a rotated page), translated by upper-casing or by the fake engine, and
+read back with pypdf and pdfminer: the translation is on the page, in its block's box, nothing
+of the source text is left, images and links are kept; hostile files are refused quickly."""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+import zlib
+
+import pytest
+
+pytest.importorskip("pypdf")
+pytest.importorskip("pdfminer")
+pytest.importorskip("reportlab")
+
+from pdfminer.high_level import extract_pages, extract_text  # noqa: E402
+from pdfminer.layout import LAParams, LTChar, LTTextBox  # noqa: E402
+from pypdf import PdfReader, PdfWriter  # noqa: E402
+from pypdf.generic import NameObject, StreamObject  # noqa: E402
+from reportlab.lib.utils import ImageReader  # noqa: E402
+from reportlab.pdfgen import canvas  # noqa: E402
+
+from app.documents import (  # noqa: E402
+    DocumentTooLarge,
+    InvalidDocument,
+    UnsupportedFormat,
+    extract,
+    handler,
+    pdf_file,
+    rebuild,
+    translate_document,
+)
+
+LEFT = ["The service reads every page of the file", "and writes the translation in the same",
+        "place. Long words are hyphen-", "ated at the end of a line."]
+RIGHT = ["Images and links stay where they", "were on the page."]
+
+
+def _image() -> ImageReader:
+    from PIL import Image
+
+    return ImageReader(Image.new("RGB", (8, 8), (200, 30, 30)))
+
+
+def two_columns(rotate: int = 0) -> bytes:
+    """A heading, a paragraph in each of two columns, an image and a link, on a landscape page
+    600 by 400 as a viewer shows it; rotate=90: a portrait page shown turned (/Rotate 90), its
+    content drawn turned the other way, as landscape pages often are."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(600, 400) if not rotate else (400, 600))
+    if rotate:
+        c.setPageRotation(90)
+        c.transform(0, 1, -1, 0, 400, 0)  # what the viewer shows at (x, y) is here
+    c.setFont("Helvetica-Bold", 18)
+    c.drawString(40, 350, "Getting started")
+    c.setFont("Helvetica", 11)
+    for k, line in enumerate(LEFT):
+        c.drawString(40, 300 - 14 * k, line)
+    c.setFillColorRGB(0, 0, 0.8)
+    for k, line in enumerate(RIGHT):
+        c.drawString(330, 300 - 14 * k, line)
+    c.linkURL("https://example.org/", (330, 280, 500, 310), relative=1)
+    c.drawImage(_image(), 40, 60, 100, 100)
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
+def upper(texts: list[str]) -> list[str]:
+    return [t.upper() for t in texts]
+
+
+def boxes(data: bytes) -> list[tuple[str, tuple[float, ...]]]:
+    """(text, box) of every text box pdfminer finds, on every page."""
+    return [(" ".join(el.get_text().split()), el.bbox)
+            for page in extract_pages(io.BytesIO(data), laparams=LAParams())
+            for el in page if isinstance(el, LTTextBox)]
+
+
+def test_a_block_is_a_segment_its_lines_joined_in_reading_order():
+    doc = extract(two_columns(), "pdf")
+    assert doc.segments == [
+        "Getting started",
+        "The service reads every page of the file and writes the translation in the same "
+        "place. Long words are hyphenated at the end of a line.",  # re-joined
+        "Images and links stay where they were on the page.",
+    ]
+    blocks = doc.state[1]
+    assert [b.bold for b in blocks] == [True, False, False]
+    assert blocks[0].size == pytest.approx(18) and blocks[1].size == pytest.approx(11)
+    assert blocks[2].colour == pytest.approx((0, 0, 0.8))
+
+
+@pytest.mark.parametrize("rotate", [0, 90])
+def test_the_translation_replaces_the_text_inside_each_blocks_box(rotate):
+    data = two_columns(rotate)
+    doc = extract(data, "pdf")
+    out = rebuild(doc, upper(doc.segments))
+    text = extract_text(io.BytesIO(out))
+    assert "GETTING STARTED" in text and "IMAGES AND LINKS" in " ".join(text.split())
+    assert not any(ch.islower() for ch in text)  # nothing of the source is left
+    got = boxes(out)
+    assert sorted(t for t, _ in got) == sorted(upper(doc.segments))
+    originals = dict(zip(upper(doc.segments), (b.box for b in doc.state[1]), strict=True))
+    for t, (x0, y0, x1, y1) in got:  # within a point: glyph boxes are the fonts' guesses
+        b0, c0, b1, c1 = originals[t]
+        assert b0 - 1 <= x0 and c0 - 1 <= y0 and x1 <= b1 + 1 and y1 <= c1 + 1, t
+
+
+def test_images_links_and_the_rotation_are_kept():
+    data = two_columns(rotate=90)
+    out = PdfReader(io.BytesIO(rebuild(doc := extract(data, "pdf"), upper(doc.segments))))
+    page = out.pages[0]
+    xobjects = page["/Resources"]["/XObject"]
+    assert any(x.get_object()["/Subtype"] == "/Image" for x in xobjects.values())
+    links = [a.get_object() for a in page["/Annots"]]
+    assert [a["/A"]["/URI"] for a in links] == ["https://example.org/"]
+    assert page.rotation == 90
+
+
+def test_a_longer_translation_is_drawn_smaller_to_fit_its_box():
+    doc = extract(two_columns(), "pdf")
+    longer = [f"{t} {t} und noch viel mehr Wörter" for t in doc.segments]
+    out = rebuild(doc, longer)
+    sizes = {}
+    for page in extract_pages(io.BytesIO(out), laparams=LAParams()):
+        for el in page:
+            if isinstance(el, LTTextBox):
+                chars = [c for line in el for c in line if isinstance(c, LTChar)]
+                sizes[el.get_text().split()[0]] = chars[0].size
+                b = doc.state[1][next(k for k, s in enumerate(longer)
+                                      if " ".join(el.get_text().split()) == s)].box
+                assert b[1] - 1 <= el.y0 and el.y1 <= b[3] + 1 and el.x1 <= b[2] + 1
+    assert sizes["Getting"] < 18 and sizes["The"] < 11  # shrunk, as much as each needed
+
+
+def test_text_in_a_form_xobject_is_read_and_removed():
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(400, 200))
+    c.beginForm("note")
+    c.setFont("Helvetica", 12)
+    c.drawString(20, 100, "Shared footer text.")
+    c.endForm()
+    c.doForm("note")
+    c.showPage()
+    c.save()
+    doc = extract(out.getvalue(), "pdf")
+    assert doc.segments == ["Shared footer text."]
+    text = extract_text(io.BytesIO(rebuild(doc, upper(doc.segments))))
+    assert " ".join(text.split()) == "SHARED FOOTER TEXT."
+
+
+needs_dejavu = pytest.mark.skipif(pdf_file._registered("DejaVuSans") is None,
+                                  reason="DejaVu Sans is not installed (fonts-dejavu-core)")
+
+
+@needs_dejavu
+def test_text_helvetica_cannot_encode_is_drawn_in_dejavu_sans():
+    doc = extract(two_columns(), "pdf")
+    russian = ["Начало работы", "Служба читает страницу.", "Ссылки остаются."]
+    out = rebuild(doc, russian)
+    assert sorted(t for t, _ in boxes(out)) == sorted(russian)
+    fonts = PdfReader(io.BytesIO(out)).pages[0]["/Resources"]["/Font"]
+    assert any("DejaVuSans" in f.get_object()["/BaseFont"] for f in fonts.values())
+
+
+@needs_dejavu
+def test_without_a_font_for_the_translation_it_is_refused(monkeypatch):
+    doc = extract(two_columns(), "pdf")
+    with pytest.raises(InvalidDocument, match="no font here draws"):
+        rebuild(doc, ["漢字", "b", "c"])  # DejaVu Sans has no Han characters
+    monkeypatch.setattr(pdf_file, "_FONT_DIRS", [])
+    pdf_file._registered.cache_clear()
+    try:
+        with pytest.raises(InvalidDocument, match="DejaVu Sans"):
+            rebuild(doc, ["Начало", "б", "в"])
+    finally:
+        pdf_file._registered.cache_clear()
+
+
+def test_encrypted_scanned_and_broken_files_are_refused():
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(two_columns())))
+    writer.encrypt("secret")
+    locked = io.BytesIO()
+    writer.write(locked)
+    with pytest.raises(InvalidDocument, match="encrypted; remove the password"):
+        extract(locked.getvalue(), "pdf")
+    scan = io.BytesIO()
+    c = canvas.Canvas(scan)
+    c.drawImage(_image(), 40, 60, 300, 300)
+    c.showPage()
+    c.save()
+    with pytest.raises(InvalidDocument, match="no text layer"):
+        extract(scan.getvalue(), "pdf")
+    with pytest.raises(InvalidDocument, match=r"cannot read the file as \.pdf"):
+        extract(b"%PDF-1.7\nnot a pdf at all", "pdf")
+    with pytest.raises(InvalidDocument, match=r"cannot read the file as \.pdf"):
+        extract(two_columns()[:700], "pdf")  # truncated
+
+
+@pytest.mark.parametrize("repeat", [5_000_000, 20_000_000])  # under and over pypdf's own bound
+def test_a_content_stream_that_inflates_hugely_is_refused_before_it_is_parsed(repeat):
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(two_columns())))
+    bomb = StreamObject()
+    bomb.set_data(zlib.compress(b"0 0 m " * repeat, 9))  # 30 or 120 MB of path operators
+    bomb[NameObject("/Filter")] = NameObject("/FlateDecode")
+    writer.pages[0][NameObject("/Contents")] = writer._add_object(bomb)
+    data = io.BytesIO()
+    writer.write(data)
+    assert len(data.getvalue()) < 500_000
+    start = time.monotonic()
+    with pytest.raises(DocumentTooLarge, match="inflate to more than"):
+        extract(data.getvalue(), "pdf")
+    assert time.monotonic() - start < 5
+
+
+def test_many_pages_sharing_one_content_stream_are_refused():
+    # one page referenced again and again: small file, pdfminer would read it each time
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(two_columns())))
+    for _ in range(5000):
+        writer.add_page(writer.pages[0])
+    data = io.BytesIO()
+    writer.write(data)
+    with pytest.raises(DocumentTooLarge):
+        extract(data.getvalue(), "pdf")
+
+
+def test_the_whole_path_with_sentences_and_a_fake_engine():
+    out = translate_document(two_columns(), "pdf",
+                             lambda texts: [" ".join(reversed(t.split())) for t in texts])
+    text = " ".join(extract_text(io.BytesIO(out)).split())
+    assert "started Getting" in text
+    assert "page. the on were they where stay links and Images" in text
+
+
+def test_without_the_extra_pdf_is_refused_naming_it(monkeypatch):
+    monkeypatch.delitem(sys.modules, "app.documents.pdf_file")
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    with pytest.raises(UnsupportedFormat, match="need the 'pdf' extra"):
+        handler("pdf")
