@@ -83,6 +83,9 @@ class Block:
     bold: bool
     italic: bool
     colour: tuple[float, ...]  # 1 (gray), 3 (RGB) or 4 (CMYK) components
+    # a block in a monospaced font (code, a terminal session) is not translated: its lines
+    # (x, y of their boxes' lower left, text), drawn again where they were
+    code: tuple[tuple[float, float, str], ...] = ()
 
 
 def extract(data: bytes, limits: Limits = Limits()) -> Document:
@@ -94,23 +97,27 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
     manager = PDFResourceManager()
     device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
-    segments, blocks, matrices = [], [], []
+    segments, blocks, matrices, kept = [], [], [], []
     for number, page in enumerate(PDFPage.get_pages(io.BytesIO(data))):
         matrices.append(_page_matrix(page.mediabox, page.rotate))
         interpreter.process_page(page)
         for box in _text_boxes(device.get_result()):
             for lines in _items(box):
+                block = _block(number, lines)
+                if block.code:
+                    kept.append(block)
+                    continue
                 text = _join([_clean(line.get_text()) for line in lines])
                 if text.strip():
                     segments.append(text)
-                    blocks.append(_block(number, lines))
+                    blocks.append(block)
     if len(matrices) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
                               f"page tree, {len(matrices)} found")
     if not segments:
         raise InvalidDocument("the .pdf file has no text layer (a scan?); text in images is not "
                               "translated (no OCR)")
-    return Document("pdf", segments, (data, blocks, matrices))
+    return Document("pdf", segments, (data, blocks + kept, matrices))
 
 
 def _check_content(reader: PdfReader, budget: int) -> None:
@@ -227,6 +234,10 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     if len(lines) > 1:
         pitch = min(max((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) / size, 1.0), 1.8)
     name = chars[0].fontname.lower()
+    code = ()
+    if 2 * sum(any(m in c.fontname.lower() for m in _MONOSPACED) for c in chars) > len(chars):
+        code = tuple((line.x0, line.y0, _UNMAPPED.sub("", line.get_text()).rstrip())
+                     for line in lines)
     return Block(
         page=page,
         box=(min(x.x0 for x in lines), min(x.y0 for x in lines),
@@ -235,6 +246,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
         bold="bold" in name or "cmbx" in name or "black" in name,
         italic="italic" in name or "oblique" in name or "cmti" in name,
         colour=_colour(chars[0]),
+        code=code,
     )
 
 
@@ -263,7 +275,8 @@ def _rebuild(data: bytes, blocks: list[Block], matrices: list, translations: lis
     done: set[int] = set()  # form XObjects already stripped (pages share them)
     for number, page in enumerate(writer.pages):
         _strip_text(page, writer, done)
-        drawn = [(b, t) for b, t in zip(blocks, translations, strict=True) if b.page == number]
+        texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
+        drawn = [(b, t) for b, t in zip(blocks, texts, strict=True) if b.page == number]
         if drawn:
             overlay = PdfReader(io.BytesIO(_overlay(drawn, matrices[number]))).pages[0]
             overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
@@ -318,6 +331,10 @@ def _inverse(m: tuple[float, ...]) -> tuple[float, ...]:
 
 
 def _draw(page: canvas.Canvas, block: Block, text: str) -> None:
+    _colour_of(page, block)
+    if block.code:
+        _draw_code(page, block)
+        return
     if not text:
         return
     font = _font(text, block.bold, block.italic)
@@ -331,8 +348,6 @@ def _draw(page: canvas.Canvas, block: Block, text: str) -> None:
         if (height <= y1 - y0 + 0.5 and wide <= x1 - x0 + 0.5) or size <= MIN_FONT_SIZE:
             break
         size = max(size * 0.9, MIN_FONT_SIZE)
-    {1: page.setFillGray, 3: page.setFillColorRGB, 4: page.setFillColorCMYK}[
-        len(block.colour)](*block.colour)
     page.setFont(font, size)
     y = y1 - ascent
     for line in lines:
@@ -340,21 +355,46 @@ def _draw(page: canvas.Canvas, block: Block, text: str) -> None:
         y -= block.pitch * size
 
 
+def _colour_of(page: canvas.Canvas, block: Block) -> None:
+    {1: page.setFillGray, 3: page.setFillColorRGB, 4: page.setFillColorCMYK}[
+        len(block.colour)](*block.colour)
+
+
+def _draw_code(page: canvas.Canvas, block: Block) -> None:
+    """A code block's lines as they were, each where it was, in a monospaced font, smaller
+    where the widest line would pass the box's right edge."""
+    font = _font("".join(t for _, _, t in block.code), block.bold, block.italic, mono=True)
+    right = block.box[2]
+    size = block.size
+    for x, _, text in block.code:
+        if text and (wide := pdfmetrics.stringWidth(text, font, size)) > right - x + 0.5:
+            size = max(size * (right - x) / wide, MIN_FONT_SIZE)
+    descent = pdfmetrics.getAscentDescent(font, size)[1]
+    page.setFont(font, size)
+    for x, y, text in block.code:
+        page.drawString(x, y - descent, text)
+
+
 _HELVETICA = {(False, False): "Helvetica", (True, False): "Helvetica-Bold",
               (False, True): "Helvetica-Oblique", (True, True): "Helvetica-BoldOblique"}
 _DEJAVU = {(False, False): "DejaVuSans", (True, False): "DejaVuSans-Bold",
            (False, True): "DejaVuSans-Oblique", (True, True): "DejaVuSans-BoldOblique"}
+_COURIER = {(False, False): "Courier", (True, False): "Courier-Bold",
+            (False, True): "Courier-Oblique", (True, True): "Courier-BoldOblique"}
+# what the names of monospaced fonts hold (TeX's typewriter fonts are cmtt, sfmono ...)
+_MONOSPACED = ("mono", "courier", "consol", "cmtt", "typewriter", "menlo", "code", "sfmono")
 
 
-def _font(text: str, bold: bool, italic: bool) -> str:
-    """The reportlab font name to draw text in: Helvetica where its encoding holds the text,
-    else DejaVu Sans (registered from the file the first time)."""
+def _font(text: str, bold: bool, italic: bool, mono: bool = False) -> str:
+    """The reportlab font name to draw text in: Helvetica (Courier for code) where its
+    encoding holds the text, else DejaVu Sans (Mono) registered from the file the first time."""
     try:
         text.encode("cp1252")  # Helvetica's WinAnsi encoding, as reportlab writes it
-        return _HELVETICA[bold, italic]
+        return (_COURIER if mono else _HELVETICA)[bold, italic]
     except UnicodeEncodeError:
         pass
-    name = _registered(_DEJAVU[bold, italic]) or _registered("DejaVuSans")
+    name = _DEJAVU[bold, italic].replace("Sans", "SansMono" if mono else "Sans")
+    name = _registered(name) or _registered("DejaVuSansMono" if mono else "DejaVuSans")
     if name is None:
         raise InvalidDocument(
             "the translation has characters Helvetica cannot draw and the font DejaVu Sans "

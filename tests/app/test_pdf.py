@@ -241,3 +241,25 @@ def test_without_the_extra_pdf_is_refused_naming_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "pypdf", None)
     with pytest.raises(UnsupportedFormat, match="need the 'pdf' extra"):
         handler("pdf")
+
+
+def test_a_block_in_a_monospaced_font_is_code_kept_where_it_was():
+    # code and terminal sessions were translated ("BIT STRING" came back "BIT ZEICHENKETTE")
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(500, 300))
+    c.setFont("Helvetica", 11)
+    c.drawString(40, 250, "Run the command below to build it.")
+    c.setFont("Courier", 10)
+    c.drawString(60, 200, "make install")
+    c.drawString(60, 188, "    --prefix=/usr")
+    c.showPage()
+    c.save()
+    doc = extract(out.getvalue(), "pdf")
+    assert doc.segments == ["Run the command below to build it."]
+    result = rebuild(doc, upper(doc.segments))
+    got = dict(boxes(result))
+    assert "RUN THE COMMAND BELOW TO BUILD IT." in got
+    code = [(t, box) for t, box in got.items() if "make" in t]
+    assert [t for t, _ in code] == ["make install --prefix=/usr"]
+    (x0, y0, _, _), = [box for _, box in code]
+    assert x0 == pytest.approx(60, abs=1) and y0 == pytest.approx(185, abs=3)
