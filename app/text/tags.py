@@ -707,18 +707,21 @@ def _without(sentence: str, removed: list[tuple[int, int]], atoms: set[tuple[int
     between two words that an atom alone kept apart comes in), and a function from a
     position in sentence to the same place in the result."""
     out, pos, shifts = [], 0, []
+    atom = False  # an atom among the ranges removed since the last text
     for a, b in removed:
         out.append(sentence[pos:a])
+        atom = (atom and a == pos) or (a, b) in atoms
         # a space before the removed mask (or masks: "open {3}{5} file") with a space or the
         # end after it goes too
         if sentence[b:b + 1] in (" ", "") and "".join(out).endswith(" "):
             while out and not out[-1]:
                 out.pop()
             out[-1] = out[-1][:-1]
-        # a tag standing alone between two words with no space ("file<br>and", "Name:<x/>John")
-        # leaves one: two words still; after an opening bracket or quote none comes. A pair's
-        # tags inside a word ("H<sub>2</sub>O", "<b>Un</b>like") leave none: one word still
-        elif (a, b) in atoms and sentence[b:b + 1].isalnum() and _spaced_after(next(
+        # a tag standing alone between two words with no space ("file<br>and", "Name:<x/>John",
+        # "<b>on</b><br><b>off</b>") leaves one: two words still; after an opening bracket or
+        # quote none comes. A pair's tags inside a word ("H<sub>2</sub>O", "<b>Un</b>like")
+        # leave none: one word still
+        elif atom and sentence[b:b + 1].isalnum() and _spaced_after(next(
                 (piece[-1] for piece in reversed(out) if piece), " ")):
             out.append(" ")
         shifts.append((b, sum(map(len, out))))

@@ -93,9 +93,12 @@ def test_pairs_inside_one_word_keep_it_one_word_and_share_it():
     plan = TagPlan.of("It is {1}bold{2}{3} now{4} here.", pairs)
     assert plan.apply(["Es ist fett jetzt hier.", "fett", "jetzt"]) == (
         "Es ist {1}fett{2} {3}jetzt{4} hier.")
-    # a tag standing alone between two words still leaves a space: two words
+    # a tag standing alone between two words still leaves a space: two words, also where
+    # pairs' tags stand beside it
     assert TagPlan.of("Save the file{1}and close it.", (), ["{1}"]).texts[0] == (
         "Save the file and close it.")
+    assert TagPlan.of("{1}Underline on{2}{5}{3}Underline off{4}", pairs, ["{5}"]).texts[0] == (
+        "Underline on Underline off")
 
 
 def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
