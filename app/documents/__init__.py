@@ -46,6 +46,7 @@ FORMATS = {
     "xlf": "xliff_file",
     "docx": "docx_file",
     "odt": "odt_file",
+    "odp": "odt_file",
     "pptx": "pptx_file",
 }
 
@@ -75,8 +76,8 @@ class DocumentTooLarge(DocumentError, TooLarge):
 
 @dataclass(frozen=True)
 class Limits:
-    """max_unpacked_bytes bounds what a zipped format (.docx, .odt, .pptx) unpacks to (a zip
-    bomb)."""
+    """max_unpacked_bytes bounds what a zipped format (.docx, .odt, .pptx, .odp) unpacks to
+    (a zip bomb)."""
 
     max_bytes: int = 20 * 1024 * 1024
     max_unpacked_bytes: int = 200 * 1024 * 1024

@@ -7,9 +7,9 @@ import io
 import zipfile
 
 import docx
-from odf import opendocument, teletype
+from odf import draw, opendocument, presentation, teletype
 from odf import text as odftext
-from odf.style import Style, TextProperties
+from odf.style import MasterPage, PageLayout, Style, TextProperties
 
 
 def odt_file(tail: str = "") -> bytes:
@@ -138,4 +138,41 @@ def pptx_file() -> bytes:
             # the package's own parts stored, the slides deflated: both must come back so
             archive.writestr(name, xml, zipfile.ZIP_DEFLATED if "/slide" in name
                              else zipfile.ZIP_STORED)
+    return buf.getvalue()
+
+
+def odp_file() -> bytes:
+    """A presentation of two pages: a title with a bold span and the first page's speaker
+    notes, then a line of text; its master page holds a placeholder prompt, not content."""
+    document = opendocument.OpenDocumentPresentation()
+    strong = Style(name="Strong", family="text")
+    strong.addElement(TextProperties(fontweight="bold"))
+    document.automaticstyles.addElement(strong)
+    layout = PageLayout(name="PM1")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+
+    def frame(parent, *paragraphs) -> None:
+        box = draw.TextBox()
+        for p in paragraphs:
+            box.addElement(p)
+        f = draw.Frame(width="20cm", height="3cm", x="2cm", y="2cm")
+        f.addElement(box)
+        parent.addElement(f)
+
+    frame(master, odftext.P(text="Click to add Title"))
+    title = odftext.P(text="Quarterly ")
+    title.addElement(odftext.Span(stylename=strong, text="plan"))
+    first = draw.Page(name="page1", masterpagename=master)
+    frame(first, title)
+    notes = presentation.Notes()
+    frame(notes, odftext.P(text="Say hello first."))
+    first.addElement(notes)
+    second = draw.Page(name="page2", masterpagename=master)
+    frame(second, odftext.P(text="Thank you."))
+    document.presentation.addElement(first)
+    document.presentation.addElement(second)
+    buf = io.BytesIO()
+    document.write(buf)
     return buf.getvalue()

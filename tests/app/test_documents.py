@@ -38,7 +38,7 @@ from app.documents import (
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from tests.app.hostile import entity_expansion_xliff, replace_part
-from tests.app.samples import docx_bytes, docx_document, odt_file, pptx_file
+from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 
@@ -1057,6 +1057,20 @@ def test_pptx_broken_or_hostile_is_refused_naming_the_format():
               "</a:t></a:r></a:p></p:sld>")
     assert extract(replace_part(data, "ppt/slides/slide1.xml", secret.encode()),
                    "pptx").segments[-1] == "Hi "  # the entity is never read
+
+
+def test_odp_pages_and_their_notes_are_read_as_odt_and_the_master_pages_left_alone():
+    assert extract(odp_file(), "odp").segments == [
+        'Quarterly <g id="0">plan</g>', "Say hello first.", "Thank you."]
+    out = opendocument.load(io.BytesIO(run(odp_file(), "odp")))
+    assert out.mimetype == "application/vnd.oasis.opendocument.presentation"
+    pages = out.presentation.getElementsByType(draw.Page)
+    assert [[teletype.extractText(p) for p in page.getElementsByType(odftext.P)]
+            for page in pages] == [["ylretrauQ nalp", "yaS olleh tsrif."], ["knahT uoy."]]
+    assert [(s.getAttribute("stylename"), teletype.extractText(s))
+            for s in pages[0].getElementsByType(odftext.Span)] == [("Strong", "nalp")]
+    assert [teletype.extractText(p) for p in out.masterstyles.getElementsByType(odftext.P)] == [
+        "Click to add Title"]
 
 
 def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():

@@ -17,7 +17,7 @@ import polib
 import pytest
 import srt
 from lxml import etree
-from odf import opendocument
+from odf import draw, opendocument, teletype
 from odf import text as odftext
 
 from app.config import Settings
@@ -25,7 +25,7 @@ from app.engine import Translator
 from app.http.app import create_app
 from app.text.segment import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
-from tests.app.samples import docx_bytes, docx_document, odt_file, pptx_file
+from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
 # the fixtures' upload body at most: the file's cap (50,000), a glossary as large as a JSON
 # body may be (NMT_MAX_BODY_BYTES, default), 64 KiB of form
@@ -63,6 +63,13 @@ def odt_shape(data: bytes):
     return heads, spans, len(d.getElementsByType(odftext.P))
 
 
+def odp_shape(data: bytes):
+    d = opendocument.load(io.BytesIO(data))
+    return ([[s.getAttribute("stylename") for s in page.getElementsByType(odftext.Span)]
+             for page in d.presentation.getElementsByType(draw.Page)],
+            [teletype.extractText(p) for p in d.masterstyles.getElementsByType(odftext.P)])
+
+
 def pptx_shape(data: bytes):
     """The parts in order with their compression; per paragraph of the first slide what is
     not a run (properties, breaks, fields) and whether it has a bold run."""
@@ -92,6 +99,7 @@ CASES = [
     ("report.docx", lambda: docx_bytes(docx_document()), docx_shape),
     ("plan.odt", odt_file, odt_shape),
     ("deck.pptx", pptx_file, pptx_shape),
+    ("deck.odp", odp_file, odp_shape),
     ("film.srt", lambda: SRT.encode(), srt_shape),
     ("app.po", po_file, po_shape),
     ("page.html", lambda: HTML.encode(), html_shape),
