@@ -110,6 +110,38 @@ def docx_shape(data: bytes) -> dict:
     return shape
 
 
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+
+
+def pptx_shape(data: bytes) -> dict:
+    """The parts in order with their compression; per slide and notes part the count of each
+    element outside runs (runs that look alike are written back as one), and per paragraph
+    the formats of its runs with text; every other part's bytes."""
+    from lxml import etree
+
+    from app.documents.pptx_file import _run_key
+
+    def count(el, counts: Counter) -> Counter:
+        for c in el:
+            if isinstance(c.tag, str) and c.tag != _A + "r":
+                counts[etree.QName(c).localname] += 1
+                count(c, counts)
+        return counts
+
+    shape: dict = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        shape["parts"] = [(i.filename, i.compress_type) for i in z.infolist()]
+        for name in z.namelist():
+            if not re.fullmatch(r"ppt/(slides|notesSlides)/[^/]+\.xml", name):
+                shape[name] = z.read(name)
+                continue
+            root = etree.fromstring(z.read(name))
+            shape[name] = {"elements": dict(count(root, Counter())), "run formats": [
+                sorted({_run_key(r) for r in p.iter(_A + "r") if (r.findtext(_A + "t") or "")
+                        .strip()}) for p in root.iter(_A + "p")]}
+    return shape
+
+
 def odt_shape(data: bytes) -> dict:
     from odf import opendocument
     from odf.element import Node
@@ -136,7 +168,7 @@ def odt_shape(data: bytes) -> dict:
                         in_p.append(style)
                 walk(child, in_p)
 
-    walk(document.text, None)
+    walk(document.body, None)
     return {"elements": dict(counts), "span styles": [sorted(map(str, s)) for s in spans]}
 
 
@@ -250,9 +282,9 @@ def txt_shape(data: bytes) -> dict:
 
 
 SHAPES: dict[str, Callable[[bytes], dict]] = {
-    "docx": docx_shape, "odt": odt_shape, "html": html_shape, "htm": html_shape,
-    "md": md_shape, "srt": srt_shape, "po": po_shape, "pot": po_shape, "xliff": xliff_shape,
-    "xlf": xliff_shape, "txt": txt_shape}
+    "docx": docx_shape, "odt": odt_shape, "odp": odt_shape, "pptx": pptx_shape,
+    "html": html_shape, "htm": html_shape, "md": md_shape, "srt": srt_shape, "po": po_shape,
+    "pot": po_shape, "xliff": xliff_shape, "xlf": xliff_shape, "txt": txt_shape}
 
 
 def differences(before: dict, after: dict) -> list[str]:
@@ -329,7 +361,7 @@ _READ_VALUE = re.compile(r"""(\s(?:alt|title|placeholder|aria-label)\s*=\s*)(?:"
 
 def spans(text: str, renumbered: bool = False, markup: bool = False) -> Counter:
     """The protected spans of a text; renumbered: app.documents.inline's groups and the ids of
-    its atoms left out (a .docx or .odt read back numbers its runs anew); markup: character
+    its atoms left out (a .docx, .odt or .pptx read back numbers its runs anew); markup: character
     references read as characters (the translation writes them so)."""
     text = _characters(text) if markup else text
     found = (_READ_VALUE.sub(r"\1", text[s.start : s.end]) for s in find_spans(text))
@@ -354,9 +386,9 @@ def words(text: str, markup: bool, undo: bool) -> str:
 
 
 def text_problems(fmt: str, data: bytes, out: bytes, fake: bool) -> list[str]:
-    markup = fmt in ("html", "htm", "docx", "odt", "xliff", "xlf")
+    markup = fmt in ("html", "htm", "docx", "odt", "odp", "pptx", "xliff", "xlf")
     problems = []
-    renumbered = fmt in ("docx", "odt")
+    renumbered = fmt in ("docx", "odt", "odp", "pptx")
     for k, (source, target) in enumerate(translated_pairs(fmt, data, out)):
         before = spans(source, renumbered, markup)
         after = spans(target, renumbered, markup)

@@ -46,6 +46,8 @@ FORMATS = {
     "xlf": "xliff_file",
     "docx": "docx_file",
     "odt": "odt_file",
+    "odp": "odt_file",
+    "pptx": "pptx_file",
     "pdf": "pdf_file",
 }
 # the optional extra a format's libraries come with, where it is not 'documents'
@@ -77,7 +79,8 @@ class DocumentTooLarge(DocumentError, TooLarge):
 
 @dataclass(frozen=True)
 class Limits:
-    """max_unpacked_bytes bounds what a zipped format (.docx, .odt) unpacks to (a zip bomb)."""
+    """max_unpacked_bytes bounds what a zipped format (.docx, .odt, .pptx, .odp) unpacks to
+    (a zip bomb)."""
 
     max_bytes: int = 20 * 1024 * 1024
     max_unpacked_bytes: int = 200 * 1024 * 1024

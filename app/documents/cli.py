@@ -20,7 +20,7 @@ from app.text.segment import fits_engine
 def add_parser(commands) -> argparse.ArgumentParser:
     p = commands.add_parser(
         "translate-file",
-        help="translate a document (.txt .html .md .srt .po .xliff .docx .odt)",
+        help="translate a document (.txt .html .md .srt .po .xliff .docx .odt .pptx .odp)",
         description="Translate a document keeping its structure and formatting.",
     )
     add_arguments(p)

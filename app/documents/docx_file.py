@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import io
-from collections import Counter
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
@@ -35,7 +34,7 @@ from docx.oxml.parser import parse_xml
 from lxml import etree
 
 from app.documents import Document
-from app.documents.inline import Atom, Close, Open, decode, encode
+from app.documents.inline import Atom, Runs, decode, encode
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
 _DROPPED = {qn("w:proofErr"), qn("w:lastRenderedPageBreak")}
@@ -173,44 +172,19 @@ def _encode(p) -> tuple[str, list]:
     children = _fields([c for c in p if c.tag != qn("w:pPr")])
     while children and _is_mark(children[0]):
         children.pop(0)  # stays first: rebuild puts the translation after it
-    nodes: list = []  # every element an id can name
-    lengths = Counter()
-    for c in children:
-        for run in c if _is_link(c) else [c]:
-            if _is_text_run(run):
-                lengths[_run_key(run)] += len(_text(run))
-    base = lengths.most_common(1)[0][0] if lengths else None
-    base_run = None
-    items = []
-
-    def add_run(run) -> None:
-        nonlocal base_run
-        nodes.append(run)
-        key = _run_key(run)
-        plain = key == base
-        base_run = run if plain and base_run is None else base_run
-        last = items[-1] if items else None
-        if not plain and isinstance(last, tuple) and last[1] is not None and _run_key(
-                nodes[last[1]]) == key:
-            # a run that looks like the one before (Word splits runs for spell checking and
-            # editing sessions, often inside a word): one group, written back as one run
-            items[-1] = (last[0] + _text(run), last[1])
-        else:
-            items.append((_text(run), None if plain else len(nodes) - 1))
-
+    runs = Runs((_text(r), _run_key(r)) for c in children for r in (c if _is_link(c) else [c])
+                if _is_text_run(r))
     for c in children:
         if _is_link(c):
-            nodes.append(c)
-            items.append(Open(len(nodes) - 1))
+            runs.open(c)
             for run in c:
-                add_run(run)
-            items.append(Close())
+                runs.run(run, _text(run), _run_key(run))
+            runs.close()
         elif _is_text_run(c):
-            add_run(c)
+            runs.run(c, _text(c), _run_key(c))
         else:
-            nodes.append(c)
-            items.append(Atom(len(nodes) - 1))
-    return encode(items), [children, nodes, base_run]
+            runs.atom(c)
+    return encode(runs.items), [children, runs.nodes, runs.base_run]
 
 
 def extract(data: bytes) -> Document:

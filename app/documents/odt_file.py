@@ -1,4 +1,7 @@
-"""OpenDocument text (.odt) with odfpy: every paragraph and heading with text is a segment.
+"""OpenDocument text (.odt) and presentations (.odp) with odfpy: every paragraph and heading
+with text is a segment (in a presentation: on its pages, in their shapes, text boxes, tables
+and speaker notes, page by page; its master pages hold the layouts' placeholder prompts and
+fields, not content, and are left alone).
 Spans (text:span, text:a) become `<g>` groups, nested as they were; other elements inside a
 paragraph (text:s spaces, tabs, line breaks, notes, frames, bookmarks, fields) are `<x/>` atoms
 put back where the translation has them. Rebuilt spans copy their original's name and
@@ -44,8 +47,13 @@ def _items(node, nodes: list, items: list) -> None:
             items.append(Atom(k))
 
 
+_PRESENTATION = "application/vnd.oasis.opendocument.presentation"
+
+
 def _paragraphs(document) -> list:
-    found = document.getElementsByType(odftext.P) + document.getElementsByType(odftext.H)
+    # a text document's master pages (in styles.xml) hold its headers and footers: content
+    root = document.body if document.mimetype == _PRESENTATION else document
+    found = root.getElementsByType(odftext.P) + root.getElementsByType(odftext.H)
     return [p for p in found if _text_of(p).strip()]
 
 
@@ -58,7 +66,8 @@ def extract(data: bytes) -> Document:
         _items(p, nodes, items)
         segments.append(encode(items))
         states.append(nodes)
-    return Document("odt", segments, (document, paragraphs, states), markup=True)
+    return Document("odp" if document.mimetype == _PRESENTATION else "odt", segments,
+                    (document, paragraphs, states), markup=True)
 
 
 def _shallow_copy(el):

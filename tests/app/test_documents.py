@@ -37,8 +37,8 @@ from app.documents import (
     translate_segments,
 )
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
-from tests.app.hostile import replace_part
-from tests.app.samples import docx_bytes, docx_document, odt_file
+from tests.app.hostile import entity_expansion_xliff, replace_part
+from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 
@@ -1126,6 +1126,78 @@ def test_odt_with_a_pretty_printed_meta_part_is_written():
     out = opendocument.load(io.BytesIO(run(replace_part(data, "meta.xml", meta.encode()),
                                            "odt")))
     assert teletype.extractText(out.getElementsByType(odftext.H)[0]) == "ylretrauQ nalp"
+
+
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+
+
+def _pptx_paragraphs(archive, name: str) -> list:
+    return [p for p in etree.fromstring(archive.read(name)).iter(f"{A}p")
+            if "".join(p.itertext()).strip()]
+
+
+def test_pptx_slides_in_order_then_their_notes_with_runs_as_tags():
+    # slides, shapes, groups, tables, then the slide's speaker notes; the layout's prompt and
+    # a paragraph holding only a slide number are not content
+    assert extract(pptx_file(), "pptx").segments == [
+        "Quarterly plan",
+        'We ship <g id="1">important</g> news<x id="4"/>on slide <x id="6"/> of ten.',
+        "Grouped words", "Left cell", "Right cell", "Say hello first.", "Thank you."]
+
+
+def test_pptx_keeps_run_formats_breaks_fields_and_every_other_part():
+    data = pptx_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as before, \
+            zipfile.ZipFile(io.BytesIO(run(data, "pptx"))) as after:
+        assert [(i.filename, i.compress_type) for i in after.infolist()] == [
+            (i.filename, i.compress_type) for i in before.infolist()]
+        translated = {"ppt/slides/slide1.xml", "ppt/slides/slide2.xml",
+                      "ppt/notesSlides/notesSlide1.xml"}
+        for name in set(before.namelist()) - translated:
+            assert after.read(name) == before.read(name), name
+        title, body, *rest = _pptx_paragraphs(after, "ppt/slides/slide2.xml")
+        notes = _pptx_paragraphs(after, "ppt/notesSlides/notesSlide1.xml")
+        thanks = _pptx_paragraphs(after, "ppt/slides/slide1.xml")
+    assert ["".join(p.itertext()) for p in [title, *rest, *notes, *thanks]] == [
+        "ylretrauQ nalp", "depuorG sdrow", "tfeL llec", "thgiR llec", "yaS olleh tsrif.",
+        "1", "knahT uoy."]
+    assert [etree.QName(c).localname for c in body] == [
+        "pPr", "r", "r", "r", "br", "r", "fld", "r", "endParaRPr"]
+    assert [(c.findtext(f"{A}t"), c.find(f"{A}rPr").get("b")) for c in body.iter(f"{A}r")] == [
+        ("eW pihs ", None), ("tnatropmi", "1"), (" swen", None), ("no edils ", None),
+        (" fo net.", None)]
+    field = body.find(f"{A}fld")
+    assert (field.get("type"), field.findtext(f"{A}t")) == ("slidenum", "1")
+
+
+def test_pptx_broken_or_hostile_is_refused_naming_the_format():
+    data = pptx_file()
+    with pytest.raises(InvalidDocument, match=r"\.pptx: File is not a zip file"):
+        extract(data[: len(data) // 2], "pptx")
+    with pytest.raises(InvalidDocument, match="no presentation part"):
+        extract(replace_part(data, "_rels/.rels", b"<Relationships/>"), "pptx")
+    with pytest.raises(InvalidDocument, match=r"\.pptx: .*amplification"):  # billion laughs
+        extract(replace_part(data, "ppt/slides/slide1.xml", entity_expansion_xliff()), "pptx")
+    secret = (f'<!DOCTYPE p:sld [<!ENTITY x SYSTEM "file://{__file__}">]><p:sld '
+              'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:p="http://'
+              'schemas.openxmlformats.org/presentationml/2006/main"><a:p><a:r><a:t>Hi &x;'
+              "</a:t></a:r></a:p></p:sld>")
+    assert extract(replace_part(data, "ppt/slides/slide1.xml", secret.encode()),
+                   "pptx").segments[-1] == "Hi "  # the entity is never read
+
+
+def test_odp_pages_and_their_notes_are_read_as_odt_and_the_master_pages_left_alone():
+    assert extract(odp_file(), "odp").segments == [
+        'Quarterly <g id="0">plan</g>', "Say hello first.", "Thank you."]
+    out = opendocument.load(io.BytesIO(run(odp_file(), "odp")))
+    assert out.mimetype == "application/vnd.oasis.opendocument.presentation"
+    pages = out.presentation.getElementsByType(draw.Page)
+    assert [[teletype.extractText(p) for p in page.getElementsByType(odftext.P)]
+            for page in pages] == [["ylretrauQ nalp", "yaS olleh tsrif."], ["knahT uoy."]]
+    assert [(s.getAttribute("stylename"), teletype.extractText(s))
+            for s in pages[0].getElementsByType(odftext.Span)] == [("Strong", "nalp")]
+    assert [teletype.extractText(p) for p in out.masterstyles.getElementsByType(odftext.P)] == [
+        "Click to add Title"]
 
 
 def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():

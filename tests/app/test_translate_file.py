@@ -9,13 +9,15 @@ import re
 import socket
 import threading
 import time
+import zipfile
 
 import docx
 import httpx
 import polib
 import pytest
 import srt
-from odf import opendocument
+from lxml import etree
+from odf import draw, opendocument, teletype
 from odf import text as odftext
 
 from app.config import Settings
@@ -23,7 +25,7 @@ from app.engine import Translator
 from app.http.app import create_app
 from app.text.segment import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
-from tests.app.samples import docx_bytes, docx_document, odt_file
+from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
 # the fixtures' upload body at most: the file's cap (50,000), a glossary as large as a JSON
 # body may be (NMT_MAX_BODY_BYTES, default), 64 KiB of form
@@ -61,6 +63,24 @@ def odt_shape(data: bytes):
     return heads, spans, len(d.getElementsByType(odftext.P))
 
 
+def odp_shape(data: bytes):
+    d = opendocument.load(io.BytesIO(data))
+    return ([[s.getAttribute("stylename") for s in page.getElementsByType(odftext.Span)]
+             for page in d.presentation.getElementsByType(draw.Page)],
+            [teletype.extractText(p) for p in d.masterstyles.getElementsByType(odftext.P)])
+
+
+def pptx_shape(data: bytes):
+    """The parts in order with their compression; per paragraph of the first slide what is
+    not a run (properties, breaks, fields) and whether it has a bold run."""
+    a = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        slide = etree.fromstring(archive.read("ppt/slides/slide2.xml"))
+        parts = [(i.filename, i.compress_type) for i in archive.infolist()]
+    return parts, [(sorted(etree.QName(c).localname for c in p if c.tag != f"{a}r"),
+                    any(r.get("b") == "1" for r in p.iter(f"{a}rPr"))) for p in slide.iter(f"{a}p")]
+
+
 def srt_shape(data: bytes):
     return [(s.index, s.start, s.end) for s in srt.parse(data.decode())]
 
@@ -78,6 +98,8 @@ def html_shape(data: bytes):
 CASES = [
     ("report.docx", lambda: docx_bytes(docx_document()), docx_shape),
     ("plan.odt", odt_file, odt_shape),
+    ("deck.pptx", pptx_file, pptx_shape),
+    ("deck.odp", odp_file, odp_shape),
     ("film.srt", lambda: SRT.encode(), srt_shape),
     ("app.po", po_file, po_shape),
     ("page.html", lambda: HTML.encode(), html_shape),
@@ -167,6 +189,7 @@ def test_subtitles_saved_in_a_windows_code_page_are_translated(fake_server):
         ("a.txt", b"Hello", {"target": ""}, "Invalid request: missing target parameter"),
         ("a.txt", b"Hello", {"target": "fr"}, "'fr' is not supported"),
         ("broken.docx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .docx"),
+        ("broken.pptx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .pptx"),
     ],
 )
 def test_refusals_have_libretranslate_shape(fake_server, name, data, fields, message):

@@ -31,7 +31,8 @@ UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data
         "required": ["file", "target"],
         "properties": {
             "file": {"type": "string", "format": "binary",
-                     "description": "The document: .txt .html .md .srt .po .xliff .docx .odt"},
+                     "description": "The document: .txt .html .md .srt .po .xliff .docx .odt "
+                                    ".pptx .odp"},
             "source": {"type": "string", "default": "auto", "example": "en"},
             "target": {"type": "string", "example": "de"},
             "glossary": {"type": "string", "example": '{"file manager": "Dateiverwaltung"}',

@@ -90,7 +90,8 @@ UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data
     "required": ["file", "source", "target"],
     "properties": {
         "file": {"type": "string", "format": "binary",
-                 "description": "The document: .txt .html .md .srt .po .xliff .docx .odt"},
+                 "description": "The document: .txt .html .md .srt .po .xliff .docx .odt "
+                                ".pptx .odp"},
         "source": {"type": "string", "example": "en", "description": "A language code or "
                    "`auto`."},
         "target": {"type": "string", "example": "de"},
