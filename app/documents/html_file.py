@@ -195,7 +195,7 @@ def written(source: list[str], parts: list[str], values: list[Value], texts: lis
 def extract(data: bytes, legacy: str = "cp1252") -> Document:
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     parts, values = blocks(source)
-    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
+    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),

@@ -148,9 +148,11 @@ def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
     return pattern.finditer(text) if _SPAN_HINT.search(text) else iter(())
 
 
-def has_words(text: str) -> bool:
-    """Whether text has a letter outside its protected spans."""
-    return bool(_LETTER.search(SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text))
+def has_words(text: str, markup: bool = False) -> bool:
+    """Whether text has a letter outside its protected spans; with markup (HTML-escaped text),
+    read with its character references as the characters they stand for: "&nbsp;" has none."""
+    plain = SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text
+    return bool(_LETTER.search(html.unescape(plain) if markup else plain))
 
 
 def find_spans(text: str) -> list[Span]:

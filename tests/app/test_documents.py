@@ -189,6 +189,16 @@ def test_html_text_around_code_keeps_its_tags():
     assert backwards == '<h2>function <a href="x"><code>range()</code></a> The</h2>'
 
 
+def test_html_blocks_of_only_whitespace_references_are_not_segments():
+    # a table cell or a paragraph holding only &nbsp; (a spacer) was a segment: its escaped
+    # form has letters ("nbsp"); it counted against the limits and came back empty (the
+    # no-break space stripped as the space around a sentence), so the spacer was gone
+    src = ("<table><tr><td>&nbsp;</td><td>&nbsp;&nbsp;</td><td>&#xA0;&ensp;&thinsp;</td>"
+           "<td>&copy; 2024</td><td>Open&nbsp;files</td></tr></table><p> &nbsp; </p>")
+    assert extract(src.encode(), "html").segments == ["Open&nbsp;files"]
+    assert run(src.encode(), "html").decode() == src.replace("Open&nbsp;files", "nepO\xa0selif")
+
+
 def test_html_addresses_written_as_character_references_are_kept():
     # Markdown writes an e-mail address as character references (&#121;&#117;...): the model
     # read it as an address that was not in the masked source, which deleted it as made up
