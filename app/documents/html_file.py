@@ -5,12 +5,15 @@ stay inside their block's segment, so a sentence with a link is translated as on
 app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) stays in its
 sentence too, as one protected span (app.text.protect masks the element whole, as Markdown's
 `code`): the model reads "Run {1} to build the program." and the element comes back byte for
-byte; cut there, "Run" and "to build the program." were translated apart. The attributes people
-read (alt, title, placeholder, aria-label) are segments of their own, written back into their
-tags; the live API's format html reads and writes them the same way (blocks, written:
-app.translation.service). Everything else (block tags, other attributes, comments, script,
-style, pre, code that is a block's whole text, translate="no" and Sphinx's API signatures) is
-copied byte for byte."""
+byte; cut there, "Run" and "to build the program." were translated apart. So does an inline
+element marked translate="no" (any case) or notranslate: a brand name in a sentence
+(`Sign in to <span translate="no">Acme Cloud</span> ...`) is one mask in it, copied whole
+(translate="yes" inside one too). A block without letters (`&nbsp;`) is no segment. The
+attributes people read (alt, title, placeholder, aria-label) are segments of their own, written
+back into their tags; the live API's format html reads and writes them the same way (blocks,
+written: app.translation.service). Everything else (block tags, other attributes, comments,
+script, style, pre, code or a kept inline element that is a block's whole text, translate="no"
+blocks and Sphinx's API signatures) is copied byte for byte."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
-XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too)
-and Markdown link targets are found by SPAN_RE and each given a mask before the model; `unmask`
-puts the originals back after.
+XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
+and an inline element marked translate="no" or notranslate) and Markdown link targets are found
+by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
 
     mask("Open <b>%s</b> at https://example.org")
       .text == "Open {1}%s{2} at {3}"    # masks: "{1}" "%s" "{2}" "{3}"

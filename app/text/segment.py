@@ -24,8 +24,8 @@ Without a language, the rules for any text apply (English and German abbreviatio
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/pre/textarea and of inline code (code, kbd, samp, tt,
 var; and of translate="no" elements) are kept byte for byte. (The service does this only with
-span protection off; with it, HTML is cut into blocks of text with their inline tags and inline
-code: app.translation.service._layout.)
+span protection off; with it, HTML is cut into blocks of text with their inline tags, inline
+code and inline translate="no" elements: app.translation.service._layout.)
 """
 
 from __future__ import annotations
