@@ -40,7 +40,7 @@ from pathlib import Path
 
 from app import documents
 from app.config import Settings
-from app.documents import _characters, po_file
+from app.documents import _characters, charset, po_file
 from app.text.protect import find_spans
 
 _LETTERS = re.compile(r"[^\W\d_]{2,}")
@@ -211,9 +211,14 @@ class _Tags(HTMLParser):
             self.verbatim[-1] += data
 
 
+def _decoded(data: bytes) -> str:
+    """A text file's text, as app.documents reads it (an HTML page in the charset it declares)."""
+    return charset.decode(data, declared=charset.declared_in_html(data))[0]
+
+
 def html_shape(data: bytes) -> dict:
     parser = _Tags()
-    parser.feed(documents.txt_file.decode_text(data)[0])
+    parser.feed(_decoded(data))
     parser.close()
     return {"tags": parser.tags, "code": parser.verbatim}
 
@@ -222,7 +227,7 @@ _FENCE = re.compile(r"^[\s>]*(`{3,}|~{3,})")
 
 
 def md_shape(data: bytes) -> dict:
-    lines = documents.txt_file.decode_text(data)[0].splitlines()
+    lines = _decoded(data).splitlines()
     code, fence, prose = [], "", []
     for line in lines:
         opened = _FENCE.match(line)
@@ -248,7 +253,7 @@ def md_shape(data: bytes) -> dict:
 def srt_shape(data: bytes) -> dict:
     import srt
 
-    subs = list(srt.parse(documents.txt_file.decode_text(data)[0]))
+    subs = list(srt.parse(_decoded(data)))
     # (cues without a number get their place)
     return {"cues": [(s.index or k, str(s.start), str(s.end), s.content.count("\n"))
                      for k, s in enumerate(subs, 1)]}
@@ -277,7 +282,7 @@ def xliff_shape(data: bytes) -> dict:
 
 
 def txt_shape(data: bytes) -> dict:
-    lines = documents.txt_file.decode_text(data)[0].splitlines()
+    lines = _decoded(data).splitlines()
     return {"lines": [(len(x) - len(x.lstrip()), not x.strip()) for x in lines]}
 
 

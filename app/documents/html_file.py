@@ -5,12 +5,15 @@ stay inside their block's segment, so a sentence with a link is translated as on
 app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) stays in its
 sentence too, as one protected span (app.text.protect masks the element whole, as Markdown's
 `code`): the model reads "Run {1} to build the program." and the element comes back byte for
-byte; cut there, "Run" and "to build the program." were translated apart. The attributes people
-read (alt, title, placeholder, aria-label) are segments of their own, written back into their
-tags; the live API's format html reads and writes them the same way (blocks, written:
-app.translation.service). Everything else (block tags, other attributes, comments, script,
-style, pre, code that is a block's whole text, translate="no" and Sphinx's API signatures) is
-copied byte for byte."""
+byte; cut there, "Run" and "to build the program." were translated apart. So does an inline
+element marked translate="no" (any case) or notranslate: a brand name in a sentence
+(`Sign in to <span translate="no">Acme Cloud</span> ...`) is one mask in it, copied whole
+(translate="yes" inside one too). A block without letters (`&nbsp;`) is no segment. The
+attributes people read (alt, title, placeholder, aria-label) are segments of their own, written
+back into their tags; the live API's format html reads and writes them the same way (blocks,
+written: app.translation.service). Everything else (block tags, other attributes, comments,
+script, style, pre, code or a kept inline element that is a block's whole text, translate="no"
+blocks and Sphinx's API signatures) is copied byte for byte."""
 
 from __future__ import annotations
 
@@ -23,10 +26,9 @@ from dataclasses import dataclass
 from app.documents import Document, charset
 from app.documents.txt_file import replaced
 from app.text.protect import (
-    CODE_ELEMENT_RE,
-    INLINE_CODE_TAGS,
     INLINE_TAGS,
     LINE_BREAK_TAGS,
+    WHOLE_ELEMENT_RE,
     has_words,
     join_breaks,
 )
@@ -39,10 +41,12 @@ _READ_ATTRS = re.compile(
 
 class _BlockSplitter(_HtmlSplitter):
     """Marks inline tags outside verbatim elements as part of the text around them, and
-    inline code elements (app.text.protect.INLINE_CODE_TAGS) outside them whole: app.text.protect
-    masks such an element as one span, so the sentence around it goes to the model whole with
-    one mask where the code stood (cut there, each piece was translated alone). A line break
-    (app.text.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
+    inline elements outside them that are verbatim whole (code: app.text.protect.INLINE_CODE_TAGS;
+    translate="no" or class notranslate) as part of it too: app.text.protect masks such an
+    element as one span (WHOLE_ELEMENT_RE), so the sentence around it goes to the model whole
+    with one mask where the element stood (cut there, each piece was translated alone); one the
+    pattern does not read whole (nested in one of its own name too deep) stays verbatim. A line
+    break (app.text.protect.LINE_BREAK_TAGS) stays markup, so the text on each side of it is
     translated apart, unless a sentence runs on over it (app.text.protect.join_breaks).
     `tags`: (offset, text) of each start tag outside verbatim elements with an attribute
     people read."""
@@ -50,13 +54,13 @@ class _BlockSplitter(_HtmlSplitter):
     def __init__(self, source: str) -> None:
         super().__init__(source)
         self.tags: list[tuple[int, str]] = []
-        self.code_from: int | None = None  # the event that opened the inline code element
+        self.whole_from: int | None = None  # the event that opened a verbatim inline element
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         outside = not self.skip
         super().handle_starttag(tag, attrs)
-        if outside and self.skip and tag in INLINE_CODE_TAGS:
-            self.code_from = len(self.events) - 1
+        if outside and self.skip and tag in INLINE_TAGS:  # inline code, or kept
+            self.whole_from = len(self.events) - 1
         self._keep_read_attrs()
         if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:
             self.events[-1] = (self.events[-1][0], True)
@@ -77,20 +81,20 @@ class _BlockSplitter(_HtmlSplitter):
         super().handle_endtag(tag)
         if self.skip:
             return
-        if self.code_from is not None:
-            self._code_in_text()
+        if self.whole_from is not None:
+            self._whole_in_text()
         elif tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS:
             self.events[-1] = (self.events[-1][0], True)
 
-    def _code_in_text(self) -> None:
-        """The inline code element that just closed becomes part of the text, where
+    def _whole_in_text(self) -> None:
+        """The verbatim inline element that just closed becomes part of the text, where
         app.text.protect masks it whole (an element it reads otherwise, nested in one of its
-        own name twice, stays verbatim: its code would reach the model)."""
-        start, at = self.events[self.code_from][0], self.events[-1][0]
-        if CODE_ELEMENT_RE.fullmatch(self.source, start, self.source.find(">", at) + 1):
-            self.events[self.code_from :] = [(off, True) for off, _ in
-                                             self.events[self.code_from :]]
-        self.code_from = None
+        own name too deep, stays verbatim: its content would reach the model)."""
+        start, at = self.events[self.whole_from][0], self.events[-1][0]
+        if WHOLE_ELEMENT_RE.fullmatch(self.source, start, self.source.find(">", at) + 1):
+            self.events[self.whole_from :] = [(off, True) for off, _ in
+                                              self.events[self.whole_from :]]
+        self.whole_from = None
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,9 @@ def written(source: list[str], parts: list[str], values: list[Value], texts: lis
             ) -> list[str]:
     """`parts`, the chunks of `source` with some translated, with each value's tag written anew
     with its translation from `texts` (stripped, its quote escaped for the attribute): in place
-    where the part is as in the source, else wherever the tag is in it (a translated block,
-    whose inline tags came back as they were in the source: app.text.protect.unmask)."""
+    where the part is as in the source, else wherever the tag is in it but in an element copied
+    whole (a translated block, whose inline tags came back as they were in the source:
+    app.text.protect.unmask)."""
     rewritten: dict[tuple[int, str], str] = {}  # (at, tag) -> the tag with its new values
     for value, text in zip(reversed(values), reversed(texts), strict=True):  # last value first
         escaped = text.strip().replace(value.quote, "&quot;" if value.quote == '"' else "&#x27;")
@@ -188,14 +193,25 @@ def written(source: list[str], parts: list[str], values: list[Value], texts: lis
             at -= starts[i]
             out[i] = out[i][:at] + new + out[i][at + len(tag) :]
         else:
-            out[i] = out[i].replace(tag, new)
+            out[i] = _replaced_outside_whole(out[i], tag, new)
     return out
+
+
+def _replaced_outside_whole(text: str, old: str, new: str) -> str:
+    """text with `old` replaced by `new` outside the elements copied whole (code,
+    translate="no": WHOLE_ELEMENT_RE): a tag in one, written as one outside, keeps its values."""
+    pieces, pos = [], 0
+    for m in WHOLE_ELEMENT_RE.finditer(text):
+        pieces += [text[pos : m.start()].replace(old, new), m.group()]
+        pos = m.end()
+    pieces.append(text[pos:].replace(old, new))
+    return "".join(pieces)
 
 
 def extract(data: bytes, legacy: str = "cp1252") -> Document:
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     parts, values = blocks(source)
-    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk)]
+    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),

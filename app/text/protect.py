@@ -2,9 +2,9 @@
 
 Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR}` `$(VAR)`, Qt and
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
-XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too)
-and Markdown link targets are found by SPAN_RE and each given a mask before the model; `unmask`
-puts the originals back after.
+XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
+and an inline element marked translate="no" or notranslate) and Markdown link targets are found
+by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
 
     mask("Open <b>%s</b> at https://example.org")
       .text == "Open {1}%s{2} at {3}"    # masks: "{1}" "%s" "{2}" "{3}"
@@ -56,11 +56,11 @@ _PLACEHOLDER = (
     r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9]|\$[A-Z][A-Z0-9_]+\$?"  # shell and make variables
     r"|\{\{[\w.]*\}\}|\{[\w.]*(?::[^{}\s]*)?\}"  # {{name}}, {name}, {0}, {0:.2f}, {}
 )
-_INLINE_TAGS = (
+_HTML_INLINE_TAGS = (
     "a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|"
-    "strike|strong|sub|sup|time|tt|u|var|wbr|"
-    "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
+    "strike|strong|sub|sup|time|tt|u|var|wbr"
 )
+_INLINE_TAGS = f"{_HTML_INLINE_TAGS}|x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2, 2.0
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
 # a line break in markup ends the sentence there, the text on each side translated apart and
 # the tag kept between, unless the sentence goes on after it (`joins_at_break`): then the tag
@@ -88,21 +88,52 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # too: Sphinx's <span class="pre">), end tag; one element of the same name may nest in it once
 # (Sphinx's compound keystroke, <kbd><kbd>C</kbd>-<kbd>d</kbd></kbd>). An element without its
 # end tag is no span: its tags are masked as other tags are.
+# HTML's other inline elements marked not to be translated (translate="no", any case, quoted or
+# not; class notranslate: Google's) are spans whole too, as code is, with elements of their own
+# name nested two deep in them (<span class="notranslate"><span>Acme</span> Cloud</span>): a
+# brand or product name in a sentence stays in it as one mask, and comes back byte for byte
 INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var"})
-_IN_CODE = r"(?:[^<]|<(?!/?(?P=inline)[\s/>]))"  # not a tag of the element's own name
-_CODE_ELEMENT = (rf"(?i:<(?P<inline>{'|'.join(sorted(INLINE_CODE_TAGS))})(?=[\s/>]){TAG_BODY}>"
-                 rf"(?:{_IN_CODE}|<(?P=inline)(?=[\s/>]){TAG_BODY}>{_IN_CODE}*"
-                 r"</(?P=inline)\s*>)*"
-                 r"</(?P=inline)\s*>)")
+# classes that mark an element as not to be translated: notranslate (Google's, Sphinx's), and
+# sig-object, Sphinx's API signature: code written in spans, not <code>, which the model read as
+# words ("None" came back "Kein")
+KEPT_CLASSES = frozenset({"notranslate", "sig-object"})
+# elements without content (img, br, wbr) are no kept span: their tag alone is one
+_KEPT_INLINE_TAGS = sorted(set(_HTML_INLINE_TAGS.split("|")) - INLINE_CODE_TAGS
+                           - {"br", "img", "wbr"})
+
+
+def _element(group: str, names: list[str], start: str, depth: int) -> str:
+    """An HTML element whole (any case): a start tag of one of `names` whose attributes pass the
+    lookahead `start`, its content, its end tag; elements of its own name nest in it `depth`
+    deep (a tag of its own name in the content ends it or opens one of those)."""
+    inside = rf"(?:[^<]|<(?!/?(?P={group})[\s/>]))"  # not a tag of the element's own name
+    end = rf"</(?P={group})\s*>"
+    content = f"{inside}*"
+    for _ in range(depth):
+        content = rf"(?:{inside}|<(?P={group})(?=[\s/>]){TAG_BODY}>{content}{end})*"
+    return rf"(?i:<(?P<{group}>{'|'.join(names)})(?=[\s/>]){start}{TAG_BODY}>{content}{end})"
+
+
+_CODE_ELEMENT = _element("inline", sorted(INLINE_CODE_TAGS), "", 1)
+# one step over a start tag: a quoted value whole, so words in a value (title="translate=no")
+# are not read as attributes
+_TAG_STEP = r"""(?>=\s*"[^"<]*"|=\s*'[^'<]*'|[^<>])"""
+_KEPT_CLASS = f"(?:{'|'.join(sorted(KEPT_CLASSES))})"
+_KEPT_ATTRIBUTE = (
+    rf"""(?={_TAG_STEP}*?\s(?:translate\s*=\s*(?:"no"|'no'|no(?=[\s/>]))"""
+    rf"""|class\s*=\s*(?:"(?:[^"<]*\s)?{_KEPT_CLASS}(?:\s[^"<]*)?"|'(?:[^'<]*\s)?"""
+    rf"""{_KEPT_CLASS}(?:\s[^'<]*)?'|{_KEPT_CLASS}(?=[\s/>]))))""")
+_KEPT_ELEMENT = _element("kept", _KEPT_INLINE_TAGS, _KEPT_ATTRIBUTE, 2)
 _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
          r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
          r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
          r"""|(?<=\])\[[^\[\]\n]+\]"""
-         rf"|{_CODE_ELEMENT}")
-CODE_ELEMENT_RE = re.compile(_CODE_ELEMENT)
-# what the text of escaped markup is read around: an inline code element whole, or a tag
-MARKUP_RE = re.compile(rf"{_CODE_ELEMENT}|<{TAG_BODY}>")
-# code before tags: an inline code element starts with a tag that is a span of its own
+         rf"|{_CODE_ELEMENT}|{_KEPT_ELEMENT}")
+# an inline element that is one span whole: code, or marked not to be translated
+WHOLE_ELEMENT_RE = re.compile(rf"{_CODE_ELEMENT}|{_KEPT_ELEMENT}")
+# what the text of escaped markup is read around: an element that is one span whole, or a tag
+MARKUP_RE = re.compile(rf"{_CODE_ELEMENT}|{_KEPT_ELEMENT}|<{TAG_BODY}>")
+# code before tags: a whole element starts with a tag that is a span of its own
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<code>{_CODE})|(?P<tag>{_TAG})"
     rf"|(?P<placeholder>{_PLACEHOLDER})"
@@ -148,9 +179,11 @@ def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
     return pattern.finditer(text) if _SPAN_HINT.search(text) else iter(())
 
 
-def has_words(text: str) -> bool:
-    """Whether text has a letter outside its protected spans."""
-    return bool(_LETTER.search(SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text))
+def has_words(text: str, markup: bool = False) -> bool:
+    """Whether text has a letter outside its protected spans; with markup (HTML-escaped text),
+    read with its character references as the characters they stand for: "&nbsp;" has none."""
+    plain = SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text
+    return bool(_LETTER.search(html.unescape(plain) if markup else plain))
 
 
 def find_spans(text: str) -> list[Span]:

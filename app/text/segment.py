@@ -24,8 +24,8 @@ Without a language, the rules for any text apply (English and German abbreviatio
 HTML goes through the stdlib parser: text nodes are segmented, tags, comments, entities outside
 sentences and the contents of script/style/pre/textarea and of inline code (code, kbd, samp, tt,
 var; and of translate="no" elements) are kept byte for byte. (The service does this only with
-span protection off; with it, HTML is cut into blocks of text with their inline tags and inline
-code: app.translation.service._layout.)
+span protection off; with it, HTML is cut into blocks of text with their inline tags, inline
+code and inline translate="no" elements: app.translation.service._layout.)
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from app.text.protect import INLINE_CODE_TAGS, find_spans
+from app.text.protect import INLINE_CODE_TAGS, KEPT_CLASSES, find_spans
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
@@ -471,17 +471,12 @@ class _HtmlSplitter(HTMLParser):
         self._mark(False)
 
 
-# classes that mark an element as not to be translated: notranslate (Google's, Sphinx's), and
-# sig-object, Sphinx's API signature: code written in spans, not <code>, which the model read as
-# words ("None" came back "Kein")
-_KEPT_CLASSES = frozenset({"notranslate", "sig-object"})
-
-
 def _kept(attrs: list[tuple[str, str | None]]) -> bool:
-    """Whether a tag's attributes mark its element as not to be translated."""
-    values = dict(attrs)
-    return values.get("translate") == "no" or not _KEPT_CLASSES.isdisjoint(
-        (values.get("class") or "").split())
+    """Whether a tag's attributes mark its element as not to be translated (translate="no" in
+    any case, a class of app.text.protect.KEPT_CLASSES), as app.text.protect reads them."""
+    values = {name: (value or "").lower() for name, value in attrs}
+    return values.get("translate") == "no" or not KEPT_CLASSES.isdisjoint(
+        values.get("class", "").split())
 
 
 def segment_html(source: str, language: str | None = None) -> Segments:

@@ -610,9 +610,10 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> 
     sentence runs on after it: app.text.protect.join_breaks). HTML is cut into blocks of text
     with their inline tags (app.documents.html_file.blocks: a link or <b> inside a sentence
     stays in it, and app.text.tags carries it over) and markup kept verbatim (block tags, line
-    breaks, comments, script, style, pre, translate="no"; inline code stays in its block, masked
-    whole); each block is masked on its own, so a span the model dropped goes back into its own
-    block. Without protection, HTML is cut at every tag as before
+    breaks, comments, script, style, pre, translate="no" blocks; inline code and an inline
+    element marked translate="no" stay in their block, masked whole); each block is masked on
+    its own, so a span the model dropped goes back into its own block. Without protection, HTML
+    is cut at every tag as before
     (app.text.segment.segment_html), nothing masked. The values of the attributes people read
     are translated either way, as documents' are. Sentences are split by the rules of
     `language` (app.text.segment.rules_for)."""

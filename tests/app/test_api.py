@@ -81,6 +81,19 @@ def test_html_inline_code_stays_in_its_sentence():
         assert [s for batch, _ in engine.batches for s in batch] == ["Run {1} to build it."]
 
 
+def test_html_inline_elements_not_to_translate_stay_in_their_sentence():
+    # translate="no" (a brand name) cut the sentence it stood in: "Sign in to" and "with your
+    # account." went to the engine apart; the title in it stays as written
+    engine = FakeTranslator()
+    kept = '<span translate="no" title="Our cloud">Acme <i>Cloud</i></span>'
+    with serve(engine) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        r = v1(c, f"<p>Sign in to {kept} with your account.</p>", format="html")
+        assert r.json()["translations"][0]["text"] == f"<p>account. your with {kept} to in Sign</p>"
+        assert r.json()["sentences"] == 1
+        assert [s for batch, _ in engine.batches for s in batch] == [
+            "Sign in to {1} with your account."]
+
+
 # the attributes people read beside those that stay: href, src, class, value, a value with no
 # words, and any tag in translate="no", <code> or <script>
 BLOCK = 'Hello <a href="/setup" title="Tom &amp; Jerry">big world</a>.'

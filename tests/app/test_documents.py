@@ -178,6 +178,40 @@ def test_html_code_that_is_a_blocks_whole_text_or_in_pre_is_copied():
         "Then", "nehT")
 
 
+def test_html_inline_elements_not_to_translate_stay_in_their_sentence_as_one_mask():
+    # translate="no" and class notranslate on an inline element (a brand or product name)
+    # cut the text it stood in: "Sign in to" and "with your account." went to the model apart
+    acme = '<span translate="no">Acme <b>Cloud</b></span>'
+    box = "<a href='/box' class='brand notranslate' title='Our mail'>Mail Box</a>"
+    src = f'<p>Sign in to {acme} with your account.</p><p>Each <B Translate=NO>Box</b> sends.</p>'
+    src += f'<p>Open {box} now.</p>'
+    assert extract(src.encode(), "html").segments == [
+        f"Sign in to {acme} with your account.", "Each <B Translate=NO>Box</b> sends.",
+        f"Open {box} now."]  # the title in the kept link is no segment
+    out = run(src.encode(), "html").decode()
+    assert CALLS[-1] == ["Sign in to {1} with your account.", "Each {1} sends.", "Open {1} now."]
+    assert out == (f"<p>ngiS ni ot {acme} htiw ruoy tnuocca.</p><p>hcaE <B Translate=NO>Box</b> "
+                   f"sdnes.</p><p>nepO {box} won.</p>")
+
+
+def test_html_kept_inline_elements_alone_nested_or_translate_yes_inside_are_copied():
+    # alone in its block it has no words to send; translate="yes" inside one is kept with it;
+    # one nested in its own name deeper than protect reads stays verbatim (it cuts the text);
+    # the title of a tag in it stays as written where the same tag outside is translated
+    src = ('<ul><li><span class="notranslate">Acme</span></li><li>Use <span translate="no">'
+           'Acme <span translate="yes">Cloud</span></span> daily.</li><li>Try <i translate="no">'
+           '<i><i><i>Deep</i></i></i></i> here.</li></ul><p>The <abbr title="Cloud Service">CS'
+           '</abbr> and <b translate="no"><abbr title="Cloud Service">CS</abbr></b> differ.</p>')
+    assert extract(src.encode(), "html").segments == [
+        'Use <span translate="no">Acme <span translate="yes">Cloud</span></span> daily.',
+        "Try", "here.", src[src.index("The <abbr") : -4], "Cloud Service"]
+    out = run(src.encode(), "html").decode()
+    assert out == src.replace("Use <", "esU <").replace(" daily", " yliad").replace(
+        "Try", "yrT").replace("here.", "ereh.").replace("The <abbr title=\"Cloud Service\">CS",
+        "ehT <abbr title=\"duolC ecivreS\">SC").replace("and <b", "dna <b").replace(
+        "differ", "reffid")
+
+
 def test_html_text_around_code_keeps_its_tags():
     # code cut a sentence's text (Sphinx: "The <a><code>range()</code></a> function"): the
     # tags closed after it went to the model at the next text's start, or those opened before
@@ -187,6 +221,16 @@ def test_html_text_around_code_keeps_its_tags():
     backwards = translate_document(src.encode(), "html", lambda texts: [
         " ".join(reversed(t.split())) for t in texts]).decode()
     assert backwards == '<h2>function <a href="x"><code>range()</code></a> The</h2>'
+
+
+def test_html_blocks_of_only_whitespace_references_are_not_segments():
+    # a table cell or a paragraph holding only &nbsp; (a spacer) was a segment: its escaped
+    # form has letters ("nbsp"); it counted against the limits and came back empty (the
+    # no-break space stripped as the space around a sentence), so the spacer was gone
+    src = ("<table><tr><td>&nbsp;</td><td>&nbsp;&nbsp;</td><td>&#xA0;&ensp;&thinsp;</td>"
+           "<td>&copy; 2024</td><td>Open&nbsp;files</td></tr></table><p> &nbsp; </p>")
+    assert extract(src.encode(), "html").segments == ["Open&nbsp;files"]
+    assert run(src.encode(), "html").decode() == src.replace("Open&nbsp;files", "nepO\xa0selif")
 
 
 def test_html_addresses_written_as_character_references_are_kept():

@@ -96,6 +96,9 @@ def test_terms_inside_what_the_translation_keeps_stay():
     m = g.mask('<p>Open the file with <code class="x"><span>file</span> -i</code>.</p>',
                markup=True)
     assert m.text == '<p>Open the {1} with <code class="x"><span>file</span> -i</code>.</p>'
+    # so is an inline element marked not to be translated, its nested tags and all
+    m = g.mask('<p>Open <span translate="no">file <b>file</b></span> file</p>', markup=True)
+    assert m.text == '<p>Open <span translate="no">file <b>file</b></span> {1}</p>'
 
 
 def test_found_in_counts_each_term_as_often_as_its_mask():

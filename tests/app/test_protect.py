@@ -55,6 +55,25 @@ FIND_SPANS_CASES = [
          '<code class="docutils literal notranslate"><span class="pre">None</span></code>',
          '<kbd class="kbd compound"><kbd class="kbd">C</kbd>-<kbd class="kbd">d</kbd></kbd>']),
     ("an unclosed <samp>x or <code-x>y</code-x>", ["<samp>"]),  # tags as before
+    # inline elements marked not to be translated, whole (any case, quoted or not, other
+    # classes beside notranslate, their own name nested in them): their tags alone were
+    # masked, and the name between them went to the model
+    ('Sign in to <span translate="no">Acme Cloud</span> with <b>it</b>', [
+        '<span translate="no">Acme Cloud</span>', "<b>", "</b>"]),
+    ("<B Translate=NO>Mail</b>, <a href='/x' translate = 'no'>Box</a> and <i\ntranslate=no>x</i>",
+     ["<B Translate=NO>Mail</b>", "<a href='/x' translate = 'no'>Box</a>",
+      "<i\ntranslate=no>x</i>"]),
+    ('<span class="brand notranslate"><span class="x"><span>Ac</span></span>me</span> or '
+     "<em class='notranslate'>y</em> or <strong class=notranslate>z</strong>", [
+         '<span class="brand notranslate"><span class="x"><span>Ac</span></span>me</span>',
+         "<em class='notranslate'>y</em>", "<strong class=notranslate>z</strong>"]),
+    # not kept: translate="yes", another class, the words in a value or another attribute's
+    # name, a block element (its tags are no inline tags), one never closed
+    ('<span translate="yes">a</span> <i class="notranslated">b</i> <b title="translate=no">c'
+     '</b> <i data-translate="no">d</i> <div translate="no">e</div> <b translate="no">f', [
+         '<span translate="yes">', "</span>", '<i class="notranslated">', "</i>",
+         '<b title="translate=no">', "</b>", '<i data-translate="no">', "</i>",
+         '<b translate="no">']),
 ]
 
 
@@ -98,6 +117,16 @@ def test_inline_code_elements_are_one_mask_that_comes_back_byte_for_byte():
     assert m.text == "Run {1} to build {2}it{3}."
     assert unmask(m, "Führen Sie {1} aus, um {2}es{3} zu bauen.") == (
         'Führen Sie <code class="x"><span>make</span> install</code> aus, um <b>es</b> zu bauen.')
+
+
+def test_inline_elements_not_to_translate_are_one_mask_that_comes_back_byte_for_byte():
+    # a brand name in a sentence stays in it as one mask, as inline code does; the nested tags
+    # and the words in it never reach the model
+    kept = '<span class="notranslate"><b title="Our cloud">Acme</b> Cloud</span>'
+    m = mask(f"Sign in to {kept} with <i>your</i> account.")
+    assert m.text == "Sign in to {1} with {2}your{3} account."
+    assert unmask(m, "Melden Sie sich mit {2}Ihrem{3} Konto bei {1} an.") == (
+        f"Melden Sie sich mit <i>Ihrem</i> Konto bei {kept} an.")
 
 
 def test_placeholders_stay_and_other_spans_get_numbered_masks():
