@@ -6,15 +6,19 @@
 # Build arguments:
 #   BASE_IMAGE  the Python 3.11+ image both stages start from (default python:3.11-slim; any
 #               Debian-like image with python, python -m venv and pip works)
+#   EXTRAS      the optional dependencies installed with the service (default documents,pdf:
+#               every document format; empty for .txt, .html and .md only)
 # Optional BuildKit secrets, read only while pip runs and never stored in a layer:
 #   ca          a CA bundle for pip (PIP_CERT), for builds behind a TLS-inspecting proxy
 #   pipenv      a file of KEY=VALUE lines (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, ...) for pip
 # The CUDA variant is Dockerfile.cuda.
 
 ARG BASE_IMAGE=python:3.11-slim
+ARG EXTRAS=documents,pdf
 
 # --- build: a virtual environment with the runtime dependencies, the app and its kernels ----
 FROM ${BASE_IMAGE} AS build
+ARG EXTRAS
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -36,7 +40,7 @@ RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
     if [ -s /run/secrets/pipenv ]; then set -a; . /run/secrets/pipenv; set +a; fi; \
     mkdir app && touch app/__init__.py; \
-    pip install . ; \
+    pip install ".${EXTRAS:+[$EXTRAS]}" ; \
     pip uninstall -y nmt-service; \
     rm -rf app build *.egg-info
 
@@ -59,6 +63,7 @@ RUN --mount=type=secret,id=ca --mount=type=secret,id=pipenv \
 
 # --- runtime: the venv, the shipped bundles, a non-root user --------------------------------
 FROM ${BASE_IMAGE} AS runtime
+ARG EXTRAS
 
 LABEL org.opencontainers.image.title="nmt-service" \
       org.opencontainers.image.description="Self-hosted machine translation (ONNX Runtime, CPU)" \
@@ -68,6 +73,14 @@ LABEL org.opencontainers.image.title="nmt-service" \
 RUN groupadd --system --gid 10001 nmt \
     && useradd --system --uid 10001 --gid 10001 --no-create-home \
        --home-dir /nonexistent --shell /usr/sbin/nologin nmt
+# a PDF's translation is drawn in DejaVu Sans where Helvetica lacks a character (app.documents.
+# pdf_file): the font comes with the pdf extra
+RUN case ",${EXTRAS}," in *,pdf,*) \
+        apt-get update -q \
+        && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+           fonts-dejavu-core \
+        && rm -rf /var/lib/apt/lists/* ;; \
+    esac
 
 COPY --from=build /opt/venv /opt/venv
 # root-owned and read-only for the service user: the model cannot be changed at run time

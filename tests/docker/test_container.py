@@ -17,6 +17,7 @@ bundle and index settings from this machine reach the build as BuildKit secrets 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -310,6 +311,56 @@ def check_translations(port: int, pair: tuple[str, str]) -> None:
     print(f"\n/translate: 'open the file' -> {body['translatedText']!r}")
 
 
+def upload(port: int, name: str, data: bytes, fields: dict[str, str]) -> tuple[int, dict]:
+    """A multipart POST of one file to /translate_file."""
+    boundary = uuid.uuid4().hex
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+             .encode() for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                 f'filename="{name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+                 .encode() + data + b"\r\n")
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/translate_file", data=b"".join(parts) + f"--{boundary}--\r\n"
+        .encode(), method="POST",
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+
+
+def check_documents(port: int, pair: tuple[str, str]) -> None:
+    """The image reads every document format (its optional dependencies and the PDF's font are
+    installed): a .docx and a .pdf come back translated."""
+    import docx
+    from pypdf import PdfReader
+    from reportlab.pdfgen import canvas
+
+    status, body = http(port, "GET", "/frontend/settings")
+    assert status == 200, body
+    assert {".docx", ".odt", ".srt", ".po", ".xliff", ".pdf"} <= set(
+        body["supportedFilesFormat"]), body["supportedFilesFormat"]
+    document = docx.Document()
+    document.add_paragraph("The red car sees a dog.")
+    word = io.BytesIO()
+    document.save(word)
+    pdf = io.BytesIO()
+    page = canvas.Canvas(pdf)
+    page.drawString(72, 720, "The red car sees a dog.")
+    page.save()
+    source, target = pair
+    for name, data in (("letter.docx", word.getvalue()), ("letter.pdf", pdf.getvalue())):
+        status, body = upload(port, name, data, {"source": source, "target": target})
+        assert status == 200, (name, body)
+        with urllib.request.urlopen(body["translatedFileUrl"], timeout=30) as response:
+            out = response.read()
+        text = (docx.Document(io.BytesIO(out)).paragraphs[0].text if name.endswith(".docx")
+                else PdfReader(io.BytesIO(out)).pages[0].extract_text())
+        assert text.strip() and text.strip() != "The red car sees a dog.", (name, text)
+        print(f"{name}: {text.strip()!r}")
+
+
 def check_kernels(cid: str, port: int) -> None:
     """The image built our native kernels and its server runs them: its log line at start,
     /v1/models and the metric agree (the build stage has the compiler; the image runs on the
@@ -391,6 +442,8 @@ def test_docker_run_serves_and_stops_cleanly(image: Image) -> None:
         "NMT_HOST=127.0.0.1",
         "-e",
         f"NMT_PORT={port}",
+        "-e",
+        "NMT_FILES_DIR=/tmp/files",  # the one writable place of a read-only container
         "--health-interval",
         "2s",  # the image's check, polled faster than its 10s
         image.tag,
@@ -398,6 +451,7 @@ def test_docker_run_serves_and_stops_cleanly(image: Image) -> None:
     try:
         ready_after = wait_healthy(cid)
         check_translations(port, image.pair)
+        check_documents(port, image.pair)
         check_kernels(cid, port)
         status, body = http(port, "GET", "/health/live")
         assert status == 200, body
