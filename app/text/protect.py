@@ -387,8 +387,19 @@ def _reinsert_at(
         at = len(clean.rstrip())
     elif (neighbour := _placed_neighbour(masked, i, placed)) is not None:
         at = placed[neighbour]
-    else:  # the word boundary nearest to its relative position in the source, spaced
-        target = masked.where[i][0] / max(1, len(masked.text)) * len(clean)
+    else:
+        # its middle's relative place: its start's put a mask after a word at that word's
+        # start as often as at its end ("Page {1} of {2}." -> "{1} PAGE OF {2}.")
+        target = sum(masked.where[i]) / 2 / max(1, len(masked.text)) * len(clean)
+        left, right = masked.neighbours[i]
+        # glued to a mark in the source ("page {1}.", "({1} pages"): next to that mark
+        # nearest its relative place, glued to it, where the translation has one
+        for mark, side in ((right, 0), (left, 1)):
+            if mark.strip() and not mark.isalnum():
+                found = [m.start() + side for m in re.finditer(re.escape(mark), clean)]
+                if found:
+                    return min(found, key=lambda b: abs(b - target)), (bool(side), not side)
+        # else the word boundary nearest to its relative position in the source, spaced
         bounds = [0, len(clean)] + [m.start() for m in re.finditer(r"(?<=\s)\S", clean)]
         return min(bounds, key=lambda b: abs(b - target)), (False, False)
     # glued to a word character it touched in the source, or to the same character here

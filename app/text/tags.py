@@ -571,7 +571,7 @@ def _atoms(sentence: str, plain: str, moved: Callable[[int], int],
         before, after = sentence[:a], sentence[b:]
         if len(before.rstrip()) in ends or len(sentence) - len(after.lstrip()) in starts:
             continue
-        at = len(plain[:moved(a)].rstrip())  # in plain: the end of the text before them
+        at = len(plain[:moved(b)].rstrip())  # in plain: the end of the text before them
         neighbours = (before[-1:], after[:1])
         glued = (neighbours[0].strip() != "", neighbours[1].strip() != "")
         if not plain[:at].strip():
@@ -712,8 +712,10 @@ def _without(sentence: str, removed: list[tuple[int, int]], atoms: set[tuple[int
         out.append(sentence[pos:a])
         atom = (atom and a == pos) or (a, b) in atoms
         # a space before the removed mask (or masks: "open {3}{5} file") with a space or the
-        # end after it goes too
-        if sentence[b:b + 1] in (" ", "") and "".join(out).endswith(" "):
+        # end after it goes too, and before an atom with a mark after it that closes a clause
+        # ("See page {1}." -> "See page.")
+        if (sentence[b:b + 1] in (" ", "") or (
+                atom and sentence[b:b + 1] in ".,;:!?)]}")) and "".join(out).endswith(" "):
             while out and not out[-1]:
                 out.pop()
             out[-1] = out[-1][:-1]

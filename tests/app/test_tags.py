@@ -528,3 +528,20 @@ def test_a_tag_that_stands_alone_after_a_word_follows_that_word_into_the_transla
         sent.clear()
         assert documents.translate_segments([source], translate, markup=True) == [expected]
         assert not any("{" in t for t in sent), sent  # no mask reaches the model
+
+
+def test_an_atom_glued_to_a_mark_goes_back_glued_to_it():
+    # a field before a period or comma (a page number in a .docx or .pptx): the model read
+    # "See page ." and the field came back spaced from the period ("SEE PAGE <x/> ."), or after it
+    texts = ['See page <x id="1"/>. Then go.', 'Total: <x id="2"/>, done.',
+             'Page <x id="1"/> of <x id="2"/>.', '(<x id="3"/> pages) are here.']
+    sent = []
+
+    def upper(batch):
+        sent.extend(batch)
+        return [t.upper() for t in batch]
+
+    assert documents.translate_segments(texts, upper, markup=True) == [
+        'SEE PAGE <x id="1"/>. THEN GO.', 'TOTAL: <x id="2"/>, DONE.',
+        'PAGE <x id="1"/> OF <x id="2"/>.', '(<x id="3"/> PAGES) ARE HERE.']
+    assert "See page." in sent and "Total:, done." in sent
