@@ -45,21 +45,22 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|"
+    "strike|strong|sub|sup|time|tt|u|var|wbr|"
+    "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
+)
 # One alternative per kind of span; the first that matches at a position wins.
 _PLACEHOLDER = (
     r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
     r"[diouxXeEfFgGcrsSpaAm@]"  # printf, Python's %r, glibc %m, GCC %qE, Objective-C %@
     r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # Python %(name)s
-    r"|%<|%>"  # GCC quotes
+    # GCC quotes; not a "<" that starts a tag ("50%</b>"): in markup a "<" of text is escaped
+    rf"|%<(?!/?(?i:{_INLINE_TAGS})[\s/>])|%>"
     r"|%[1-9]\d*"  # Qt / LibreOffice %1
     r"|%[A-Z][A-Z0-9_]{2,}%?"  # LibreOffice %PRODUCTNAME, %FOO%
     r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9]|\$[A-Z][A-Z0-9_]+\$?"  # shell and make variables
     r"|\{\{[\w.]*\}\}|\{[\w.]*(?::[^{}\s]*)?\}"  # {{name}}, {name}, {0}, {0:.2f}, {}
-)
-_INLINE_TAGS = (
-    "a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|"
-    "strike|strong|sub|sup|time|tt|u|var|wbr|"
-    "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
 )
 INLINE_TAGS = frozenset(_INLINE_TAGS.split("|"))
 # a line break in markup ends the sentence there, the text on each side translated apart and

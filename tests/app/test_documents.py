@@ -189,6 +189,12 @@ def test_html_text_around_code_keeps_its_tags():
     assert backwards == '<h2>function <a href="x"><code>range()</code></a> The</h2>'
 
 
+def test_html_a_percent_sign_before_a_tag_leaves_the_tag_whole():
+    """GCC's quote %< took the "<" of "50%</b>": the tag came back as escaped text, <b> open."""
+    out = run(b"<p>Prices rose <b>by 50%</b>, 5%<a href='#n'>[1]</a>.</p>", "html").decode()
+    assert out == "<p>secirP esor <b>yb 50%</b>, 5%<a href='#n'>[1]</a>.</p>"
+
+
 def test_html_addresses_written_as_character_references_are_kept():
     # Markdown writes an e-mail address as character references (&#121;&#117;...): the model
     # read it as an address that was not in the masked source, which deleted it as made up
