@@ -2,15 +2,15 @@
 
 app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
-app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) stays in its
-sentence too, as one protected span (app.text.protect masks the element whole, as Markdown's
-`code`): the model reads "Run {1} to build the program." and the element comes back byte for
-byte; cut there, "Run" and "to build the program." were translated apart. The attributes people
-read (alt, title, placeholder, aria-label) are segments of their own, written back into their
-tags; the live API's format html reads and writes them the same way (blocks, written:
-app.translation.service). Everything else (block tags, other attributes, comments, script,
-style, pre, code that is a block's whole text, translate="no" and Sphinx's API signatures) is
-copied byte for byte."""
+app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) and MathML
+formulas (<math>) stay in their sentence too, as one protected span (app.text.protect masks the
+element whole, as Markdown's `code`): the model reads "Run {1} to build the program." and the
+element comes back byte for byte; cut there, "Run" and "to build the program." were translated
+apart. The attributes people read (alt, title, placeholder, aria-label) are segments of their own,
+written back into their tags; the live API's format html reads and writes them the same way (blocks,
+written: app.translation.service). Everything else (block tags, other attributes, comments, script,
+style, pre, code that is a block's whole text, translate="no" and Sphinx's API signatures) is copied
+byte for byte."""
 
 from __future__ import annotations
 

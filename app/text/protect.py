@@ -89,7 +89,8 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # too: Sphinx's <span class="pre">), end tag; one element of the same name may nest in it once
 # (Sphinx's compound keystroke, <kbd><kbd>C</kbd>-<kbd>d</kbd></kbd>). An element without its
 # end tag is no span: its tags are masked as other tags are.
-INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var"})
+# MathML's <math> too: a formula is notation, its tokens (<mi>sin</mi>) are no words to translate
+INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var", "math"})
 _IN_CODE = r"(?:[^<]|<(?!/?(?P=inline)[\s/>]))"  # not a tag of the element's own name
 _CODE_ELEMENT = (rf"(?i:<(?P<inline>{'|'.join(sorted(INLINE_CODE_TAGS))})(?=[\s/>]){TAG_BODY}>"
                  rf"(?:{_IN_CODE}|<(?P=inline)(?=[\s/>]){TAG_BODY}>{_IN_CODE}*"
