@@ -46,6 +46,7 @@ FORMATS = {
     "xlf": "xliff_file",
     "docx": "docx_file",
     "odt": "odt_file",
+    "epub": "epub_file",
 }
 
 
