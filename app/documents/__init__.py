@@ -48,6 +48,7 @@ FORMATS = {
     "odt": "odt_file",
     "odp": "odt_file",
     "pptx": "pptx_file",
+    "epub": "epub_file",
     "pdf": "pdf_file",
 }
 # the optional extra a format's libraries come with, where it is not 'documents'

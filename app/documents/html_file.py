@@ -2,10 +2,11 @@
 
 app.text.segment's splitter cuts text at every tag; here inline elements (<b>, <a href>, <span> ...)
 stay inside their block's segment, so a sentence with a link is translated as one sentence and
-app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) stays in its
-sentence too, as one protected span (app.text.protect masks the element whole, as Markdown's
-`code`): the model reads "Run {1} to build the program." and the element comes back byte for
-byte; cut there, "Run" and "to build the program." were translated apart. So does an inline
+app.text.protect keeps the tags. Inline code (<code>, <kbd>, <samp>, <tt>, <var>) and MathML
+formulas (<math>) stay in their sentence too, as one protected span (app.text.protect masks the
+element whole, as Markdown's `code`): the model reads "Run {1} to build the program." and the
+element comes back byte for byte; cut there, "Run" and "to build the program." were translated
+apart. So does an inline
 element marked translate="no" (any case) or notranslate: a brand name in a sentence
 (`Sign in to <span translate="no">Acme Cloud</span> ...`) is one mask in it, copied whole
 (translate="yes" inside one too). A block without letters (`&nbsp;`) is no segment. The
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from app.documents import Document, charset
 from app.documents.txt_file import replaced
 from app.text.protect import (
+    INLINE_CODE_TAGS,
     INLINE_TAGS,
     LINE_BREAK_TAGS,
     WHOLE_ELEMENT_RE,
@@ -59,7 +61,8 @@ class _BlockSplitter(_HtmlSplitter):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         outside = not self.skip
         super().handle_starttag(tag, attrs)
-        if outside and self.skip and tag in INLINE_TAGS:  # inline code, or kept
+        # inline code (a MathML formula too), or a kept inline element
+        if outside and self.skip and (tag in INLINE_TAGS or tag in INLINE_CODE_TAGS):
             self.whole_from = len(self.events) - 1
         self._keep_read_attrs()
         if tag in INLINE_TAGS and tag not in LINE_BREAK_TAGS and not self.skip:

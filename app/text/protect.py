@@ -45,12 +45,18 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+_INLINE_TAGS = (
+    "a|abbr|b|bdi|bdo|big|br|cite|code|del|dfn|em|font|i|img|ins|kbd|mark|q|s|samp|small|span|"
+    "strike|strong|sub|sup|time|tt|u|var|wbr|"
+    "x|g|bx|ex|ph|bpt|ept|it|mrk|pc|sc|ec|sm"  # XLIFF 1.2 and 2.0 inline elements
+)
 # One alternative per kind of span; the first that matches at a position wins.
 _PLACEHOLDER = (
     r"%(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t|I64)?"
     r"[diouxXeEfFgGcrsSpaAm@]"  # printf, Python's %r, glibc %m, GCC %qE, Objective-C %@
     r"|%\(\w+\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrs]"  # Python %(name)s
-    r"|%<|%>"  # GCC quotes
+    # GCC quotes; not a "<" that starts a tag ("50%</b>"): in markup a "<" of text is escaped
+    rf"|%<(?!/?(?i:{_INLINE_TAGS})[\s/>])|%>"
     r"|%[1-9]\d*"  # Qt / LibreOffice %1
     r"|%[A-Z][A-Z0-9_]{2,}%?"  # LibreOffice %PRODUCTNAME, %FOO%
     r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9]|\$[A-Z][A-Z0-9_]+\$?"  # shell and make variables
@@ -92,7 +98,8 @@ _EMAIL = r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}"
 # not; class notranslate: Google's) are spans whole too, as code is, with elements of their own
 # name nested two deep in them (<span class="notranslate"><span>Acme</span> Cloud</span>): a
 # brand or product name in a sentence stays in it as one mask, and comes back byte for byte
-INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var"})
+# MathML's <math> too: a formula is notation, its tokens (<mi>sin</mi>) are no words to translate
+INLINE_CODE_TAGS = frozenset({"code", "kbd", "samp", "tt", "var", "math"})
 # classes that mark an element as not to be translated: notranslate (Google's, Sphinx's), and
 # sig-object, Sphinx's API signature: code written in spans, not <code>, which the model read as
 # words ("None" came back "Kein")

@@ -233,6 +233,24 @@ def test_html_blocks_of_only_whitespace_references_are_not_segments():
     assert run(src.encode(), "html").decode() == src.replace("Open&nbsp;files", "nepO\xa0selif")
 
 
+def test_html_a_percent_sign_before_a_tag_leaves_the_tag_whole():
+    """GCC's quote %< took the "<" of "50%</b>": the tag came back as escaped text, <b> open."""
+    out = run(b"<p>Prices rose <b>by 50%</b>, 5%<a href='#n'>[1]</a>.</p>", "html").decode()
+    assert out == "<p>secirP esor <b>yb 50%</b>, 5%<a href='#n'>[1]</a>.</p>"
+
+
+def test_html_math_is_kept_and_inline_math_stays_in_its_sentence():
+    """MathML's tokens (<mi>A</mi>, <mi>sin</mi>) were each a text of their own for the model,
+    and the sentence around a formula was cut at it."""
+    inline = '<math><mi>A</mi><mo>=</mo><mi>sin</mi><mi>x</mi></math>'
+    block = '<math display="block"><mi>rank</mi><mi>A</mi></math>'
+    page = f"<p>The matrix {inline} has full rank.</p><p>{block}</p>".encode()
+    CALLS.clear()
+    out = run(page, "html").decode()
+    assert out == f"<p>ehT xirtam {inline} sah lluf knar.</p><p>{block}</p>"
+    assert [t for batch in CALLS for t in batch] == ["The matrix {1} has full rank."]
+
+
 def test_html_addresses_written_as_character_references_are_kept():
     # Markdown writes an e-mail address as character references (&#121;&#117;...): the model
     # read it as an address that was not in the masked source, which deleted it as made up

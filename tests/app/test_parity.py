@@ -122,8 +122,8 @@ def test_frontend_settings_have_libretranslate_fields(client):
     assert body["charLimit"] == 200 and body["frontendTimeout"] == 500
     assert body["apiKeys"] is False and body["keyRequired"] is False
     assert body["suggestions"] is False and body["filesTranslation"] is True
-    assert {".txt", ".html", ".docx", ".odt", ".pptx", ".odp", ".srt", ".po", ".xliff"} <= set(
-        body["supportedFilesFormat"])
+    assert {".txt", ".html", ".docx", ".odt", ".pptx", ".odp", ".srt", ".po", ".xliff",
+            ".epub"} <= set(body["supportedFilesFormat"])
     assert body["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
                                 "target": {"code": "en", "name": "English"}}
 

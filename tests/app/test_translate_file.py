@@ -25,7 +25,15 @@ from app.engine import Translator
 from app.http.app import create_app
 from app.text.segment import segment
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
-from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
+from tests.app.samples import (
+    docx_bytes,
+    docx_document,
+    epub_bytes,
+    epub_parts,
+    odp_file,
+    odt_file,
+    pptx_file,
+)
 
 # the fixtures' upload body at most: the file's cap (50,000), a glossary as large as a JSON
 # body may be (NMT_MAX_BODY_BYTES, default), 64 KiB of form
@@ -95,6 +103,17 @@ def html_shape(data: bytes):
     return re.findall(r"</?\w+", text), re.search(r"<code>.*?</code>", text).group()
 
 
+def epub_shape(data: bytes):
+    """The entries in order, mimetype's compression, and per page (well-formed XML) its
+    elements."""
+    parser = etree.XMLParser(resolve_entities=False, no_network=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as book:
+        pages = [etree.fromstring(book.read(f"OEBPS/{n}.xhtml"), parser)
+                 for n in ("one", "two", "nav")]
+        return (book.namelist(), book.infolist()[0].compress_type,
+                [sorted(el.tag for el in page.iter()) for page in pages])
+
+
 CASES = [
     ("report.docx", lambda: docx_bytes(docx_document()), docx_shape),
     ("plan.odt", odt_file, odt_shape),
@@ -103,6 +122,7 @@ CASES = [
     ("film.srt", lambda: SRT.encode(), srt_shape),
     ("app.po", po_file, po_shape),
     ("page.html", lambda: HTML.encode(), html_shape),
+    ("book.epub", lambda: epub_bytes(epub_parts(3)), epub_shape),
 ]
 
 
@@ -126,6 +146,10 @@ def test_documents_round_trip_through_the_real_model(real_server, name, build, s
     assert got.content != original  # translated, not copied
     if name.endswith(".html"):
         assert got.content.startswith(b'<html lang="de">')  # the page says its new language
+    if name.endswith(".epub"):
+        with zipfile.ZipFile(io.BytesIO(got.content)) as book:
+            assert b'<dc:language>de</dc:language>' in book.read("OEBPS/content.opf")
+            assert b'"http://www.idpf.org/2007/ops" lang="de">' in book.read("OEBPS/nav.xhtml")
 
 
 def test_a_sentence_longer_than_the_encoder_is_cut_not_truncated(real_server, tiny_bundle):
@@ -190,6 +214,9 @@ def test_subtitles_saved_in_a_windows_code_page_are_translated(fake_server):
         ("a.txt", b"Hello", {"target": "fr"}, "'fr' is not supported"),
         ("broken.docx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .docx"),
         ("broken.pptx", b"PK\x03\x04 not a zip", {}, "cannot read the file as .pptx"),
+        ("escape.epub", epub_bytes({**epub_parts(3), "OEBPS/content.opf": epub_parts(3)[
+            "OEBPS/content.opf"].replace(b'href="one.xhtml"', b'href="../../etc/passwd"')}), {},
+         "the spine's item 'c1' is '../../etc/passwd', outside the book"),
     ],
 )
 def test_refusals_have_libretranslate_shape(fake_server, name, data, fields, message):
