@@ -339,7 +339,7 @@ def check_documents(port: int, pair: tuple[str, str]) -> None:
 
     status, body = http(port, "GET", "/frontend/settings")
     assert status == 200, body
-    assert {".docx", ".odt", ".srt", ".po", ".xliff", ".pdf"} <= set(
+    assert {".docx", ".odt", ".pptx", ".odp", ".epub", ".srt", ".po", ".xliff", ".pdf"} <= set(
         body["supportedFilesFormat"]), body["supportedFilesFormat"]
     document = docx.Document()
     document.add_paragraph("The red car sees a dog.")
