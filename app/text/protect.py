@@ -376,12 +376,34 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     pieces.append(translation[pos:])
     clean = "".join(pieces)
     # deleting a span may join what was around it into a new one ("%%jm" + "p" -> "%p"):
-    # delete until none is left, moving the places after each deletion
-    while found := next(_spans(SPAN_RE, clean), None):
+    # delete until none is left, moving the places after each deletion; but as many of each
+    # as the source has once its masks are out are its own ("20.6%<a>4</a>": "%4"), not made up
+    own: Counter[str] | None = None
+    while True:
+        for found in _spans(SPAN_RE, clean):
+            if own is None:
+                own = _own_spans(masked)
+            if found.group() not in own:  # (own: counted down in this pass only)
+                break
+            own[found.group()] -= 1
+            if not own[found.group()]:
+                del own[found.group()]
+        else:
+            return clean, placed
+        own = None
         a, b = found.span()
         clean = clean[:a] + clean[b:]
         placed = {i: at if at <= a else max(a, at - (b - a)) for i, at in placed.items()}
-    return clean, placed
+
+
+def _own_spans(masked: Masked) -> Counter[str]:
+    """The spans of the masked source once its masks are taken out, and how often each is."""
+    pieces, pos = [], 0
+    for a, b in masked.where:
+        pieces.append(masked.text[pos:a])
+        pos = b
+    pieces.append(masked.text[pos:])
+    return Counter(m.group() for m in _spans(SPAN_RE, "".join(pieces)))
 
 
 def _reinsert_at(

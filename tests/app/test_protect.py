@@ -239,6 +239,16 @@ def test_spans_the_model_makes_up_are_deleted():
     assert unmask(m, "%s %d kopieren {0}") == "%s kopieren"
 
 
+def test_a_span_the_source_has_once_its_masks_are_out_is_its_own():
+    # "20.6%<a>4</a>": with the tags out "%4" reads as a placeholder, one the model made up,
+    # and the footnote number was deleted with the percent sign ("20.6<a></a>")
+    m = mask('Growth was 20.6%<a href="#n">4</a> and 3%<b>5</b>.')
+    assert unmask(m, "Wachstum war 20.6%{1}4{2} und 3%{3}5{4}.") == (
+        'Wachstum war 20.6%<a href="#n">4</a> und 3%<b>5</b>.')
+    # as many as the source has: another one is made up
+    assert unmask(m, "20.6%{1}4{2}, 3%{3}5{4} %4") == '20.6%<a href="#n">4</a>, 3%<b>5</b>'
+
+
 def test_deleting_a_made_up_span_does_not_leave_a_new_one():
     m = mask("clobbered by <b>longjmp</b>")
     out = unmask(m, "durch {1}%%jmp{2}")  # "%jm" is deleted, then "%" + "p" reads "%p": deleted
