@@ -6,15 +6,17 @@ text boxes (in form XObjects too), in its reading order. A box is a segment (a b
 start with a bullet is one segment per item), its lines joined with spaces, a word hyphenated
 at a line's end joined again when the next line goes on in lower case; so the model reads whole
 sentences, not the pieces a PDF draws one by one. Each block keeps its box, font size, line
-pitch, weight, slant and colour.
+pitch, weight, slant, colour and alignment; each page, what its graphics cover.
 
 Writing: the original page stays (images, vector graphics, backgrounds, links and other
 annotations); only the operators that show text (Tj, TJ, ', ") are taken out of its content
 streams and of the form XObjects it draws, so everything else they do (colours, clipping,
-marked content) is unchanged. Each block's translation is drawn in its box on a one-page
-overlay (reportlab) merged onto the page (pypdf): wrapped to the box's width, in the block's
-font size made smaller step by step until it fits the box. Fonts are replaced: Helvetica for
-text it can encode, else DejaVu Sans embedded; text neither can draw is refused. Not covered:
+marked content) is unchanged. Each block's translation is drawn on a one-page overlay
+(reportlab) merged onto the page (pypdf), in the block's font size, in its box grown first
+into free space below and beside it (never over another block, a graphic or the rules of a
+box around it), made smaller step by step only where even that is too small; centred and
+right-aligned blocks stay so. Fonts are replaced: Helvetica for text it can encode, else
+DejaVu Sans embedded; text neither can draw is refused. Not covered:
 text of annotations (form fields), of Type 3 font glyphs and of tiling patterns is neither
 read nor removed.
 
@@ -29,12 +31,21 @@ from __future__ import annotations
 import io
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from pdfminer.converter import PDFPageAggregator
-from pdfminer.layout import LAParams, LTChar, LTFigure, LTTextBox, LTTextLine
+from pdfminer.layout import (
+    LAParams,
+    LTChar,
+    LTCurve,
+    LTFigure,
+    LTImage,
+    LTTextBox,
+    LTTextLine,
+)
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pypdf import PdfReader, PdfWriter
@@ -60,6 +71,8 @@ CONTENT_RATIO = 20
 PAGE_COST = 1024  # what pdfminer's work on a page and on a stream weighs beside their bytes
 STREAM_COST = 64
 MIN_FONT_SIZE = 4.0
+SHRINK = 0.95  # each step down in size
+GAP = 0.4  # what a grown block keeps clear of a neighbour, in its font size
 _SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}
 _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
 _LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
@@ -71,13 +84,16 @@ _FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu",
               "/usr/share/fonts/TTF", "/usr/local/share/fonts", "/opt/homebrew/share/fonts"]
 
 
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in pdfminer's page space
+
+
 @dataclass(frozen=True)
 class Block:
     """Where a segment's translation goes: its page, its box in pdfminer's page space (origin at
     the media box's lower left, the page's rotation applied), and how its text looked."""
 
     page: int
-    box: tuple[float, float, float, float]
+    box: Box
     size: float
     pitch: float  # the distance between its lines' baselines, in font sizes
     bold: bool
@@ -86,6 +102,21 @@ class Block:
     # a block in a monospaced font (code, a terminal session) is not translated: its lines
     # (x, y of their boxes' lower left, text), drawn again where they were
     code: tuple[tuple[float, float, str], ...] = ()
+    lines: int = 1
+    align: str = "left"  # or "centre", "right": judged from its lines' places
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page as the translations are laid out on it, in pdfminer's page space: the matrix that
+    maps its user space there, its crop box, the boxes its images and vector graphics cover,
+    and the extent of what it shows (left and right: its text's, the widest line; bottom: its
+    lowest text or graphic), which a block grows within."""
+
+    matrix: tuple[float, ...]
+    crop: Box
+    graphics: tuple[Box, ...]
+    frame: Box
 
 
 def extract(data: bytes, limits: Limits = Limits()) -> Document:
@@ -97,27 +128,30 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
     manager = PDFResourceManager()
     device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
-    segments, blocks, matrices, kept = [], [], [], []
+    segments, blocks, pages, kept = [], [], [], []
     for number, page in enumerate(PDFPage.get_pages(io.BytesIO(data))):
-        matrices.append(_page_matrix(page.mediabox, page.rotate))
+        matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
-        for box in _text_boxes(device.get_result()):
-            for lines in _items(box):
-                block = _block(number, lines)
-                if block.code:
-                    kept.append(block)
-                    continue
-                text = _join([_clean(line.get_text()) for line in lines])
-                if text.strip():
-                    segments.append(text)
-                    blocks.append(block)
-    if len(matrices) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
+        layout = device.get_result()
+        found = [(_block(number, lines), _join([_clean(line.get_text()) for line in lines]))
+                 for box in _text_boxes(layout) for lines in _items(box)]
+        found = [(block, text) for block, text in found if block.code or text.strip()]
+        space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
+        pages.append(space)
+        for block, text in found:
+            block = _aligned(block, space, [b for b, _ in found])
+            if block.code:
+                kept.append(block)
+            else:
+                segments.append(text)
+                blocks.append(block)
+    if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
-                              f"page tree, {len(matrices)} found")
+                              f"page tree, {len(pages)} found")
     if not segments:
         raise InvalidDocument("the .pdf file has no text layer (a scan?); text in images is not "
                               "translated (no OCR)")
-    return Document("pdf", segments, (data, blocks + kept, matrices))
+    return Document("pdf", segments, (data, blocks + kept, pages))
 
 
 def _check_content(reader: PdfReader, budget: int) -> None:
@@ -185,6 +219,38 @@ def _text_boxes(layout) -> list[LTTextBox]:
     return out
 
 
+def _graphics(layout) -> list[Box]:
+    """The boxes of the images and vector graphics (paths, rules, rectangles) on a page; a form
+    XObject without text as one box, one with text by what it draws."""
+    out = []
+    for item in layout:
+        if isinstance(item, (LTImage, LTCurve)):
+            out.append(item.bbox)
+        elif isinstance(item, LTFigure):
+            out += _graphics(item) if _text_boxes(item) else [item.bbox]
+    return out
+
+
+def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
+                texts: list[Box]) -> Page:
+    a, b, c, d, e, f = matrix
+    cx0, cy0, cx1, cy1 = cropbox
+    xs = [a * x + c * y + e for x in (cx0, cx1) for y in (cy0, cy1)]
+    ys = [b * x + d * y + f for x in (cx0, cx1) for y in (cy0, cy1)]
+    crop = (min(xs), min(ys), max(xs), max(ys))
+    # a graphic around text (a background, a frame, a table's cell) says nothing of the margins
+    loose = [g for g in graphics if not any(_around(g, t) for t in texts)]
+    frame = (min((t[0] for t in texts), default=crop[0]),
+             min((box[1] for box in texts + loose), default=crop[1]),
+             max((t[2] for t in texts), default=crop[2]), crop[3])
+    return Page(matrix, crop, tuple(graphics), frame)
+
+
+def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
+    return (outer[0] <= inner[0] + slack and outer[1] <= inner[1] + slack
+            and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
+
+
 def _items(box: LTTextBox) -> list[list[LTTextLine]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet."""
@@ -233,21 +299,63 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     pitch = 1.2
     if len(lines) > 1:
         pitch = min(max((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) / size, 1.0), 1.8)
-    name = chars[0].fontname.lower()
     code = ()
     if 2 * sum(any(m in c.fontname.lower() for m in _MONOSPACED) for c in chars) > len(chars):
         code = tuple((line.x0, line.y0, _UNMAPPED.sub("", line.get_text()).rstrip())
                      for line in lines)
+    # one look for the whole block: most of its characters' (a bold word or a link in a
+    # sentence does not make it all bold or blue)
+    (bold, italic, colour), _ = Counter(
+        (_bold(c.fontname), _italic(c.fontname), _colour(c)) for c in chars).most_common(1)[0]
+    # centred lines: their middles line up, their starts do not; right: their ends line up
+    align = "left"
+    starts, ends = [line.x0 for line in lines], [line.x1 for line in lines]
+    if len(lines) > 1 and max(starts) - min(starts) > size:
+        if _same([(a + b) / 2 for a, b in zip(starts, ends, strict=True)], size):
+            align = "centre"
+        elif _same(ends, size):
+            align = "right"
     return Block(
         page=page,
         box=(min(x.x0 for x in lines), min(x.y0 for x in lines),
              max(x.x1 for x in lines), max(x.y1 for x in lines)),
-        size=size, pitch=pitch,
-        bold="bold" in name or "cmbx" in name or "black" in name,
-        italic="italic" in name or "oblique" in name or "cmti" in name,
-        colour=_colour(chars[0]),
-        code=code,
+        size=size, pitch=pitch, bold=bold, italic=italic, colour=colour, code=code,
+        lines=len(lines), align=align,
     )
+
+
+def _bold(fontname: str) -> bool:
+    name = fontname.lower()
+    return "bold" in name or "cmbx" in name or "black" in name
+
+
+def _italic(fontname: str) -> bool:
+    name = fontname.lower()
+    return "italic" in name or "oblique" in name or "cmti" in name
+
+
+def _same(xs: list[float], size: float) -> bool:
+    return max(xs) - min(xs) <= max(1.0, 0.15 * size)
+
+
+def _aligned(block: Block, page: Page, blocks: list[Block]) -> Block:
+    """A one-line block's alignment, from the ruled box around it (a table's cell) or else the
+    page's text: centred if its middle is that box's middle, or the middle of a block close
+    above or below that starts elsewhere (a title page's lines); right if it ends at that
+    box's right edge and starts past its middle (a running header, a label in the margin)."""
+    if block.lines > 1 or block.code:
+        return block
+    x0, y0, x1, y1 = block.box
+    size, middle = block.size, (x0 + x1) / 2
+    around = [g for g in page.graphics if _around(g, block.box)]
+    left, _, right, _ = min(around, key=lambda g: g[2] - g[0]) if around else page.frame
+    if x0 - left > size and (_same([middle, (left + right) / 2], size) or any(
+            _same([middle, (b.box[0] + b.box[2]) / 2], size) and abs(b.box[0] - x0) > size
+            and b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0 for b in blocks)):
+        return replace(block, align="centre")
+    if _same([x1, right], size) and x0 > (left + right) / 2:
+        return replace(block, align="right")
+    return block
 
 
 def _colour(char: LTChar) -> tuple[float, ...]:
@@ -270,7 +378,8 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         raise InvalidDocument(f"cannot write the translated .pdf: {str(exc)[:200]}") from exc
 
 
-def _rebuild(data: bytes, blocks: list[Block], matrices: list, translations: list[str]) -> bytes:
+def _rebuild(data: bytes, blocks: list[Block], pages: list[Page],
+             translations: list[str]) -> bytes:
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     done: set[int] = set()  # form XObjects already stripped (pages share them)
     for number, page in enumerate(writer.pages):
@@ -278,7 +387,7 @@ def _rebuild(data: bytes, blocks: list[Block], matrices: list, translations: lis
         texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
         drawn = [(b, t) for b, t in zip(blocks, texts, strict=True) if b.page == number]
         if drawn:
-            overlay = PdfReader(io.BytesIO(_overlay(drawn, matrices[number]))).pages[0]
+            overlay = PdfReader(io.BytesIO(_overlay(drawn, pages[number]))).pages[0]
             overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
             overlay.cropbox = page.cropbox
             page.merge_page(overlay)
@@ -312,13 +421,14 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
             stack.append(form.get("/Resources"))
 
 
-def _overlay(drawn: list[tuple[Block, str]], matrix: tuple[float, ...]) -> bytes:
-    """A one-page PDF with each translation drawn in its block's box."""
+def _overlay(drawn: list[tuple[Block, str]], space: Page) -> bytes:
+    """A one-page PDF with each translation drawn in its block's box, grown where it needs."""
     out = io.BytesIO()
     page = canvas.Canvas(out)
-    page.transform(*_inverse(matrix))  # pdfminer's page space -> the page's user space
+    page.transform(*_inverse(space.matrix))  # pdfminer's page space -> the page's user space
     for block, text in drawn:
-        _draw(page, block, " ".join(text.split()))
+        texts = [b.box for b, _ in drawn if b is not block]
+        _draw(page, block, " ".join(text.split()), _rooms(block, space, texts))
     page.showPage()
     page.save()
     return out.getvalue()
@@ -330,7 +440,7 @@ def _inverse(m: tuple[float, ...]) -> tuple[float, ...]:
     return (d / det, -b / det, -c / det, a / det, (c * f - d * e) / det, (b * e - a * f) / det)
 
 
-def _draw(page: canvas.Canvas, block: Block, text: str) -> None:
+def _draw(page: canvas.Canvas, block: Block, text: str, rooms: list[Box]) -> None:
     _colour_of(page, block)
     if block.code:
         _draw_code(page, block)
@@ -338,21 +448,86 @@ def _draw(page: canvas.Canvas, block: Block, text: str) -> None:
     if not text:
         return
     font = _font(text, block.bold, block.italic)
-    x0, y0, x1, y1 = block.box
-    size = block.size
-    while True:
-        lines = simpleSplit(text, font, size, x1 - x0)
-        ascent, descent = pdfmetrics.getAscentDescent(font, size)
-        height = ascent - descent + block.pitch * size * (len(lines) - 1)
-        wide = max(pdfmetrics.stringWidth(line, font, size) for line in lines)
-        if (height <= y1 - y0 + 0.5 and wide <= x1 - x0 + 0.5) or size <= MIN_FONT_SIZE:
-            break
-        size = max(size * 0.9, MIN_FONT_SIZE)
+    size, lines, (x0, _, x1, y1) = _fit(block, text, font, rooms)
     page.setFont(font, size)
-    y = y1 - ascent
+    y = y1 - pdfmetrics.getAscentDescent(font, size)[0]
     for line in lines:
-        page.drawString(x0, y, line)
+        if block.align == "centre":
+            page.drawCentredString((x0 + x1) / 2, y, line)
+        elif block.align == "right":
+            page.drawRightString(x1, y, line)
+        else:
+            page.drawString(x0, y, line)
         y -= block.pitch * size
+
+
+def _rooms(block: Block, page: Page, texts: list[Box]) -> list[Box]:
+    """The boxes the block's translation may take, in the order they are tried: its own box;
+    grown down at its width (a paragraph keeps its column's lines); grown down and sideways:
+    to the right, a centred block both ways (staying centred), a right-aligned one to the
+    left. Growing stops at the page's frame and crop box, at a ruled box around the block,
+    and short of another block or a graphic below it or beside it; what lies inside the
+    block's own box (an underline, a highlight) does not count."""
+    x0, y0, x1, y1 = block.box
+    gap = GAP * block.size
+    left, bottom, right, _ = page.frame
+    others = [o for o in texts + list(page.graphics) if not _around(block.box, o)]
+    apart = [o for o in others if not _around(o, block.box)]
+    for ox0, oy0, ox1, oy1 in (o for o in others if _around(o, block.box)):  # a cell, a frame
+        pad = min(max(x0 - ox0, 1.0), gap)  # as far from its rules as the text was
+        if not all(_around((ox0, oy0, ox1, oy1), t) for t in texts):  # not the background
+            bottom = oy0 + pad  # the box, not the page's lowest text, ends it
+        left, right = max(left, ox0 + pad), min(right, ox1 - pad)
+    left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
+    bottom = max(min(bottom, y0), page.crop[1])
+    for ox0, oy0, ox1, oy1 in apart:
+        if oy0 < y1 and oy1 > y0:  # beside it
+            if ox0 + ox1 > x0 + x1:
+                right = min(right, max(ox0 - gap, x1))
+            else:
+                left = max(left, min(ox1 + gap, x0))
+
+    def grown(a: float, b: float) -> Box:  # down as far as the span from a to b is free
+        low = bottom
+        for ox0, oy0, ox1, oy1 in apart:
+            if ox0 < b and ox1 > a and oy0 + oy1 < y0 + y1:
+                low = max(low, min(oy1 + gap, y0))
+        return a, low, b, y1
+
+    if block.align == "centre":
+        half = min((x0 + x1) / 2 - left, right - (x0 + x1) / 2)
+        wide = grown((x0 + x1) / 2 - half, (x0 + x1) / 2 + half)
+    elif block.align == "right":
+        wide = grown(left, x1)
+    else:
+        wide = grown(x0, right)
+    if block.lines == 1:  # a heading, a caption, a cell: one line if it can stay one
+        return [block.box, wide]
+    return [block.box, grown(x0, x1), wide]
+
+
+def _fit(block: Block, text: str, font: str, rooms: list[Box]) -> tuple[float, list[str], Box]:
+    """The size, lines and box to draw the text in: the block's size in the first room it
+    fits, else the largest room with the size made smaller step by step until it fits."""
+    for room in rooms:
+        if lines := _wrapped(text, font, block.size, block.pitch, room):
+            return block.size, lines, room
+    size, room = block.size, rooms[-1]
+    while True:
+        size = max(size * SHRINK, MIN_FONT_SIZE)
+        lines = _wrapped(text, font, size, block.pitch, room)
+        if lines or size == MIN_FONT_SIZE:
+            return size, lines or simpleSplit(text, font, size, room[2] - room[0]), room
+
+
+def _wrapped(text: str, font: str, size: float, pitch: float, room: Box) -> list[str]:
+    """The text's lines wrapped to the room's width, or [] if they do not fit in it."""
+    x0, y0, x1, y1 = room
+    lines = simpleSplit(text, font, size, x1 - x0)
+    ascent, descent = pdfmetrics.getAscentDescent(font, size)
+    height = ascent - descent + pitch * size * (len(lines) - 1)
+    wide = max(pdfmetrics.stringWidth(line, font, size) for line in lines)
+    return lines if height <= y1 - y0 + 0.5 and wide <= x1 - x0 + 0.5 else []
 
 
 def _colour_of(page: canvas.Canvas, block: Block) -> None:

@@ -95,7 +95,7 @@ def test_a_block_is_a_segment_its_lines_joined_in_reading_order():
 
 
 @pytest.mark.parametrize("rotate", [0, 90])
-def test_the_translation_replaces_the_text_inside_each_blocks_box(rotate):
+def test_the_translation_replaces_the_text_where_each_block_was(rotate):
     data = two_columns(rotate)
     doc = extract(data, "pdf")
     out = rebuild(doc, upper(doc.segments))
@@ -105,9 +105,14 @@ def test_the_translation_replaces_the_text_inside_each_blocks_box(rotate):
     got = boxes(out)
     assert sorted(t for t, _ in got) == sorted(upper(doc.segments))
     originals = dict(zip(upper(doc.segments), (b.box for b in doc.state[1]), strict=True))
-    for t, (x0, y0, x1, y1) in got:  # within a point: glyph boxes are the fonts' guesses
-        b0, c0, b1, c1 = originals[t]
-        assert b0 - 1 <= x0 and c0 - 1 <= y0 and x1 <= b1 + 1 and y1 <= c1 + 1, t
+    for t, box in got:  # from its block's top left, over no other block
+        assert box[0] == pytest.approx(originals[t][0], abs=1), t
+        assert box[3] == pytest.approx(originals[t][3], abs=2), t
+        assert not [u for u, other in originals.items() if u != t and overlap(box, other)], t
+
+
+def overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def test_images_links_and_the_rotation_are_kept():
@@ -121,20 +126,108 @@ def test_images_links_and_the_rotation_are_kept():
     assert page.rotation == 90
 
 
-def test_a_longer_translation_is_drawn_smaller_to_fit_its_box():
+def page_of(draw, size: tuple[float, float] = (400, 400)) -> bytes:
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=size)
+    draw(c)
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
+def drawn(data: bytes) -> dict[str, tuple[tuple[float, ...], list[LTChar]]]:
+    """Each text box pdfminer finds: its text -> (its box, its characters)."""
+    return {" ".join(el.get_text().split()): (el.bbox, [c for line in el for c in line
+                                                          if isinstance(c, LTChar)])
+            for page in extract_pages(io.BytesIO(data), laparams=LAParams())
+            for el in page if isinstance(el, LTTextBox)}
+
+
+def test_a_one_line_block_grows_into_free_space_below_instead_of_shrinking():
+    # a line fitted tight to its English text came back in a tiny font once translated longer
+    def draw(c):
+        c.setFont("Helvetica", 12)
+        c.drawString(40, 300, "Open the file first.")
+        c.drawString(40, 60, "Page 1")
+    doc = extract(page_of(draw), "pdf")
+    longer = ["Öffnen Sie zuerst die Datei, bitte.", "Seite 1"]
+    (x0, y0, x1, y1), chars = drawn(rebuild(doc, longer))[longer[0]]
+    assert {round(c.size) for c in chars} == {12}  # the size it had, on two lines
+    assert len({round(c.y0) for c in chars}) == 2
+    assert x0 == pytest.approx(40, abs=1) and x1 <= doc.state[1][0].box[2] + 1  # its column
+    assert y1 == pytest.approx(doc.state[1][0].box[3], abs=1) and y0 > 75  # above the footer
+
+
+def test_a_block_grows_inside_its_ruled_box_never_over_it_nor_over_the_next_block():
+    def draw(c):
+        c.rect(30, 180, 150, 60)  # a table's cell
+        c.setFont("Helvetica", 10)
+        c.drawString(36, 226, "Cell text here")
+        c.setFont("Helvetica-Bold", 14)
+        c.drawString(220, 306, "Settings")  # a heading closely followed by a paragraph
+        c.setFont("Helvetica", 10)
+        c.drawString(220, 284, "Change them below.")
+        c.drawString(220, 272, "Then save them.")
+    doc = extract(page_of(draw), "pdf")
+    assert doc.segments == ["Settings", "Change them below. Then save them.", "Cell text here"]
+    longer = ["Die Einstellungen", "Ändern Sie sie unten. Dann speichern Sie sie.",
+              "Der Text in dieser Zelle ist viel länger"]
+    got = drawn(rebuild(doc, longer))
+    box, chars = got[longer[2]]
+    assert {round(c.size) for c in chars} == {10}  # grew down inside the cell
+    assert box[0] > 30 and box[1] > 180 and box[2] < 180 and box[3] < 240  # inside the rules
+    heading, chars = got[longer[0]]
+    assert not overlap(heading, doc.state[1][1].box)
+    assert chars[0].size < 14  # no room: drawn smaller, in its line
+
+
+def test_a_centred_heading_stays_centred():
+    def draw(c):
+        c.setFont("Helvetica-Bold", 16)
+        c.drawCentredString(200, 340, "Annual report of the club")
+        c.setFont("Helvetica", 10)
+        for k in range(3):  # the page's text, justified: its middle is the page's
+            c.drawCentredString(200, 300 - 12 * k, "A line of the report, as wide as the "
+                                "page's text and no wider")
+    doc = extract(page_of(draw), "pdf")
+    assert doc.state[1][0].align == "centre"
+    for heading in ["Jahresbericht", "Der Jahresbericht des Vereins für das Jahr"]:
+        (x0, _, x1, _), chars = drawn(rebuild(doc, [heading, "Eine Zeile."]))[heading]
+        assert (x0 + x1) / 2 == pytest.approx(200, abs=1.5), heading
+        assert chars[0].size == pytest.approx(16, abs=0.1), heading
+
+
+def test_a_block_takes_the_look_of_most_of_its_characters():
+    # a bold first word made the whole paragraph bold
+    def draw(c):
+        c.setFont("Helvetica-Bold", 11)
+        c.drawString(40, 300, "Note:")
+        c.setFont("Helvetica", 11)
+        c.drawString(72, 300, "the service keeps a copy of every file it translates.")
+    doc = extract(page_of(draw), "pdf")
+    assert [(b.bold, b.italic) for b in doc.state[1]] == [(False, False)]
+    (_, chars), = drawn(rebuild(doc, upper(doc.segments))).values()
+    assert {c.fontname for c in chars} == {"Helvetica"}
+
+
+def test_a_longer_translation_is_drawn_smaller_where_no_room_is_left():
+    # the heading has the left column close below it, the left column the image
     doc = extract(two_columns(), "pdf")
-    longer = [f"{t} {t} und noch viel mehr Wörter" for t in doc.segments]
-    out = rebuild(doc, longer)
-    sizes = {}
-    for page in extract_pages(io.BytesIO(out), laparams=LAParams()):
-        for el in page:
-            if isinstance(el, LTTextBox):
-                chars = [c for line in el for c in line if isinstance(c, LTChar)]
-                sizes[el.get_text().split()[0]] = chars[0].size
-                b = doc.state[1][next(k for k, s in enumerate(longer)
-                                      if " ".join(el.get_text().split()) == s)].box
-                assert b[1] - 1 <= el.y0 and el.y1 <= b[3] + 1 and el.x1 <= b[2] + 1
-    assert sizes["Getting"] < 18 and sizes["The"] < 11  # shrunk, as much as each needed
+    longer = [" ".join([f"{t} {t} und noch viel mehr Wörter"] * 3) for t in doc.segments]
+    chars = [c for _, cs in drawn(rebuild(doc, longer)).values() for c in cs]
+    # the heading is bold, the left column black, the right one blue
+    looks = [lambda c: "Bold" in c.fontname,
+             lambda c: "Bold" not in c.fontname and c.graphicstate.ncolor == 0,
+             lambda c: c.graphicstate.ncolor == (0, 0, 0.8)]
+    for k, look in enumerate(looks):
+        mine = [c for c in chars if look(c)]
+        box = (min(c.x0 for c in mine), min(c.y0 for c in mine),
+               max(c.x1 for c in mine), max(c.y1 for c in mine))
+        if k < 2:  # the right column has room below it
+            assert mine[0].size < doc.state[1][k].size, k
+        others = [b.box for j, b in enumerate(doc.state[1]) if j != k]
+        assert not any(overlap(box, other) for other in others), k
+        assert box[1] > 160 or box[0] > 140  # not over the image
 
 
 def test_text_in_a_form_xobject_is_read_and_removed():
