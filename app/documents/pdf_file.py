@@ -2,11 +2,12 @@
 over the original page.
 
 Reading: pdfminer's layout analysis groups each page's characters into lines and the lines into
-text boxes (in form XObjects too), in its reading order. A box is a segment (a box whose lines
-start with a bullet is one segment per item), its lines joined with spaces, a word hyphenated
-at a line's end joined again when the next line goes on in lower case; so the model reads whole
-sentences, not the pieces a PDF draws one by one. Each block keeps its box, font size, line
-pitch, weight, slant, colour and alignment; each page, what its graphics cover.
+text boxes (in form XObjects too), in its reading order. A box is a segment (one per item where
+its lines start with bullets, one per part where their size, weight or spacing changes), its
+lines joined with spaces, a word hyphenated at a line's end joined again when the next line goes
+on in lower case; so the model reads whole sentences, not the pieces a PDF draws one by one.
+Each block keeps its box, font size, line pitch, weight, slant, colour and alignment; each page,
+what its graphics cover.
 
 Writing: the original page stays (images, vector graphics, backgrounds, links and other
 annotations); only the operators that show text (Tj, TJ, ', ") are taken out of its content
@@ -34,6 +35,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 from pdfminer.converter import PDFPageAggregator
@@ -73,6 +75,13 @@ STREAM_COST = 64
 MIN_FONT_SIZE = 4.0
 SHRINK = 0.95  # each step down in size
 GAP = 0.4  # what a grown block keeps clear of a neighbour, in its font size
+# a box's line starts another segment if its size differs by more than this share, if it is
+# this much bold under a mostly regular line (or the other way), or if it sits this many times
+# the box's usual line pitch below the line before (an eighth more: lines spaced out a little
+# by a taller inline font stay under it, the stretched space between paragraphs does not)
+RESIZED = 0.1
+BOLD_LINE = 0.9
+GAP_PITCH = 1.125
 _SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}
 _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
 _LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
@@ -253,16 +262,74 @@ def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
 
 def _items(box: LTTextBox) -> list[list[LTTextLine]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
-    after a sentence's end well short of the box's right edge, before a bullet."""
+    after a sentence's end well short of the box's right edge, before a bullet, and where the
+    look changes (pdfminer often boxes a heading with the paragraph under it): a line in
+    another size or weight than the line before, or further below it than the box's lines
+    usually are."""
+    lines = [line for line in box if isinstance(line, LTTextLine)]
+    looks = [_look(line) for line in lines]
+    pitch = _usual_pitch([x for x in looks if x is not None])
     groups: list[list[LTTextLine]] = []
-    for line in box:
-        if not isinstance(line, LTTextLine):
-            continue
+    before = None
+    for line, look in zip(lines, looks, strict=True):
         text = line.get_text().strip()
-        if not groups or _BULLET.match(text) or _ends(groups[-1][-1], box):
+        if (not groups or _BULLET.match(text) or _ends(groups[-1][-1], box)
+                or _new_look(before, look, text) or _apart(before, look, pitch)):
             groups.append([])
         groups[-1].append(line)
+        before = look or before
     return groups
+
+
+@dataclass(frozen=True)
+class _Look:
+    """A line's baseline, font size and share of bold characters, from most of its
+    characters (a raised footnote mark or a bold word does not change them)."""
+
+    base: float
+    size: float | None  # None: the line is all code, whose size says nothing of a heading
+    bold: float
+
+
+def _look(line: LTTextLine) -> _Look | None:
+    chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
+    if not chars:
+        return None
+    # inline code is often set a size smaller than the text around it
+    sizes = sorted(c.size for c in chars if not _monospaced(c))
+    return _Look(base=sorted(c.matrix[5] for c in chars)[len(chars) // 2],  # the origin's y
+                 size=sizes[len(sizes) // 2] if sizes else None,
+                 bold=sum(_bold(c.fontname) for c in chars) / len(chars))
+
+
+def _usual_pitch(looks: list[_Look]) -> float | None:
+    """The distance between the baselines of most of the box's lines that are one under the
+    other in one size (the lower middle one: the gaps between a box's paragraphs are fewer
+    than the steps between their lines); None below three such lines, too few to tell."""
+    steps = sorted(a.base - b.base for a, b in pairwise(looks)
+                   if a.size and b.size and not _resized(a.size, b.size)
+                   and a.base - b.base > a.size / 2)
+    return steps[(len(steps) - 1) // 2] if len(steps) > 1 else None
+
+
+def _new_look(before: _Look | None, look: _Look | None, text: str) -> bool:
+    """A line in another size than the line before, or bold under regular (or the other way)
+    where it does not go on with a sentence in lower case (a bold phrase running on)."""
+    if before is None or look is None:
+        return False
+    if before.size and look.size and _resized(before.size, look.size):
+        return True
+    heavier, lighter = max(before.bold, look.bold), min(before.bold, look.bold)
+    return heavier > BOLD_LINE and lighter < 0.5 and not text[:1].islower()
+
+
+def _resized(a: float, b: float) -> bool:
+    return abs(a - b) > RESIZED * min(a, b)
+
+
+def _apart(before: _Look | None, look: _Look | None, pitch: float | None) -> bool:
+    return (before is not None and look is not None and pitch is not None
+            and before.base - look.base > GAP_PITCH * pitch)
 
 
 def _ends(line: LTTextLine, box: LTTextBox) -> bool:
@@ -300,7 +367,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     if len(lines) > 1:
         pitch = min(max((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) / size, 1.0), 1.8)
     code = ()
-    if 2 * sum(any(m in c.fontname.lower() for m in _MONOSPACED) for c in chars) > len(chars):
+    if 2 * sum(_monospaced(c) for c in chars) > len(chars):
         code = tuple((line.x0, line.y0, _UNMAPPED.sub("", line.get_text()).rstrip())
                      for line in lines)
     # one look for the whole block: most of its characters' (a bold word or a link in a
@@ -327,6 +394,11 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
 def _bold(fontname: str) -> bool:
     name = fontname.lower()
     return "bold" in name or "cmbx" in name or "black" in name
+
+
+def _monospaced(char: LTChar) -> bool:
+    name = char.fontname.lower()
+    return any(m in name for m in _MONOSPACED)
 
 
 def _italic(fontname: str) -> bool:

@@ -356,3 +356,70 @@ def test_a_block_in_a_monospaced_font_is_code_kept_where_it_was():
     assert [t for t, _ in code] == ["make install --prefix=/usr"]
     (x0, y0, _, _), = [box for _, box in code]
     assert x0 == pytest.approx(60, abs=1) and y0 == pytest.approx(185, abs=3)
+
+
+def lines_at(c, x: float, y: float, pitch: float, lines: list[str]) -> float:
+    """Draws the lines one under the other; returns the baseline below the last."""
+    for line in lines:
+        c.drawString(x, y, line)
+        y -= pitch
+    return y
+
+
+PARAGRAPH = ["There are two important requirements for the way the database is kept:",
+             "each application installs its own file, and the files are merged in one",
+             "place every time a package is installed or removed from the system."]
+
+
+def test_a_heading_right_above_its_paragraph_is_a_segment_of_its_own():
+    # pdfminer put the heading in the paragraph's box: the model read "2.1 Directory layout
+    # There are two ..." as one sentence, drawn at the paragraph's size
+    def draw(c):
+        c.setFont("Helvetica-Bold", 11)
+        c.drawString(40, 320, "2.1 Directory layout")
+        c.setFont("Helvetica", 11)
+        y = lines_at(c, 40, 306, 13, PARAGRAPH)
+        c.setFont("Helvetica-Bold", 14)
+        c.drawString(40, y - 2, "2.2 Sources")
+        c.setFont("Helvetica", 11)
+        lines_at(c, 40, y - 17, 13, PARAGRAPH[:2])
+    data = page_of(draw)
+    assert len(boxes(data)) == 1  # what pdfminer makes of it
+    doc = extract(data, "pdf")
+    assert doc.segments == ["2.1 Directory layout", " ".join(PARAGRAPH), "2.2 Sources",
+                            " ".join(PARAGRAPH[:2])]
+    assert [(b.bold, round(b.size)) for b in doc.state[1]] == [
+        (True, 11), (False, 11), (True, 14), (False, 11)]
+
+
+def test_a_bold_word_or_inline_code_inside_a_paragraph_does_not_cut_it():
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 320, "Each application installs one file into the")
+        c.setFont("Helvetica-Bold", 11)
+        c.drawString(40, 307, "packages")
+        c.setFont("Helvetica", 11)
+        c.drawString(92, 307, "directory, which the tools merge into one")
+        c.setFont("Courier", 9)  # a line all in code, set a size smaller
+        c.drawString(40, 294, "/usr/share/mime/packages/freedesktop.org.xml,")
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 281, "and then the caches are written once again,")
+        c.setFont("Helvetica-Bold", 11)  # a bold sentence going on into a bold line
+        c.drawString(40, 268, "so never edit the caches by hand: they are")
+        c.drawString(40, 255, "replaced without a warning.")
+    doc = extract(page_of(draw), "pdf")
+    assert len(doc.segments) == 1, doc.segments
+
+
+def test_a_larger_gap_between_two_paragraphs_of_one_block_cuts_it():
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        y = lines_at(c, 40, 320, 13, PARAGRAPH)
+        lines_at(c, 40, y - 2, 13, PARAGRAPH[:2])  # the gap a little larger
+    data = page_of(draw)
+    assert len(boxes(data)) == 1
+    doc = extract(data, "pdf")
+    assert doc.segments == [" ".join(PARAGRAPH), " ".join(PARAGRAPH[:2])]
+    assert [b.lines for b in doc.state[1]] == [3, 2]
+
+
