@@ -629,7 +629,8 @@ _DEJAVU = {(False, False): "DejaVuSans", (True, False): "DejaVuSans-Bold",
 _COURIER = {(False, False): "Courier", (True, False): "Courier-Bold",
             (False, True): "Courier-Oblique", (True, True): "Courier-BoldOblique"}
 # what the names of monospaced fonts hold (TeX's typewriter fonts are cmtt, sfmono ...)
-_MONOSPACED = ("mono", "courier", "consol", "cmtt", "typewriter", "menlo", "code", "sfmono")
+_MONOSPACED = ("mono", "courier", "consol", "cmtt", "typewriter", "menlo", "code", "sfmono",
+               "nimbusmon")  # URW's Courier, which Ghostscript and TeX embed
 
 
 def _font(text: str, bold: bool, italic: bool, mono: bool = False) -> str:

@@ -423,3 +423,11 @@ def test_a_larger_gap_between_two_paragraphs_of_one_block_cuts_it():
     assert [b.lines for b in doc.state[1]] == [3, 2]
 
 
+
+
+def test_urw_courier_is_a_monospaced_font():
+    # NimbusMonL (Ghostscript's and TeX's Courier) was read as text: XML and tables went to the
+    # model, and a line of paths in it, a size smaller, cut a sentence in three
+    from types import SimpleNamespace
+    assert pdf_file._monospaced(SimpleNamespace(fontname="JNNPWA+NimbusMonL-Regu"))
+    assert not pdf_file._monospaced(SimpleNamespace(fontname="OLMHVN+NimbusRomNo9L-Regu"))
