@@ -320,7 +320,6 @@ class TagPlan:
                 place(children, (p.start, p.end), spans[parent])
         ranges: dict[int, tuple[int, int]] = {}
         lost = set()  # symbols the translation does not have: they go back in
-        edge = _PUNCT + "".join(g.symbol for g in self.groups)  # left out at a window's edges
         for i, g in enumerate(self.groups):  # parents first
             if g.symbol:
                 ranges[i] = self._symbol(i, text, words, ranges)
@@ -328,6 +327,9 @@ class TagPlan:
                 continue
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
+            # left out at a window's edges: the symbols of other pairs, not of those nested in
+            # it (found inside its range only, one left out came back a second time)
+            edge = _PUNCT + "".join(o.symbol for o in self.groups if o.parent != i)
             lead, trail = _punctuation(text[start:end], edge)
             # the window's edge punctuation stays outside, but as much as the source had inside
             lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])

@@ -120,6 +120,19 @@ def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
     assert plan.apply(["Kopfzeile B¶", "B"]) == "Kopfzeile {1}B{2}{3}¶{4}"
 
 
+def test_a_symbol_nested_at_the_end_of_its_parent_stays_inside_it_once():
+    # a footnote mark linked inside an emphasis (an EPUB's poem line): the parent's window left
+    # the mark out at its edge, so the mark was not found inside it and came back a second time
+    # (`<b>Read the book<a>*</a></b>*`)
+    pairs = (("{1}", "{4}"), ("{2}", "{3}"))
+    plan = TagPlan.of("{1}Read the book{2}*{3}{4} now.", pairs)
+    assert plan.apply(["Lies das Buch* jetzt.", "Lies das Buch*"]) == (
+        "{1}Lies das Buch{2}*{3}{4} jetzt.")
+    for segment in ['<span>Shantih shantih<a href="#n">*</a></span>',
+                    '<b>Read the book<a href="#n">*</a></b> now.']:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
