@@ -14,7 +14,8 @@ Measured the same way: the scores of the sentences without tags, every pair kept
 Which words: windows of whole words, about as many as the wrapped text's translation has,
 scored by character similarity (difflib's ratio, case-folded, edge punctuation aside) to that
 translation or to the wrapped source text itself (names, numbers and placeholders come through
-as they are; a source word of three letters or more found inside a window counts as
+as they are; a source word of three letters or more found inside a window, or a text
+without letters at a window's edge (a note's number glued to its word), counts as
 COPIED_SIMILARITY), less a penalty for lying far from where the wrapped text stood in the source
 (relative position) and for a size other than the translation's. A window below MIN_SIMILARITY
 is not trusted: the pair then wraps as many words as the wrapped text's translation has at that
@@ -524,9 +525,14 @@ class _Goal:
 
     def similarity(self, window: str) -> float:
         """difflib's ratio (0 where its quick upper bound is below MIN_SIMILARITY); a source
-        text of three letters or more found inside the window (`rev` in `Rev-Liste`) counts as
-        COPIED_SIMILARITY at least."""
-        copied = self.copied and len(self.text) >= 3 and self.text in window
+        text of three letters or more found inside the window (`rev` in `Rev-Liste`), or one
+        without letters at its start or end (a footnote's number glued to its word,
+        `valued<sup>3</sup>`: the next word was wrapped), counts as COPIED_SIMILARITY at
+        least."""
+        copied = self.copied and (
+            (len(self.text) >= 3 and self.text in window)
+            or (not any(c.isalpha() for c in self.text)
+                and (window.startswith(self.text) or window.endswith(self.text))))
         self.matcher.set_seq1(window)
         ratio = (self.matcher.ratio() if self.matcher.quick_ratio() >= MIN_SIMILARITY
                  else 0.0)

@@ -133,6 +133,19 @@ def test_a_symbol_nested_at_the_end_of_its_parent_stays_inside_it_once():
         assert documents.translate_segments([segment], lambda t: t, True) == [segment]
 
 
+def test_a_footnote_number_glued_to_its_word_stays_on_it():
+    # `valued<sup>3</sup> in 1900` (a book's note reference): the number has no letters, so it
+    # is not translated, and the pair went by relative place onto the next word
+    # ('valued3 <sup>in</sup> 1900')
+    plan = TagPlan.of("The forests were valued{1}3{2} in 1900.", PAIR)
+    assert plan.texts == ("The forests were valued3 in 1900.",)
+    assert plan.apply(["Die Wälder wurden 1900 auf3 geschätzt."]) == (
+        "Die Wälder wurden 1900 auf{1}3{2} geschätzt.")
+    for segment in ["The forests were valued<sup>3</sup> in 1900 at",
+                    "Savannah<sup>12</sup> was formerly part of it."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
