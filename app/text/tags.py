@@ -235,7 +235,8 @@ class TagPlan:
         for g, parent in groups:
             start, end = moved(g[-1][1]), moved(g[-1][2])
             inner = plain[start:end]
-            lead, trail = _punctuation(inner, _PUNCT + " ")
+            # (a no-break space is a space: "Note:\xa0" holds its colon at its end)
+            lead, trail = _punctuation(inner, _PUNCT + " \xa0\u202f")
             edges = (inner[:lead], inner[len(inner) - trail:])
             whole = tops == 1 and parent is None and not (
                 plain[:start] + plain[end:]).strip(_PUNCT + " ")

@@ -146,6 +146,16 @@ def test_a_footnote_number_glued_to_its_word_stays_on_it():
         assert documents.translate_segments([segment], lambda t: t, True) == [segment]
 
 
+def test_punctuation_before_a_no_break_space_stays_inside_the_pair_as_before_a_space():
+    # DocBook's `<strong>debian/rules (template file):&#160;</strong>`: the no-break space
+    # hid the colon at the pair's end, and the pair closed before it ('(template file</b>):')
+    for space in ("\xa0", "\u202f"):
+        assert documents.translate_segments([f"<b>Note:{space}</b>Read it."], lambda t: t,
+                                            True) == [f"<b>Note:</b>{space}Read it."]
+        assert documents.translate_segments([f"<b>See (the file):{space}</b>"], lambda t: t,
+                                            True) == ["<b>See (the file):</b>"]
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
