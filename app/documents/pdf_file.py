@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pdfminer.converter import PDFPageAggregator
 from pdfminer.layout import LAParams, LTChar, LTFigure, LTTextBox, LTTextLine
+from pdfminer.pdffont import PDFSimpleFont
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pypdf import PdfReader, PdfWriter
@@ -94,7 +95,7 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
         raise InvalidDocument("the .pdf file is encrypted; remove the password and send it again")
     _check_content(reader, min(limits.max_unpacked_bytes,
                                max(CONTENT_FLOOR, CONTENT_RATIO * len(data))))
-    manager = PDFResourceManager()
+    manager = _Resources()
     device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
     segments, blocks, matrices, kept = [], [], [], []
@@ -118,6 +119,21 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
         raise InvalidDocument("the .pdf file has no text layer (a scan?); text in images is not "
                               "translated (no OCR)")
     return Document("pdf", segments, (data, blocks + kept, matrices))
+
+
+class _Resources(PDFResourceManager):
+    """pdfminer's fonts, with WinAnsiEncoding's second bullet: the PDF standard gives that
+    encoding's code 127 the bullet too, and reportlab (so the translation) writes Helvetica's
+    bullet there; pdfminer read no character at it, and a list's bullets were lost, its items
+    joined into one segment."""
+
+    def get_font(self, objid, spec):
+        font = super().get_font(objid, spec)
+        # (a WinAnsi-based encoding: its bullet at 0x95, nothing at 0x7F)
+        if (isinstance(font, PDFSimpleFont) and font.cid2unicode.get(0x95) == "\u2022"
+                and 0x7F not in font.cid2unicode):
+            font.cid2unicode = {**font.cid2unicode, 0x7F: "\u2022"}  # a copy: pdfminer shares it
+        return font
 
 
 def _check_content(reader: PdfReader, budget: int) -> None:

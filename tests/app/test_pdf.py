@@ -69,6 +69,18 @@ def two_columns(rotate: int = 0) -> bytes:
     return out.getvalue()
 
 
+def drawn(lines: list[tuple[str, float, float, float, str]]) -> bytes:
+    """A page 500 by 300 with each line (font, size, x, y, text) drawn by reportlab."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(500, 300))
+    for font, size, x, y, text in lines:
+        c.setFont(font, size)
+        c.drawString(x, y, text)
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
 def upper(texts: list[str]) -> list[str]:
     return [t.upper() for t in texts]
 
@@ -92,6 +104,17 @@ def test_a_block_is_a_segment_its_lines_joined_in_reading_order():
     assert [b.bold for b in blocks] == [True, False, False]
     assert blocks[0].size == pytest.approx(18) and blocks[1].size == pytest.approx(11)
     assert blocks[2].colour == pytest.approx((0, 0, 0.8))
+
+
+def test_bullets_written_at_win_ansi_code_127_are_read_and_written_back():
+    # reportlab (and so the translation) writes Helvetica's bullet at 0x7F, which the PDF
+    # standard gives WinAnsiEncoding's bullet too; pdfminer read no character there: the
+    # bullets were lost and a list's items joined into one segment
+    doc = extract(drawn([("Helvetica", 11, 40, 250, "\u2022 Open the file"),
+                         ("Helvetica", 11, 40, 236, "\u2022 Save your work")]), "pdf")
+    assert doc.segments == ["\u2022 Open the file", "\u2022 Save your work"]
+    assert extract(rebuild(doc, upper(doc.segments)), "pdf").segments == [
+        "\u2022 OPEN THE FILE", "\u2022 SAVE YOUR WORK"]
 
 
 @pytest.mark.parametrize("rotate", [0, 90])
@@ -245,16 +268,9 @@ def test_without_the_extra_pdf_is_refused_naming_it(monkeypatch):
 
 def test_a_block_in_a_monospaced_font_is_code_kept_where_it_was():
     # code and terminal sessions were translated ("BIT STRING" came back "BIT ZEICHENKETTE")
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(500, 300))
-    c.setFont("Helvetica", 11)
-    c.drawString(40, 250, "Run the command below to build it.")
-    c.setFont("Courier", 10)
-    c.drawString(60, 200, "make install")
-    c.drawString(60, 188, "    --prefix=/usr")
-    c.showPage()
-    c.save()
-    doc = extract(out.getvalue(), "pdf")
+    doc = extract(drawn([("Helvetica", 11, 40, 250, "Run the command below to build it."),
+                         ("Courier", 10, 60, 200, "make install"),
+                         ("Courier", 10, 60, 188, "    --prefix=/usr")]), "pdf")
     assert doc.segments == ["Run the command below to build it."]
     result = rebuild(doc, upper(doc.segments))
     got = dict(boxes(result))
