@@ -548,9 +548,14 @@ def _word_difference(a: str, b: str) -> str:
     return f"word {k}: {' '.join(x[k : k + 4])!r} -> {' '.join(y[k : k + 4])!r}"
 
 
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
 def _lost_words(a: str, b: str) -> str:
-    """The words one text has that the other lacks, whatever their order; "" if none."""
-    x, y = Counter(a.split()), Counter(b.split())
+    """The words and marks one text has that the other lacks, whatever their order and
+    spacing (pdfminer guesses spaces from the gaps between characters: the dot leaders
+    ". . . ." of a drawn translation read back as ".. .."); "" if none."""
+    x, y = Counter(_TOKEN.findall(a)), Counter(_TOKEN.findall(b))
     if x == y:
         return ""
     lost, added = " ".join((x - y).elements()), " ".join((y - x).elements())

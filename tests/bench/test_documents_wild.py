@@ -92,6 +92,10 @@ def test_the_pdf_checks_see_a_lost_link_and_untranslated_text():
     assert documents_wild.differences(documents_wild.pdf_shape(data),
                                       documents_wild.pdf_shape(unlinked.getvalue())) == [
         "page 1 differ (links: [('https://example.org/', [330, 280, 500, 310])] -> [])"]
+    # read back, pdfminer guesses the spaces of a drawn translation anew: not a lost word
+    assert documents_wild._lost_words("Contents . . . . 3 for the - admin", "for the "
+                                      "Contents .. .. 3 -admin") == ""
+    assert documents_wild._lost_words("\u2022 Open it", "Open it") != ""
     # the output's text is the source's, not the fake's translation of it
     problems = documents_wild.text_problems("pdf", data, data, fake=True)
     assert problems and "text not translated back" in problems[0]
