@@ -39,7 +39,7 @@ from pdfminer.pdffont import PDFSimpleFont
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pypdf import PdfReader, PdfWriter
-from pypdf.errors import LimitReachedError
+from pypdf.errors import LimitReachedError, PyPdfError
 from pypdf.generic import (
     ContentStream,
     DictionaryObject,
@@ -320,7 +320,13 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
                 continue
             done.add(ref.idnum)
             content = ContentStream(form, writer)  # decodes the stream (pypdf keeps it)
-            content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
+            try:
+                operations = content.operations
+            except PyPdfError:
+                # a figure whose stream inflates to what pypdf cannot parse (damaged) is kept
+                # as it was: refused, the whole document went untranslated for one figure
+                continue
+            content.operations = [op for op in operations if op[1] not in _SHOW_TEXT]
             # pypdf re-encodes with Flate only: other filters (ASCII85 ...) give way to it
             form[NameObject("/Filter")] = NameObject("/FlateDecode")
             form.pop("/DecodeParms", None)

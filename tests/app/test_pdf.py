@@ -176,6 +176,33 @@ def test_text_in_a_form_xobject_is_read_and_removed():
     assert " ".join(text.split()) == "SHARED FOOTER TEXT."
 
 
+def test_a_form_xobject_whose_content_cannot_be_parsed_is_kept_as_it_was():
+    # a figure whose stream inflates to garbage (a number longer than pypdf reads): the whole
+    # manual was refused ("Read stream length of 112 exceeds maximum allowed length of 64")
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(400, 200))
+    c.beginForm("figure")
+    c.rect(10, 10, 50, 50)
+    c.endForm()
+    c.doForm("figure")
+    c.setFont("Helvetica", 12)
+    c.drawString(20, 150, "The caption of the figure.")
+    c.showPage()
+    c.save()
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(out.getvalue())))
+    form = writer.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_object()
+    garbage = b"q 0 0 m " + b"7" * 100 + b" l S Q"
+    del form[NameObject("/Filter")]
+    StreamObject.set_data(form, garbage)  # stored as it is, without a filter
+    broken = io.BytesIO()
+    writer.write(broken)
+    doc = extract(broken.getvalue(), "pdf")
+    assert doc.segments == ["The caption of the figure."]
+    result = PdfReader(io.BytesIO(rebuild(doc, upper(doc.segments))))
+    assert result.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_data() == garbage
+    assert " ".join(result.pages[0].extract_text().split()) == "THE CAPTION OF THE FIGURE."
+
+
 needs_dejavu = pytest.mark.skipif(pdf_file._registered("DejaVuSans") is None,
                                   reason="DejaVu Sans is not installed (fonts-dejavu-core)")
 
