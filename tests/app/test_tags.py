@@ -146,6 +146,17 @@ def test_a_footnote_number_glued_to_its_word_stays_on_it():
         assert documents.translate_segments([segment], lambda t: t, True) == [segment]
 
 
+def test_a_pair_around_part_of_a_word_stays_on_that_word():
+    # a book's drop cap (`<span class="initial">L</span>'histoire`) and an ordinal's letters
+    # (`XVI<sup>e</sup>`): the pair went to a word further on that read like the letter alone
+    # ('dans <span>la</span> nuit')
+    for segment in ["<span class=\"initial\">L</span>'histoire se perd dans la nuit des temps.",
+                    "<span>O</span>fficiellement, la région a une spécificité.",
+                    "Jusqu'au XVI<sup>e</sup>\xa0s., qui marqua l'apogée de la viticulture.",
+                    "On the 1<sup>st</sup> of May the first stone was set."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
 def test_punctuation_before_a_no_break_space_stays_inside_the_pair_as_before_a_space():
     # DocBook's `<strong>debian/rules (template file):&#160;</strong>`: the no-break space
     # hid the colon at the pair's end, and the pair closed before it ('(template file</b>):')
