@@ -53,10 +53,11 @@ def test_books_and_pdfs_come_through_whole(tmp_path):
     files.mkdir()
     parts = epub_parts()
     (files / "book.epub").write_bytes(epub_bytes(parts))
-    # mimetype last: written first, as readers look for it there, which is no problem
+    # mimetype last, with a line end: written first and without it, as readers look for it,
+    # which is no problem
     (files / "late.epub").write_bytes(epub_bytes({**{k: v for k, v in parts.items()
                                                      if k != "mimetype"},
-                                                  "mimetype": parts["mimetype"]}))
+                                                  "mimetype": parts["mimetype"] + b"\n"}))
     (files / "page.pdf").write_bytes(two_columns())
     (files / "poem.html").write_text("<p>Halb Europa ist auf dem<br/>Wege zum Chaos</p>")
     assert statuses(files) == dict.fromkeys(["book.epub", "late.epub", "page.pdf", "poem.html"],
