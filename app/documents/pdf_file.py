@@ -66,6 +66,9 @@ _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
 _LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
 _LIGATURES = re.compile("[\ufb00-\ufb06]")
 _UNMAPPED = re.compile(r"\(cid:\d+\)")  # pdfminer's text for a glyph without a character
+# a font's own glyphs (flag emoji, TeX's big brackets) mapped to private-use characters: they
+# mean nothing to the model, and no font here draws them (an empty box each)
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 _DEVICE_COLOURS = {"DeviceGray": 1, "DeviceRGB": 3, "DeviceCMYK": 4}
 # where Debian, Fedora, Arch and Homebrew put DejaVu Sans
 _FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu",
@@ -223,8 +226,9 @@ def _ends(line: LTTextLine, box: LTTextBox) -> bool:
 
 
 def _clean(text: str) -> str:
-    text = _UNMAPPED.sub("", text)
-    return _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text).strip()
+    text = _PRIVATE_USE.sub("", _UNMAPPED.sub("", text))
+    text = _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+    return re.sub(" {2,}", " ", text).strip()  # (a glyph left out between two spaces)
 
 
 def _join(lines: list[str]) -> str:

@@ -19,7 +19,12 @@ pytest.importorskip("reportlab")
 from pdfminer.high_level import extract_pages, extract_text  # noqa: E402
 from pdfminer.layout import LAParams, LTChar, LTTextBox  # noqa: E402
 from pypdf import PdfReader, PdfWriter  # noqa: E402
-from pypdf.generic import NameObject, StreamObject  # noqa: E402
+from pypdf.generic import (  # noqa: E402
+    DecodedStreamObject,
+    DictionaryObject,
+    NameObject,
+    StreamObject,
+)
 from reportlab.lib.utils import ImageReader  # noqa: E402
 from reportlab.pdfgen import canvas  # noqa: E402
 
@@ -201,6 +206,42 @@ def test_a_form_xobject_whose_content_cannot_be_parsed_is_kept_as_it_was():
     result = PdfReader(io.BytesIO(rebuild(doc, upper(doc.segments))))
     assert result.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_data() == garbage
     assert " ".join(result.pages[0].extract_text().split()) == "THE CAPTION OF THE FIGURE."
+
+
+def _private_use_flags() -> bytes:
+    """A line in Helvetica whose code 1 is mapped (ToUnicode) to a private-use character, as
+    a Google Docs export maps its flag emoji."""
+    writer = PdfWriter()
+    page = writer.add_blank_page(400, 200)
+
+    def stream(data: bytes):
+        obj = DecodedStreamObject()
+        obj.set_data(data)
+        return writer._add_object(obj)
+
+    cmap = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /F def "
+            b"/CMapType 2 def 1 begincodespacerange <00> <FF> endcodespacerange 1 beginbfchar "
+            b"<01> <E000> endbfchar endcmap CMapName currentdict /CMap defineresource pop end "
+            b"end")
+    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"),
+                             NameObject("/Subtype"): NameObject("/Type1"),
+                             NameObject("/BaseFont"): NameObject("/Helvetica"),
+                             NameObject("/ToUnicode"): stream(cmap)})
+    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
+        {NameObject("/F1"): writer._add_object(font)})})
+    page[NameObject("/Contents")] = stream(b"BT /F1 12 Tf 40 100 Td (Indonesia \\001 Germany) "
+                                           b"Tj ET")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_private_use_characters_are_left_out():
+    # a font's own glyphs (flag emoji, TeX's big brackets) read as private-use characters: the
+    # model was given them, and no font here draws them (the translation showed empty boxes)
+    doc = extract(_private_use_flags(), "pdf")
+    assert doc.segments == ["Indonesia Germany"]
+    assert extract(rebuild(doc, upper(doc.segments)), "pdf").segments == ["INDONESIA GERMANY"]
 
 
 needs_dejavu = pytest.mark.skipif(pdf_file._registered("DejaVuSans") is None,
