@@ -417,16 +417,24 @@ def differences(before: dict, after: dict) -> list[str]:
 
 
 def _first_difference(a, b) -> str:
+    found = _where_differ(a, b)
+    return f" ({found})" if found else ""
+
+
+def _where_differ(a, b) -> str:
+    """Where two shapes first differ: the keys down through the dicts (a page's tags), then
+    the first item that differs."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
             if a.get(k) != b.get(k):
-                return f" ({k}: {_short(a.get(k))} -> {_short(b.get(k))})"
+                inner = _where_differ(a.get(k), b.get(k))
+                return f"{k}: {inner or f'{_short(a.get(k))} -> {_short(b.get(k))}'}"
     if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f" ({len(a)} -> {len(b)})"
-        for k, (x, y) in enumerate(zip(a, b, strict=True)):
-            if x != y:
-                return f" (#{k}: {_short(x)} -> {_short(y)})"
+        counts = f"{len(a)} -> {len(b)}, " if len(a) != len(b) else ""
+        k = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                 min(len(a), len(b)))
+        x, y = (_short(v[k]) if k < len(v) else "nothing" for v in (a, b))
+        return f"{counts}#{k}: {x} -> {y}"
     return ""
 
 
