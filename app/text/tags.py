@@ -332,8 +332,15 @@ class TagPlan:
             # left out at a window's edges: the symbols of other pairs, not of those nested in
             # it (found inside its range only, one left out came back a second time)
             edge = _PUNCT + "".join(o.symbol for o in self.groups if o.parent != i)
-            lead, trail = _punctuation(text[start:end], edge)
+            # edge punctuation the pair held as a word of its own (`<b>configure --</b>`) is
+            # no word of the window: taken in where the translation has it right next to it
+            head, tail = text[:start].rstrip(" "), text[end:].lstrip(" ")
+            if g.edges[0] and head.endswith(g.edges[0]) and len(head) < start:
+                start = len(head) - len(g.edges[0])
+            if g.edges[1] and tail.startswith(g.edges[1]) and len(tail) < len(text) - end:
+                end = len(text) - len(tail) + len(g.edges[1])
             # the window's edge punctuation stays outside, but as much as the source had inside
+            lead, trail = _punctuation(text[start:end], edge)
             lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])
             if 0 < lead < end - start:
                 start += lead

@@ -157,6 +157,15 @@ def test_a_pair_around_part_of_a_word_stays_on_that_word():
         assert documents.translate_segments([segment], lambda t: t, True) == [segment]
 
 
+def test_punctuation_the_pair_held_as_a_word_of_its_own_stays_inside():
+    # `“<strong>dh_auto_configure --</strong>”`, `<strong>debmake -t …</strong>`: the window
+    # took the words only, and the pair closed before the dashes ('configure</strong> --”')
+    for segment in ["Replace it with “<strong>dh_auto_configure --</strong>” in the file.",
+                    "Use the “<strong>debmake -t …</strong>” command.",
+                    "Type <b>-- all</b> to see it."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
 def test_punctuation_before_a_no_break_space_stays_inside_the_pair_as_before_a_space():
     # DocBook's `<strong>debian/rules (template file):&#160;</strong>`: the no-break space
     # hid the colon at the pair's end, and the pair closed before it ('(template file</b>):')
