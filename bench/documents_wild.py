@@ -4,15 +4,18 @@ For each file with an extension app.documents reads (searched recursively, sorte
 its format, segments, seconds and whether it came through whole: no crash (a file that cannot be
 read must be refused with an error that says why: `refused`), the output opens again with the
 format's library, its structure (paragraphs, tables, runs' formats, tags, entries, timings,
-code) is the input's, and each segment's protected spans (placeholders, tags, code, URLs) are
-in its translation as often as in its source. The files come from the caller; nothing is
-downloaded.
+code; an EPUB's entries in order with mimetype first and stored, its pages' markup and whether
+they are well-formed; a PDF's pages, images and links) is the input's, and each segment's
+protected spans (placeholders, tags, code, URLs) are in its translation as often as in its
+source. A PDF's text is checked page by page (read back, a page is in the reading order of the
+translation's layout: its words, whatever their order). The files come from the caller; nothing
+is downloaded.
 
-The translator: `--fake` (default) reverses every run of two or more letters, fast, and since it
-is its own inverse the output's segments, reversed again, must be the input's (the text
-check); `--bundle DIR` translates with the model (the path of `nmt translate-file`); `--server`
-starts `python -m app.server` on loopback with --models-dir and sends each file to
-/translate_file.
+The translator: `--fake` (default) reverses every run of two or more letters (each place
+keeping its case), fast, and since it is its own inverse the output's segments, reversed again,
+must be the input's (the text check); `--bundle DIR` translates with the model (the path of
+`nmt translate-file`); `--server` starts `python -m app.server` on loopback with --models-dir
+and sends each file to /translate_file.
 
     python -m bench.documents_wild /tmp/wild/files
     python -m bench.documents_wild /tmp/wild/files --bundle bundles/en-de --max-segments 300
@@ -55,9 +58,29 @@ def reverse(texts: list[str]) -> list[str]:
 def _reversed(text: str) -> str:
     out, pos = [], 0
     for s in find_spans(text):
-        out += [_LETTERS.sub(lambda m: m.group()[::-1], text[pos : s.start]), text[s.start : s.end]]
+        out += [_LETTERS.sub(_backwards, text[pos : s.start]), text[s.start : s.end]]
         pos = s.end
-    return "".join([*out, _LETTERS.sub(lambda m: m.group()[::-1], text[pos:])])
+    return "".join([*out, _LETTERS.sub(_backwards, text[pos:])])
+
+
+def _backwards(m: re.Match) -> str:
+    """A word's letters reversed, each place keeping its case ("Wege" -> "Egew"): where a
+    sentence runs on over a line break is read from the case of the word after it, and the
+    translation read back must be cut where the source was. (A word with a letter whose case
+    does not swap back and forth, 'ß', 'ς', 'ǅ', is only reversed: the fake stays its own
+    inverse.)"""
+    word = m.group()
+    if not all(_swaps(c) for c in word):
+        return word[::-1]
+    return "".join(c.swapcase() if c != c.swapcase() and k != k.swapcase()
+                   and c.isupper() != k.isupper() else c
+                   for c, k in zip(word[::-1], word, strict=True))
+
+
+def _swaps(c: str) -> bool:
+    other = c.swapcase()
+    return c == other or (len(other) == 1 and other.swapcase() == c
+                          and c.isupper() != other.isupper())
 
 
 @dataclass
@@ -130,7 +153,7 @@ def pptx_shape(data: bytes) -> dict:
 
     shape: dict = {}
     with zipfile.ZipFile(io.BytesIO(data)) as z:
-        shape["parts"] = [(i.filename, i.compress_type) for i in z.infolist()]
+        shape["parts"] = _entries(z)
         for name in z.namelist():
             if not re.fullmatch(r"ppt/(slides|notesSlides)/[^/]+\.xml", name):
                 shape[name] = z.read(name)
@@ -140,6 +163,98 @@ def pptx_shape(data: bytes) -> dict:
                 sorted({_run_key(r) for r in p.iter(_A + "r") if (r.findtext(_A + "t") or "")
                         .strip()}) for p in root.iter(_A + "p")]}
     return shape
+
+
+def _entries(z: zipfile.ZipFile) -> list[tuple[str, int]]:
+    """A zip's entries in order, each with its compression."""
+    return [(i.filename, i.compress_type) for i in z.infolist()]
+
+
+def epub_shape(data: bytes) -> dict:
+    """The entries in order with their compression (mimetype first and stored, where readers
+    look for it: `epub_container_problems`); per page the tags and code (as an HTML page's)
+    and whether it is well-formed XML; the package document's and the NCX's elements; every
+    other entry's bytes."""
+    from lxml import etree
+
+    from app.documents import epub_file
+
+    doc = documents.extract(data, "epub")
+    pages = {p.name for p in doc.state[1] if isinstance(p, epub_file._Page)}
+    texts = {p.name for p in doc.state[1] if not isinstance(p, epub_file._Page)}
+    shape: dict = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        shape["entries"] = sorted(
+            ((n, zipfile.ZIP_STORED if n == "mimetype" else c) for n, c in _entries(z)),
+            key=lambda e: e[0] != "mimetype")
+        for name in z.namelist():
+            blob = z.read(name)
+            if name == "mimetype":  # epub_container_problems
+                continue
+            if name in pages:
+                shape[name] = {**html_shape(blob),
+                               "well-formed": epub_file._well_formed(blob, name)}
+            elif name in texts:
+                root = etree.fromstring(blob, epub_file._parser())
+                shape[name] = [etree.QName(el).localname for el in root.iter()
+                               if isinstance(el.tag, str)]
+            else:
+                shape[name] = blob
+    return shape
+
+
+def epub_container_problems(out: bytes) -> list[str]:
+    """What a reader that finds a book by its first bytes would refuse: the first entry must be
+    mimetype, stored, without extra fields, saying application/epub+zip."""
+    with zipfile.ZipFile(io.BytesIO(out)) as z:
+        first = z.infolist()[0]
+        if (first.filename, first.compress_type, first.extra, z.read(first)) != (
+                "mimetype", zipfile.ZIP_STORED, b"", b"application/epub+zip"):
+            return [f"the first entry is {first.filename} (compression {first.compress_type}, "
+                    f"extra {first.extra!r}), not mimetype stored"]
+    return []
+
+
+def pdf_shape(data: bytes) -> dict:
+    """The page count; per page its size, its images (their size and data) and its links
+    (where they point)."""
+    from pypdf import PdfReader
+
+    pages = []
+    for page in PdfReader(io.BytesIO(data)).pages:
+        links = []
+        for annot in page.get("/Annots") or []:
+            annot = annot.get_object()
+            if annot.get("/Subtype") == "/Link":
+                action = annot.get("/A")
+                target = action.get_object().get("/URI") if action is not None else None
+                links.append((str(target or annot.get("/Dest")),
+                              [round(float(v)) for v in annot.get("/Rect", [])]))
+        pages.append({"size": [round(float(v)) for v in page.mediabox],
+                      "images": sorted(_images(page.get("/Resources"))), "links": links})
+    return {"pages": len(pages), **{f"page {k + 1}": p for k, p in enumerate(pages)}}
+
+
+def _images(resources, seen: set | None = None) -> list[tuple]:
+    """The image XObjects a page's resources hold, in its form XObjects too: their size and
+    the hash of their (still encoded) data."""
+    import hashlib
+
+    seen = set() if seen is None else seen
+    found = []
+    xobjects = resources.get_object().get("/XObject") if resources is not None else None
+    for ref in xobjects.get_object().values() if xobjects is not None else []:
+        key = getattr(ref, "idnum", id(ref))
+        if key in seen:
+            continue
+        seen.add(key)
+        x = ref.get_object()
+        if x.get("/Subtype") == "/Image":
+            found.append((int(x.get("/Width", 0)), int(x.get("/Height", 0)),
+                          hashlib.sha256(x._data).hexdigest()[:12]))
+        elif x.get("/Subtype") == "/Form":
+            found += _images(x.get("/Resources"), seen)
+    return found
 
 
 def odt_shape(data: bytes) -> dict:
@@ -288,6 +403,7 @@ def txt_shape(data: bytes) -> dict:
 
 SHAPES: dict[str, Callable[[bytes], dict]] = {
     "docx": docx_shape, "odt": odt_shape, "odp": odt_shape, "pptx": pptx_shape,
+    "epub": epub_shape, "pdf": pdf_shape,
     "html": html_shape, "htm": html_shape, "md": md_shape, "srt": srt_shape, "po": po_shape,
     "pot": po_shape, "xliff": xliff_shape, "xlf": xliff_shape, "txt": txt_shape}
 
@@ -301,16 +417,24 @@ def differences(before: dict, after: dict) -> list[str]:
 
 
 def _first_difference(a, b) -> str:
+    found = _where_differ(a, b)
+    return f" ({found})" if found else ""
+
+
+def _where_differ(a, b) -> str:
+    """Where two shapes first differ: the keys down through the dicts (a page's tags), then
+    the first item that differs."""
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
             if a.get(k) != b.get(k):
-                return f" ({k}: {_short(a.get(k))} -> {_short(b.get(k))})"
+                inner = _where_differ(a.get(k), b.get(k))
+                return f"{k}: {inner or f'{_short(a.get(k))} -> {_short(b.get(k))}'}"
     if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return f" ({len(a)} -> {len(b)})"
-        for k, (x, y) in enumerate(zip(a, b, strict=True)):
-            if x != y:
-                return f" (#{k}: {_short(x)} -> {_short(y)})"
+        counts = f"{len(a)} -> {len(b)}, " if len(a) != len(b) else ""
+        k = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                 min(len(a), len(b)))
+        x, y = (_short(v[k]) if k < len(v) else "nothing" for v in (a, b))
+        return f"{counts}#{k}: {x} -> {y}"
     return ""
 
 
@@ -350,11 +474,24 @@ def translated_pairs(fmt: str, data: bytes, out: bytes) -> list[tuple[str, str]]
                                 and xliff_file._local(nxt) == "target" else ""))
         by_source = dict(targets)
         return [(s, by_source.get(s, "")) for s in doc.segments]
+    if fmt == "pdf":
+        before, after = _pdf_pages(data), _pdf_pages(out)
+        return [(before.get(k, ""), after.get(k, "")) for k in sorted(set(before) | set(after))]
     before, after = documents.extract(data, fmt), documents.extract(out, fmt)
     if len(before.segments) != len(after.segments):
         raise AssertionError(f"{len(before.segments)} segments read, {len(after.segments)} "
                              "read back")
     return list(zip(before.segments, after.segments, strict=True))
+
+
+def _pdf_pages(data: bytes) -> dict[int, str]:
+    """A PDF's text page by page: the segments read from each, joined (a block's translation
+    is drawn in the block's place, so a page's text read back is its translation)."""
+    doc = documents.extract(data, "pdf")
+    pages: dict[int, list[str]] = {}
+    for segment, block in zip(doc.segments, doc.state[1], strict=False):
+        pages.setdefault(block.page, []).append(segment)
+    return {k: " ".join(texts) for k, texts in pages.items()}
 
 
 _INLINE_ID = re.compile(r'(<(?:g|x) id=")\d+')
@@ -386,14 +523,16 @@ def words(text: str, markup: bool, undo: bool) -> str:
         pos = s.end
     plain = "".join([*pieces, text[pos:]])
     plain = html.unescape(plain) if markup else plain
-    plain = _LETTERS.sub(lambda m: m.group()[::-1], plain) if undo else plain
+    plain = _LETTERS.sub(_backwards, plain) if undo else plain
     return " ".join(plain.split())
 
 
 def text_problems(fmt: str, data: bytes, out: bytes, fake: bool) -> list[str]:
-    markup = fmt in ("html", "htm", "docx", "odt", "odp", "pptx", "xliff", "xlf")
+    markup = fmt in ("html", "htm", "docx", "odt", "odp", "pptx", "xliff", "xlf", "epub")
     problems = []
     renumbered = fmt in ("docx", "odt", "odp", "pptx")
+    # a PDF's page read back is in the reading order of the translation's layout
+    compare = _lost_words if fmt == "pdf" else _word_difference
     for k, (source, target) in enumerate(translated_pairs(fmt, data, out)):
         before = spans(source, renumbered, markup)
         after = spans(target, renumbered, markup)
@@ -401,8 +540,8 @@ def text_problems(fmt: str, data: bytes, out: bytes, fake: bool) -> list[str]:
             lost, added = before - after, after - before
             problems.append(f"segment {k}: protected spans changed (lost {dict(lost)}, "
                             f"added {dict(added)}): {_short(source)} -> {_short(target)}")
-        elif fake and (diff := _word_difference(words(source, markup, False),
-                                                words(target, markup, True))):
+        elif fake and (diff := compare(words(source, markup, False),
+                                       words(target, markup, True))):
             problems.append(f"segment {k}: text not translated back ({diff}): "
                             f"{_short(source)} -> {_short(target)}")
         elif source.strip() and not target.strip():
@@ -417,6 +556,20 @@ def _word_difference(a: str, b: str) -> str:
     if x == y:
         return ""
     return f"word {k}: {' '.join(x[k : k + 4])!r} -> {' '.join(y[k : k + 4])!r}"
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def _lost_words(a: str, b: str) -> str:
+    """The words and marks one text has that the other lacks, whatever their order and
+    spacing (pdfminer guesses spaces from the gaps between characters: the dot leaders
+    ". . . ." of a drawn translation read back as ".. .."); "" if none."""
+    x, y = Counter(_TOKEN.findall(a)), Counter(_TOKEN.findall(b))
+    if x == y:
+        return ""
+    lost, added = " ".join((x - y).elements()), " ".join((y - x).elements())
+    return f"lost {_short(lost)}, added {_short(added)}"
 
 
 def msgfmt_problems(data: bytes, out: bytes) -> list[str]:
@@ -486,6 +639,8 @@ def audit(path: Path, root: Path, send: Callable[[bytes, str, Row], bytes], fake
         problems += text_problems(fmt, data, out, fake)
         if fmt in ("po", "pot"):
             problems += msgfmt_problems(data, out)
+        if fmt == "epub":
+            problems += epub_container_problems(out)
     except Exception as exc:
         problems.append(f"output does not read back: {type(exc).__name__}: {exc} | "
                         f"{_where(exc)}")

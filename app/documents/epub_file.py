@@ -10,7 +10,8 @@ The language is set to the target: dc:language (the first), the pages' <html lan
 NCX's xml:lang and the xml:lang of what was translated in the OPF.
 
 Every other entry (images, style sheets, fonts, META-INF/encryption.xml) is copied with its
-bytes, its place and its compression; mimetype is written first and stored, as readers need it.
+bytes, its place and its compression; mimetype is written first, stored and holding the media
+type alone, as readers need it.
 A book whose files point outside it, that lacks its package document, whose XML declares
 entities (never expanded: "billion laughs") or whose pages are encrypted (DRM) is refused,
 naming the file."""
@@ -294,7 +295,9 @@ def rebuild(doc: Document, translations: list[str], target_lang: str | None = No
         infos = archive.infolist()
         # mimetype first: readers find the book's type at a fixed offset
         for info in sorted(infos, key=lambda i: i.filename != "mimetype"):
-            content = written.get(info.filename)
+            # (the media type alone: a line end after it, which _checked accepts, is an error
+            # to EPUB checkers)
+            content = _MIMETYPE if info.filename == "mimetype" else written.get(info.filename)
             book.writestr(_like(info), archive.read(info) if content is None else content)
         book.comment = archive.comment
     return out.getvalue()

@@ -48,10 +48,11 @@ from pdfminer.layout import (
     LTTextBox,
     LTTextLine,
 )
+from pdfminer.pdffont import PDFSimpleFont
 from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
 from pdfminer.pdfpage import PDFPage
 from pypdf import PdfReader, PdfWriter
-from pypdf.errors import LimitReachedError
+from pypdf.errors import LimitReachedError, PyPdfError
 from pypdf.generic import (
     ContentStream,
     DictionaryObject,
@@ -87,6 +88,9 @@ _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
 _LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
 _LIGATURES = re.compile("[\ufb00-\ufb06]")
 _UNMAPPED = re.compile(r"\(cid:\d+\)")  # pdfminer's text for a glyph without a character
+# a font's own glyphs (flag emoji, TeX's big brackets) mapped to private-use characters: they
+# mean nothing to the model, and no font here draws them (an empty box each)
+_PRIVATE_USE = re.compile("[\ue000-\uf8ff\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 _DEVICE_COLOURS = {"DeviceGray": 1, "DeviceRGB": 3, "DeviceCMYK": 4}
 # where Debian, Fedora, Arch and Homebrew put DejaVu Sans
 _FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu",
@@ -134,7 +138,7 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
         raise InvalidDocument("the .pdf file is encrypted; remove the password and send it again")
     _check_content(reader, min(limits.max_unpacked_bytes,
                                max(CONTENT_FLOOR, CONTENT_RATIO * len(data))))
-    manager = PDFResourceManager()
+    manager = _Resources()
     device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
     segments, blocks, pages, kept = [], [], [], []
@@ -161,6 +165,21 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
         raise InvalidDocument("the .pdf file has no text layer (a scan?); text in images is not "
                               "translated (no OCR)")
     return Document("pdf", segments, (data, blocks + kept, pages))
+
+
+class _Resources(PDFResourceManager):
+    """pdfminer's fonts, with WinAnsiEncoding's second bullet: the PDF standard gives that
+    encoding's code 127 the bullet too, and reportlab (so the translation) writes Helvetica's
+    bullet there; pdfminer read no character at it, and a list's bullets were lost, its items
+    joined into one segment."""
+
+    def get_font(self, objid, spec):
+        font = super().get_font(objid, spec)
+        # (a WinAnsi-based encoding: its bullet at 0x95, nothing at 0x7F)
+        if (isinstance(font, PDFSimpleFont) and font.cid2unicode.get(0x95) == "\u2022"
+                and 0x7F not in font.cid2unicode):
+            font.cid2unicode = {**font.cid2unicode, 0x7F: "\u2022"}  # a copy: pdfminer shares it
+        return font
 
 
 def _check_content(reader: PdfReader, budget: int) -> None:
@@ -340,8 +359,9 @@ def _ends(line: LTTextLine, box: LTTextBox) -> bool:
 
 
 def _clean(text: str) -> str:
-    text = _UNMAPPED.sub("", text)
-    return _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text).strip()
+    text = _PRIVATE_USE.sub("", _UNMAPPED.sub("", text))
+    text = _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+    return re.sub(" {2,}", " ", text).strip()  # (a glyph left out between two spaces)
 
 
 def _join(lines: list[str]) -> str:
@@ -485,7 +505,13 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
                 continue
             done.add(ref.idnum)
             content = ContentStream(form, writer)  # decodes the stream (pypdf keeps it)
-            content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
+            try:
+                operations = content.operations
+            except PyPdfError:
+                # a figure whose stream inflates to what pypdf cannot parse (damaged) is kept
+                # as it was: refused, the whole document went untranslated for one figure
+                continue
+            content.operations = [op for op in operations if op[1] not in _SHOW_TEXT]
             # pypdf re-encodes with Flate only: other filters (ASCII85 ...) give way to it
             form[NameObject("/Filter")] = NameObject("/FlateDecode")
             form.pop("/DecodeParms", None)

@@ -14,7 +14,8 @@ Measured the same way: the scores of the sentences without tags, every pair kept
 Which words: windows of whole words, about as many as the wrapped text's translation has,
 scored by character similarity (difflib's ratio, case-folded, edge punctuation aside) to that
 translation or to the wrapped source text itself (names, numbers and placeholders come through
-as they are; a source word of three letters or more found inside a window counts as
+as they are; a source word of three letters or more found inside a window, or part of a
+word found at a window's edge (a drop cap, a note's number glued to its word), counts as
 COPIED_SIMILARITY), less a penalty for lying far from where the wrapped text stood in the source
 (relative position) and for a size other than the translation's. A window below MIN_SIMILARITY
 is not trusted: the pair then wraps as many words as the wrapped text's translation has at that
@@ -234,7 +235,8 @@ class TagPlan:
         for g, parent in groups:
             start, end = moved(g[-1][1]), moved(g[-1][2])
             inner = plain[start:end]
-            lead, trail = _punctuation(inner, _PUNCT + " ")
+            # (a no-break space is a space: "Note:\xa0" holds its colon at its end)
+            lead, trail = _punctuation(inner, _PUNCT + " \xa0\u202f")
             edges = (inner[:lead], inner[len(inner) - trail:])
             whole = tops == 1 and parent is None and not (
                 plain[:start] + plain[end:]).strip(_PUNCT + " ")
@@ -320,7 +322,6 @@ class TagPlan:
                 place(children, (p.start, p.end), spans[parent])
         ranges: dict[int, tuple[int, int]] = {}
         lost = set()  # symbols the translation does not have: they go back in
-        edge = _PUNCT + "".join(g.symbol for g in self.groups)  # left out at a window's edges
         for i, g in enumerate(self.groups):  # parents first
             if g.symbol:
                 ranges[i] = self._symbol(i, text, words, ranges)
@@ -328,15 +329,24 @@ class TagPlan:
                 continue
             first, last = spans[i]
             start, end = words[first][0], words[last - 1][1]
-            lead, trail = _punctuation(text[start:end], edge)
+            # left out at a window's edges: the symbols of other pairs, not of those nested in
+            # it (found inside its range only, one left out came back a second time)
+            edge = _PUNCT + "".join(o.symbol for o in self.groups if o.parent != i)
+            # edge punctuation the pair held as a word of its own (`<b>configure --</b>`) is
+            # no word of the window: taken in where the translation has it right next to it
+            head, tail = text[:start].rstrip(" "), text[end:].lstrip(" ")
+            if g.edges[0] and head.endswith(g.edges[0]) and len(head) < start:
+                start = len(head) - len(g.edges[0])
+            if g.edges[1] and tail.startswith(g.edges[1]) and len(tail) < len(text) - end:
+                end = len(text) - len(tail) + len(g.edges[1])
             # the window's edge punctuation stays outside, but as much as the source had inside
+            lead, trail = _punctuation(text[start:end], edge)
             lead, trail = lead - len(g.edges[0]), trail - len(g.edges[1])
             if 0 < lead < end - start:
                 start += lead
             if 0 < trail < end - start:
                 end -= trail
-            if any(c and not c.isspace() for c in (plain[g.start - 1 : g.start] if g.start
-                                                   else "", plain[g.end : g.end + 1])):
+            if _in_word(plain, g.start, g.end):
                 cluster = words_of.get(i, [i])  # after the pair before it in its word
                 before = cluster[cluster.index(i) - 1] if cluster.index(i) else None
                 start, end = _part(text, start, end, (pieces[i], plain[g.start:g.end]),
@@ -466,7 +476,8 @@ def _windows(targets: Sequence[tuple[int, int, str]], plain: str, source: tuple[
         start, end, piece = targets[i]
         # the wrapped text's translation, or the text itself (names, numbers and
         # placeholders come through as they are)
-        goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied)
+        part = _in_word(plain, start, end)  # found at a window's edge
+        goals[i] = [_Goal(x.strip(_PUNCT + " ").casefold(), copied, copied and part)
                     for x, copied in ((piece, False), (plain[start:end], True))
                     if x.strip(_PUNCT + " ")]
         size = min(hi - lo, max(1, len(_WORD.findall(goals[i][0].text)) if goals[i] else 1))
@@ -513,18 +524,23 @@ def _windows(targets: Sequence[tuple[int, int, str]], plain: str, source: tuple[
 
 class _Goal:
     """What a window of the translation should read like (case-folded): the wrapped text's
-    translation, or (copied) the wrapped source text itself."""
+    translation, or (copied) the wrapped source text itself; `part`: that text is part of a
+    word of the source (a drop cap, `L` of `L'histoire`; a note's number, `valued3`)."""
 
-    def __init__(self, text: str, copied: bool) -> None:
-        self.text, self.copied = text, copied
+    def __init__(self, text: str, copied: bool, part: bool = False) -> None:
+        self.text, self.copied, self.part = text, copied, part
         self.matcher = difflib.SequenceMatcher(None, autojunk=False)
         self.matcher.set_seq2(text)  # difflib caches what it learns of the second sequence
 
     def similarity(self, window: str) -> float:
         """difflib's ratio (0 where its quick upper bound is below MIN_SIMILARITY); a source
-        text of three letters or more found inside the window (`rev` in `Rev-Liste`) counts as
-        COPIED_SIMILARITY at least."""
-        copied = self.copied and len(self.text) >= 3 and self.text in window
+        text of three letters or more found inside the window (`rev` in `Rev-Liste`), or part
+        of a word found at its start or end (`valued<sup>3</sup>`, `<span>L</span>'histoire`:
+        the pair went to a word further on, `in`, `la`), counts as COPIED_SIMILARITY at
+        least."""
+        copied = self.copied and (
+            (len(self.text) >= 3 and self.text in window)
+            or (self.part and (window.startswith(self.text) or window.endswith(self.text))))
         self.matcher.set_seq1(window)
         ratio = (self.matcher.ratio() if self.matcher.quick_ratio() >= MIN_SIMILARITY
                  else 0.0)
@@ -674,6 +690,13 @@ def _part(text: str, start: int, end: int, goals: Iterable[str], glued: tuple[bo
                 return at, at + n
             at = window.find(goal, at + 1)
     return start, end
+
+
+def _in_word(plain: str, start: int, end: int) -> bool:
+    """Whether the text plain[start:end] is part of a word (`L` of `L'histoire`, `3` of
+    `valued3`): something not a space right before or after it."""
+    return any(c and not c.isspace() for c in (plain[start - 1 : start] if start else "",
+                                               plain[end : end + 1]))
 
 
 def _glued(plain: str, start: int, end: int) -> tuple[bool, bool]:

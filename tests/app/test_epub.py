@@ -193,3 +193,15 @@ def test_an_entry_replaced_in_the_archive_keeps_its_place():
         first = archive.infolist()[0]
         assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
         assert archive.read("OEBPS/style.css") == b"p {}\n"
+
+
+def test_a_mimetype_with_a_line_end_is_written_as_readers_expect_it():
+    # live-manual's book says "application/epub+zip\n", last; the translation copied the line
+    # end, which EPUB checkers refuse (the entry must hold the media type only)
+    parts = epub_parts(3)
+    parts = {**{k: v for k, v in parts.items() if k != "mimetype"},
+             "mimetype": b"application/epub+zip\n"}
+    with zipfile.ZipFile(io.BytesIO(translate_document(epub_bytes(parts), "epub",
+                                                       fake))) as archive:
+        first = archive.infolist()[0]
+        assert (first.filename, archive.read(first)) == ("mimetype", b"application/epub+zip")

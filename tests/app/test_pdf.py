@@ -19,7 +19,12 @@ pytest.importorskip("reportlab")
 from pdfminer.high_level import extract_pages, extract_text  # noqa: E402
 from pdfminer.layout import LAParams, LTChar, LTTextBox  # noqa: E402
 from pypdf import PdfReader, PdfWriter  # noqa: E402
-from pypdf.generic import NameObject, StreamObject  # noqa: E402
+from pypdf.generic import (  # noqa: E402
+    DecodedStreamObject,
+    DictionaryObject,
+    NameObject,
+    StreamObject,
+)
 from reportlab.lib.utils import ImageReader  # noqa: E402
 from reportlab.pdfgen import canvas  # noqa: E402
 
@@ -69,6 +74,18 @@ def two_columns(rotate: int = 0) -> bytes:
     return out.getvalue()
 
 
+def lines_page(lines: list[tuple[str, float, float, float, str]]) -> bytes:
+    """A page 500 by 300 with each line (font, size, x, y, text) drawn by reportlab."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(500, 300))
+    for font, size, x, y, text in lines:
+        c.setFont(font, size)
+        c.drawString(x, y, text)
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
 def upper(texts: list[str]) -> list[str]:
     return [t.upper() for t in texts]
 
@@ -92,6 +109,17 @@ def test_a_block_is_a_segment_its_lines_joined_in_reading_order():
     assert [b.bold for b in blocks] == [True, False, False]
     assert blocks[0].size == pytest.approx(18) and blocks[1].size == pytest.approx(11)
     assert blocks[2].colour == pytest.approx((0, 0, 0.8))
+
+
+def test_bullets_written_at_win_ansi_code_127_are_read_and_written_back():
+    # reportlab (and so the translation) writes Helvetica's bullet at 0x7F, which the PDF
+    # standard gives WinAnsiEncoding's bullet too; pdfminer read no character there: the
+    # bullets were lost and a list's items joined into one segment
+    doc = extract(lines_page([("Helvetica", 11, 40, 250, "\u2022 Open the file"),
+                         ("Helvetica", 11, 40, 236, "\u2022 Save your work")]), "pdf")
+    assert doc.segments == ["\u2022 Open the file", "\u2022 Save your work"]
+    assert extract(rebuild(doc, upper(doc.segments)), "pdf").segments == [
+        "\u2022 OPEN THE FILE", "\u2022 SAVE YOUR WORK"]
 
 
 @pytest.mark.parametrize("rotate", [0, 90])
@@ -246,6 +274,69 @@ def test_text_in_a_form_xobject_is_read_and_removed():
     assert " ".join(text.split()) == "SHARED FOOTER TEXT."
 
 
+def test_a_form_xobject_whose_content_cannot_be_parsed_is_kept_as_it_was():
+    # a figure whose stream inflates to garbage (a number longer than pypdf reads): the whole
+    # manual was refused ("Read stream length of 112 exceeds maximum allowed length of 64")
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(400, 200))
+    c.beginForm("figure")
+    c.rect(10, 10, 50, 50)
+    c.endForm()
+    c.doForm("figure")
+    c.setFont("Helvetica", 12)
+    c.drawString(20, 150, "The caption of the figure.")
+    c.showPage()
+    c.save()
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(out.getvalue())))
+    form = writer.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_object()
+    garbage = b"q 0 0 m " + b"7" * 100 + b" l S Q"
+    del form[NameObject("/Filter")]
+    StreamObject.set_data(form, garbage)  # stored as it is, without a filter
+    broken = io.BytesIO()
+    writer.write(broken)
+    doc = extract(broken.getvalue(), "pdf")
+    assert doc.segments == ["The caption of the figure."]
+    result = PdfReader(io.BytesIO(rebuild(doc, upper(doc.segments))))
+    assert result.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_data() == garbage
+    assert " ".join(result.pages[0].extract_text().split()) == "THE CAPTION OF THE FIGURE."
+
+
+def _private_use_flags() -> bytes:
+    """A line in Helvetica whose code 1 is mapped (ToUnicode) to a private-use character, as
+    a Google Docs export maps its flag emoji."""
+    writer = PdfWriter()
+    page = writer.add_blank_page(400, 200)
+
+    def stream(data: bytes):
+        obj = DecodedStreamObject()
+        obj.set_data(data)
+        return writer._add_object(obj)
+
+    cmap = (b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /F def "
+            b"/CMapType 2 def 1 begincodespacerange <00> <FF> endcodespacerange 1 beginbfchar "
+            b"<01> <E000> endbfchar endcmap CMapName currentdict /CMap defineresource pop end "
+            b"end")
+    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"),
+                             NameObject("/Subtype"): NameObject("/Type1"),
+                             NameObject("/BaseFont"): NameObject("/Helvetica"),
+                             NameObject("/ToUnicode"): stream(cmap)})
+    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
+        {NameObject("/F1"): writer._add_object(font)})})
+    page[NameObject("/Contents")] = stream(b"BT /F1 12 Tf 40 100 Td (Indonesia \\001 Germany) "
+                                           b"Tj ET")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_private_use_characters_are_left_out():
+    # a font's own glyphs (flag emoji, TeX's big brackets) read as private-use characters: the
+    # model was given them, and no font here draws them (the translation showed empty boxes)
+    doc = extract(_private_use_flags(), "pdf")
+    assert doc.segments == ["Indonesia Germany"]
+    assert extract(rebuild(doc, upper(doc.segments)), "pdf").segments == ["INDONESIA GERMANY"]
+
+
 needs_dejavu = pytest.mark.skipif(pdf_file._registered("DejaVuSans") is None,
                                   reason="DejaVu Sans is not installed (fonts-dejavu-core)")
 
@@ -338,16 +429,9 @@ def test_without_the_extra_pdf_is_refused_naming_it(monkeypatch):
 
 def test_a_block_in_a_monospaced_font_is_code_kept_where_it_was():
     # code and terminal sessions were translated ("BIT STRING" came back "BIT ZEICHENKETTE")
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(500, 300))
-    c.setFont("Helvetica", 11)
-    c.drawString(40, 250, "Run the command below to build it.")
-    c.setFont("Courier", 10)
-    c.drawString(60, 200, "make install")
-    c.drawString(60, 188, "    --prefix=/usr")
-    c.showPage()
-    c.save()
-    doc = extract(out.getvalue(), "pdf")
+    doc = extract(lines_page([("Helvetica", 11, 40, 250, "Run the command below to build it."),
+                         ("Courier", 10, 60, 200, "make install"),
+                         ("Courier", 10, 60, 188, "    --prefix=/usr")]), "pdf")
     assert doc.segments == ["Run the command below to build it."]
     result = rebuild(doc, upper(doc.segments))
     got = dict(boxes(result))

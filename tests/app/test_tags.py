@@ -120,6 +120,62 @@ def test_a_pair_around_a_symbol_wraps_that_symbol_not_a_word():
     assert plan.apply(["Kopfzeile B¶", "B"]) == "Kopfzeile {1}B{2}{3}¶{4}"
 
 
+def test_a_symbol_nested_at_the_end_of_its_parent_stays_inside_it_once():
+    # a footnote mark linked inside an emphasis (an EPUB's poem line): the parent's window left
+    # the mark out at its edge, so the mark was not found inside it and came back a second time
+    # (`<b>Read the book<a>*</a></b>*`)
+    pairs = (("{1}", "{4}"), ("{2}", "{3}"))
+    plan = TagPlan.of("{1}Read the book{2}*{3}{4} now.", pairs)
+    assert plan.apply(["Lies das Buch* jetzt.", "Lies das Buch*"]) == (
+        "{1}Lies das Buch{2}*{3}{4} jetzt.")
+    for segment in ['<span>Shantih shantih<a href="#n">*</a></span>',
+                    '<b>Read the book<a href="#n">*</a></b> now.']:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
+def test_a_footnote_number_glued_to_its_word_stays_on_it():
+    # `valued<sup>3</sup> in 1900` (a book's note reference): the number has no letters, so it
+    # is not translated, and the pair went by relative place onto the next word
+    # ('valued3 <sup>in</sup> 1900')
+    plan = TagPlan.of("The forests were valued{1}3{2} in 1900.", PAIR)
+    assert plan.texts == ("The forests were valued3 in 1900.",)
+    assert plan.apply(["Die Wälder wurden 1900 auf3 geschätzt."]) == (
+        "Die Wälder wurden 1900 auf{1}3{2} geschätzt.")
+    for segment in ["The forests were valued<sup>3</sup> in 1900 at",
+                    "Savannah<sup>12</sup> was formerly part of it."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
+def test_a_pair_around_part_of_a_word_stays_on_that_word():
+    # a book's drop cap (`<span class="initial">L</span>'histoire`) and an ordinal's letters
+    # (`XVI<sup>e</sup>`): the pair went to a word further on that read like the letter alone
+    # ('dans <span>la</span> nuit')
+    for segment in ["<span class=\"initial\">L</span>'histoire se perd dans la nuit des temps.",
+                    "<span>O</span>fficiellement, la région a une spécificité.",
+                    "Jusqu'au XVI<sup>e</sup>\xa0s., qui marqua l'apogée de la viticulture.",
+                    "On the 1<sup>st</sup> of May the first stone was set."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
+def test_punctuation_the_pair_held_as_a_word_of_its_own_stays_inside():
+    # `“<strong>dh_auto_configure --</strong>”`, `<strong>debmake -t …</strong>`: the window
+    # took the words only, and the pair closed before the dashes ('configure</strong> --”')
+    for segment in ["Replace it with “<strong>dh_auto_configure --</strong>” in the file.",
+                    "Use the “<strong>debmake -t …</strong>” command.",
+                    "Type <b>-- all</b> to see it."]:
+        assert documents.translate_segments([segment], lambda t: t, True) == [segment]
+
+
+def test_punctuation_before_a_no_break_space_stays_inside_the_pair_as_before_a_space():
+    # DocBook's `<strong>debian/rules (template file):&#160;</strong>`: the no-break space
+    # hid the colon at the pair's end, and the pair closed before it ('(template file</b>):')
+    for space in ("\xa0", "\u202f"):
+        assert documents.translate_segments([f"<b>Note:{space}</b>Read it."], lambda t: t,
+                                            True) == [f"<b>Note:</b>{space}Read it."]
+        assert documents.translate_segments([f"<b>See (the file):{space}</b>"], lambda t: t,
+                                            True) == ["<b>See (the file):</b>"]
+
+
 def test_a_pair_around_the_whole_sentence_needs_no_second_translation():
     plan = TagPlan.of("{1}Save all files{2}.", PAIR)
     assert plan.texts == ("Save all files.",)
