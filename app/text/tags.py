@@ -678,17 +678,20 @@ def _part(text: str, start: int, end: int, goals: Iterable[str], glued: tuple[bo
     mark beside it ("Sphinx-Stil", "Jira/Confluence"), or, on a side where the source had a
     letter or digit beside it too (glued: left, right), with one ("H<sub>2</sub>O",
     "<b>Un</b>like"); else the window."""
-    for goal in (g.strip().casefold() for g in goals):
+    for goal in (g.strip() for g in goals):
         n = len(goal)
         if not goal or n >= end - start:
             continue
-        window = text[:end].casefold()
-        at = window.find(goal, after)
-        while at >= 0:
+        # searched in the text itself: a case-folded copy can be longer ("ß" -> "ss"), and
+        # its places would not be the text's
+        pattern = re.compile(re.escape(goal), re.IGNORECASE)
+        found = pattern.search(text, after, end)
+        while found:
+            at = found.start()
             if ((at == start or glued[0] or not text[at - 1].isalnum())
                     and (at + n == end or glued[1] or not text[at + n].isalnum())):
                 return at, at + n
-            at = window.find(goal, at + 1)
+            found = pattern.search(text, at + 1, end)
     return start, end
 
 

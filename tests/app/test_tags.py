@@ -89,6 +89,10 @@ def test_pairs_inside_one_word_keep_it_one_word_and_share_it():
     assert plan.texts[0] == "Use bolditalic text."
     assert plan.apply(["Nutze fettkursiv Text.", "fett", "kursiv"]) == (
         "Nutze {1}fett{2}{3}kursiv{4} Text.")
+    # found in the translation itself: "ß" case-folds to two letters, and the places after it
+    # in a folded copy were one off
+    plan = TagPlan.of("The street has H{1}2{2}O here.", PAIR)
+    assert plan.apply(["Die Straße hat hier H2O."]) == "Die Straße hat hier H{1}2{2}O."
     # a space at the edge where two pairs meet parts two words
     plan = TagPlan.of("It is {1}bold{2}{3} now{4} here.", pairs)
     assert plan.apply(["Es ist fett jetzt hier.", "fett", "jetzt"]) == (
