@@ -77,7 +77,8 @@ LINE_BREAK_TAGS = frozenset({"br"})
 # what follows a tag's name up to its ">": an attribute's quoted value may hold ">" (HTML allows
 # it: title="a > b"), so a value is read whole; one left open reads as plain characters, and the
 # possessive repeat never goes back over what it read (no backtracking on a tag without its end)
-TAG_BODY = r"""(?:=\s*"[^"<]*"|=\s*'[^'<]*'|[^<>])*+"""
+_TAG_STEP = r"""(?>=\s*"[^"<]*"|=\s*'[^'<]*'|[^<>])"""  # a quoted value whole, or a character
+TAG_BODY = rf"{_TAG_STEP}*+"
 ANY_TAG_RE = re.compile(rf"<{TAG_BODY}>")  # any tag in markup, comments and declarations too
 LINE_BREAK_RE = re.compile(rf"(<br(?:\s{TAG_BODY})?/?>)", re.IGNORECASE)
 _TAG = rf"</?(?i:{_INLINE_TAGS})(?:\s{TAG_BODY})?/?>"
@@ -122,9 +123,8 @@ def _element(group: str, names: list[str], start: str, depth: int) -> str:
 
 
 _CODE_ELEMENT = _element("inline", sorted(INLINE_CODE_TAGS), "", 1)
-# one step over a start tag: a quoted value whole, so words in a value (title="translate=no")
-# are not read as attributes
-_TAG_STEP = r"""(?>=\s*"[^"<]*"|=\s*'[^'<]*'|[^<>])"""
+# (_TAG_STEP reads a quoted value whole, so words in a value, title="translate=no", are not
+# read as attributes)
 _KEPT_CLASS = f"(?:{'|'.join(sorted(KEPT_CLASSES))})"
 _KEPT_ATTRIBUTE = (
     rf"""(?={_TAG_STEP}*?\s(?:translate\s*=\s*(?:"no"|'no'|no(?=[\s/>]))"""
@@ -378,19 +378,17 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     # deleting a span may join what was around it into a new one ("%%jm" + "p" -> "%p"):
     # delete until none is left, moving the places after each deletion; but as many of each
     # as the source has once its masks are out are its own ("20.6%<a>4</a>": "%4"), not made up
-    own: Counter[str] | None = None
+    own: Counter[str] | None = None  # read once, where the translation has a span at all
     while True:
+        left = None  # of the source's own, in this pass
         for found in _spans(SPAN_RE, clean):
-            if own is None:
-                own = _own_spans(masked)
-            if found.group() not in own:  # (own: counted down in this pass only)
+            own = _own_spans(masked) if own is None else own
+            left = own.copy() if left is None else left
+            if left[found.group()] <= 0:
                 break
-            own[found.group()] -= 1
-            if not own[found.group()]:
-                del own[found.group()]
+            left[found.group()] -= 1
         else:
             return clean, placed
-        own = None
         a, b = found.span()
         clean = clean[:a] + clean[b:]
         placed = {i: at if at <= a else max(a, at - (b - a)) for i, at in placed.items()}

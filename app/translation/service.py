@@ -613,10 +613,9 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> 
     breaks, comments, script, style, pre, translate="no" blocks; inline code and an inline
     element marked translate="no" stay in their block, masked whole); each block is masked on
     its own, so a span the model dropped goes back into its own block. Without protection, HTML
-    is cut at every tag as before
-    (app.text.segment.segment_html), nothing masked. The values of the attributes people read
-    are translated either way, as documents' are. Sentences are split by the rules of
-    `language` (app.text.segment.rules_for)."""
+    is cut at every tag as before (app.text.segment.segment_html), nothing masked. The values
+    of the attributes people read are translated either way, as documents' are. Sentences are
+    split by the rules of `language` (app.text.segment.rules_for)."""
     if fmt != "html":
         if not protect:
             return Layout([(segment(text, language=language), None)])

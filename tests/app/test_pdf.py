@@ -76,14 +76,11 @@ def two_columns(rotate: int = 0) -> bytes:
 
 def lines_page(lines: list[tuple[str, float, float, float, str]]) -> bytes:
     """A page 500 by 300 with each line (font, size, x, y, text) drawn by reportlab."""
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(500, 300))
-    for font, size, x, y, text in lines:
-        c.setFont(font, size)
-        c.drawString(x, y, text)
-    c.showPage()
-    c.save()
-    return out.getvalue()
+    def draw(c):
+        for font, size, x, y, text in lines:
+            c.setFont(font, size)
+            c.drawString(x, y, text)
+    return page_of(draw, (500, 300))
 
 
 def upper(texts: list[str]) -> list[str]:
@@ -259,16 +256,13 @@ def test_a_longer_translation_is_drawn_smaller_where_no_room_is_left():
 
 
 def test_text_in_a_form_xobject_is_read_and_removed():
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(400, 200))
-    c.beginForm("note")
-    c.setFont("Helvetica", 12)
-    c.drawString(20, 100, "Shared footer text.")
-    c.endForm()
-    c.doForm("note")
-    c.showPage()
-    c.save()
-    doc = extract(out.getvalue(), "pdf")
+    def draw(c):
+        c.beginForm("note")
+        c.setFont("Helvetica", 12)
+        c.drawString(20, 100, "Shared footer text.")
+        c.endForm()
+        c.doForm("note")
+    doc = extract(page_of(draw, (400, 200)), "pdf")
     assert doc.segments == ["Shared footer text."]
     text = extract_text(io.BytesIO(rebuild(doc, upper(doc.segments))))
     assert " ".join(text.split()) == "SHARED FOOTER TEXT."
@@ -277,17 +271,14 @@ def test_text_in_a_form_xobject_is_read_and_removed():
 def test_a_form_xobject_whose_content_cannot_be_parsed_is_kept_as_it_was():
     # a figure whose stream inflates to garbage (a number longer than pypdf reads): the whole
     # manual was refused ("Read stream length of 112 exceeds maximum allowed length of 64")
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(400, 200))
-    c.beginForm("figure")
-    c.rect(10, 10, 50, 50)
-    c.endForm()
-    c.doForm("figure")
-    c.setFont("Helvetica", 12)
-    c.drawString(20, 150, "The caption of the figure.")
-    c.showPage()
-    c.save()
-    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(out.getvalue())))
+    def draw(c):
+        c.beginForm("figure")
+        c.rect(10, 10, 50, 50)
+        c.endForm()
+        c.doForm("figure")
+        c.setFont("Helvetica", 12)
+        c.drawString(20, 150, "The caption of the figure.")
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(page_of(draw, (400, 200)))))
     form = writer.pages[0]["/Resources"]["/XObject"]["/FormXob.figure"].get_object()
     garbage = b"q 0 0 m " + b"7" * 100 + b" l S Q"
     del form[NameObject("/Filter")]
@@ -430,8 +421,8 @@ def test_without_the_extra_pdf_is_refused_naming_it(monkeypatch):
 def test_a_block_in_a_monospaced_font_is_code_kept_where_it_was():
     # code and terminal sessions were translated ("BIT STRING" came back "BIT ZEICHENKETTE")
     doc = extract(lines_page([("Helvetica", 11, 40, 250, "Run the command below to build it."),
-                         ("Courier", 10, 60, 200, "make install"),
-                         ("Courier", 10, 60, 188, "    --prefix=/usr")]), "pdf")
+                              ("Courier", 10, 60, 200, "make install"),
+                              ("Courier", 10, 60, 188, "    --prefix=/usr")]), "pdf")
     assert doc.segments == ["Run the command below to build it."]
     result = rebuild(doc, upper(doc.segments))
     got = dict(boxes(result))
