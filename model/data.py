@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import signal
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 Pair = tuple[str, str]
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
@@ -170,6 +174,64 @@ def iterate_epochs(
         for i, batch in enumerate(token_batches(chosen, max_tokens, seed=seed + epoch)):
             yield epoch, i, batch
         epoch += 1
+
+
+class Batch(NamedTuple):
+    """One batch as the step takes it: src (B, S), tgt_in and tgt_out (B, T), and the flat
+    indices of tgt_out's real (not padding) positions, found on the host so that a GPU need
+    not send anything back (a mask's count) before it can go on."""
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    real: torch.Tensor
+
+
+def prepare_batch(batch: list[Example], pad_id: int) -> Batch:
+    src, tgt_in, tgt_out = collate(batch, pad_id)
+    return Batch(src, tgt_in, tgt_out, (tgt_out != pad_id).flatten().nonzero().squeeze(1))
+
+
+class BatchStream(IterableDataset):
+    """iterate_epochs' (epoch, batch index, Batch) stream without its first `skip` batches (a
+    resumed run has seen them). Read by n DataLoader workers, worker w makes every n-th batch
+    from the w-th on, so that the loader, taking from the workers in turn, keeps the order."""
+
+    def __init__(self, examples: list[Example] | Callable[[int], list[Example]],
+                 max_tokens: int, seed: int, start_epoch: int, skip: int, pad_id: int) -> None:
+        self.examples, self.max_tokens, self.seed = examples, max_tokens, seed
+        self.start_epoch, self.skip, self.pad_id = start_epoch, skip, pad_id
+
+    def __iter__(self) -> Iterator[tuple[int, int, Batch]]:
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info else (0, 1)
+        stream = iterate_epochs(self.examples, self.max_tokens, self.seed, self.start_epoch)
+        for k, (epoch, index, batch) in enumerate(itertools.islice(stream, self.skip, None)):
+            if k % workers == worker:
+                yield epoch, index, prepare_batch(batch, self.pad_id)
+
+
+def _leave_stopping_to_the_trainer(worker_id: int) -> None:
+    # A stop signal sent to the whole run (Ctrl-C, or SIGTERM to every process of it) must not
+    # kill a worker: the trainer, still reading batches, would fail before it saves. The
+    # loader ends its workers when the trainer stops reading.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def stream_batches(stream: BatchStream, workers: int, pin: bool,
+                   ready: int = 256) -> Iterator[tuple[int, int, Batch]]:
+    """The stream's batches, made in the calling process (workers=0) or ahead of the trainer by
+    that many worker processes, up to `ready` batches waiting: an epoch's sampling, typing in a
+    hurry and bucketing take seconds of one core, which a GPU would otherwise spend waiting.
+    `pin` puts them in page-locked memory, so the copy to a GPU does not hold the host up."""
+    if not workers:
+        return iter(stream)
+    # fork: the workers share the corpus already in memory instead of receiving a pickled copy
+    loader = DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin,
+                        prefetch_factor=max(1, ready // workers), multiprocessing_context="fork",
+                        worker_init_fn=_leave_stopping_to_the_trainer)
+    return iter(loader)
 
 
 END_MARKS = ".!?"

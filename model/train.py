@@ -35,13 +35,15 @@ from model.checkpoint import (
 from model.config import ModelConfig
 from model.data import (
     HURRIES,
+    Batch,
+    BatchStream,
     Example,
-    collate,
-    iterate_epochs,
     make_examples,
+    prepare_batch,
     read_corpus,
     read_domains,
     sample_domains,
+    stream_batches,
     token_batches,
     typed_in_a_hurry,
 )
@@ -100,6 +102,9 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     bf16: str = "auto"  # "auto" (on CUDA, or a CPU with bf16 support), "on" or "off"
     device: str = "auto"
+    # processes that make the batches ahead of the steps; -1: two on a GPU, none on a CPU
+    # (where they would take cores from the step, which is far longer than making its batch)
+    loader_workers: int = -1
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         """The model to build for a tokenizer of vocab_size pieces."""
@@ -157,6 +162,9 @@ def train_config_from_dict(data: dict) -> TrainConfig:
         data["adam_betas"] = tuple(data["adam_betas"])
     if not 0.0 <= data.get("hurried_share", 0.0) <= 1.0:
         raise SystemExit(f"hurried_share is a share of the pairs, 0 to 1: {data['hurried_share']}")
+    if data.get("loader_workers", -1) < -1:
+        raise SystemExit(f"loader_workers is a count, or -1 for the default: "
+                         f"{data['loader_workers']}")
     return TrainConfig(**data, model=ModelConfig(**{"vocab_size": 8000, **model}))
 
 
@@ -219,17 +227,12 @@ def encode_pairs(tok: Tokenizer, pairs: list[tuple[str, str]], max_len: int) -> 
 
 
 def batch_loss(
-    model: Transformer, batch: list[Example], cfg: TrainConfig, device: torch.device, bf16: bool,
+    model: Transformer, batch: Batch, cfg: TrainConfig, device: torch.device, bf16: bool,
     label_smoothing: float | None = None, reduction: str = "mean",
 ) -> tuple[torch.Tensor, int]:
     """Cross-entropy over the batch's real target tokens (label-smoothed as the recipe says
     unless given; their mean, or with reduction="sum" their sum), and their count."""
-    src, tgt_in, tgt_out = collate(batch, PAD_ID)
-    # the real target positions, found here as flat indices: a GPU need not send anything back
-    # (a mask's count) before it can go on
-    real = (tgt_out != PAD_ID).flatten().nonzero().squeeze(1)
-    src, tgt_in, tgt_out, real = (t.to(device, non_blocking=True)
-                                  for t in (src, tgt_in, tgt_out, real))
+    src, tgt_in, tgt_out, real = (t.to(device, non_blocking=True) for t in batch)
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
         logits = model(src, tgt_in, select=real)  # (N, V): the real target positions only
     smoothing = cfg.label_smoothing if label_smoothing is None else label_smoothing
@@ -255,8 +258,8 @@ def validate(
     model.eval()
     total, count = 0.0, 0
     for batch in token_batches(dev_examples, cfg.batch_tokens):
-        loss, n = batch_loss(model, batch, cfg, device, bf16, label_smoothing=0.0,
-                             reduction="sum")
+        loss, n = batch_loss(model, prepare_batch(batch, PAD_ID), cfg, device, bf16,
+                             label_smoothing=0.0, reduction="sum")
         total += loss.item()
         count += n
     result = {"dev_loss": total / max(count, 1)}
@@ -464,16 +467,17 @@ class Trainer:
             lr *= min(1.0, (step - rewarm_from) / cfg.rewarm_steps)
         return lr
 
-    def batches(self) -> Iterator[list[Example]]:
+    def batches(self) -> Iterator[Batch]:
         """The training batches in order, from where the run stands, until a limit is reached."""
         cfg, progress = self.cfg, self.progress
-        stream = iterate_epochs(self.epoch_examples, cfg.batch_tokens, cfg.seed,
-                                start_epoch=progress.epoch)
-        skip = progress.batch_index  # resume inside an epoch: skip the batches already seen
-        for epoch, batch_index, batch in stream:
-            if skip:
-                skip -= 1
-                continue
+        # resume inside an epoch: skip the batches already seen
+        stream = BatchStream(self.epoch_examples, cfg.batch_tokens, cfg.seed, progress.epoch,
+                             progress.batch_index, PAD_ID)
+        workers = cfg.loader_workers
+        if workers == -1:
+            workers = 2 if self.device.type == "cuda" else 0
+        for epoch, batch_index, batch in stream_batches(stream, workers,
+                                                        pin=self.device.type == "cuda"):
             progress.epoch, progress.batch_index = epoch, batch_index
             if progress.step >= cfg.max_steps or epoch >= cfg.max_epochs or self.stop.stop:
                 return
@@ -482,7 +486,7 @@ class Trainer:
                 return
             yield batch
 
-    def step(self, batch: list[Example]) -> float:
+    def step(self, batch: Batch) -> float:
         """One optimizer update on one batch; returns the learning rate it used."""
         progress = self.progress
         progress.step += 1

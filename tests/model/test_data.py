@@ -1,8 +1,21 @@
 """Corpus readers, cleaning, token-budget batching and the tokenizer."""
 
-import pytest
+import random
 
-from model.data import Example, clean_pairs, collate, read_corpus, token_batches
+import pytest
+import torch
+
+from model.data import (
+    BatchStream,
+    Example,
+    clean_pairs,
+    collate,
+    iterate_epochs,
+    prepare_batch,
+    read_corpus,
+    stream_batches,
+    token_batches,
+)
 from model.tokenizer import Tokenizer, train_tokenizer
 
 TMX = """<?xml version="1.0" encoding="UTF-8"?>
@@ -47,6 +60,36 @@ def test_token_batches_respect_the_budget_and_cover_every_example():
     assert len(batches) < len(examples)  # real batching, not one example each
     src, tgt_in, tgt_out = collate(batches[0], pad_id=0)
     assert src.shape[0] == tgt_in.shape[0] and tgt_in.shape == tgt_out.shape
+
+
+def _epoch_sample(epoch: int) -> list[Example]:
+    """A different seeded sample of examples in each epoch, as domain_sample gives."""
+    rng = random.Random(epoch)
+    return [Example([5 + i % 9] * rng.randint(1, 20), [1] + [6] * rng.randint(1, 20) + [2])
+            for i in range(300)]
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_the_batch_stream_made_ahead_by_workers_is_the_one_made_in_order(workers):
+    """The batches the step gets, whether worker processes make them or the trainer does:
+    iterate_epochs' own, epoch after epoch, with a resumed run's first batches left out."""
+    start_epoch, skip = 2, 5
+    expected = []
+    for epoch, index, batch in iterate_epochs(_epoch_sample, 400, seed=7, start_epoch=start_epoch):
+        if epoch == start_epoch + 3:
+            break
+        expected.append((epoch, index, prepare_batch(batch, 0)))
+    expected = expected[skip:]
+    assert len({e for e, _, _ in expected}) == 3 and len(expected) > 3 * workers
+    stream = stream_batches(BatchStream(_epoch_sample, 400, 7, start_epoch, skip, pad_id=0),
+                            workers, pin=False)
+    got = [next(stream) for _ in expected]
+    for (epoch, index, want), (got_epoch, got_index, batch) in zip(expected, got, strict=True):
+        assert (got_epoch, got_index) == (epoch, index)
+        for a, b in zip(want, batch, strict=True):
+            assert torch.equal(a, b)
+    src, tgt_in, tgt_out, real = got[0][2]
+    assert torch.equal(real, (tgt_out != 0).flatten().nonzero().squeeze(1))
 
 
 def test_token_batches_group_by_the_longer_side_so_targets_carry_little_padding():

@@ -2,7 +2,12 @@
 
 import dataclasses
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +16,7 @@ import torch
 
 from export.verify import reference_log_probs
 from model.checkpoint import checkpoint_paths, load_model, read_checkpoint
-from model.data import collate
+from model.data import collate, prepare_batch
 from model.evaluate import translate_beam, translate_greedy
 from model.hardware import machine
 from model.search import beam_search, greedy_search
@@ -98,7 +103,8 @@ def test_batch_loss_projects_only_real_targets_and_equals_the_padded_loss(toy_ru
     cfg, final, held_out = toy_run
     model, tok, _ = load_model(final)
     batch = encode_pairs(tok, held_out[:6], cfg.max_len)  # targets of several lengths: padding
-    loss, count = batch_loss(model, batch, cfg, torch.device("cpu"), bf16=False)
+    loss, count = batch_loss(model, prepare_batch(batch, PAD_ID), cfg, torch.device("cpu"),
+                             bf16=False)
     src, tgt_in, tgt_out = collate(batch, PAD_ID)
     logits = model(src, tgt_in)
     padded = torch.nn.functional.cross_entropy(
@@ -204,6 +210,59 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
                                 out_dir=str(tmp_path / "wider"))
     with pytest.raises(SystemExit, match="config"):
         train(wider, init_from=final)
+
+
+def test_batches_made_by_worker_processes_train_the_same_weights(toy_run, tmp_path):
+    """A GPU run makes its batches in worker processes (loader_workers): the same batches in
+    the same order as made in the trainer, so the same weights, and a resumed run goes on as
+    an unbroken one."""
+    cfg, final, _ = toy_run
+    runs = {}
+    for workers in (0, 2):
+        run = dataclasses.replace(cfg, out_dir=str(tmp_path / f"w{workers}"), max_steps=630,
+                                  eval_every=1000, save_every=615, average_last=1,
+                                  hurried_share=0.3, loader_workers=workers)
+        runs[workers] = load_model(train(run, init_from=final))[0].state_dict()
+    resumed = dataclasses.replace(cfg, out_dir=str(tmp_path / "w2"), max_steps=645,
+                                  eval_every=1000, average_last=1, loader_workers=0,
+                                  hurried_share=0.3)
+    (tmp_path / "w2" / "step_630.pt").unlink()  # go on from step 615, inside the epoch
+    again = load_model(train(resumed, resume=True))[0].state_dict()
+    for name, weight in runs[0].items():
+        assert torch.equal(weight, runs[2][name]), name
+    assert any(not torch.equal(weight, again[name]) for name, weight in runs[0].items())
+
+
+def test_a_stop_sent_to_every_process_of_a_run_saves_it(toy_run, tmp_path):
+    """model/gpu_train.sh stops a run with SIGTERM to every process whose command line names
+    its out_dir, the loader's workers included: the run still saves and exits cleanly."""
+    cfg, final, _ = toy_run
+    out = tmp_path / "stopped"
+    options = {**{k: v for k, v in dataclasses.asdict(cfg).items() if k != "model"},
+               **dataclasses.asdict(cfg.model), "out_dir": str(out), "max_steps": 10**6,
+               "eval_every": 10**6, "save_every": 10**6, "loader_workers": 2}
+    command = [sys.executable, "-m", "model.train", "--init-from", str(final)]
+    for key, value in options.items():
+        command += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        log = out / "train.log.jsonl"
+        deadline = time.monotonic() + 120
+        while not (log.exists() and '"loss"' in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+            time.sleep(0.2)
+        found = subprocess.run(["pgrep", "-f", f"model.train .*out_dir={out}"],
+                               capture_output=True, text=True).stdout.split()
+        assert len(found) == 3, found  # the trainer and its two workers
+        for pid in found:
+            os.kill(int(pid), signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, output
+    saves = [json.loads(line) for line in log.read_text().splitlines() if '"checkpoint"' in line]
+    assert saves[-1]["reason"] == "stop" and Path(saves[-1]["path"]).exists()
 
 
 def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
