@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from lxml import etree
 
-from app.documents import Document, InvalidDocument, html_file
+from app.documents import Budget, Document, InvalidDocument, Limits, html_file
 from app.documents.txt_file import replace_stripped
 from app.text.protect import ANY_TAG_RE, has_words
 from app.text.segment import always
@@ -158,9 +158,9 @@ class _Page:
         return html_file.rebuild(self.doc, translations, target_lang)
 
 
-def _page(archive: zipfile.ZipFile, name: str) -> _Page:
+def _page(archive: zipfile.ZipFile, name: str, budget: Budget) -> _Page:
     data = archive.read(name)
-    return _Page(name, html_file.extract(data), _well_formed(data, name))
+    return _Page(name, html_file.extract(data, budget=budget), _well_formed(data, name))
 
 
 @dataclass
@@ -230,12 +230,15 @@ def _checked(archive: zipfile.ZipFile) -> None:
         raise InvalidDocument(f"{bad} is damaged (its checksum does not match)")
 
 
-def _parts(archive: zipfile.ZipFile) -> list[_Texts | _Page]:
+def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
+    """The book's parts in reading order, each spent from `budget` as it is read (a page
+    by html_file), so that a book past a limit is read no further."""
     package = _package(archive)
     root = package.tree.getroot()
     read = list(root.iter(f"{_DC}title", f"{_DC}description"))
     languages = list(root.iter(f"{_DC}language"))[:1]
     parts: list[_Texts | _Page] = [_texts(package.name, package.tree, read, languages)]
+    budget.spend(parts[0].segments())
 
     def entry(item_id: str, what: str) -> tuple[str, str, list[str]]:
         if item_id not in package.items:
@@ -252,6 +255,7 @@ def _parts(archive: zipfile.ZipFile) -> list[_Texts | _Page]:
         labels = [t for el in tree.getroot().iter("{*}docTitle", "{*}navLabel")
                   for t in el.iter("{*}text")]
         parts.append(_texts(name, tree, labels, []))
+        budget.spend(parts[-1].segments())
     spine = [name for name, media_type, _ in
              (entry(i, f"the spine's item {i!r}") for i in package.spine) if media_type == _XHTML]
     # the nav document where the spine does not hold it: the table of contents, read first
@@ -262,13 +266,13 @@ def _parts(archive: zipfile.ZipFile) -> list[_Texts | _Page]:
     if locked:
         raise InvalidDocument(f"{min(locked)} is encrypted (DRM): only books without DRM can "
                               "be translated")
-    return parts + [_page(archive, name) for name in names]
+    return parts + [_page(archive, name, budget) for name in names]
 
 
-def extract(data: bytes) -> Document:
+def extract(data: bytes, budget: Budget | None = None) -> Document:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         _checked(archive)
-        parts = _parts(archive)
+        parts = _parts(archive, budget or Budget(Limits()))
     segments = [s for part in parts for s in part.segments()]
     return Document("epub", segments, (data, parts), markup=True, wraps=always)
 

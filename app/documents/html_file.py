@@ -24,7 +24,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from app.documents import Document, charset
+from app.documents import Budget, Document, charset
 from app.documents.txt_file import replaced
 from app.text.protect import (
     INLINE_CODE_TAGS,
@@ -211,12 +211,15 @@ def _replaced_outside_whole(text: str, old: str, new: str) -> str:
     return "".join(pieces)
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
+    """The page's segments, spent from `budget` if given (a book's pages share one)."""
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     parts, values = blocks(source)
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
+    if budget is not None:
+        budget.spend(segments)
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),
                     markup=True, wraps=always)  # a line break in HTML text is a space
 
