@@ -23,10 +23,10 @@ import importlib
 import inspect
 import io
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeVar
 
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.text import tags
@@ -89,6 +89,9 @@ class Limits:
     max_chars: int = 5_000_000
 
 
+T = TypeVar("T")
+
+
 class Budget:
     """What a document may still hold under its limits (segments, characters to translate)
     while its reader finds them. A reader that reads a file part by part (a book's pages, a
@@ -98,7 +101,7 @@ class Budget:
     of its own afterwards, so a reader that spends nothing (or less than it finds) is still
     bounded."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits = Limits()) -> None:
         self.limits = limits
         self.segments = 0
         self.chars = 0
@@ -115,6 +118,15 @@ class Budget:
             raise DocumentTooLarge(f"the file has at least {self.chars} characters to "
                                    f"translate; the limit is {limits.max_chars}",
                                    limit=limits.max_chars)
+
+    def each(self, found: Iterable[T], segment: Callable[[T], str]) -> list[T]:
+        """What a reader finds one at a time (a paragraph, a cue), each spent as it comes
+        (`segment`: its text), so that reading stops at the first one past a limit."""
+        out = []
+        for item in found:
+            self.spend([segment(item)])
+            out.append(item)
+        return out
 
     def copy(self) -> Budget:
         """A budget that has spent what this one has: for a reader that spends what it knows

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from lxml import etree
 
-from app.documents import Budget, Document, InvalidDocument, Limits, html_file
+from app.documents import Budget, Document, InvalidDocument, html_file
 from app.documents.txt_file import replace_stripped
 from app.text.protect import ANY_TAG_RE, has_words
 from app.text.segment import always
@@ -272,7 +272,7 @@ def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
 def extract(data: bytes, budget: Budget | None = None) -> Document:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         _checked(archive)
-        parts = _parts(archive, budget or Budget(Limits()))
+        parts = _parts(archive, budget or Budget())
     segments = [s for part in parts for s in part.segments()]
     return Document("epub", segments, (data, parts), markup=True, wraps=always)
 

@@ -218,8 +218,7 @@ def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
-    if budget is not None:
-        budget.spend(segments)
+    (budget or Budget()).spend(segments)
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),
                     markup=True, wraps=always)  # a line break in HTML text is a space
 

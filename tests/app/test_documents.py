@@ -31,12 +31,17 @@ from app.documents import (
     InvalidDocument,
     Limits,
     UnsupportedFormat,
+    docx_file,
     extract,
     format_of,
+    markdown_file,
     translate_document,
     translate_segments,
+    xliff_file,
 )
+from app.documents import pptx_file as pptx_reader
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from tests.app import hostile
 from tests.app.hostile import entity_expansion_xliff, replace_part
 from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
@@ -1273,6 +1278,33 @@ def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():
         extract(b"no cue here " * 500 + b"\n\n1\n00:00:01,000 --> 00:00:02,000\nHi\n", "srt")
     assert err.value.message.startswith("cannot read the file as .srt: ")
     assert len(err.value.message) < 300
+
+
+@pytest.mark.parametrize(("fmt", "module", "reads_one"), [
+    ("docx", docx_file, "_encode"),
+    ("pptx", pptx_reader, "_encode"),
+    ("md", markdown_file, "_emphasis"),
+    ("xliff", xliff_file, "_inner"),
+])
+def test_a_document_over_a_limit_is_read_no_further(monkeypatch, fmt, module, reads_one):
+    """Forty paragraphs and a limit of five: the document is refused at the sixth, naming
+    the limit, and the paragraphs after it are never read (`reads_one` reads one)."""
+    calls = []
+    real = getattr(module, reads_one)
+    monkeypatch.setattr(module, reads_one, lambda *args: calls.append(1) or real(*args))
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5") as err:
+        extract(hostile.paragraphs(fmt, 40), fmt, Limits(max_segments=5))
+    assert err.value.limit == 5 and len(calls) == 6
+
+
+def test_subtitles_over_a_limit_are_read_no_further():
+    """A file with a broken cue (its times) is unreadable, once the reading gets there; over
+    the limit before it, it is refused before."""
+    data = hostile.paragraphs("srt", 40).replace(b"00:00:30,000 -->", b"00:00:30.000 ->")
+    with pytest.raises(InvalidDocument, match="cannot read the file as .srt"):
+        extract(data, "srt")
+    with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
+        extract(data, "srt", Limits(max_chars=100))
 
 
 def test_formats_limits_and_broken_files():
