@@ -34,6 +34,7 @@ from app.documents import (
     docx_file,
     extract,
     format_of,
+    html_file,
     markdown_file,
     translate_document,
     translate_segments,
@@ -1295,6 +1296,39 @@ def test_a_document_over_a_limit_is_read_no_further(monkeypatch, fmt, module, re
     with pytest.raises(DocumentTooLarge, match="segments; the limit is 5") as err:
         extract(hostile.paragraphs(fmt, 40), fmt, Limits(max_segments=5))
     assert err.value.limit == 5 and len(calls) == 6
+
+
+# every kind of run a page has: inline tags and code, a sentence over a line break, kept
+# elements, verbatim blocks, attributes people read, references, a comment
+MIXED = ("<h2 title='Part {k}'>Part {k}</h2><p>Run <code>make all</code> to <b>build</b> it"
+         "<br>and then <a href='x'>open</a> the file.</p><pre>kept {k}</pre>\n"
+         "<p>Open &amp; <span translate='no'>Acme</span> close.<br/>Next line.</p>"
+         "<script>var a = '<p>no</p>';</script><!-- a <p>comment</p> -->"
+         "<p><img src='a.png' alt='A red house'/>&nbsp;</p><p>&#160;</p><ul><li>Item {k}"
+         "</li></ul>\n")
+
+
+@pytest.mark.parametrize("step", [7, 97, 1000])
+def test_a_page_parsed_a_step_at_a_time_has_the_same_segments(monkeypatch, step):
+    page = "".join(MIXED.format(k=k) for k in range(40)).encode()
+    whole = extract(page, "html")
+    monkeypatch.setattr(html_file, "_STEP", step)
+    assert extract(page, "html").segments == whole.segments
+    assert len(whole.segments) == 40 * 7
+
+
+def test_a_page_over_a_limit_is_parsed_no_further(monkeypatch):
+    """A page of 400 paragraphs and a limit of five: refused, naming the limit, after its
+    first step is parsed."""
+    monkeypatch.setattr(html_file, "_STEP", 1000, raising=False)
+    fed = []
+    real = html_file._BlockSplitter.feed
+    monkeypatch.setattr(html_file._BlockSplitter, "feed",
+                        lambda self, data: fed.append(len(data)) or real(self, data))
+    page = hostile.paragraphs("html", 400)
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5"):
+        extract(page, "html", Limits(max_segments=5))
+    assert sum(fed) == 1000 < len(page)
 
 
 def test_subtitles_over_a_limit_are_read_no_further():
