@@ -108,8 +108,13 @@ class Budget:
 
     def spend(self, segments: Sequence[str]) -> None:
         """Count these segments; DocumentTooLarge once the document is past a limit."""
-        self.segments += len(segments)
-        self.chars += sum(map(len, segments))
+        self.count(len(segments), sum(map(len, segments)))
+
+    def count(self, segments: int, chars: int) -> None:
+        """spend, for a reader that knows how many segments and characters it found (at
+        least), not the texts."""
+        self.segments += segments
+        self.chars += chars
         limits = self.limits
         if self.segments > limits.max_segments:
             raise DocumentTooLarge(f"the file has at least {self.segments} segments; the limit "

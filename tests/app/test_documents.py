@@ -40,6 +40,7 @@ from app.documents import (
     translate_segments,
     xliff_file,
 )
+from app.documents import odt_file as odt_reader
 from app.documents import pptx_file as pptx_reader
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from tests.app import hostile
@@ -1329,6 +1330,26 @@ def test_a_page_over_a_limit_is_parsed_no_further(monkeypatch):
     with pytest.raises(DocumentTooLarge, match="segments; the limit is 5"):
         extract(page, "html", Limits(max_segments=5))
     assert sum(fed) == 1000 < len(page)
+
+
+def test_an_odt_over_a_limit_is_refused_before_odfpy_reads_it(monkeypatch):
+    loads = []
+    real = odt_reader.opendocument.load
+    monkeypatch.setattr(odt_reader.opendocument, "load", lambda f: loads.append(1) or real(f))
+    data = hostile.paragraphs("odt", 40)
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5"):
+        extract(data, "odt", Limits(max_segments=5))
+    with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
+        extract(data, "odt", Limits(max_chars=100))
+    assert loads == []
+
+
+@pytest.mark.parametrize("data", [odt_file("  and   later\tthat day"), odp_file()])
+def test_an_odf_file_just_at_its_limits_is_read(data):
+    """What the probe before odfpy counts is never more than the segments hold."""
+    doc = extract(data, "odt")
+    at = Limits(max_segments=len(doc.segments), max_chars=sum(map(len, doc.segments)))
+    assert extract(data, "odt", at).segments == doc.segments
 
 
 def test_subtitles_over_a_limit_are_read_no_further():
