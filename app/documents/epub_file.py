@@ -232,13 +232,13 @@ def _checked(archive: zipfile.ZipFile) -> None:
 
 def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
     """The book's parts in reading order, each spent from `budget` as it is read (a page
-    by html_file), so that a book past a limit is read no further."""
+    by html_file), so that a book past a limit is read no further; a book that points outside
+    itself is refused as such first."""
     package = _package(archive)
     root = package.tree.getroot()
     read = list(root.iter(f"{_DC}title", f"{_DC}description"))
     languages = list(root.iter(f"{_DC}language"))[:1]
     parts: list[_Texts | _Page] = [_texts(package.name, package.tree, read, languages)]
-    budget.spend(parts[0].segments())
 
     def entry(item_id: str, what: str) -> tuple[str, str, list[str]]:
         if item_id not in package.items:
@@ -255,7 +255,6 @@ def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
         labels = [t for el in tree.getroot().iter("{*}docTitle", "{*}navLabel")
                   for t in el.iter("{*}text")]
         parts.append(_texts(name, tree, labels, []))
-        budget.spend(parts[-1].segments())
     spine = [name for name, media_type, _ in
              (entry(i, f"the spine's item {i!r}") for i in package.spine) if media_type == _XHTML]
     # the nav document where the spine does not hold it: the table of contents, read first
@@ -266,6 +265,8 @@ def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
     if locked:
         raise InvalidDocument(f"{min(locked)} is encrypted (DRM): only books without DRM can "
                               "be translated")
+    for part in parts:  # once the book's files are known to be in it and readable
+        budget.spend(part.segments())
     return parts + [_page(archive, name, budget) for name in names]
 
 
