@@ -23,10 +23,10 @@ import importlib
 import inspect
 import io
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypeVar
 
 from app.errors import InvalidInput, ServiceError, TooLarge, UnsupportedMediaType
 from app.text import tags
@@ -89,6 +89,58 @@ class Limits:
     max_chars: int = 5_000_000
 
 
+T = TypeVar("T")
+
+
+class Budget:
+    """What a document may still hold under its limits (segments, characters to translate)
+    while its reader finds them. A reader that reads a file part by part (a book's pages, a
+    PDF's pages, a presentation's slides, paragraphs, cues) spends each part's segments as it
+    finds them, so a file over a limit is refused at the first part past it, naming the limit,
+    and the rest of the file is never read. `extract` checks the whole document with a budget
+    of its own afterwards, so a reader that spends nothing (or less than it finds) is still
+    bounded."""
+
+    def __init__(self, limits: Limits = Limits()) -> None:
+        self.limits = limits
+        self.segments = 0
+        self.chars = 0
+
+    def spend(self, segments: Sequence[str]) -> None:
+        """Count these segments; DocumentTooLarge once the document is past a limit."""
+        self.count(len(segments), sum(map(len, segments)))
+
+    def count(self, segments: int, chars: int) -> None:
+        """spend, for a reader that knows how many segments and characters it found (at
+        least), not the texts."""
+        self.segments += segments
+        self.chars += chars
+        limits = self.limits
+        if self.segments > limits.max_segments:
+            raise DocumentTooLarge(f"the file has at least {self.segments} segments; the limit "
+                                   f"is {limits.max_segments}", limit=limits.max_segments)
+        if self.chars > limits.max_chars:
+            raise DocumentTooLarge(f"the file has at least {self.chars} characters to "
+                                   f"translate; the limit is {limits.max_chars}",
+                                   limit=limits.max_chars)
+
+    def each(self, found: Iterable[T], segment: Callable[[T], str]) -> list[T]:
+        """What a reader finds one at a time (a paragraph, a cue), each spent as it comes
+        (`segment`: its text), so that reading stops at the first one past a limit."""
+        out = []
+        for item in found:
+            self.spend([segment(item)])
+            out.append(item)
+        return out
+
+    def copy(self) -> Budget:
+        """A budget that has spent what this one has: for a reader that spends what it knows
+        so far of a part (at least what it will hold) before it spends the part itself."""
+        out = Budget(self.limits)
+        out.segments, out.chars = self.segments, self.chars
+        return out
+
+
 @dataclass
 class Document:
     """segments: the texts to translate, in order; markup: they are HTML-escaped text with
@@ -139,34 +191,23 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
         )
     if data.startswith(b"PK"):
         _check_unpacked(data, limits.max_unpacked_bytes)
+    budget = Budget(limits)  # spent by the readers that read part by part
     try:
         from app.documents import charset  # it raises this module's errors
 
         module = handler(fmt)
+        # what each reader takes: `legacy`, the code page of a text file that is not UTF-8;
+        # `limits`, to bound its own unpacking (.pdf's streams); `budget`, to stop early
+        offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget}
         takes = inspect.signature(module.extract).parameters
-        if "legacy" in takes:
-            doc = module.extract(data, legacy=charset.code_page(source_lang))
-        elif "limits" in takes:  # a format that bounds its own unpacking (.pdf's streams)
-            doc = module.extract(data, limits=limits)
-        else:
-            doc = module.extract(data)
+        doc = module.extract(data, **{k: v for k, v in offered.items() if k in takes})
     except DocumentError:
         raise
     except Exception as exc:  # each library has its own errors for a broken file
         # the first 200 characters: some quote all of the file they could not read
         said = str(exc) if len(str(exc)) <= 200 else f"{str(exc)[:200]}..."
         raise InvalidDocument(f"cannot read the file as .{fmt}: {said}") from exc
-    if len(doc.segments) > limits.max_segments:
-        raise DocumentTooLarge(
-            f"the file has {len(doc.segments)} segments; the limit is {limits.max_segments}",
-            limit=limits.max_segments,
-        )
-    chars = sum(map(len, doc.segments))
-    if chars > limits.max_chars:
-        raise DocumentTooLarge(
-            f"the file has {chars} characters to translate; the limit is {limits.max_chars}",
-            limit=limits.max_chars,
-        )
+    Budget(limits).spend(doc.segments)  # the whole document, whatever its reader spent
     return doc
 
 

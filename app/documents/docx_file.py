@@ -33,7 +33,7 @@ from docx.oxml.ns import qn
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
-from app.documents import Document
+from app.documents import Budget, Document
 from app.documents.inline import Atom, Runs, decode, encode
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
@@ -187,7 +187,7 @@ def _encode(p) -> tuple[str, list]:
     return encode(runs.items), [children, runs.nodes, runs.base_run]
 
 
-def extract(data: bytes) -> Document:
+def extract(data: bytes, budget: Budget | None = None) -> Document:
     document = docx.Document(io.BytesIO(data))
     paragraphs = _paragraphs(document)
     changed = []  # parts kept as bytes whose XML changes
@@ -196,7 +196,7 @@ def extract(data: bytes) -> Document:
         paragraphs += notes
         if notes and not isinstance(part, XmlPart):
             changed.append((part, root))
-    encoded = [_encode(p) for p in paragraphs]
+    encoded = (budget or Budget()).each((_encode(p) for p in paragraphs), lambda e: e[0])
     return Document("docx", [e[0] for e in encoded],
                     (document, paragraphs, [e[1] for e in encoded], changed), markup=True)
 

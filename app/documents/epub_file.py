@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from lxml import etree
 
-from app.documents import Document, InvalidDocument, html_file
+from app.documents import Budget, Document, InvalidDocument, html_file
 from app.documents.txt_file import replace_stripped
 from app.text.protect import ANY_TAG_RE, has_words
 from app.text.segment import always
@@ -158,9 +158,9 @@ class _Page:
         return html_file.rebuild(self.doc, translations, target_lang)
 
 
-def _page(archive: zipfile.ZipFile, name: str) -> _Page:
+def _page(archive: zipfile.ZipFile, name: str, budget: Budget) -> _Page:
     data = archive.read(name)
-    return _Page(name, html_file.extract(data), _well_formed(data, name))
+    return _Page(name, html_file.extract(data, budget=budget), _well_formed(data, name))
 
 
 @dataclass
@@ -230,7 +230,10 @@ def _checked(archive: zipfile.ZipFile) -> None:
         raise InvalidDocument(f"{bad} is damaged (its checksum does not match)")
 
 
-def _parts(archive: zipfile.ZipFile) -> list[_Texts | _Page]:
+def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:
+    """The book's parts in reading order, each spent from `budget` as it is read (a page
+    by html_file), so that a book past a limit is read no further; a book that points outside
+    itself is refused as such first."""
     package = _package(archive)
     root = package.tree.getroot()
     read = list(root.iter(f"{_DC}title", f"{_DC}description"))
@@ -262,13 +265,15 @@ def _parts(archive: zipfile.ZipFile) -> list[_Texts | _Page]:
     if locked:
         raise InvalidDocument(f"{min(locked)} is encrypted (DRM): only books without DRM can "
                               "be translated")
-    return parts + [_page(archive, name) for name in names]
+    for part in parts:  # once the book's files are known to be in it and readable
+        budget.spend(part.segments())
+    return parts + [_page(archive, name, budget) for name in names]
 
 
-def extract(data: bytes) -> Document:
+def extract(data: bytes, budget: Budget | None = None) -> Document:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         _checked(archive)
-        parts = _parts(archive)
+        parts = _parts(archive, budget or Budget())
     segments = [s for part in parts for s in part.segments()]
     return Document("epub", segments, (data, parts), markup=True, wraps=always)
 

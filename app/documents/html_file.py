@@ -24,7 +24,7 @@ import itertools
 import re
 from dataclasses import dataclass
 
-from app.documents import Document, charset
+from app.documents import Budget, Document, charset
 from app.documents.txt_file import replaced
 from app.text.protect import (
     INLINE_CODE_TAGS,
@@ -114,21 +114,24 @@ class Value:
         return self.tag[self.span[0] : self.span[1]]
 
 
-def blocks(source: str) -> tuple[list[tuple[str, bool]], list[Value]]:
+_STEP = 1 << 16  # characters parsed between two looks at the texts found so far
+
+
+def blocks(source: str, probe: Budget | None = None
+           ) -> tuple[list[tuple[str, bool]], list[Value]]:
     """The source cut into (chunk, translatable) runs whose concatenation is the source, and the
-    values of the attributes people read that have words (has_words), in source order."""
+    values of the attributes people read that have words (has_words), in source order.
+    `probe`: spent, as the source is parsed, with texts the page surely holds (at most what it
+    holds): a page past a limit is parsed no further."""
     splitter = _BlockSplitter(source)
-    splitter.feed(source)
+    looked = 0  # the events whose texts the probe has had
+    step = _STEP if probe else max(len(source), 1)
+    for at in range(0, len(source), step):
+        splitter.feed(source[at : at + step])
+        if probe:
+            looked = _probed(splitter, looked, probe)
     splitter.close()
-    events = [(0, False)] + splitter.events + [(len(source), False)]
-    out: list[tuple[str, bool]] = []
-    for (start, kind), (end, _) in zip(events, events[1:], strict=False):
-        if start >= end:
-            continue
-        if out and out[-1][1] == kind:
-            out[-1] = (out[-1][0] + source[start:end], kind)
-        else:
-            out.append((source[start:end], kind))
+    out = _runs(source, [(0, False)] + splitter.events + [(len(source), False)])
     values = []
     for at, tag in splitter.tags:
         for m in _READ_ATTRS.finditer(tag):
@@ -136,6 +139,37 @@ def blocks(source: str) -> tuple[list[tuple[str, bool]], list[Value]]:
             if has_words(html.unescape(m.group(group))):
                 values.append(Value(tag, at, m.span(group), '"' if group == 2 else "'"))
     return _outside(join_breaks(out)), values
+
+
+def _runs(source: str, events: list[tuple[int, bool]]) -> list[tuple[str, bool]]:
+    """The source between these events as (chunk, translatable) runs, each the longest of its
+    kind."""
+    out: list[tuple[str, bool]] = []
+    for (start, kind), (end, _) in itertools.pairwise(events):
+        if start >= end:
+            continue
+        if out and out[-1][1] == kind:
+            out[-1] = (out[-1][0] + source[start:end], kind)
+        else:
+            out.append((source[start:end], kind))
+    return out
+
+
+def _probed(splitter: _BlockSplitter, looked: int, probe: Budget) -> int:
+    """The texts between the events from `looked` to the last that can no longer change (the
+    last one's text may go on; an open inline element read whole may still turn its events into
+    text) spent from `probe`, but the first and the last: either may be part of a text that goes
+    on beyond these events, so those in between are whole segments of the page or parts of
+    one. Returns the event to look from next."""
+    events = splitter.events
+    end = len(events) - 1 if splitter.whole_from is None else splitter.whole_from
+    if end - looked < 2:
+        return looked
+    texts = [chunk.strip() for chunk, kind in
+             _outside(join_breaks(_runs(splitter.source, events[looked : end + 1])))
+             if kind and has_words(chunk, markup=True)]
+    probe.spend(texts[1:-1])
+    return end
 
 
 _CLOSING = re.compile(r"(?:</[^<>]*>)+")  # tags that close at a text's start
@@ -211,12 +245,15 @@ def _replaced_outside_whole(text: str, old: str, new: str) -> str:
     return "".join(pieces)
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
+    """The page's segments, spent from `budget` if given (a book's pages share one)."""
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
-    parts, values = blocks(source)
+    budget = budget or Budget()
+    parts, values = blocks(source, budget.copy())
     targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
+    budget.spend(segments)
     return Document("html", segments, ([c for c, _ in parts], targets, encoding, values),
                     markup=True, wraps=always)  # a line break in HTML text is a space
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from app.documents import Document, charset
+from app.documents import Budget, Document, charset
 from app.documents.txt_file import replace_stripped, split_lines
 from app.text.protect import find_spans
 from app.text.segment import always
@@ -137,7 +137,7 @@ def _closes(line: str, fence: str) -> bool:
     return re.fullmatch(rf"[ \t>]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line) is not None
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
     text, encoding = charset.decode(data, legacy)
     lines, targets = split_lines(text)
     # (line index, piece index, the indices of the lines that continue that piece's text)
@@ -211,9 +211,12 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
             quotes = marker.count(">")
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
-    segments, markers = zip(*(
-        _emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
-        for i, k, more in cells), strict=True) if cells else ((), ())
+    # each text spent as it is made (its emphasis and references read): a file past a limit
+    # is read no further
+    made = (budget or Budget()).each(
+        (_emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
+         for i, k, more in cells), lambda e: e[0])
+    segments, markers = zip(*made, strict=True) if made else ((), ())
     return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
                     wraps=always)
 

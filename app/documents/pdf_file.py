@@ -65,7 +65,7 @@ from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas
 
-from app.documents import Document, DocumentTooLarge, InvalidDocument, Limits
+from app.documents import Budget, Document, DocumentTooLarge, InvalidDocument, Limits
 
 # decoded stream bytes pdfminer may read: a floor for small files, else this many times the
 # file's size (text content deflates a few times over; a bomb, a thousand times)
@@ -132,7 +132,10 @@ class Page:
     frame: Box
 
 
-def extract(data: bytes, limits: Limits = Limits()) -> Document:
+def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None) -> Document:
+    """Page by page, each page's segments spent from `budget` once it is read: a file past a
+    limit is read no further."""
+    budget = budget or Budget(limits)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
         raise InvalidDocument("the .pdf file is encrypted; remove the password and send it again")
@@ -151,6 +154,7 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
         found = [(block, text) for block, text in found if block.code or text.strip()]
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
+        first = len(segments)
         for block, text in found:
             block = _aligned(block, space, [b for b, _ in found])
             if block.code:
@@ -158,6 +162,7 @@ def extract(data: bytes, limits: Limits = Limits()) -> Document:
             else:
                 segments.append(text)
                 blocks.append(block)
+        budget.spend(segments[first:])
     if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
                               f"page tree, {len(pages)} found")

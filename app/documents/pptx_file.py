@@ -24,7 +24,7 @@ import zipfile
 
 from lxml import etree
 
-from app.documents import Document
+from app.documents import Budget, Document
 from app.documents.inline import Atom, Runs, decode, encode
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
@@ -103,13 +103,18 @@ def _encode(p) -> tuple[str, list]:
     return encode(runs.items), [children, runs.nodes, runs.base_run]
 
 
-def extract(data: bytes) -> Document:
+def extract(data: bytes, budget: Budget | None = None) -> Document:
+    """Slide by slide (each followed by its notes), each paragraph spent from `budget` as it
+    is read: a presentation past a limit is read no further."""
+    budget = budget or Budget()
+    roots, paragraphs, encoded = {}, [], []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        roots = {name: etree.fromstring(archive.read(name), _PARSER)
-                 for name in _content_parts(archive)}
-    paragraphs = [(name, p) for name, root in roots.items() for p in root.iter(f"{_A}p")
-                  if "".join(_text(r) for r in p.iterchildren(f"{_A}r")).strip()]
-    encoded = [_encode(p) for _, p in paragraphs]
+        for name in _content_parts(archive):
+            roots[name] = root = etree.fromstring(archive.read(name), _PARSER)
+            found = [(name, p) for p in root.iter(f"{_A}p")
+                     if "".join(_text(r) for r in p.iterchildren(f"{_A}r")).strip()]
+            paragraphs += found
+            encoded += budget.each((_encode(p) for _, p in found), lambda e: e[0])
     return Document("pptx", [e[0] for e in encoded],
                     (data, roots, paragraphs, [e[1] for e in encoded]), markup=True)
 

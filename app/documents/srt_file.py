@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import srt as srtlib
 
-from app.documents import Document, charset
+from app.documents import Budget, Document, charset
 from app.text.segment import subtitle_wrap
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
     text, encoding = charset.decode(data, legacy)
-    subtitles = list(srtlib.parse(text))
+    # the library reads one cue at a time: a file past a limit is read no further
+    subtitles = (budget or Budget()).each(srtlib.parse(text), lambda s: s.content)
     return Document("srt", [s.content for s in subtitles], (subtitles, encoding, "\r\n" in text),
                     wraps=subtitle_wrap)
 

@@ -18,7 +18,7 @@ import re
 
 from lxml import etree
 
-from app.documents import Document
+from app.documents import Budget, Document
 from app.text.protect import ANY_TAG_RE
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
@@ -64,13 +64,14 @@ def _translatable(source) -> bool:
     return True
 
 
-def extract(data: bytes) -> Document:
+def extract(data: bytes, budget: Budget | None = None) -> Document:
     root = etree.fromstring(data, _PARSER)
     if _local(root) != "xliff":
         raise ValueError(f"the root element is <{_local(root)}>, not <xliff>")
     sources = [el for el in root.iter("{*}source")
                if _local(el.getparent()) in ("trans-unit", "segment") and _translatable(el)]
-    return Document("xliff", [_inner(s) for s in sources], (root, sources), markup=True)
+    segments = (budget or Budget()).each((_inner(s) for s in sources), str)
+    return Document("xliff", segments, (root, sources), markup=True)
 
 
 def _with_code(target, source) -> None:

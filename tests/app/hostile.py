@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import zipfile
 
-from tests.app.samples import docx_bytes, docx_document
+from tests.app.samples import docx_bytes, docx_document, odt_file, pptx_file
 
 _W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 
@@ -61,3 +61,43 @@ def one_paragraph(words: int) -> bytes:
 def truncated_zip() -> bytes:
     data = docx_bytes(docx_document())
     return data[: len(data) // 2]
+
+
+def paragraphs(fmt: str, n: int) -> bytes:
+    """A document of format `fmt` (.docx, .pptx, .odt, .html, .md, .srt, .xliff) holding `n`
+    short paragraphs (cues, units), each its own segment: "Line k has a few words.", with a
+    bold word in the formats that have one."""
+    lines = [f"Line {k} has a few words." for k in range(n)]
+    if fmt == "docx":
+        document = docx_document()
+        for line in lines:
+            document.add_paragraph(line).add_run(" bold").bold = True
+        return docx_bytes(document)
+    if fmt == "pptx":
+        runs = "".join(f'<a:p><a:r><a:t>{line} </a:t></a:r><a:r><a:rPr b="1"/><a:t>bold</a:t>'
+                       "</a:r></a:p>" for line in lines)
+        with zipfile.ZipFile(io.BytesIO(pptx_file())) as archive:
+            slide = archive.read("ppt/slides/slide1.xml").decode()
+        return replace_part(pptx_file(), "ppt/slides/slide1.xml",
+                            slide.replace("<a:p>", runs + "<a:p>", 1).encode())
+    if fmt == "odt":
+        with zipfile.ZipFile(io.BytesIO(odt_file())) as archive:
+            content = archive.read("content.xml").decode()
+        body = "".join(f"<text:p>{line}</text:p>" for line in lines)
+        return replace_part(odt_file(), "content.xml",
+                            content.replace("</office:text>", body + "</office:text>").encode())
+    if fmt == "html":
+        return ("<html><body>" + "".join(f"<p>{line} <b>bold</b></p>\n" for line in lines)
+                + "</body></html>").encode()
+    if fmt == "md":
+        return "".join(f"{line} **bold**\n\n" for line in lines).encode()
+    if fmt == "srt":
+        return "".join(f"{k + 1}\n00:00:{k % 60:02d},000 --> 00:00:{k % 60:02d},500\n{line}\n\n"
+                       for k, line in enumerate(lines)).encode()
+    if fmt == "xliff":
+        units = "".join(f'<trans-unit id="{k}"><source>{line} <g id="b">bold</g></source>'
+                        "</trans-unit>" for k, line in enumerate(lines))
+        return ('<?xml version="1.0"?><xliff version="1.2"><file source-language="en" '
+                'target-language="de" datatype="plaintext" original="x"><body>'
+                f"{units}</body></file></xliff>").encode()
+    raise ValueError(fmt)

@@ -31,12 +31,19 @@ from app.documents import (
     InvalidDocument,
     Limits,
     UnsupportedFormat,
+    docx_file,
     extract,
     format_of,
+    html_file,
+    markdown_file,
     translate_document,
     translate_segments,
+    xliff_file,
 )
+from app.documents import odt_file as odt_reader
+from app.documents import pptx_file as pptx_reader
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from tests.app import hostile
 from tests.app.hostile import entity_expansion_xliff, replace_part
 from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
 
@@ -1273,6 +1280,86 @@ def test_utf32_text_is_read_and_a_reader_error_is_told_briefly():
         extract(b"no cue here " * 500 + b"\n\n1\n00:00:01,000 --> 00:00:02,000\nHi\n", "srt")
     assert err.value.message.startswith("cannot read the file as .srt: ")
     assert len(err.value.message) < 300
+
+
+@pytest.mark.parametrize(("fmt", "module", "reads_one"), [
+    ("docx", docx_file, "_encode"),
+    ("pptx", pptx_reader, "_encode"),
+    ("md", markdown_file, "_emphasis"),
+    ("xliff", xliff_file, "_inner"),
+])
+def test_a_document_over_a_limit_is_read_no_further(monkeypatch, fmt, module, reads_one):
+    """Forty paragraphs and a limit of five: the document is refused at the sixth, naming
+    the limit, and the paragraphs after it are never read (`reads_one` reads one)."""
+    calls = []
+    real = getattr(module, reads_one)
+    monkeypatch.setattr(module, reads_one, lambda *args: calls.append(1) or real(*args))
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5") as err:
+        extract(hostile.paragraphs(fmt, 40), fmt, Limits(max_segments=5))
+    assert err.value.limit == 5 and len(calls) == 6
+
+
+# every kind of run a page has: inline tags and code, a sentence over a line break, kept
+# elements, verbatim blocks, attributes people read, references, a comment
+MIXED = ("<h2 title='Part {k}'>Part {k}</h2><p>Run <code>make all</code> to <b>build</b> it"
+         "<br>and then <a href='x'>open</a> the file.</p><pre>kept {k}</pre>\n"
+         "<p>Open &amp; <span translate='no'>Acme</span> close.<br/>Next line.</p>"
+         "<script>var a = '<p>no</p>';</script><!-- a <p>comment</p> -->"
+         "<p><img src='a.png' alt='A red house'/>&nbsp;</p><p>&#160;</p><ul><li>Item {k}"
+         "</li></ul>\n")
+
+
+@pytest.mark.parametrize("step", [7, 97, 1000])
+def test_a_page_parsed_a_step_at_a_time_has_the_same_segments(monkeypatch, step):
+    page = "".join(MIXED.format(k=k) for k in range(40)).encode()
+    whole = extract(page, "html")
+    monkeypatch.setattr(html_file, "_STEP", step)
+    assert extract(page, "html").segments == whole.segments
+    assert len(whole.segments) == 40 * 7
+
+
+def test_a_page_over_a_limit_is_parsed_no_further(monkeypatch):
+    """A page of 400 paragraphs and a limit of five: refused, naming the limit, after its
+    first step is parsed."""
+    monkeypatch.setattr(html_file, "_STEP", 1000, raising=False)
+    fed = []
+    real = html_file._BlockSplitter.feed
+    monkeypatch.setattr(html_file._BlockSplitter, "feed",
+                        lambda self, data: fed.append(len(data)) or real(self, data))
+    page = hostile.paragraphs("html", 400)
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5"):
+        extract(page, "html", Limits(max_segments=5))
+    assert sum(fed) == 1000 < len(page)
+
+
+def test_an_odt_over_a_limit_is_refused_before_odfpy_reads_it(monkeypatch):
+    loads = []
+    real = odt_reader.opendocument.load
+    monkeypatch.setattr(odt_reader.opendocument, "load", lambda f: loads.append(1) or real(f))
+    data = hostile.paragraphs("odt", 40)
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 5"):
+        extract(data, "odt", Limits(max_segments=5))
+    with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
+        extract(data, "odt", Limits(max_chars=100))
+    assert loads == []
+
+
+@pytest.mark.parametrize("data", [odt_file("  and   later\tthat day"), odp_file()])
+def test_an_odf_file_just_at_its_limits_is_read(data):
+    """What the probe before odfpy counts is never more than the segments hold."""
+    doc = extract(data, "odt")
+    at = Limits(max_segments=len(doc.segments), max_chars=sum(map(len, doc.segments)))
+    assert extract(data, "odt", at).segments == doc.segments
+
+
+def test_subtitles_over_a_limit_are_read_no_further():
+    """A file with a broken cue (its times) is unreadable, once the reading gets there; over
+    the limit before it, it is refused before."""
+    data = hostile.paragraphs("srt", 40).replace(b"00:00:30,000 -->", b"00:00:30.000 ->")
+    with pytest.raises(InvalidDocument, match="cannot read the file as .srt"):
+        extract(data, "srt")
+    with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
+        extract(data, "srt", Limits(max_chars=100))
 
 
 def test_formats_limits_and_broken_files():

@@ -170,6 +170,21 @@ def test_the_limits_apply_to_books():
         extract(data, "epub", Limits(max_segments=5))
 
 
+@pytest.mark.parametrize(("limits", "named"), [
+    (Limits(max_segments=12), "segments; the limit is 12"),
+    (Limits(max_chars=300), "characters to translate; the limit is 300"),
+])
+def test_a_book_over_a_limit_is_refused_at_the_first_page_past_it(limits, named):
+    """The first chapter passes the limit: the book is refused there, naming the limit, and
+    the pages after it are never read (the second one, which declares entities, would be
+    refused as unreadable if it were)."""
+    data = book("OEBPS/two.xhtml", ("<?xml version='1.0'?>" + LAUGHS
+                                    + "<html><body><p>&a9;</p></body></html>").encode())
+    with pytest.raises(DocumentTooLarge, match=named) as err:
+        extract(data, "epub", limits)
+    assert err.value.limit in (12, 300)
+
+
 def test_a_page_that_is_not_well_formed_is_still_translated():
     """Readers that forgive such a page show it; the translation changes only its text."""
     sloppy = b"<html><body><p>Open the <b>door</p> now.</body></html>"

@@ -31,6 +31,7 @@ from reportlab.pdfgen import canvas  # noqa: E402
 from app.documents import (  # noqa: E402
     DocumentTooLarge,
     InvalidDocument,
+    Limits,
     UnsupportedFormat,
     extract,
     handler,
@@ -156,6 +157,16 @@ def page_of(draw, size: tuple[float, float] = (400, 400)) -> bytes:
     c = canvas.Canvas(out, pagesize=size)
     draw(c)
     c.showPage()
+    c.save()
+    return out.getvalue()
+
+
+def pages_of_one_line(n: int) -> bytes:
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(400, 400))
+    for k in range(n):
+        c.drawString(40, 300, f"Page {k} has one line of words.")
+        c.showPage()
     c.save()
     return out.getvalue()
 
@@ -401,6 +412,17 @@ def test_many_pages_sharing_one_content_stream_are_refused():
     writer.write(data)
     with pytest.raises(DocumentTooLarge):
         extract(data.getvalue(), "pdf")
+
+
+def test_a_file_over_a_limit_is_refused_at_the_first_page_past_it(monkeypatch):
+    """Twenty pages of one line each and a limit of three segments: the file is refused at
+    the fourth page, naming the limit, and the pages after it are never read."""
+    read = []
+    real = pdf_file._page_matrix  # (called once for each page read)
+    monkeypatch.setattr(pdf_file, "_page_matrix", lambda *args: read.append(1) or real(*args))
+    with pytest.raises(DocumentTooLarge, match="segments; the limit is 3") as err:
+        extract(pages_of_one_line(20), "pdf", Limits(max_segments=3))
+    assert err.value.limit == 3 and len(read) == 4
 
 
 def test_the_whole_path_with_sentences_and_a_fake_engine():

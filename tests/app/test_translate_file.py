@@ -24,6 +24,7 @@ from app.config import Settings
 from app.engine import Translator
 from app.http.app import create_app
 from app.text.segment import segment
+from tests.app import hostile
 from tests.app.fakes import FakeTranslator, fake_model, running, wait_until
 from tests.app.samples import (
     docx_bytes,
@@ -223,6 +224,22 @@ def test_refusals_have_libretranslate_shape(fake_server, name, data, fields, mes
     r = upload(fake_server.url, name, data, **fields)
     assert r.status_code == 400
     assert message in r.json()["error"]
+
+
+@pytest.mark.parametrize("fmt", ["epub", "pdf", "docx", "pptx", "odt", "html", "md", "srt",
+                                 "xliff"])
+def test_a_document_over_the_segment_limit_gets_a_400_naming_it(fake_server, fmt):
+    if fmt == "pdf":
+        pytest.importorskip("pypdf")  # the pdf extra
+        from tests.app.test_pdf import pages_of_one_line
+
+        data = pages_of_one_line(10)
+    else:
+        data = (epub_bytes(epub_parts(3)) if fmt == "epub"  # 21 segments
+                else hostile.paragraphs(fmt, 10))
+    r = upload(fake_server.url, f"long.{fmt}", data)
+    assert r.status_code == 400, r.text
+    assert r.json()["limit"] == 3 and "segments; the limit is 3" in r.json()["error"]
 
 
 def test_missing_file_oversized_upload_and_not_multipart(fake_server):

@@ -115,7 +115,7 @@ def _view(request: Request, job: Job) -> DocumentJob:
             "error": "target 'xx' is not supported from 'en'; available: ['de']",
             "code": "unsupported_language", "field": "target"}),
         413: _error(413, "A limit on size, segments or characters", {
-            "error": "the file has 25000 segments; the limit is 20000",
+            "error": "the file has at least 20001 segments; the limit is 20000",
             "code": "document_too_large", "field": "file", "limit": 20000}),
         415: _error(415, "Not a multipart upload, or an unsupported format", {
             "error": "unsupported file format .exe; supported: .txt, ...",
