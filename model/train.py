@@ -295,7 +295,9 @@ def start_from(cfg: TrainConfig, path: str | Path) -> dict:
     if cfg.tokenizer or (spm_path.exists() and spm_path.read_bytes() != state["tokenizer"]):
         raise SystemExit(f"--init-from brings its own tokenizer: unset tokenizer, clear {spm_path}")
     expected = cfg.model_config(Tokenizer(state["tokenizer"]).vocab_size)
-    if ModelConfig.from_dict(state["config"]) != expected:
+    # dropout is how the weights are trained, not their shape: a run may go on with another
+    found = dataclasses.replace(ModelConfig.from_dict(state["config"]), dropout=expected.dropout)
+    if found != expected:
         raise SystemExit(f"{path} has config {state['config']}, the recipe {expected.to_dict()}")
     spm_path.write_bytes(state["tokenizer"])
     return state

@@ -210,6 +210,10 @@ def test_init_from_starts_a_new_run_from_a_checkpoint(toy_run, tmp_path):
                                 out_dir=str(tmp_path / "wider"))
     with pytest.raises(SystemExit, match="config"):
         train(wider, init_from=final)
+    # another dropout is another way to train the same weights, not another model
+    stronger = dataclasses.replace(more, model=dataclasses.replace(more.model, dropout=0.3),
+                                   out_dir=str(tmp_path / "stronger"), max_steps=602)
+    assert load_model(train(stronger, init_from=final))[2]["config"]["dropout"] == 0.3
 
 
 def test_batches_made_by_worker_processes_train_the_same_weights(toy_run, tmp_path):
