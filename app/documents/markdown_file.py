@@ -245,7 +245,8 @@ def _rejoined(text: str, joins: list[tuple[str, str]]) -> str:
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[((?!\^)[^\]]+)\]:\s")  # [label]: target
-_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
+# [label], [label][]; a label may be wrapped over two lines
+_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+(?:\n[^\[\]\n]+)?)\](?:\[\])?(?![(\[:])")
 
 
 def _label(text: str) -> str:
@@ -257,12 +258,21 @@ def _references(text: str, labels: set[str]) -> str:
     """text with each shortcut or collapsed reference link of a defined label ([label],
     [label][]) written as a full one ([label][label]), outside code: its text is translated
     and its label, protected (app.text.protect), stays the key of its definition; translated,
-    the label matched no definition and the link broke."""
+    the label matched no definition and the link broke. A label wrapped over two lines is
+    written on one in the copy (`[user\nguide][user guide]`, the same key): the paragraph keeps
+    the line breaks it had, each with what stays at it (a quoted line's `>`)."""
     if not labels or "[" not in text:
         return text
     inside = _inside(text, find_spans(text))
-    return _REFERENCE.sub(lambda m: f"[{m.group(1)}][{m.group(1)}]" if _label(m.group(1))
-                          in labels and not inside[m.start()] else m.group(), text)
+
+    def full(m: re.Match) -> str:
+        label = m.group(1)
+        if _label(label) not in labels or inside[m.start()]:
+            return m.group()
+        key = " ".join(label.split()) if "\n" in label else label
+        return f"[{label}][{key}]"
+
+    return _REFERENCE.sub(full, text)
 
 
 def _inside(text: str, spans: list) -> list[bool]:

@@ -392,6 +392,19 @@ def test_markdown_reference_links_keep_their_labels():
     assert out.decode().startswith("etadpU [`a/__init__.py`][a/__init__.py] won.")
 
 
+def test_markdown_a_reference_label_over_two_lines_stays_as_written():
+    # a label wrapped over two lines went to the model: translated, it matched no definition
+    src = ("See the [user\nguide] and [the *API*][api\nreference] or [Setup\nnotes][] now.\n\n"
+           "[user guide]: guide.md\n[api reference]: api.md\n[setup notes]: setup.md\n")
+    assert run(src.encode(), "md").decode() == (
+        "eeS eht [resu\nediug][user guide] dna [eht *IPA*][api\nreference] ro [puteS\nseton]"
+        "[Setup notes] won.\n\n"
+        "[user guide]: guide.md\n[api reference]: api.md\n[setup notes]: setup.md\n")
+    quoted = "> See the [user\n> guide] now.\n\n[user guide]: guide.md\n"
+    assert run(quoted.encode(), "md").decode() == (
+        "> eeS eht [resu\n> ediug][user guide] won.\n\n[user guide]: guide.md\n")
+
+
 def test_markdown_a_translation_that_starts_a_line_like_a_block_marker_is_escaped():
     # "Jul 7, 2017: Version 2.6.10" came back as "7. 2017: Version 2.6.10", a list item
     # now; a wrapped line beginning with "- " or "# " starts a list or a heading too
