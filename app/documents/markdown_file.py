@@ -17,7 +17,10 @@ text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag p
 does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top), a
 setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
 comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
-line) stay verbatim too: translated, their keys, markers and attributes broke."""
+line) stay verbatim too: translated, their keys, markers and attributes broke. So do Hugo's
+shortcodes and Liquid's tags (`{{< figure >}}`, `{{% note %}}`, `{% include x.html %}`, `{{
+page.title }}`): a line of them (with the lines of one left open, and a highlight, raw or
+comment block's up to its end tag) is kept, one inside a sentence is a tag that stands alone."""
 
 from __future__ import annotations
 
@@ -68,6 +71,19 @@ _GROUP = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\](?!:)")  # [^1], a reference to a footnote
 _BREAK = re.compile(r"\r\n|\n|\r")
 _HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, itself unescaped
+# a Hugo shortcode (`{{< figure >}}`, `{{% note %}}`) or a Liquid tag or output (`{% include
+# x.html %}`, `{{ page.title }}`): template code, which stays as written. Its body holds no
+# brace, so the search for an unclosed one's end stops at the next brace
+_TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
+# a template tag's opening and the end of its closing (a tag left open on its line runs to that
+# end, or to a blank line: a `{{` in text that never closes leaves the rest of it text)
+_TAG_ENDS = {"{{": r"\}\}", "{%": r"%\}"}
+_TEMPLATES = re.compile(rf"[ \t]*(?:(?:{_TEMPLATE.pattern})[ \t]*)+")  # a line of them only
+# a tag whose lines up to its end tag are code: Liquid's highlight, raw and comment, Hugo's
+# highlight
+_CODE_TAG = re.compile(r"\{%-?\s*(highlight|raw|comment)\b|\{\{[<%]\s*(highlight)\b")
+# what stands alone in a sentence and comes back as written (`_atoms`)
+_ATOM = re.compile(rf"{_FOOTNOTE.pattern}|{_TEMPLATE.pattern}")
 
 
 def _pieces(line: str, kind: str, start: int) -> list[str]:
@@ -129,7 +145,30 @@ def _continuation(line: str, base: int, quotes: int) -> int | None:
         return None
     if _VERBATIM.match(body) and not _INDENTED.match(body) or _HTML_BLOCK.match(body):
         return None
+    if _template(body) is not None:
+        return None
     return s + len(marker) if ">" in marker else 0
+
+
+def _template(body: str) -> str | None:
+    """What ends the template code (`_TEMPLATE`) a line's text (`body`: after its container's
+    indentation and quote markers) is made of, as a pattern: "" where the line ends it itself,
+    a tag's closing braces where the line leaves one open (a shortcode's parameters over
+    several lines; `_TAG_ENDS`), a code tag's end tag (`{% endhighlight %}`; `_CODE_TAG`);
+    None where the line holds anything else."""
+    if not body.lstrip().startswith(("{{", "{%")):
+        return None
+    whole = _TEMPLATES.match(body)
+    rest = body[whole.end() :] if whole else body
+    if rest[:2] in _TAG_ENDS and "}}" not in rest and "%}" not in rest:
+        return _TAG_ENDS[rest[:2]]
+    if rest:
+        return None
+    if code := _CODE_TAG.search(body):
+        end = (rf"\{{%-?\s*end{code.group(1)}\b" if code.group(1)
+               else rf"\{{\{{[<%]\s*/{code.group(2)}\b")
+        return "" if re.compile(end).search(body, code.end()) else end
+    return ""
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -151,6 +190,7 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
     quotes = 0  # the open text's block quote markers
     comment = False  # inside an HTML comment
     html = ""  # inside an HTML block: the end tag that ends it, or "\n" (a blank line does)
+    template = ""  # inside template code over several lines: the pattern of its last line
     previous = -2  # the line index of the last line with text
     kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
@@ -163,6 +203,9 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
             continue
         if fence:
             fence = "" if _closes(line, fence) else fence
+            continue
+        if template and not (blank and template in _TAG_ENDS.values()):
+            template = "" if re.search(template, line) else template
             continue
         if comment or line.lstrip(" \t>").startswith("<!--"):
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
@@ -188,6 +231,8 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
             fence = opened.group(1)
             continue
         if _VERBATIM.match(body) and i not in kinds:
+            continue
+        if (template := _template(body)) is not None:
             continue
         if block := _HTML_BLOCK.match(body):
             html = f"</{block.group(1).lower()}>" if block.group(1) else "\n"
@@ -301,9 +346,9 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
     one stays text. A text with tags of that shape of its own is left as it is: rebuild could
     not tell them apart."""
-    if _GROUP.search(text) or not (any(c in text for c in "*_~[") or "](" in text):
+    if _GROUP.search(text) or not (any(c in text for c in "*_~[{") or "](" in text):
         return text, ()
-    text, notes = _footnotes(text)
+    text, notes = _atoms(text)
     spans = find_spans(text)
     inside = _inside(text, spans)
     links = _links(text, spans, inside)
@@ -356,14 +401,17 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return "".join(out), notes + tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
 
 
-def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """text with each footnote reference (`[^1]`, outside code) replaced by a tag that stands
-    alone (`<x id="N"/>`, from 1), and the references by id: its label is the key of its
-    definition, and read as a reference link it took the next word as its text."""
-    if "[^" not in text:
+def _atoms(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each footnote reference (`[^1]`) and template tag (`_TEMPLATE`), outside
+    code, replaced by a tag that stands alone (`<x id="N"/>`, from 1), and what they stand for
+    by id: a footnote's label is the key of its definition, and read as a reference link it
+    took the next word as its text; a template's tag is code the model translated."""
+    if "[^" not in text and "{" not in text:
         return text, ()
-    # a [^2] right after a [^1] is a span of its own (a reference link's label): not code
-    inside = _inside(text, [s for s in find_spans(text) if not text.startswith("[^", s.start)])
+    # a [^2] right after a [^1] is a span of its own (a reference link's label), {{name}} a
+    # placeholder: neither is code
+    inside = _inside(text, [s for s in find_spans(text)
+                            if s.kind != "placeholder" and not text.startswith("[^", s.start)])
     notes: list[tuple[str, str]] = []
 
     def atom(m: re.Match) -> str:
@@ -372,7 +420,7 @@ def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         notes.append((m.group(), ""))
         return f'<x id="{len(notes)}"/>'
 
-    return _FOOTNOTE.sub(atom, text), tuple(notes)
+    return _ATOM.sub(atom, text), tuple(notes)
 
 
 def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:

@@ -535,6 +535,42 @@ def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
         "    stI dnoces hpargarap.\n")
 
 
+def test_markdown_shortcodes_and_liquid_tags_come_back_as_written():
+    """Hugo's shortcodes and Jekyll's Liquid tags are template code: the model translated
+    their names and parameters (`{{< erugif crs="x.gnp" >}}`, `{% edulcni redaeh.lmth %}`),
+    so the site no longer built. They never reach it now: a line of them (a tag left open
+    over several lines up to its closing braces, a highlight, raw or comment block up to its
+    end tag) stays as written, one inside a sentence stands alone in it."""
+    src = ('{{< figure src="x.png" caption="A nice figure" >}}\n\n'
+           "{{% note %}}\nThis is a note.\n{{% /note %}}\n\n"
+           '{{< figure src="y.png"\n    caption="Another figure" >}}\n\n'
+           "{% include header.html %}\n\n"
+           "{% highlight ruby %}\ndef show\n  puts 'it'\nend\n{% endhighlight %}\n\n"
+           "{{< highlight go >}}\nfunc main() {}\n{{< /highlight >}}\n\n"
+           "{% comment %}\nNot for readers.\n{% endcomment %}\n\n"
+           "The page {{ page.title }} links {{< ref \"other.md\" >}} and "
+           "{%- if site.beta -%}beta{% endif %} here.\n\n"
+           "> {{% warning %}}\n> Be careful.\n\n"
+           "- An item {{ site.name | escape }} here\n"
+           "- Code `{{ x }}` is code\n\n"
+           "{{ never closed\n\nText after it.\n")
+    CALLS.clear()
+    assert extract(src.encode(), "md").segments == [
+        "This is a note.",
+        'The page <x id="1"/> links <x id="2"/> and <x id="3"/>beta<x id="4"/> here.',
+        "Be careful.", 'An item <x id="1"/> here', "Code `{{ x }}` is code", "Text after it."]
+    out = run(src.encode(), "md").decode()
+    assert out == (src.replace("This is a note", "sihT si a eton")
+                   .replace("The page", "ehT egap").replace("links", "sknil")
+                   .replace(" and {", " dna {")
+                   .replace("beta{% endif %} here", "ateb{% endif %} ereh")
+                   .replace("Be careful", "eB luferac")
+                   .replace("An item", "nA meti").replace("} here", "} ereh")
+                   .replace("Code `{{ x }}` is code", "edoC `{{ x }}` si edoc")
+                   .replace("Text after it", "txeT retfa ti"))
+    assert not any(m in t for batch in CALLS for t in batch for m in ("{{", "{%", "%}", "}}"))
+
+
 def test_markdown_an_html_block_runs_to_a_blank_line():
     """An HTML block (a table in Node.js's API docs) is HTML up to the next blank line, as
     CommonMark reads it: only its first line was kept, the rest went to the model as a
