@@ -14,7 +14,8 @@ target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
 `[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
 stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
 text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b>
-does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top), a
+does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top) but
+for its title, description and the like (app.documents.front_matter: they come first), a
 setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
 comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
 line) stay verbatim too: translated, their keys, markers and attributes broke. So do Hugo's
@@ -27,7 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from app.documents import Document, charset
+from app.documents import Document, charset, front_matter
 from app.documents.txt_file import replace_stripped, split_lines
 from app.text.protect import find_spans
 from app.text.segment import always
@@ -255,12 +256,14 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
             quotes = marker.count(">")
+    head = front_matter.values(lines, front) if front else []
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
-    segments, markers = zip(*(
-        _emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
-        for i, k, more in cells), strict=True) if cells else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
-                    wraps=always)
+    texts = [value.text for value in head] + [
+        _references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels)
+        for i, k, more in cells]
+    segments, markers = zip(*map(_emphasis, texts), strict=True) if texts else ((), ())
+    return Document("md", list(segments),
+                    (lines, head, cells, encoding, markers, kinds, starts), wraps=always)
 
 
 def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
@@ -493,8 +496,11 @@ def _escaped(text: str) -> str:
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    source, cells, encoding, markers, kinds, starts = doc.state
+    source, head, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
+    front_matter.write(lines, head, [_markers(text, marks) for text, marks in zip(
+        translations, markers[: len(head)], strict=False)])
+    translations, markers = translations[len(head) :], markers[len(head) :]
     pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
         original, joins = _text(source, kinds, starts, i, k, more)

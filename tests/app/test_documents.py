@@ -318,9 +318,10 @@ def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
 
 
 def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targets():
-    """Each of these was translated: the front matter's keys, a setext heading's underline
-    (as words of the heading), an HTML comment and the attributes of an HTML block; a link
-    with a title had its target translated (and its closing parenthesis lost by the model)."""
+    """Each of these was translated: the front matter's keys (its title is, in its place), a
+    setext heading's underline (as words of the heading), an HTML comment and the attributes
+    of an HTML block; a link with a title had its target translated (and its closing
+    parenthesis lost by the model)."""
     src = (
         "---\ntitle: Getting started\ntags: [install]\n---\n\n"
         "Main title\n==========\n\n"
@@ -330,9 +331,9 @@ def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targ
         "Last words.\n"
     )
     assert extract(src.encode(), "md").segments == [
-        "Main title", 'Read the <g id="1">guide</g> first.', "Last words."]
+        "Getting started", "Main title", 'Read the <g id="1">guide</g> first.', "Last words."]
     assert run(src.encode(), "md").decode() == (
-        "---\ntitle: Getting started\ntags: [install]\n---\n\n"
+        "---\ntitle: gnitteG detrats\ntags: [install]\n---\n\n"
         "niaM eltit\n==========\n\n"
         "daeR eht [ediug](docs/install.md \"The guide\") tsrif.\n\n"
         "<!-- a comment\nover two lines -->\n"
