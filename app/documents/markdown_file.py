@@ -30,7 +30,7 @@ import unicodedata
 
 from app.documents import Document, charset, front_matter
 from app.documents.txt_file import replace_stripped, split_lines
-from app.text.protect import find_spans
+from app.text.protect import Span, find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+"
@@ -83,6 +83,10 @@ _TEMPLATES = re.compile(rf"[ \t]*(?:(?:{_TEMPLATE.pattern})[ \t]*)+")  # a line 
 # a tag whose lines up to its end tag are code: Liquid's highlight, raw and comment, Hugo's
 # highlight
 _CODE_TAG = re.compile(r"\{%-?\s*(highlight|raw|comment)\b|\{\{[<%]\s*(highlight)\b")
+# a link's target with template code in it (`({{< ref "setup.md" >}})`, `({{ site.baseurl
+# }}/a.png "A title")`), which app.text.protect reads as no target (spaces in it)
+_TEMPLATE_TARGET = re.compile(rf"(?<=\])\((?:{_TEMPLATE.pattern}|[^()\s{{}}]|\([^()\s]*\))+"
+                              r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)""")
 # what stands alone in a sentence and comes back as written (`_atoms`)
 _ATOM = re.compile(rf"{_FOOTNOTE.pattern}|{_TEMPLATE.pattern}")
 
@@ -331,6 +335,18 @@ def _inside(text: str, spans: list) -> list[bool]:
     return inside
 
 
+def _spans(text: str) -> list[Span]:
+    """The protected spans of text (app.text.protect), and the links' targets with template
+    code in them (`_TEMPLATE_TARGET`) as code: a link's target whole, as the others."""
+    spans = find_spans(text)
+    if "](" not in text or "{" not in text:
+        return spans
+    starts = {span.start for span in spans}
+    spans += [Span(m.start(), m.end(), "code") for m in _TEMPLATE_TARGET.finditer(text)
+              if "{" in m.group() and m.start() not in starts]
+    return sorted(spans, key=lambda span: span.start)
+
+
 def _punctuation(c: str) -> bool:
     return unicodedata.category(c)[0] in "PS"
 
@@ -352,7 +368,7 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     if _GROUP.search(text) or not (any(c in text for c in "*_~[{") or "](" in text):
         return text, ()
     text, notes = _atoms(text)
-    spans = find_spans(text)
+    spans = _spans(text)
     inside = _inside(text, spans)
     links = _links(text, spans, inside)
     pairs = []  # (opening marker's start, end, closing marker's start, end)
@@ -413,7 +429,7 @@ def _atoms(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         return text, ()
     # a [^2] right after a [^1] is a span of its own (a reference link's label), {{name}} a
     # placeholder: neither is code
-    inside = _inside(text, [s for s in find_spans(text)
+    inside = _inside(text, [s for s in _spans(text)
                             if s.kind != "placeholder" and not text.startswith("[^", s.start)])
     notes: list[tuple[str, str]] = []
 

@@ -572,6 +572,22 @@ def test_markdown_shortcodes_and_liquid_tags_come_back_as_written():
     assert not any(m in t for batch in CALLS for t in batch for m in ("{{", "{%", "%}", "}}"))
 
 
+def test_markdown_a_link_target_with_template_code_is_the_links_target():
+    """Bootstrap's docs link through shortcodes (`[the utilities]({{< docsref "/x" >}})`): the
+    target, with spaces in it, was no target, and the shortcode, standing alone, moved out of
+    its parentheses (`[the utilities](){{< docsref "/x" >}}`); the link broke."""
+    src = ('Use [the border utilities]({{< docsref "/utilities/borders" >}}) now, see '
+           "![a logo]({{ site.baseurl }}/logo.png \"Logo\") and "
+           '[**the guide**]({{< ref "guide.md" >}} "Guide").\n')
+    assert extract(src.encode(), "md").segments == [
+        'Use <g id="1">the border utilities</g> now, see <g id="2">a logo</g> and '
+        '<g id="3"><g id="4">the guide</g></g>.']
+    assert run(src.encode(), "md").decode() == (
+        'esU [eht redrob seitilitu]({{< docsref "/utilities/borders" >}}) won, ees '
+        "![a ogol]({{ site.baseurl }}/logo.png \"Logo\") dna "
+        '[**eht ediug**]({{< ref "guide.md" >}} "Guide").\n')
+
+
 def test_markdown_an_html_block_runs_to_a_blank_line():
     """An HTML block (a table in Node.js's API docs) is HTML up to the next blank line, as
     CommonMark reads it: only its first line was kept, the rest went to the model as a
