@@ -26,7 +26,6 @@ paragraph's indentation.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.documents.txt_file import replace_stripped
@@ -197,16 +196,15 @@ def _depth(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def _meaningful(lines: list[str], body: list[int], n: int) -> Iterator[int]:
-    """The lines of body from its n-th on that are neither blank nor a comment."""
-    return (i for i in body[n:] if lines[i].strip() and not lines[i].lstrip().startswith("#"))
-
-
 def _deeper(lines: list[str], body: list[int], n: int, column: int) -> bool:
-    """Whether the first meaningful line after body's n-th is indented deeper than `column`
-    (the value on the n-th goes on there, or holds what is there)."""
-    after = next(_meaningful(lines, body, n + 1), None)
-    return after is not None and _depth(lines[after]) > column
+    """Whether the first line after body's n-th that is neither blank nor a comment is
+    indented deeper than `column` (the value on the n-th goes on there, or holds what is
+    there)."""
+    for k in range(n + 1, len(body)):  # (not a slice of body per line: it may be long)
+        line = lines[body[k]]
+        if line.strip() and not line.lstrip().startswith("#"):
+            return _depth(line) > column
+    return False
 
 
 def _yaml(lines: list[str], body: list[int]) -> list[Value]:
