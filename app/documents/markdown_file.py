@@ -212,6 +212,7 @@ def extract(data: bytes, legacy: str = "cp1252") -> Document:
         if template and not (blank and template in _TAG_ENDS.values()):
             template = "" if re.search(template, line) else template
             continue
+        template = ""
         if comment or line.lstrip(" \t>").startswith("<!--"):
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None

@@ -554,7 +554,7 @@ def test_markdown_shortcodes_and_liquid_tags_come_back_as_written():
            "> {{% warning %}}\n> Be careful.\n\n"
            "- An item {{ site.name | escape }} here\n"
            "- Code `{{ x }}` is code\n\n"
-           "{{ never closed\n\nText after it.\n")
+           "{{ never closed\n\n[a link]: a.md\nText after it.\n")
     CALLS.clear()
     assert extract(src.encode(), "md").segments == [
         "This is a note.",
