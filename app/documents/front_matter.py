@@ -124,11 +124,13 @@ def _plain(text: str, flow: bool) -> bool:
 
 
 def _unescaped(body: str, escapes: dict[str, str]) -> str | None:
-    """A double-quoted string's text (None where it has an escape `escapes` does not know)."""
+    """A double-quoted string's text (None where it has an escape `escapes` does not know, or
+    one of a code that is no character: past U+10FFFF, or half a UTF-16 surrogate pair)."""
     out, pos = [], 0
     for m in _ESCAPE.finditer(body):
-        code = next((c for c in m.groups()[:3] if c), None)
-        char = chr(int(code, 16)) if code else escapes.get(m.group(4))
+        code = int(next((c for c in m.groups()[:3] if c), "-1"), 16)
+        char = escapes.get(m.group(4)) if code < 0 else (
+            chr(code) if code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else None)
         if char is None:
             return None
         out += [body[pos : m.start()], char]

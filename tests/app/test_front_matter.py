@@ -97,6 +97,15 @@ def test_yaml_forms_the_reader_does_not_know_stay_as_written():
     assert extract(src.encode(), "md").segments == ["Any case counts", "Text."]
 
 
+def test_an_escape_of_no_character_leaves_its_value_as_written():
+    """`\\UFFFFFFFF` refused the whole page as unreadable, a surrogate (`\\ud83d`) failed it when
+    it was written; such a value is one the reader does not know."""
+    src = ('---\ntitle: "Past \\UFFFFFFFF the end"\ndescription: "A \\ud83d\\ude00 pair"\n---\n\n'
+           "Text.\n")
+    assert extract(src.encode(), "md").segments == ["Text."]
+    assert translate_document(src.encode(), "md", engine).decode() == src
+
+
 TOML_PAGE = (
     "+++\n"
     'title = "Getting \\"started\\""  # the menu\n'
