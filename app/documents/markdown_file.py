@@ -77,7 +77,7 @@ _HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, its
 # brace, so the search for an unclosed one's end stops at the next brace
 _TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
 # a template tag's opening and the end of its closing (a tag left open on its line runs to that
-# end, or to a blank line: a `{{` in text that never closes leaves the rest of it text)
+# end, or to a blank line: a `{{` in prose that never closes keeps no more than its paragraph)
 _TAG_ENDS = {"{{": r"\}\}", "{%": r"%\}"}
 _TEMPLATES = re.compile(rf"[ \t]*(?:(?:{_TEMPLATE.pattern})[ \t]*)+")  # a line of them only
 # a tag whose lines up to its end tag are code: Liquid's highlight, raw and comment, Hugo's
@@ -515,9 +515,10 @@ def _escaped(text: str) -> str:
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     source, head, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
+    n = len(head)  # the front matter's values come first
     front_matter.write(lines, head, [_markers(text, marks) for text, marks in zip(
-        translations, markers[: len(head)], strict=False)])
-    translations, markers = translations[len(head) :], markers[len(head) :]
+        translations[:n], markers[:n], strict=True)])
+    translations, markers = translations[n:], markers[n:]
     pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
         original, joins = _text(source, kinds, starts, i, k, more)
