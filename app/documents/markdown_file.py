@@ -14,19 +14,24 @@ target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
 `[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
 stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
 text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b>
-does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top), a
+does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top) but
+for its title, description and the like (app.documents.front_matter: they come first), a
 setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
 comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
-line) stay verbatim too: translated, their keys, markers and attributes broke."""
+line) stay verbatim too: translated, their keys, markers and attributes broke. So do Hugo's
+shortcodes and Liquid's tags (`{{< figure >}}`, `{{% note %}}`, `{% include x.html %}`, `{{
+page.title }}`): a line of them (with the lines of one left open, and a highlight, raw or
+comment block's up to its end tag) is kept, one inside a sentence is a tag that stands alone."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
-from app.documents import Budget, Document, charset
+from app.documents import Budget, Document, charset, front_matter
 from app.documents.txt_file import replace_stripped, split_lines
-from app.text.protect import find_spans
+from app.text.protect import Span, find_spans
 from app.text.segment import always
 
 _MARKER = re.compile(r"^(\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?:\[[ xX]\]\s+)?|\d{1,9}[.)]\s+"
@@ -68,6 +73,23 @@ _GROUP = re.compile(r'<g id="(\d+)">|</g>|<x id="(\d+)"/>')
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\](?!:)")  # [^1], a reference to a footnote
 _BREAK = re.compile(r"\r\n|\n|\r")
 _HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, itself unescaped
+# a Hugo shortcode (`{{< figure >}}`, `{{% note %}}`) or a Liquid tag or output (`{% include
+# x.html %}`, `{{ page.title }}`): template code, which stays as written. Its body holds no
+# brace, so the search for an unclosed one's end stops at the next brace
+_TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
+# a template tag's opening and the end of its closing (a tag left open on its line runs to that
+# end, or to a blank line: a `{{` in prose that never closes keeps no more than its paragraph)
+_TAG_ENDS = {"{{": r"\}\}", "{%": r"%\}"}
+_TEMPLATES = re.compile(rf"[ \t]*(?:(?:{_TEMPLATE.pattern})[ \t]*)+")  # a line of them only
+# a tag whose lines up to its end tag are code: Liquid's highlight, raw and comment, Hugo's
+# highlight
+_CODE_TAG = re.compile(r"\{%-?\s*(highlight|raw|comment)\b|\{\{[<%]\s*(highlight)\b")
+# a link's target with template code in it (`({{< ref "setup.md" >}})`, `({{ site.baseurl
+# }}/a.png "A title")`), which app.text.protect reads as no target (spaces in it)
+_TEMPLATE_TARGET = re.compile(rf"(?<=\])\((?:{_TEMPLATE.pattern}|[^()\s{{}}]|\([^()\s]*\))+"
+                              r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)""")
+# what stands alone in a sentence and comes back as written (`_atoms`)
+_ATOM = re.compile(rf"{_FOOTNOTE.pattern}|{_TEMPLATE.pattern}")
 
 
 def _pieces(line: str, kind: str, start: int) -> list[str]:
@@ -129,7 +151,30 @@ def _continuation(line: str, base: int, quotes: int) -> int | None:
         return None
     if _VERBATIM.match(body) and not _INDENTED.match(body) or _HTML_BLOCK.match(body):
         return None
+    if _template(body) is not None:
+        return None
     return s + len(marker) if ">" in marker else 0
+
+
+def _template(body: str) -> str | None:
+    """What ends the template code (`_TEMPLATE`) a line's text (`body`: after its container's
+    indentation and quote markers) is made of, as a pattern: "" where the line ends it itself,
+    a tag's closing braces where the line leaves one open (a shortcode's parameters over
+    several lines; `_TAG_ENDS`), a code tag's end tag (`{% endhighlight %}`; `_CODE_TAG`);
+    None where the line holds anything else."""
+    if not body.lstrip().startswith(("{{", "{%")):
+        return None
+    whole = _TEMPLATES.match(body)
+    rest = body[whole.end() :] if whole else body
+    if rest[:2] in _TAG_ENDS and "}}" not in rest and "%}" not in rest:
+        return _TAG_ENDS[rest[:2]]
+    if rest:
+        return None
+    if code := _CODE_TAG.search(body):
+        end = (rf"\{{%-?\s*end{code.group(1)}\b" if code.group(1)
+               else rf"\{{\{{[<%]\s*/{code.group(2)}\b")
+        return "" if re.compile(end).search(body, code.end()) else end
+    return ""
 
 
 def _closes(line: str, fence: str) -> bool:
@@ -151,6 +196,7 @@ def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -
     quotes = 0  # the open text's block quote markers
     comment = False  # inside an HTML comment
     html = ""  # inside an HTML block: the end tag that ends it, or "\n" (a blank line does)
+    template = ""  # inside template code over several lines: the pattern of its last line
     previous = -2  # the line index of the last line with text
     kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
     front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
@@ -164,6 +210,10 @@ def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -
         if fence:
             fence = "" if _closes(line, fence) else fence
             continue
+        if template and not (blank and template in _TAG_ENDS.values()):
+            template = "" if re.search(template, line) else template
+            continue
+        template = ""
         if comment or line.lstrip(" \t>").startswith("<!--"):
             comment = "-->" not in line[line.find("<!--") + 4 if not comment else 0 :]
             open_text = None
@@ -189,6 +239,8 @@ def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -
             continue
         if _VERBATIM.match(body) and i not in kinds:
             continue
+        if (template := _template(body)) is not None:
+            continue
         if block := _HTML_BLOCK.match(body):
             html = f"</{block.group(1).lower()}>" if block.group(1) else "\n"
             html = "" if html != "\n" and html in line.lower() else html
@@ -210,15 +262,18 @@ def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -
         if len(pieces) == 2 and "#" not in pieces[0] and cells and cells[-1][0] == i:
             open_text = i  # a paragraph or item (not a heading, not a table row) may go on
             quotes = marker.count(">")
+    head = front_matter.values(lines, front) if front else []
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
     # each text spent as it is made (its emphasis and references read): a file past a limit
     # is read no further
-    made = (budget or Budget()).each(
-        (_emphasis(_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels))
-         for i, k, more in cells), lambda e: e[0])
+    texts = itertools.chain(
+        (value.text for value in head),
+        (_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels)
+         for i, k, more in cells))
+    made = (budget or Budget()).each(map(_emphasis, texts), lambda e: e[0])
     segments, markers = zip(*made, strict=True) if made else ((), ())
-    return Document("md", list(segments), (lines, cells, encoding, markers, kinds, starts),
-                    wraps=always)
+    return Document("md", list(segments),
+                    (lines, head, cells, encoding, markers, kinds, starts), wraps=always)
 
 
 def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
@@ -248,7 +303,8 @@ def _rejoined(text: str, joins: list[tuple[str, str]]) -> str:
 
 
 _DEFINITION = re.compile(r"^\s{0,3}\[((?!\^)[^\]]+)\]:\s")  # [label]: target
-_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+)\](?:\[\])?(?![(\[:])")  # [label], [label][]
+# [label], [label][]; a label may be wrapped over two lines
+_REFERENCE = re.compile(r"(?<![\]\\])\[([^\[\]\n]+(?:\n[^\[\]\n]+)?)\](?:\[\])?(?![(\[:])")
 
 
 def _label(text: str) -> str:
@@ -260,12 +316,21 @@ def _references(text: str, labels: set[str]) -> str:
     """text with each shortcut or collapsed reference link of a defined label ([label],
     [label][]) written as a full one ([label][label]), outside code: its text is translated
     and its label, protected (app.text.protect), stays the key of its definition; translated,
-    the label matched no definition and the link broke."""
+    the label matched no definition and the link broke. A label wrapped over two lines is
+    written on one in the copy (`[user\nguide][user guide]`, the same key): the paragraph keeps
+    the line breaks it had, each with what stays at it (a quoted line's `>`)."""
     if not labels or "[" not in text:
         return text
     inside = _inside(text, find_spans(text))
-    return _REFERENCE.sub(lambda m: f"[{m.group(1)}][{m.group(1)}]" if _label(m.group(1))
-                          in labels and not inside[m.start()] else m.group(), text)
+
+    def full(m: re.Match) -> str:
+        label = m.group(1)
+        if _label(label) not in labels or inside[m.start()]:
+            return m.group()
+        key = " ".join(label.split()) if "\n" in label else label
+        return f"[{label}][{key}]"
+
+    return _REFERENCE.sub(full, text)
 
 
 def _inside(text: str, spans: list) -> list[bool]:
@@ -274,6 +339,18 @@ def _inside(text: str, spans: list) -> list[bool]:
     for span in spans:
         inside[span.start : span.end] = [True] * (span.end - span.start)
     return inside
+
+
+def _spans(text: str) -> list[Span]:
+    """The protected spans of text (app.text.protect), and the links' targets with template
+    code in them (`_TEMPLATE_TARGET`) as code: a link's target whole, as the others."""
+    spans = find_spans(text)
+    if "](" not in text or "{" not in text:
+        return spans
+    starts = {span.start for span in spans}
+    spans += [Span(m.start(), m.end(), "code") for m in _TEMPLATE_TARGET.finditer(text)
+              if "{" in m.group() and m.start() not in starts]
+    return sorted(spans, key=lambda span: span.start)
 
 
 def _punctuation(c: str) -> bool:
@@ -294,10 +371,10 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     with the target or label right after it (`](setup.md)`, `][setup]`); emphasis that crosses
     one stays text. A text with tags of that shape of its own is left as it is: rebuild could
     not tell them apart."""
-    if _GROUP.search(text) or not (any(c in text for c in "*_~[") or "](" in text):
+    if _GROUP.search(text) or not (any(c in text for c in "*_~[{") or "](" in text):
         return text, ()
-    text, notes = _footnotes(text)
-    spans = find_spans(text)
+    text, notes = _atoms(text)
+    spans = _spans(text)
     inside = _inside(text, spans)
     links = _links(text, spans, inside)
     pairs = []  # (opening marker's start, end, closing marker's start, end)
@@ -349,14 +426,17 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return "".join(out), notes + tuple((text[a:b], text[c:d]) for a, b, c, d in pairs)
 
 
-def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """text with each footnote reference (`[^1]`, outside code) replaced by a tag that stands
-    alone (`<x id="N"/>`, from 1), and the references by id: its label is the key of its
-    definition, and read as a reference link it took the next word as its text."""
-    if "[^" not in text:
+def _atoms(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """text with each footnote reference (`[^1]`) and template tag (`_TEMPLATE`), outside
+    code, replaced by a tag that stands alone (`<x id="N"/>`, from 1), and what they stand for
+    by id: a footnote's label is the key of its definition, and read as a reference link it
+    took the next word as its text; a template's tag is code the model translated."""
+    if "[^" not in text and "{" not in text:
         return text, ()
-    # a [^2] right after a [^1] is a span of its own (a reference link's label): not code
-    inside = _inside(text, [s for s in find_spans(text) if not text.startswith("[^", s.start)])
+    # a [^2] right after a [^1] is a span of its own (a reference link's label), {{name}} a
+    # placeholder: neither is code
+    inside = _inside(text, [s for s in _spans(text)
+                            if s.kind != "placeholder" and not text.startswith("[^", s.start)])
     notes: list[tuple[str, str]] = []
 
     def atom(m: re.Match) -> str:
@@ -365,7 +445,7 @@ def _footnotes(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
         notes.append((m.group(), ""))
         return f'<x id="{len(notes)}"/>'
 
-    return _FOOTNOTE.sub(atom, text), tuple(notes)
+    return _ATOM.sub(atom, text), tuple(notes)
 
 
 def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, int, int]]:
@@ -438,8 +518,12 @@ def _escaped(text: str) -> str:
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    source, cells, encoding, markers, kinds, starts = doc.state
+    source, head, cells, encoding, markers, kinds, starts = doc.state
     lines = list(source)
+    n = len(head)  # the front matter's values come first
+    front_matter.write(lines, head, [_markers(text, marks) for text, marks in zip(
+        translations[:n], markers[:n], strict=True)])
+    translations, markers = translations[n:], markers[n:]
     pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
         original, joins = _text(source, kinds, starts, i, k, more)

@@ -134,7 +134,7 @@ _KEPT_ELEMENT = _element("kept", _KEPT_INLINE_TAGS, _KEPT_ATTRIBUTE, 2)
 _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
          r"""|(?<!`)`[^`\n]+(?:\n[^`\n]+)?`(?!`)"""
          r"""|(?<=\])\((?:[^()\s]|\([^()\s]*\))+(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\)"""
-         r"""|(?<=\])\[[^\[\]\n]+\]"""
+         r"""|(?<=\])\[[^\[\]\n]+(?:\n[^\[\]\n]+)?\]"""  # a label, wrapped too
          rf"|{_CODE_ELEMENT}|{_KEPT_ELEMENT}")
 # an inline element that is one span whole: code, or marked not to be translated
 WHOLE_ELEMENT_RE = re.compile(rf"{_CODE_ELEMENT}|{_KEPT_ELEMENT}")

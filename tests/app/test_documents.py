@@ -325,9 +325,10 @@ def test_markdown_lines_that_continue_a_paragraph_or_item_are_one_segment():
 
 
 def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targets():
-    """Each of these was translated: the front matter's keys, a setext heading's underline
-    (as words of the heading), an HTML comment and the attributes of an HTML block; a link
-    with a title had its target translated (and its closing parenthesis lost by the model)."""
+    """Each of these was translated: the front matter's keys (its title is, in its place), a
+    setext heading's underline (as words of the heading), an HTML comment and the attributes
+    of an HTML block; a link with a title had its target translated (and its closing
+    parenthesis lost by the model)."""
     src = (
         "---\ntitle: Getting started\ntags: [install]\n---\n\n"
         "Main title\n==========\n\n"
@@ -337,9 +338,9 @@ def test_markdown_keeps_front_matter_underlines_html_blocks_and_titled_link_targ
         "Last words.\n"
     )
     assert extract(src.encode(), "md").segments == [
-        "Main title", 'Read the <g id="1">guide</g> first.', "Last words."]
+        "Getting started", "Main title", 'Read the <g id="1">guide</g> first.', "Last words."]
     assert run(src.encode(), "md").decode() == (
-        "---\ntitle: Getting started\ntags: [install]\n---\n\n"
+        "---\ntitle: gnitteG detrats\ntags: [install]\n---\n\n"
         "niaM eltit\n==========\n\n"
         "daeR eht [ediug](docs/install.md \"The guide\") tsrif.\n\n"
         "<!-- a comment\nover two lines -->\n"
@@ -397,6 +398,19 @@ def test_markdown_reference_links_keep_their_labels():
                    "[siht].\n\n[user guide]: guide.md\n[api]: api.md\n[setup]: setup.md\n")
     out = run(b"Update [`a/__init__.py`][a/__init__.py] now.\n\n[a/__init__.py]: x\n", "md")
     assert out.decode().startswith("etadpU [`a/__init__.py`][a/__init__.py] won.")
+
+
+def test_markdown_a_reference_label_over_two_lines_stays_as_written():
+    # a label wrapped over two lines went to the model: translated, it matched no definition
+    src = ("See the [user\nguide] and [the *API*][api\nreference] or [Setup\nnotes][] now.\n\n"
+           "[user guide]: guide.md\n[api reference]: api.md\n[setup notes]: setup.md\n")
+    assert run(src.encode(), "md").decode() == (
+        "eeS eht [resu\nediug][user guide] dna [eht *IPA*][api\nreference] ro [puteS\nseton]"
+        "[Setup notes] won.\n\n"
+        "[user guide]: guide.md\n[api reference]: api.md\n[setup notes]: setup.md\n")
+    quoted = "> See the [user\n> guide] now.\n\n[user guide]: guide.md\n"
+    assert run(quoted.encode(), "md").decode() == (
+        "> eeS eht [resu\n> ediug][user guide] won.\n\n[user guide]: guide.md\n")
 
 
 def test_markdown_a_translation_that_starts_a_line_like_a_block_marker_is_escaped():
@@ -527,6 +541,58 @@ def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
         "txeT htiw a etontoof[^1] dna rehtona[^my_note].\n\n"
         "[^1]: ehT etontoof txet.\n[^my_note]: A regnol eton\n    htiw a dnoces enil.\n\n"
         "    stI dnoces hpargarap.\n")
+
+
+def test_markdown_shortcodes_and_liquid_tags_come_back_as_written():
+    """Hugo's shortcodes and Jekyll's Liquid tags are template code: the model translated
+    their names and parameters (`{{< erugif crs="x.gnp" >}}`, `{% edulcni redaeh.lmth %}`),
+    so the site no longer built. They never reach it now: a line of them (a tag left open
+    over several lines up to its closing braces, a highlight, raw or comment block up to its
+    end tag) stays as written, one inside a sentence stands alone in it."""
+    src = ('{{< figure src="x.png" caption="A nice figure" >}}\n\n'
+           "{{% note %}}\nThis is a note.\n{{% /note %}}\n\n"
+           '{{< figure src="y.png"\n    caption="Another figure" >}}\n\n'
+           "{% include header.html %}\n\n"
+           "{% highlight ruby %}\ndef show\n  puts 'it'\nend\n{% endhighlight %}\n\n"
+           "{{< highlight go >}}\nfunc main() {}\n{{< /highlight >}}\n\n"
+           "{% comment %}\nNot for readers.\n{% endcomment %}\n\n"
+           "The page {{ page.title }} links {{< ref \"other.md\" >}} and "
+           "{%- if site.beta -%}beta{% endif %} here.\n\n"
+           "> {{% warning %}}\n> Be careful.\n\n"
+           "- An item {{ site.name | escape }} here\n"
+           "- Code `{{ x }}` is code\n\n"
+           "{{ never closed\n\n[a link]: a.md\nText after it.\n")
+    CALLS.clear()
+    assert extract(src.encode(), "md").segments == [
+        "This is a note.",
+        'The page <x id="1"/> links <x id="2"/> and <x id="3"/>beta<x id="4"/> here.',
+        "Be careful.", 'An item <x id="1"/> here', "Code `{{ x }}` is code", "Text after it."]
+    out = run(src.encode(), "md").decode()
+    assert out == (src.replace("This is a note", "sihT si a eton")
+                   .replace("The page", "ehT egap").replace("links", "sknil")
+                   .replace(" and {", " dna {")
+                   .replace("beta{% endif %} here", "ateb{% endif %} ereh")
+                   .replace("Be careful", "eB luferac")
+                   .replace("An item", "nA meti").replace("} here", "} ereh")
+                   .replace("Code `{{ x }}` is code", "edoC `{{ x }}` si edoc")
+                   .replace("Text after it", "txeT retfa ti"))
+    assert not any(m in t for batch in CALLS for t in batch for m in ("{{", "{%", "%}", "}}"))
+
+
+def test_markdown_a_link_target_with_template_code_is_the_links_target():
+    """Bootstrap's docs link through shortcodes (`[the utilities]({{< docsref "/x" >}})`): the
+    target, with spaces in it, was no target, and the shortcode, standing alone, moved out of
+    its parentheses (`[the utilities](){{< docsref "/x" >}}`); the link broke."""
+    src = ('Use [the border utilities]({{< docsref "/utilities/borders" >}}) now, see '
+           "![a logo]({{ site.baseurl }}/logo.png \"Logo\") and "
+           '[**the guide**]({{< ref "guide.md" >}} "Guide").\n')
+    assert extract(src.encode(), "md").segments == [
+        'Use <g id="1">the border utilities</g> now, see <g id="2">a logo</g> and '
+        '<g id="3"><g id="4">the guide</g></g>.']
+    assert run(src.encode(), "md").decode() == (
+        'esU [eht redrob seitilitu]({{< docsref "/utilities/borders" >}}) won, ees '
+        "![a ogol]({{ site.baseurl }}/logo.png \"Logo\") dna "
+        '[**eht ediug**]({{< ref "guide.md" >}} "Guide").\n')
 
 
 def test_markdown_an_html_block_runs_to_a_blank_line():
