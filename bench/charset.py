@@ -1,20 +1,20 @@
 """How often the code page of a file that is not UTF-8 is guessed right, per language.
 
-    python -m bench.charset [--locales /work/cache] [--files 200] [--short 100] [--seed 1]
+    python -m bench.charset [--locales .cache/unpacked] [--files 200] [--short 100] [--seed 1]
         [--json out]
 
 Real translated text: the messages of the Debian gettext catalogs unpacked under --locales
-(*/LC_MESSAGES/*.mo), per language. Each language's messages that its code page
-(app.documents.charset.code_page) can hold are made into --files files of two to five lines,
-like short subtitles, and --short files of a single line of at most 40 characters, each
-encoded in that code page and holding at least one byte past ASCII (a pure ASCII file reads as
-UTF-8, right whatever the guess). Each file is read as a document with the source language
-"auto" (app.documents.charset.decode without a code page), before (windows-1252 whatever the
-bytes) and now (the code page guessed from the bytes). A file counts as right when it reads as
-the text it was made from (both composed, as Unicode's NFC): a file whose bytes read the same
-in two code pages (German without its few letters that differ) is right in either. Reported
-per language: files, right before, right now, the same for the single lines, and the code
-pages guessed wrong most often."""
+(*/LC_MESSAGES/*.mo, where the corpus builder's cache keeps them), per language. Each language's
+messages that its code page (app.documents.charset.code_page) can hold are made into --files files
+of two to five lines, like short subtitles, and --short files of a single line of at most 40
+characters, each encoded in that code page and holding at least one byte past ASCII (a pure ASCII
+file reads as UTF-8, right whatever the guess). Each file is read as a document with the source
+language "auto" (app.documents.charset.decode without a code page), before (windows-1252 whatever
+the bytes) and now (the code page guessed from the bytes). A file counts as right when it reads as
+the text it was made from (both composed, as Unicode's NFC): a file whose bytes read the same in
+two code pages (German without its few letters that differ) is right in either. Reported per
+language: files, right before, right now, the same for the single lines, and the code pages guessed
+wrong most often."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def measure(made: list[tuple[str, bytes]]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--locales", type=Path, default=Path("/work/cache/unpacked"))
+    ap.add_argument("--locales", type=Path, default=Path(".cache/unpacked"))
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--short", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)

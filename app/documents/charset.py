@@ -170,15 +170,19 @@ _ALPHABETS = {
     "ar": _span("\u0600", "\u06ff"), "et": "äöõüšž", "lv": "āčēģīķļņšūž", "lt": "ąčęėįšųūž",
     "vi": _vietnamese(), "th": _span("\u0e01", "\u0e5b"),
 }
-# each language's commonest words, which tell apart the pages whose letters read equally well:
+# each language's commonest words, which tell apart the pages whose letters read equally well
+# (a word that languages of two pages share, as Czech and Italian "a", tells little: the lists
+# favour the words only one page's languages write, as Italian "è", which is Czech "č"):
 # French "â î û ç ï" are Latvian "ā ī ū ē ļ" in windows-1257, Hebrew reads as Russian letters
 _COMMON = {language: frozenset(words.split()) for language, words in {
     "en": "the of and to in is for you not with this", "de": "der die das und ist nicht mit von",
-    "fr": "de la le les et des un une pour est pas du", "es": "de la el los las que en y para",
-    "pt": "de o os que em para do da um uma não com", "it": "il di la che per non un una del",
+    "fr": "de la le les et des un une pour est pas du à au sur il",
+    "es": "de la el los las que en y para por con una",
+    "pt": "de o os que em para do da um uma não com é",
+    "it": "il di la che per non un una del è della con al alla",
     "nl": "de het een van en is niet voor met op", "ca": "de la el els les que per amb",
-    "da": "og er det at en til ikke af med på", "nb": "og er det at en til ikke av med på",
-    "sv": "och är det att en till inte av med på", "fi": "ja on ei se että tai kun",
+    "da": "og er det at en til ikke af med på som", "nb": "og er det at en til ikke av med på",
+    "sv": "och är det att en till inte av med på som", "fi": "ja on ei se että tai kun",
     "is": "og að er ekki á í við til með sem", "ga": "an na ar agus is le do níl",
     "eu": "eta da ez du bat", "gl": "de o os que en para do da non un unha",
     "pl": "i w nie na z się do to że jest dla", "cs": "a v se na je to že s pro z do",
