@@ -182,8 +182,8 @@ def handler(fmt: str):
 def extract(data: bytes, fmt: str, limits: Limits = Limits(),
             source_lang: str | None = None) -> Document:
     """The document's segments, checked against the limits. `source_lang`: the language it is
-    in, if known; a text file that is not UTF-8 is read in that language's code page
-    (app.documents.charset)."""
+    in, if known; a text file that is not UTF-8 is read in that language's code page, without
+    one ("auto") in the code page its bytes look most like (app.documents.charset)."""
     if len(data) > limits.max_bytes:
         raise DocumentTooLarge(
             f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
@@ -196,8 +196,9 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
         from app.documents import charset  # it raises this module's errors
 
         module = handler(fmt)
-        # what each reader takes: `legacy`, the code page of a text file that is not UTF-8;
-        # `limits`, to bound its own unpacking (.pdf's streams); `budget`, to stop early
+        # what each reader takes: `legacy`, the code page of a text file that is not UTF-8
+        # (None: guessed from its bytes); `limits`, to bound its own unpacking (.pdf's
+        # streams); `budget`, to stop early
         offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget}
         takes = inspect.signature(module.extract).parameters
         doc = module.extract(data, **{k: v for k, v in offered.items() if k in takes})

@@ -245,7 +245,8 @@ def _replaced_outside_whole(text: str, old: str, new: str) -> str:
     return "".join(pieces)
 
 
-def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
+def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = None
+            ) -> Document:
     """The page's segments, spent from `budget` if given (a book's pages share one)."""
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     budget = budget or Budget()

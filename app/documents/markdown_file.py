@@ -182,7 +182,8 @@ def _closes(line: str, fence: str) -> bool:
     return re.fullmatch(rf"[ \t>]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*", line) is not None
 
 
-def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
+def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = None
+            ) -> Document:
     text, encoding = charset.decode(data, legacy)
     lines, targets = split_lines(text)
     # (line index, piece index, the indices of the lines that continue that piece's text)

@@ -22,7 +22,7 @@ _CHARSET = re.compile(r"charset=([\w.:-]+)")
 _TWO_FORMS = "nplurals=2; plural=(n != 1);"
 
 
-def _decoded(data: bytes, legacy: str) -> str:
+def _decoded(data: bytes, legacy: str | None) -> str:
     """The catalog's text: UTF-8, else the charset its header declares, else the legacy code
     page (app.documents.charset)."""
     declared = _CHARSET.search(data[:4096].decode("ascii", "replace"))  # in the header
@@ -33,7 +33,7 @@ def _decoded(data: bytes, legacy: str) -> str:
     return charset.decode(data, legacy, name)[0]
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str | None = "cp1252") -> Document:
     catalog = polib.pofile(_decoded(data, legacy))
     entries = [e for e in catalog if e.msgid and not e.obsolete and not e.translated()]
     segments = []

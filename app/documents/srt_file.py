@@ -12,7 +12,8 @@ from app.documents import Budget, Document, charset
 from app.text.segment import subtitle_wrap
 
 
-def extract(data: bytes, legacy: str = "cp1252", budget: Budget | None = None) -> Document:
+def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = None
+            ) -> Document:
     text, encoding = charset.decode(data, legacy)
     # the library reads one cue at a time: a file past a limit is read no further
     subtitles = (budget or Budget()).each(srtlib.parse(text), lambda s: s.content)

@@ -28,7 +28,7 @@ def split_paragraphs(text: str) -> tuple[list[str], list[int]]:
     return parts, [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
 
 
-def extract(data: bytes, legacy: str = "cp1252") -> Document:
+def extract(data: bytes, legacy: str | None = "cp1252") -> Document:
     text, encoding = charset.decode(data, legacy)
     parts, targets = split_paragraphs(text)
     return Document("txt", [parts[i].strip() for i in targets], (parts, targets, encoding))

@@ -741,6 +741,40 @@ def test_a_text_file_not_in_utf8_is_read_in_the_code_page_of_its_language():
     assert extract("Don’t.".encode(), "txt", source_lang="en").segments == ["Don’t."]
 
 
+@pytest.mark.parametrize(("page", "lines"), [
+    ("cp1251", ["Привет! Как дела?", "Я не знаю, что сказать."]),
+    ("cp1250", ["Dzień dobry, jak się masz?", "Nie wiem, co powiedzieć."]),
+    ("cp1253", ["Καλημέρα, τι κάνεις;", "Δεν ξέρω τι να πω."]),
+    ("cp1252", ["Guten Morgen, wie geht's?", "Ich weiß nicht, was ich sagen soll. Schöne Grüße."]),
+    ("cp1252", ["Bonjour, ça va ?", "Je ne sais pas quoi dire, c'est déjà l'été."]),
+])
+def test_subtitles_in_a_code_page_with_the_source_auto_are_read_in_the_page_of_their_letters(
+        page, lines):
+    """With source "auto" every file not in UTF-8 was read as windows-1252: Russian came out as
+    "Ïðèâåò" and was translated so; the code page is guessed from the bytes (app.documents.
+    charset.guess), and the translation is written back in it."""
+    cues = "".join(f"{i}\r\n00:00:0{i},000 --> 00:00:0{i},900\r\n{line}\r\n\r\n"
+                   for i, line in enumerate(lines, 1))
+    data = cues.encode(page)
+    assert extract(data, "srt", source_lang="auto").segments == lines
+    assert translate_document(data, "srt", lambda texts: texts, source_lang="auto") == data
+    # a named source language still says which code page, as before
+    assert extract(data, "srt", source_lang="de").segments == [
+        line.encode(page).decode("cp1252") for line in lines]
+
+
+def test_a_short_file_that_two_code_pages_read_equally_well_is_read_in_the_first():
+    """Byte E8 is "č" in windows-1250 and "è" in windows-1252: a word with nothing else to tell
+    is read in windows-1252, the first of the pages in the documented order; a file no page
+    reads as letters of one language is read as windows-1252, as before, or refused."""
+    assert extract(b"Veli\xe8ina", "txt", source_lang="auto").segments == ["Velièina"]
+    assert extract(b"Veli\xe8ina je za", "txt", source_lang="auto").segments == [
+        "Veličina je za"]  # two of Croatian's commonest words tell
+    assert extract(b"(\xa9)", "txt", source_lang="auto").segments == ["(©)"]
+    with pytest.raises(InvalidDocument, match="neither UTF-8 nor windows-1252"):
+        extract(b"caf\x81", "txt", source_lang="auto")
+
+
 def test_html_is_read_in_the_charset_it_declares_and_written_back_in_it():
     page = '<html><head><meta charset="windows-1251"></head><body><p>Привет, мир.</p></body></html>'
     assert extract(page.encode("cp1251"), "html", source_lang="en").segments == ["Привет, мир."]

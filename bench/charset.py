@@ -1,0 +1,165 @@
+"""How often the code page of a file that is not UTF-8 is guessed right, per language.
+
+    python -m bench.charset [--locales .cache/unpacked] [--files 200] [--short 100] [--seed 1]
+        [--json out]
+
+Real translated text: the messages of the Debian gettext catalogs unpacked under --locales
+(*/LC_MESSAGES/*.mo, where the corpus builder's cache keeps them), per language. Each language's
+messages that its code page (app.documents.charset.code_page) can hold are made into --files files
+of two to five lines, like short subtitles, and --short files of a single line of at most 40
+characters, each encoded in that code page and holding at least one byte past ASCII (a pure ASCII
+file reads as UTF-8, right whatever the guess). Each file is read as a document with the source
+language "auto" (app.documents.charset.decode without a code page), before (windows-1252 whatever
+the bytes) and now (the code page guessed from the bytes). A file counts as right when it reads as
+the text it was made from (both composed, as Unicode's NFC): a file whose bytes read the same in
+two code pages (German without its few letters that differ) is right in either. Reported per
+language: files, right before, right now, the same for the single lines, and the code pages guessed
+wrong most often."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+import unicodedata
+from collections import Counter
+from pathlib import Path
+
+from app.documents import DocumentError, charset
+from model.corpus.gettext import MoError, read_mo
+
+# the catalogs' language directories measured, and the language code they are read as
+LOCALES = {
+    "de": "de", "fr": "fr", "es": "es", "it": "it", "pt": "pt", "nl": "nl", "sv": "sv",
+    "da": "da", "fi": "fi", "is": "is", "pl": "pl", "cs": "cs", "sk": "sk", "hu": "hu",
+    "sl": "sl", "hr": "hr", "ro": "ro", "ru": "ru", "uk": "uk", "bg": "bg", "be": "be",
+    "mk": "mk", "el": "el", "tr": "tr", "he": "he", "ar": "ar", "fa": "fa", "et": "et",
+    "lt": "lt", "lv": "lv", "vi": "vi", "th": "th", "ja": "ja", "zh_CN": "zh", "zh_TW": "zt",
+    "ko": "ko",
+}
+MAX_CATALOGS = 150  # per language: plenty of distinct messages, read in seconds
+
+
+def encoded(text: str, page: str) -> bytes | None:
+    """`text` in `page`, None where it cannot hold it; windows-1258 writes most Vietnamese
+    letters as a base letter and a combining tone mark."""
+    try:
+        return text.encode(page)
+    except UnicodeEncodeError:
+        if page != "cp1258":
+            return None
+    out = []
+    for ch in text:
+        try:
+            out.append(ch.encode(page))
+            continue
+        except UnicodeEncodeError:
+            pass
+        base, *marks = unicodedata.normalize("NFD", ch)
+        if marks and len(unicodedata.normalize("NFC", base + marks[0])) == 1:
+            base, marks = unicodedata.normalize("NFC", base + marks[0]), marks[1:]
+        try:
+            out.append(base.encode(page) + "".join(marks).encode(page))
+        except UnicodeEncodeError:
+            return None
+    return b"".join(out)
+
+
+def messages(root: Path, locale: str) -> list[str]:
+    """The distinct one-line translations of the catalogs for `locale`."""
+    found: dict[str, None] = {}
+    for path in sorted(root.glob(f"*/**/locale/{locale}/LC_MESSAGES/*.mo"))[:MAX_CATALOGS]:
+        try:
+            catalog = read_mo(path)
+        except (MoError, OSError):
+            continue
+        for message in catalog:
+            text = " ".join(message.msgstr[0].split()) if message.msgstr else ""
+            if 3 <= len(text) <= 80 and any(ch.isalpha() for ch in text):
+                found[text] = None
+    return list(found)
+
+
+def files(lines: list[str], page: str, count: int, short: bool, rng: random.Random
+          ) -> list[tuple[str, bytes]]:
+    """`count` (text, bytes) files in `page`, each with a byte past ASCII."""
+    usable = [(t, b) for t in lines if (b := encoded(t, page)) is not None]
+    past_ascii = [(t, b) for t, b in usable if not b.isascii()]
+    if short:
+        pool = [(t, b) for t, b in past_ascii if len(t) <= 40]
+        return rng.sample(pool, min(count, len(pool)))
+    out = []
+    for _ in range(count):
+        picked = [rng.choice(past_ascii)] + rng.sample(usable, rng.randint(1, 4))
+        rng.shuffle(picked)
+        out.append(("\r\n".join(t for t, _ in picked), b"\r\n".join(b for _, b in picked)))
+    return out
+
+
+def read(data: bytes, legacy: str | None) -> tuple[str | None, str | None]:
+    """The file's text (composed: windows-1258 reads Vietnamese as letters and combining tone
+    marks) and the encoding it was read in; (None, None) where it is refused."""
+    try:
+        text, encoding = charset.decode(data, legacy)
+    except DocumentError:
+        return None, None
+    return unicodedata.normalize("NFC", text), encoding
+
+
+def measure(made: list[tuple[str, bytes]]) -> dict:
+    made = [(unicodedata.normalize("NFC", text), data) for text, data in made]
+    before = sum(read(data, "cp1252")[0] == text for text, data in made)
+    now, wrong = 0, Counter()
+    t0 = time.perf_counter()
+    for text, data in made:
+        got, page = read(data, None)
+        if got == text:
+            now += 1
+        else:
+            wrong[page] += 1
+    return {"files": len(made), "before": round(before / max(1, len(made)), 3),
+            "now": round(now / max(1, len(made)), 3), "wrong_pages": dict(wrong.most_common(3)),
+            "ms_per_file": round((time.perf_counter() - t0) / max(1, len(made)) * 1000, 3)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--locales", type=Path, default=Path(".cache/unpacked"))
+    ap.add_argument("--files", type=int, default=200)
+    ap.add_argument("--short", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    report = {}
+    print(f"{'lang':6} {'page':6} {'files':>5} {'before':>6} {'now':>6} | {'lines':>5} "
+          f"{'before':>6} {'now':>6}  wrong pages (files, lines)")
+    for locale, language in LOCALES.items():
+        page = charset.code_page(language)
+        lines = messages(args.locales, locale)
+        rng = random.Random(f"{args.seed}-{locale}")
+        made = files(lines, page, args.files, False, rng)
+        single = files(lines, page, args.short, True, rng)
+        if not made:
+            print(f"{locale:6} {page:6} no messages")
+            continue
+        row = {"page": page, "files": measure(made), "lines": measure(single)}
+        report[locale] = row
+        f, s = row["files"], row["lines"]
+        print(f"{locale:6} {page:6} {f['files']:5} {f['before']:6.3f} {f['now']:6.3f} | "
+              f"{s['files']:5} {s['before']:6.3f} {s['now']:6.3f}  "
+              f"{f['wrong_pages']} {s['wrong_pages']}")
+    for kind in ("files", "lines"):
+        rows = [r[kind] for r in report.values()]
+        count = sum(r["files"] for r in rows)
+        mean = {k: round(sum(r[k] * r["files"] for r in rows) / max(1, count), 3)
+                for k in ("before", "now")}
+        ms = max(r["ms_per_file"] for r in rows)
+        print(f"all {kind}: {count}, right before {mean['before']}, now {mean['now']}; "
+              f"a read {ms} ms at most (a language's mean)")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
