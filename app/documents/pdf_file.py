@@ -149,8 +149,10 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
         layout = device.get_result()
+        texts = [(box, [_look(line) for line in _lines(box)]) for box in _text_boxes(layout)]
+        pitches = _page_pitches([looks for _, looks in texts])
         found = [(_block(number, lines), _join([_clean(line.get_text()) for line in lines]))
-                 for box in _text_boxes(layout) for lines in _items(box)]
+                 for box, looks in texts for lines in _items(box, looks, pitches)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
@@ -284,15 +286,22 @@ def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
             and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
 
 
-def _items(box: LTTextBox) -> list[list[LTTextLine]]:
+def _items(box: LTTextBox, looks: list[_Look | None],
+           page_pitches: list[tuple[float, float]]) -> list[list[LTTextLine]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet, and where the
     look changes (pdfminer often boxes a heading with the paragraph under it): a line in
     another size or weight than the line before, or further below it than the box's lines
-    usually are."""
-    lines = [line for line in box if isinstance(line, LTTextLine)]
-    looks = [_look(line) for line in lines]
-    pitch = _usual_pitch([x for x in looks if x is not None])
+    usually are (a box of two lines has too few to tell: further below than any box of the
+    page in their size sets its lines, `page_pitches`)."""
+    lines = _lines(box)
+    known = [x for x in looks if x is not None]
+    usual = _usual_pitch(_steps(known))
+    pitch = usual[1] if usual else None
+    if usual is None and known and known[0].size:
+        # the widest: a table's rows, set closer than the paragraphs, do not cut them
+        pitch = max((p for size, p in page_pitches if not _resized(size, known[0].size)),
+                    default=None)
     groups: list[list[LTTextLine]] = []
     before = None
     for line, look in zip(lines, looks, strict=True):
@@ -326,14 +335,30 @@ def _look(line: LTTextLine) -> _Look | None:
                  bold=sum(_bold(c.fontname) for c in chars) / len(chars))
 
 
-def _usual_pitch(looks: list[_Look]) -> float | None:
-    """The distance between the baselines of most of the box's lines that are one under the
-    other in one size (the lower middle one: the gaps between a box's paragraphs are fewer
-    than the steps between their lines); None below three such lines, too few to tell."""
-    steps = sorted(a.base - b.base for a, b in pairwise(looks)
-                   if a.size and b.size and not _resized(a.size, b.size)
-                   and a.base - b.base > a.size / 2)
+def _lines(box: LTTextBox) -> list[LTTextLine]:
+    return [line for line in box if isinstance(line, LTTextLine)]
+
+
+def _steps(looks: list[_Look]) -> list[tuple[float, float]]:
+    """(size, distance between the baselines) of each line under a line in the same size."""
+    return [(a.size, a.base - b.base) for a, b in pairwise(looks)
+            if a.size and b.size and not _resized(a.size, b.size)
+            and a.base - b.base > a.size / 2]
+
+
+def _usual_pitch(steps: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The (size, distance) of most of the steps between lines (the lower middle one: the
+    gaps between paragraphs are fewer than the steps between their lines); None below two
+    steps (three lines), too few to tell."""
+    steps = sorted(steps, key=lambda step: step[1])
     return steps[(len(steps) - 1) // 2] if len(steps) > 1 else None
+
+
+def _page_pitches(boxes: list[list[_Look | None]]) -> list[tuple[float, float]]:
+    """The (size, usual pitch) of each of the page's boxes (their lines' looks) that has one
+    (three lines or more), which a box of two lines is judged by."""
+    pitches = (_usual_pitch(_steps([x for x in looks if x is not None])) for looks in boxes)
+    return [p for p in pitches if p is not None]
 
 
 def _new_look(before: _Look | None, look: _Look | None, text: str) -> bool:

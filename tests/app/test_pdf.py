@@ -520,6 +520,33 @@ def test_a_larger_gap_between_two_paragraphs_of_one_block_cuts_it():
     assert [b.lines for b in doc.state[1]] == [3, 2]
 
 
+@pytest.mark.parametrize("step", [13, 15.5])
+def test_two_lines_further_apart_than_the_page_s_lines_are_two_segments(step):
+    # a box of two lines had no pitch of its own to judge a gap by: a heading-like line and
+    # the sentence under it went to the model as one sentence
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 340, "Installing the service")
+        c.drawString(40, 340 - step, "Run the installer and follow the steps it shows.")
+        lines_at(c, 40, 260, 13, PARAGRAPH)  # the page's lines, 13 apart
+        lines_at(c, 40, 160, 11.5, ["Name", "Size", "Mode", "Owner"])  # a table's rows, closer
+    data = page_of(draw)
+    assert len(boxes(data)) == 3
+    segments = extract(data, "pdf").segments
+    if step == 13:  # as far apart as the page's lines: one paragraph
+        assert segments[0] == ("Installing the service Run the installer and follow the "
+                               "steps it shows.")
+    else:
+        assert segments[:2] == ["Installing the service",
+                                "Run the installer and follow the steps it shows."]
+
+
+def test_two_lines_on_a_page_without_other_lines_to_judge_by_stay_one_segment():
+    doc = extract(lines_page([("Helvetica", 11, 40, 250, "Installing the service"),
+                              ("Helvetica", 11, 40, 234, "Run the installer now.")]), "pdf")
+    assert doc.segments == ["Installing the service Run the installer now."]
+
+
 
 
 def test_urw_courier_is_a_monospaced_font():
