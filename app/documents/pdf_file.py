@@ -318,6 +318,10 @@ def _items(box: LTTextBox, looks: list[_Look | None],
         # the widest: a table's rows, set closer than the paragraphs, do not cut them
         pitch = max((p for size, p in page_pitches if not _resized(size, known[0].size)),
                     default=None)
+        # judged by the page, a line of a letter or two (a formula's symbol that TeX set apart
+        # from its sentence, a matrix's numbers) is no paragraph of its own
+        if any(sum(c.isalpha() for c in line.get_text()) < 3 for line in lines):
+            pitch = None
     groups: list[list[LTTextLine]] = []
     before = None
     for line, look in zip(lines, looks, strict=True):

@@ -541,12 +541,22 @@ def test_two_lines_further_apart_than_the_page_s_lines_are_two_segments(step):
                                 "Run the installer and follow the steps it shows."]
 
 
+def test_a_formula_s_symbol_set_apart_from_its_two_line_sentence_stays_in_it():
+    # TeX sets a symbol of a formula on a baseline of its own; judged by the page's lines, the
+    # sentence "f ist stetig" was cut from its subject
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 340, "f")
+        c.drawString(40, 324, "is continuous on the whole interval.")
+        lines_at(c, 40, 260, 13, PARAGRAPH)
+    segments = extract(page_of(draw), "pdf").segments
+    assert segments[0] == "f is continuous on the whole interval."
+
+
 def test_two_lines_on_a_page_without_other_lines_to_judge_by_stay_one_segment():
     doc = extract(lines_page([("Helvetica", 11, 40, 250, "Installing the service"),
                               ("Helvetica", 11, 40, 234, "Run the installer now.")]), "pdf")
     assert doc.segments == ["Installing the service Run the installer now."]
-
-
 
 
 def test_urw_courier_is_a_monospaced_font():
