@@ -15,8 +15,9 @@ streams and of the form XObjects it draws, so everything else they do (colours, 
 marked content) is unchanged. Each block's translation is drawn on a one-page overlay
 (reportlab) merged onto the page (pypdf), in the block's font size, in its box grown first
 into free space below and beside it (never over another block, a graphic or the rules of a
-box around it), made smaller step by step only where even that is too small; centred and
-right-aligned blocks stay so. Fonts are replaced: Helvetica for text it can encode, else
+box around it), made smaller step by step only where even that is too small; centred,
+right-aligned and justified blocks stay so (a justified one's lines but the last stretched by
+their word spacing). Fonts are replaced: Helvetica for text it can encode, else
 DejaVu Sans embedded; text neither can draw is refused. Not covered:
 text of annotations (form fields), of Type 3 font glyphs and of tiling patterns is neither
 read nor removed.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import io
 import re
 import unicodedata
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cache
@@ -83,9 +85,20 @@ GAP = 0.4  # what a grown block keeps clear of a neighbour, in its font size
 RESIZED = 0.1
 BOLD_LINE = 0.9
 GAP_PITCH = 1.125
+# a block is justified on its own with this many flush lines (fewer: ragged text's lines
+# sometimes end together by chance), a shorter one where a block justified on its own has its
+# right edge; a line is flush within this share of its font size (TeX's are exact)
+JUSTIFIED_LINES = 3
+FLUSH = 0.1
+# the most a justified line's spaces may grow, all together, as a share of its words' width:
+# a line nearly empty before a long word (its words fill less than half the box) stays
+# left-aligned rather than show a few words far apart; a fuller line is stretched even with
+# wide spaces, since a short line inside a paragraph reads as its end
+STRETCH = 1.0
 _SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}
 _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
 _LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
+_WORD = re.compile(r"[^\W\d_]+")  # letters: not a number, not dot leaders
 _LIGATURES = re.compile("[\ufb00-\ufb06]")
 _UNMAPPED = re.compile(r"\(cid:\d+\)")  # pdfminer's text for a glyph without a character
 # a font's own glyphs (flag emoji, TeX's big brackets) mapped to private-use characters: they
@@ -116,7 +129,10 @@ class Block:
     # (x, y of their boxes' lower left, text), drawn again where they were
     code: tuple[tuple[float, float, str], ...] = ()
     lines: int = 1
-    align: str = "left"  # or "centre", "right": judged from its lines' places
+    align: str = "left"  # or "centre", "right", "justified": judged from its lines' places
+    # its lines but the last, where each has two words or more and ends at its right edge and
+    # the lines under the first start at one place (else 0): the signs of justified text
+    flush: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,8 +165,10 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
         layout = device.get_result()
+        texts = [(box, [_look(line) for line in _lines(box)]) for box in _text_boxes(layout)]
+        pitches = _page_pitches([looks for _, looks in texts])
         found = [(_block(number, lines), _join([_clean(line.get_text()) for line in lines]))
-                 for box in _text_boxes(layout) for lines in _items(box)]
+                 for box, looks in texts for lines in _items(box, looks, pitches)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
@@ -169,7 +187,7 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
     if not segments:
         raise InvalidDocument("the .pdf file has no text layer (a scan?); text in images is not "
                               "translated (no OCR)")
-    return Document("pdf", segments, (data, blocks + kept, pages))
+    return Document("pdf", segments, (data, _in_columns(blocks) + kept, pages))
 
 
 class _Resources(PDFResourceManager):
@@ -284,15 +302,26 @@ def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
             and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
 
 
-def _items(box: LTTextBox) -> list[list[LTTextLine]]:
+def _items(box: LTTextBox, looks: list[_Look | None],
+           page_pitches: list[tuple[float, float]]) -> list[list[LTTextLine]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet, and where the
     look changes (pdfminer often boxes a heading with the paragraph under it): a line in
     another size or weight than the line before, or further below it than the box's lines
-    usually are."""
-    lines = [line for line in box if isinstance(line, LTTextLine)]
-    looks = [_look(line) for line in lines]
-    pitch = _usual_pitch([x for x in looks if x is not None])
+    usually are (a box of two lines has too few to tell: further below than any box of the
+    page in their size sets its lines, `page_pitches`)."""
+    lines = _lines(box)
+    known = [x for x in looks if x is not None]
+    usual = _usual_pitch(_steps(known))
+    pitch = usual[1] if usual else None
+    if usual is None and known and known[0].size:
+        # the widest: a table's rows, set closer than the paragraphs, do not cut them
+        pitch = max((p for size, p in page_pitches if not _resized(size, known[0].size)),
+                    default=None)
+        # judged by the page, a line of a letter or two (a formula's symbol that TeX set apart
+        # from its sentence, a matrix's numbers) is no paragraph of its own
+        if any(sum(c.isalpha() for c in line.get_text()) < 3 for line in lines):
+            pitch = None
     groups: list[list[LTTextLine]] = []
     before = None
     for line, look in zip(lines, looks, strict=True):
@@ -326,14 +355,30 @@ def _look(line: LTTextLine) -> _Look | None:
                  bold=sum(_bold(c.fontname) for c in chars) / len(chars))
 
 
-def _usual_pitch(looks: list[_Look]) -> float | None:
-    """The distance between the baselines of most of the box's lines that are one under the
-    other in one size (the lower middle one: the gaps between a box's paragraphs are fewer
-    than the steps between their lines); None below three such lines, too few to tell."""
-    steps = sorted(a.base - b.base for a, b in pairwise(looks)
-                   if a.size and b.size and not _resized(a.size, b.size)
-                   and a.base - b.base > a.size / 2)
+def _lines(box: LTTextBox) -> list[LTTextLine]:
+    return [line for line in box if isinstance(line, LTTextLine)]
+
+
+def _steps(looks: list[_Look]) -> list[tuple[float, float]]:
+    """(size, distance between the baselines) of each line under a line in the same size."""
+    return [(a.size, a.base - b.base) for a, b in pairwise(looks)
+            if a.size and b.size and not _resized(a.size, b.size)
+            and a.base - b.base > a.size / 2]
+
+
+def _usual_pitch(steps: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """The (size, distance) of most of the steps between lines (the lower middle one: the
+    gaps between paragraphs are fewer than the steps between their lines); None below two
+    steps (three lines), too few to tell."""
+    steps = sorted(steps, key=lambda step: step[1])
     return steps[(len(steps) - 1) // 2] if len(steps) > 1 else None
+
+
+def _page_pitches(boxes: list[list[_Look | None]]) -> list[tuple[float, float]]:
+    """The (size, usual pitch) of each of the page's boxes (their lines' looks) that has one
+    (three lines or more), which a box of two lines is judged by."""
+    pitches = (_usual_pitch(_steps([x for x in looks if x is not None])) for looks in boxes)
+    return [p for p in pitches if p is not None]
 
 
 def _new_look(before: _Look | None, look: _Look | None, text: str) -> bool:
@@ -407,13 +452,42 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
             align = "centre"
         elif _same(ends, size):
             align = "right"
+    flush = _flush(lines, size)
+    if align == "left" and flush >= JUSTIFIED_LINES:
+        align = "justified"
     return Block(
         page=page,
         box=(min(x.x0 for x in lines), min(x.y0 for x in lines),
              max(x.x1 for x in lines), max(x.y1 for x in lines)),
         size=size, pitch=pitch, bold=bold, italic=italic, colour=colour, code=code,
-        lines=len(lines), align=align,
+        lines=len(lines), align=align, flush=flush,
     )
+
+
+def _flush(lines: list[LTTextLine], size: float) -> int:
+    """How many lines but the last end at the block's right edge with two words or more, the
+    lines under the first starting at one place (the first may be indented, a list item's
+    bullet hang out); 0 unless all of them do."""
+    reach = [_reach(line) for line in lines]
+    if len(lines) < 2 or None in reach:
+        return 0
+    starts, ends = zip(*reach, strict=True)
+    if (all(len(_WORD.findall(line.get_text())) > 1 for line in lines[:-1])
+            and max(ends) - min(ends[:-1]) <= _slack(size)
+            and max(starts[1:]) - min(starts[1:]) <= _slack(size)):
+        return len(lines) - 1
+    return 0
+
+
+def _slack(size: float) -> float:
+    return max(0.5, FLUSH * size)
+
+
+def _reach(line: LTTextLine) -> tuple[float, float] | None:
+    """Where the line's visible characters start and end (a space drawn at its end, as word
+    processors do, is no part of it)."""
+    chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
+    return (min(c.x0 for c in chars), max(c.x1 for c in chars)) if chars else None
 
 
 def _bold(fontname: str) -> bool:
@@ -453,6 +527,20 @@ def _aligned(block: Block, page: Page, blocks: list[Block]) -> Block:
     if _same([x1, right], size) and x0 > (left + right) / 2:
         return replace(block, align="right")
     return block
+
+
+def _in_columns(blocks: list[Block]) -> list[Block]:
+    """A block with too few flush lines to tell (two or three lines) is justified where a block
+    justified on its own, on any page, has its right edge: a short paragraph of a justified
+    column (a document's pages keep one or two such edges: one-sided or two-sided)."""
+    edges = sorted(b.box[2] for b in blocks if b.align == "justified")
+
+    def on_edge(b: Block) -> bool:
+        k = bisect_left(edges, b.box[2] - _slack(b.size))
+        return k < len(edges) and edges[k] <= b.box[2] + _slack(b.size)
+
+    return [replace(b, align="justified") if b.align == "left" and b.flush and on_edge(b)
+            else b for b in blocks]
 
 
 def _colour(char: LTChar) -> tuple[float, ...]:
@@ -554,14 +642,24 @@ def _draw(page: canvas.Canvas, block: Block, text: str, rooms: list[Box]) -> Non
     size, lines, (x0, _, x1, y1) = _fit(block, text, font, rooms)
     page.setFont(font, size)
     y = y1 - pdfmetrics.getAscentDescent(font, size)[0]
-    for line in lines:
+    for k, line in enumerate(lines):
         if block.align == "centre":
             page.drawCentredString((x0 + x1) / 2, y, line)
         elif block.align == "right":
             page.drawRightString(x1, y, line)
+        elif block.align == "justified" and k < len(lines) - 1:
+            page.drawString(x0, y, line, wordSpace=_word_space(line, font, size, x1 - x0))
         else:
             page.drawString(x0, y, line)
         y -= block.pitch * size
+
+
+def _word_space(line: str, font: str, size: float, width: float) -> float:
+    """What to add to each space of a justified block's line to make it as wide as its box:
+    nothing for a single word, nor past STRETCH (the line stays left-aligned)."""
+    spaces, natural = line.count(" "), pdfmetrics.stringWidth(line, font, size)
+    extra = width - natural
+    return extra / spaces if spaces and 0 < extra <= STRETCH * natural else 0.0
 
 
 def _rooms(block: Block, page: Page, texts: list[Box]) -> list[Box]:

@@ -520,6 +520,43 @@ def test_a_larger_gap_between_two_paragraphs_of_one_block_cuts_it():
     assert [b.lines for b in doc.state[1]] == [3, 2]
 
 
+@pytest.mark.parametrize("step", [13, 15.5])
+def test_two_lines_further_apart_than_the_page_s_lines_are_two_segments(step):
+    # a box of two lines had no pitch of its own to judge a gap by: a heading-like line and
+    # the sentence under it went to the model as one sentence
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 340, "Installing the service")
+        c.drawString(40, 340 - step, "Run the installer and follow the steps it shows.")
+        lines_at(c, 40, 260, 13, PARAGRAPH)  # the page's lines, 13 apart
+        lines_at(c, 40, 160, 11.5, ["Name", "Size", "Mode", "Owner"])  # a table's rows, closer
+    data = page_of(draw)
+    assert len(boxes(data)) == 3
+    segments = extract(data, "pdf").segments
+    if step == 13:  # as far apart as the page's lines: one paragraph
+        assert segments[0] == ("Installing the service Run the installer and follow the "
+                               "steps it shows.")
+    else:
+        assert segments[:2] == ["Installing the service",
+                                "Run the installer and follow the steps it shows."]
+
+
+def test_a_formula_s_symbol_set_apart_from_its_two_line_sentence_stays_in_it():
+    # TeX sets a symbol of a formula on a baseline of its own; judged by the page's lines, the
+    # sentence "f ist stetig" was cut from its subject
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        c.drawString(40, 340, "f")
+        c.drawString(40, 324, "is continuous on the whole interval.")
+        lines_at(c, 40, 260, 13, PARAGRAPH)
+    segments = extract(page_of(draw), "pdf").segments
+    assert segments[0] == "f is continuous on the whole interval."
+
+
+def test_two_lines_on_a_page_without_other_lines_to_judge_by_stay_one_segment():
+    doc = extract(lines_page([("Helvetica", 11, 40, 250, "Installing the service"),
+                              ("Helvetica", 11, 40, 234, "Run the installer now.")]), "pdf")
+    assert doc.segments == ["Installing the service Run the installer now."]
 
 
 def test_urw_courier_is_a_monospaced_font():
@@ -528,3 +565,105 @@ def test_urw_courier_is_a_monospaced_font():
     from types import SimpleNamespace
     assert pdf_file._monospaced(SimpleNamespace(fontname="JNNPWA+NimbusMonL-Regu"))
     assert not pdf_file._monospaced(SimpleNamespace(fontname="OLMHVN+NimbusRomNo9L-Regu"))
+
+
+MANUAL = ["The database is built from the files that each application installs in",
+          "its own directory, and the tools merge them in one place every time a",
+          "package is installed or removed, so that every program on the system",
+          "reads the same types and the same names for them."]
+
+
+def paragraph(c, lines: list[str], x: float, y: float, width: float, align: str) -> None:
+    """Lines one under the other, 13 apart: justified (every line but the last stretched to
+    the width by its word spacing), left-aligned or centred on the width."""
+    for k, line in enumerate(lines):
+        if align == "centre":
+            c.drawCentredString(x + width / 2, y - 13 * k, line)
+            continue
+        gap = 0.0
+        if align == "justified" and k < len(lines) - 1:
+            gap = (width - c.stringWidth(line, "Helvetica", 11)) / line.count(" ")
+        c.drawString(x, y - 13 * k, line, wordSpace=gap)
+
+
+def translated_lines(source: bytes, translation: str) -> list[tuple[float, float]]:
+    """Where each line of the translation is drawn (left, right), top to bottom."""
+    doc = extract(source, "pdf")
+    out = rebuild(doc, [translation])
+    lines = [line for page in extract_pages(io.BytesIO(out), laparams=LAParams())
+             for box in page if isinstance(box, LTTextBox) for line in box]
+    lines.sort(key=lambda line: -line.y0)
+    return [(line.x0, max(c.x1 for c in line if isinstance(c, LTChar)
+                          and c.get_text().strip())) for line in lines]
+
+
+GERMAN = ("Die Datenbank wird aus den Dateien gebaut, die jede Anwendung in ihr eigenes "
+          "Verzeichnis installiert, und die Werkzeuge führen sie jedes Mal an einem Ort "
+          "zusammen, wenn ein Paket installiert oder entfernt wird, damit jedes Programm auf "
+          "dem System dieselben Typen und dieselben Namen für sie liest.")
+
+
+@pytest.mark.parametrize("translation", [GERMAN, GERMAN.replace("Ort", "Ort (łódź)")])
+def test_a_justified_paragraph_is_drawn_justified(translation):
+    # justified text (most manuals) came back ragged-right; in DejaVu Sans too
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        paragraph(c, MANUAL, 40, 330, 340, "justified")
+    source = page_of(draw)
+    assert [b.align for b in extract(source, "pdf").state[1]] == ["justified"]
+    lines = translated_lines(source, translation)
+    assert len(lines) >= 4
+    assert {round(x0) for x0, _ in lines} == {40}
+    for _, x1 in lines[:-1]:  # both edges straight
+        assert x1 == pytest.approx(380, abs=0.5)
+    assert lines[-1][1] < 340  # the last line is not stretched
+
+
+def test_a_ragged_paragraph_stays_ragged():
+    ragged = [" ".join(line.split()[:-1]) if k % 2 else line for k, line in enumerate(MANUAL)]
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        paragraph(c, ragged, 40, 330, 340, "left")
+    source = page_of(draw)
+    assert [b.align for b in extract(source, "pdf").state[1]] == ["left"]
+    ends = [x1 for _, x1 in translated_lines(source, GERMAN)[:-1]]
+    assert max(ends) - min(ends) > 5
+
+
+def test_centred_lines_stay_centred_not_justified():
+    def draw(c):
+        c.setFont("Helvetica", 11)
+        paragraph(c, [" ".join(line.split()[:-k]) for k, line in enumerate(MANUAL, 1)],
+                  40, 330, 340, "centre")
+    source = page_of(draw)
+    assert [b.align for b in extract(source, "pdf").state[1]] == ["centre"]
+    middles = [(x0 + x1) / 2 for x0, x1 in translated_lines(source, GERMAN)]
+    assert max(middles) - min(middles) < 1.5 and len(middles) >= 4
+
+
+def test_a_short_paragraph_is_justified_where_its_column_is():
+    # two lines alone could be ragged text whose first line happens to be the longest; a
+    # justified paragraph on another page ends where they end
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(400, 400))
+    for lines in ([MANUAL[2:]], [MANUAL, MANUAL[2:]]):
+        c.setFont("Helvetica", 11)
+        for k, paragraph_lines in enumerate(lines):
+            paragraph(c, paragraph_lines, 40, 330 - 70 * k, 340, "justified")
+        c.showPage()
+    c.save()
+    blocks = extract(out.getvalue(), "pdf").state[1]
+    assert [(b.page, b.align) for b in blocks] == [(0, "justified"), (1, "justified"),
+                                                  (1, "justified")]
+    alone = page_of(lambda c: (c.setFont("Helvetica", 11),
+                               paragraph(c, MANUAL[2:], 40, 260, 340, "justified")))
+    assert [b.align for b in extract(alone, "pdf").state[1]] == ["left"]
+
+
+def test_a_justified_line_of_one_word_or_nearly_empty_is_not_stretched():
+    space = pdf_file._word_space
+    width = pdf_file.pdfmetrics.stringWidth("Die Datenbank wird", "Helvetica", 11)
+    assert space("Die Datenbank wird", "Helvetica", 11, width + 10) == pytest.approx(5)
+    assert space("Datenbank", "Helvetica", 11, width + 10) == 0
+    assert space("Die Datenbank wird", "Helvetica", 11, 1.9 * width) > 0  # wide spaces
+    assert space("Die Datenbank wird", "Helvetica", 11, 2.1 * width) == 0  # nearly empty
