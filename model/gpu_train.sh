@@ -69,14 +69,14 @@ progress() {
 }
 
 # Bytes a call may carry beside the working tree (tracked and untracked files git does not
-# ignore), with 3 MiB to spare: pieces made before a session's last commits still fit beside
-# the tree those commits grew.
+# ignore), with 2 MiB to spare: pieces made before a session's last commits still fit beside
+# the tree those commits grew (more would leave no room for the corpus, .gpu's data.tar.xz).
 room() {
     if [ -n "${GPU_CARRY_ROOM:-}" ]; then echo "$GPU_CARRY_ROOM"; return; fi
     local tree
     tree=$(cd "$REPO" && { git ls-files -z; git ls-files -z -o --exclude-standard; } \
         | du --files0-from=- -cb 2>/dev/null | tail -1 | cut -f1)
-    echo $(( (64 - 3) * 1024 * 1024 - tree ))
+    echo $(( (64 - 2) * 1024 * 1024 - tree ))
 }
 
 prepare() {
