@@ -34,7 +34,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -397,8 +397,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
                      for line in lines)
     # one look for the whole block: most of its characters' (a bold word or a link in a
     # sentence does not make it all bold or blue)
-    (bold, italic, colour), _ = Counter(
-        (_bold(c.fontname), _italic(c.fontname), _colour(c)) for c in chars).most_common(1)[0]
+    (bold, italic, colour), _ = Counter(_styles(chars)).most_common(1)[0]
     # centred lines: their middles line up, their starts do not; right: their ends line up
     align = "left"
     starts, ends = [line.x0 for line in lines], [line.x1 for line in lines]
@@ -416,16 +415,37 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     )
 
 
+def _styles(chars: list[LTChar]) -> list[tuple[bool, bool, tuple[float, ...]]]:
+    """Each character's (bold, italic, colour), worked out once per font and graphics state:
+    pdfminer gives all the characters one operator shows the same state."""
+    known: dict[tuple[str, int, int], tuple[bool, bool, tuple[float, ...]]] = {}
+    out = []
+    for c in chars:
+        key = (c.fontname, id(c.graphicstate), id(c.ncs))  # the chars keep them alive
+        if (style := known.get(key)) is None:
+            style = known[key] = (_bold(c.fontname), _italic(c.fontname), _colour(c))
+        out.append(style)
+    return out
+
+
+# a document has few fonts and many characters: each font's name is judged once
+@lru_cache(maxsize=1024)
 def _bold(fontname: str) -> bool:
     name = fontname.lower()
     return "bold" in name or "cmbx" in name or "black" in name
 
 
 def _monospaced(char: LTChar) -> bool:
-    name = char.fontname.lower()
+    return _monospaced_font(char.fontname)
+
+
+@lru_cache(maxsize=1024)
+def _monospaced_font(fontname: str) -> bool:
+    name = fontname.lower()
     return any(m in name for m in _MONOSPACED)
 
 
+@lru_cache(maxsize=1024)
 def _italic(fontname: str) -> bool:
     name = fontname.lower()
     return "italic" in name or "oblique" in name or "cmti" in name
@@ -446,9 +466,11 @@ def _aligned(block: Block, page: Page, blocks: list[Block]) -> Block:
     size, middle = block.size, (x0 + x1) / 2
     around = [g for g in page.graphics if _around(g, block.box)]
     left, _, right, _ = min(around, key=lambda g: g[2] - g[0]) if around else page.frame
+    # (the block's neighbours above and below found first: a page has many blocks)
     if x0 - left > size and (_same([middle, (left + right) / 2], size) or any(
-            _same([middle, (b.box[0] + b.box[2]) / 2], size) and abs(b.box[0] - x0) > size
-            and b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0 for b in blocks)):
+            b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0
+            and abs(b.box[0] - x0) > size and _same([middle, (b.box[0] + b.box[2]) / 2], size)
+            for b in blocks)):
         return replace(block, align="centre")
     if _same([x1, right], size) and x0 > (left + right) / 2:
         return replace(block, align="right")
