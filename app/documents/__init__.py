@@ -180,10 +180,12 @@ def handler(fmt: str):
 
 
 def extract(data: bytes, fmt: str, limits: Limits = Limits(),
-            source_lang: str | None = None) -> Document:
+            source_lang: str | None = None,
+            reading: Callable[[int, int], None] | None = None) -> Document:
     """The document's segments, checked against the limits. `source_lang`: the language it is
     in, if known; a text file that is not UTF-8 is read in that language's code page
-    (app.documents.charset)."""
+    (app.documents.charset). reading(done, total) counts the pages of the formats slow to read
+    (.pdf), 0 first."""
     if len(data) > limits.max_bytes:
         raise DocumentTooLarge(
             f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
@@ -197,8 +199,10 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
 
         module = handler(fmt)
         # what each reader takes: `legacy`, the code page of a text file that is not UTF-8;
-        # `limits`, to bound its own unpacking (.pdf's streams); `budget`, to stop early
-        offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget}
+        # `limits`, to bound its own unpacking (.pdf's streams); `budget`, to stop early;
+        # `reading`, to tell how far it has read
+        offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget,
+                   "reading": reading}
         takes = inspect.signature(module.extract).parameters
         doc = module.extract(data, **{k: v for k, v in offered.items() if k in takes})
     except DocumentError:

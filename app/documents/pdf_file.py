@@ -33,6 +33,7 @@ import io
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from itertools import pairwise
@@ -132,9 +133,11 @@ class Page:
     frame: Box
 
 
-def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None) -> Document:
+def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None,
+            reading: Callable[[int, int], None] | None = None) -> Document:
     """Page by page, each page's segments spent from `budget` once it is read: a file past a
-    limit is read no further."""
+    limit is read no further. reading(pages read, pages) after each page (0 first): a long
+    file takes a while."""
     budget = budget or Budget(limits)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
@@ -145,6 +148,8 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
     device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
     interpreter = PDFPageInterpreter(manager, device)
     segments, blocks, pages, kept = [], [], [], []
+    reading = reading or (lambda done, total: None)
+    reading(0, len(reader.pages))
     for number, page in enumerate(PDFPage.get_pages(io.BytesIO(data))):
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
@@ -163,6 +168,7 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
                 segments.append(text)
                 blocks.append(block)
         budget.spend(segments[first:])
+        reading(number + 1, len(reader.pages))
     if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
                               f"page tree, {len(pages)} found")

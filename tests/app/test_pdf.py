@@ -425,6 +425,13 @@ def test_a_file_over_a_limit_is_refused_at_the_first_page_past_it(monkeypatch):
     assert err.value.limit == 3 and len(read) == 4
 
 
+def test_the_pages_read_are_told_as_they_are_read():
+    seen = []
+    doc = extract(pages_of_one_line(3), "pdf", reading=lambda done, total: seen.append(
+        (done, total)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and len(doc.segments) == 3
+
+
 def test_the_whole_path_with_sentences_and_a_fake_engine():
     out = translate_document(two_columns(), "pdf",
                              lambda texts: [" ".join(reversed(t.split())) for t in texts])
