@@ -2,7 +2,7 @@
 
 One module per format, each with
 
-    extract(data: bytes) -> Document       # the segments, in reading order
+    extract(data: bytes) -> Document       # the segments, in reading order (.pdf: top down)
     rebuild(doc: Document, translations: list[str]) -> bytes
 
 Structure, styles, formatting runs, timings and catalog metadata come from the original file;
