@@ -2,7 +2,7 @@
 
 One module per format, each with
 
-    extract(data: bytes) -> Document       # the segments, in reading order
+    extract(data: bytes) -> Document       # the segments, in reading order (.pdf: top down)
     rebuild(doc: Document, translations: list[str]) -> bytes
 
 Structure, styles, formatting runs, timings and catalog metadata come from the original file;
@@ -180,10 +180,12 @@ def handler(fmt: str):
 
 
 def extract(data: bytes, fmt: str, limits: Limits = Limits(),
-            source_lang: str | None = None) -> Document:
+            source_lang: str | None = None,
+            reading: Callable[[int, int], None] | None = None) -> Document:
     """The document's segments, checked against the limits. `source_lang`: the language it is
     in, if known; a text file that is not UTF-8 is read in that language's code page, without
-    one ("auto") in the code page its bytes look most like (app.documents.charset)."""
+    one ("auto") in the code page its bytes look most like (app.documents.charset).
+    reading(done, total) counts the pages of the formats slow to read (.pdf), 0 first."""
     if len(data) > limits.max_bytes:
         raise DocumentTooLarge(
             f"the file has {len(data)} bytes; the limit is {limits.max_bytes}",
@@ -198,8 +200,9 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
         module = handler(fmt)
         # what each reader takes: `legacy`, the code page of a text file that is not UTF-8
         # (None: guessed from its bytes); `limits`, to bound its own unpacking (.pdf's
-        # streams); `budget`, to stop early
-        offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget}
+        # streams); `budget`, to stop early; `reading`, to tell how far it has read
+        offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget,
+                   "reading": reading}
         takes = inspect.signature(module.extract).parameters
         doc = module.extract(data, **{k: v for k, v in offered.items() if k in takes})
     except DocumentError:

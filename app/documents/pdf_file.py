@@ -2,7 +2,7 @@
 over the original page.
 
 Reading: pdfminer's layout analysis groups each page's characters into lines and the lines into
-text boxes (in form XObjects too), in its reading order. A box is a segment (one per item where
+text boxes (in form XObjects too), top down. A box is a segment (one per item where
 its lines start with bullets, one per part where their size, weight or spacing changes), its
 lines joined with spaces, a word hyphenated at a line's end joined again when the next line goes
 on in lower case; so the model reads whole sentences, not the pieces a PDF draws one by one.
@@ -35,8 +35,9 @@ import re
 import unicodedata
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -148,9 +149,11 @@ class Page:
     frame: Box
 
 
-def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None) -> Document:
+def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None,
+            reading: Callable[[int, int], None] | None = None) -> Document:
     """Page by page, each page's segments spent from `budget` once it is read: a file past a
-    limit is read no further."""
+    limit is read no further. reading(pages read, pages) after each page (0 first): a long
+    file takes a while."""
     budget = budget or Budget(limits)
     reader = PdfReader(io.BytesIO(data))
     if reader.is_encrypted:
@@ -158,9 +161,15 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
     _check_content(reader, min(limits.max_unpacked_bytes,
                                max(CONTENT_FLOOR, CONTENT_RATIO * len(data))))
     manager = _Resources()
-    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True))
+    # boxes_flow=None: the text boxes in the order of their places on the page (top down, then
+    # left to right); pdfminer's reading order clusters every pair of boxes of a page, its
+    # slowest part on a page of many boxes, and the boxes are the same either way. Each box is
+    # translated by itself and drawn in its own place, so their order changes nothing drawn.
+    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True, boxes_flow=None))
     interpreter = PDFPageInterpreter(manager, device)
     segments, blocks, pages, kept = [], [], [], []
+    reading = reading or (lambda done, total: None)
+    reading(0, len(reader.pages))
     for number, page in enumerate(PDFPage.get_pages(io.BytesIO(data))):
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
@@ -181,6 +190,7 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
                 segments.append(text)
                 blocks.append(block)
         budget.spend(segments[first:])
+        reading(number + 1, len(reader.pages))
     if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
                               f"page tree, {len(pages)} found")
@@ -442,8 +452,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
                      for line in lines)
     # one look for the whole block: most of its characters' (a bold word or a link in a
     # sentence does not make it all bold or blue)
-    (bold, italic, colour), _ = Counter(
-        (_bold(c.fontname), _italic(c.fontname), _colour(c)) for c in chars).most_common(1)[0]
+    (bold, italic, colour), _ = Counter(_styles(chars)).most_common(1)[0]
     # centred lines: their middles line up, their starts do not; right: their ends line up
     align = "left"
     starts, ends = [line.x0 for line in lines], [line.x1 for line in lines]
@@ -490,16 +499,37 @@ def _reach(line: LTTextLine) -> tuple[float, float] | None:
     return (min(c.x0 for c in chars), max(c.x1 for c in chars)) if chars else None
 
 
+def _styles(chars: list[LTChar]) -> list[tuple[bool, bool, tuple[float, ...]]]:
+    """Each character's (bold, italic, colour), worked out once per font and graphics state:
+    pdfminer gives all the characters one operator shows the same state."""
+    known: dict[tuple[str, int, int], tuple[bool, bool, tuple[float, ...]]] = {}
+    out = []
+    for c in chars:
+        key = (c.fontname, id(c.graphicstate), id(c.ncs))  # the chars keep them alive
+        if (style := known.get(key)) is None:
+            style = known[key] = (_bold(c.fontname), _italic(c.fontname), _colour(c))
+        out.append(style)
+    return out
+
+
+# a document has few fonts and many characters: each font's name is judged once
+@lru_cache(maxsize=1024)
 def _bold(fontname: str) -> bool:
     name = fontname.lower()
     return "bold" in name or "cmbx" in name or "black" in name
 
 
 def _monospaced(char: LTChar) -> bool:
-    name = char.fontname.lower()
+    return _monospaced_font(char.fontname)
+
+
+@lru_cache(maxsize=1024)
+def _monospaced_font(fontname: str) -> bool:
+    name = fontname.lower()
     return any(m in name for m in _MONOSPACED)
 
 
+@lru_cache(maxsize=1024)
 def _italic(fontname: str) -> bool:
     name = fontname.lower()
     return "italic" in name or "oblique" in name or "cmti" in name
@@ -520,9 +550,11 @@ def _aligned(block: Block, page: Page, blocks: list[Block]) -> Block:
     size, middle = block.size, (x0 + x1) / 2
     around = [g for g in page.graphics if _around(g, block.box)]
     left, _, right, _ = min(around, key=lambda g: g[2] - g[0]) if around else page.frame
+    # (the block's neighbours above and below found first: a page has many blocks)
     if x0 - left > size and (_same([middle, (left + right) / 2], size) or any(
-            _same([middle, (b.box[0] + b.box[2]) / 2], size) and abs(b.box[0] - x0) > size
-            and b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0 for b in blocks)):
+            b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0
+            and abs(b.box[0] - x0) > size and _same([middle, (b.box[0] + b.box[2]) / 2], size)
+            for b in blocks)):
         return replace(block, align="centre")
     if _same([x1, right], size) and x0 > (left + right) / 2:
         return replace(block, align="right")

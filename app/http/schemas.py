@@ -196,6 +196,11 @@ class JobProgress(BaseModel):
     done: int = Field(description="Sentences translated so far.", examples=[320])
     total: int = Field(description="Sentences to translate (0 until the job has started).",
                        examples=[1250])
+    pages_read: int = Field(0, description="Pages of a PDF read so far; a long PDF takes a "
+                                           "while to read, before its sentences are known.",
+                            examples=[261])
+    pages: int = Field(0, description="Pages of a PDF (0 until its reading starts, and for "
+                                      "the other formats).", examples=[261])
 
 
 class DocumentJob(BaseModel):
@@ -204,7 +209,7 @@ class DocumentJob(BaseModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{
         "id": "5d41402abc4b2a76b9719d911017c592", "state": "running", "filename": "report.docx",
         "source": "en", "target": "de", "segments": 412,
-        "progress": {"done": 320, "total": 1250}, "error": None,
+        "progress": {"done": 320, "total": 1250, "pages_read": 0, "pages": 0}, "error": None,
         "created": "2026-11-22T22:40:01Z", "started": "2026-11-22T22:40:02Z",
         "finished": None, "expires": None, "result": None,
     }]})

@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     segments INTEGER NOT NULL,     -- of the document (paragraphs, cues, entries)
     done INTEGER NOT NULL DEFAULT 0,   -- sentences translated
     total INTEGER NOT NULL DEFAULT 0,  -- sentences to translate (known once it has started)
+    pages_read INTEGER NOT NULL DEFAULT 0,  -- of a document slow to read (.pdf), before `total`
+    pages INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     created REAL NOT NULL,
     started REAL,
@@ -99,6 +101,8 @@ class Job:
     segments: int
     done: int
     total: int
+    pages_read: int
+    pages: int
     error: str | None
     created: float
     started: float | None
@@ -124,6 +128,17 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        """The columns added to `jobs` since its first version, added to a database made
+        before them; another server process may add them at the same time."""
+        have = {row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for column in ("pages_read", "pages"):
+            if column not in have:
+                with contextlib.suppress(sqlite3.OperationalError):  # added by another
+                    self._db.execute(
+                        f"ALTER TABLE jobs ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -205,6 +220,10 @@ class JobStore:
         # never backwards: a resumed job starts counting at 0 before it finds its kept chunks
         self._run("UPDATE jobs SET done = max(done, ?), total = ? "
                   "WHERE id = ? AND state = 'running'", done, total, job_id)
+
+    def reading(self, job_id: str, read: int, pages: int) -> None:
+        self._run("UPDATE jobs SET pages_read = ?, pages = ? WHERE id = ? AND state = 'running'",
+                  read, pages, job_id)
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
         """Done, failed or cancelled: the clock of its expiry starts; its chunks, its glossary
@@ -336,11 +355,18 @@ class JobRunner:
         store, service = self.store, self._service
         assert service is not None
 
-        def progress(done: int, total: int) -> None:  # in the worker thread, after each chunk
+        def running() -> None:
             current = store.get(job.id)
             if self._stopping or current is None or current.state != "running":
                 raise _Stopped
+
+        def progress(done: int, total: int) -> None:  # in the worker thread, after each chunk
+            running()
             store.progress(job.id, done, total)
+
+        def reading(done: int, total: int) -> None:  # in the worker thread, after each page
+            running()
+            store.reading(job.id, done, total)
 
         try:
             store.start(job.id)
@@ -349,7 +375,7 @@ class JobRunner:
             work = service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
                 priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id),
-                glossary=glossary)
+                glossary=glossary, reading=reading)
             outcome = await self._unless_cancelled(job.id, work)
             try:
                 await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)

@@ -504,7 +504,11 @@ async function getJob(run) {
 }
 
 function showJob(job) {
-  const { done, total } = job.progress;
+  const { done, total, pages_read: read = 0, pages = 0 } = job.progress;
+  if (job.state === "running" && !total && pages) {
+    // a long PDF takes a while to read before its sentences are known
+    return showProgress(`Reading page ${read} / ${pages}`, read, pages);
+  }
   const phase = job.state === "queued" ? "Waiting in the queue"
     : `Translating${total ? ` ${done} / ${sentences(total)}` : ""}`;
   showProgress(phase, done, total);

@@ -4,6 +4,7 @@ chunks; finished jobs survive restarts and expire; cancel; each API key sees onl
 
 from __future__ import annotations
 
+import io
 import signal
 import sqlite3
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from app.config import Settings
 from app.http.app import create_app
+from app.translation.jobs import JobStore
 from tests.app.fakes import (
     FakeTranslator,
     fake_model,
@@ -87,7 +89,8 @@ def test_a_job_translates_each_cue_and_the_result_waits_until_done(fake):
     finally:
         engine.release.set()
     # the first subtitle's two lines are one sentence
-    assert wait_for(srv.url, job_id)["progress"] == {"done": 2, "total": 2}
+    assert wait_for(srv.url, job_id)["progress"] == {"done": 2, "total": 2, "pages_read": 0,
+                                                      "pages": 0}
     out = httpx.get(f"{srv.url}/v1/documents/{job_id}/result").text
     assert "it. save and\nfile the Open" in out and "window. the Close" in out
 
@@ -120,6 +123,46 @@ def test_limits_unknown_jobs_and_not_multipart(fake):
     for path in ("0" * 32, "0" * 32 + "/result", "../../etc/passwd"):
         assert httpx.get(f"{url}/v1/documents/{path}").status_code == 404
     assert httpx.delete(f"{url}/v1/documents/{'0' * 32}").status_code == 404
+
+
+def test_a_pdf_job_shows_the_pages_read_before_its_sentences(fake):
+    """Reading a long PDF takes a while: the job counts its pages as they are read."""
+    pytest.importorskip("pdfminer")
+    canvas = pytest.importorskip("reportlab.pdfgen.canvas")
+    out = io.BytesIO()
+    c = canvas.Canvas(out)
+    for k in range(3):
+        c.drawString(72, 700, f"Page {k} has one line.")
+        c.showPage()
+    c.save()
+    srv, engine, _ = fake
+    engine.release.clear()  # held at the first sentences, the pages all read
+    try:
+        job_id = submit(srv.url, "book.pdf", out.getvalue()).json()["id"]
+        wait_until(lambda: job(srv.url, job_id)["progress"]["pages_read"] == 3)
+        assert job(srv.url, job_id)["progress"]["pages"] == 3
+    finally:
+        engine.release.set()
+    assert wait_for(srv.url, job_id)["progress"] == {"done": 3, "total": 3, "pages_read": 3,
+                                                      "pages": 3}
+
+
+def test_a_jobs_database_of_an_older_version_gets_the_new_columns(tmp_path):
+    """A server upgraded over its jobs' database: the job rows made before the page counts
+    were kept are served, with no pages read."""
+    db = sqlite3.connect(tmp_path / "jobs.db")
+    db.execute("CREATE TABLE jobs (id TEXT PRIMARY KEY, owner TEXT NOT NULL, filename TEXT "
+               "NOT NULL, format TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL, "
+               "state TEXT NOT NULL, segments INTEGER NOT NULL, done INTEGER NOT NULL DEFAULT "
+               "0, total INTEGER NOT NULL DEFAULT 0, error TEXT, created REAL NOT NULL, "
+               "started REAL, finished REAL, expires REAL)")
+    db.execute("INSERT INTO jobs (id, owner, filename, format, source, target, state, "
+               "segments, done, total, created) VALUES ('a', '', 'a.txt', 'txt', 'en', 'de', "
+               "'done', 1, 1, 1, 0)")
+    db.commit()
+    db.close()
+    old = JobStore(tmp_path, expiry=60).get("a")
+    assert old is not None and (old.done, old.pages_read, old.pages) == (1, 0, 0)
 
 
 def test_cancel_a_running_job_then_remove_it(fake):
@@ -186,7 +229,7 @@ def test_a_stopped_server_resumes_its_job_and_keeps_finished_ones(tmp_path):
     with server(engine) as srv:
         done = wait_for(srv.url, job_id)
         result = httpx.get(url := f"{srv.url}/v1/documents/{job_id}/result").text
-    assert done["state"] == "done" and done["progress"] == {"done": 60, "total": 60}
+    assert done["state"] == "done" and done["progress"]["done"] == done["progress"]["total"] == 60
     assert result.splitlines() == [" ".join(reversed(s.split())) for s in lines]
     translated = sum(len(batch) for batch, _ in engine.batches)
     assert translated <= 60 - stopped[1][1] + 1  # the kept chunks were not done again

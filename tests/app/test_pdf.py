@@ -97,16 +97,17 @@ def boxes(data: bytes) -> list[tuple[str, tuple[float, ...]]]:
 
 def test_a_block_is_a_segment_its_lines_joined_in_reading_order():
     doc = extract(two_columns(), "pdf")
+    # the blocks top down by their lowest line: the right column, shorter, before the left
     assert doc.segments == [
         "Getting started",
+        "Images and links stay where they were on the page.",
         "The service reads every page of the file and writes the translation in the same "
         "place. Long words are hyphenated at the end of a line.",  # re-joined
-        "Images and links stay where they were on the page.",
     ]
     blocks = doc.state[1]
     assert [b.bold for b in blocks] == [True, False, False]
-    assert blocks[0].size == pytest.approx(18) and blocks[1].size == pytest.approx(11)
-    assert blocks[2].colour == pytest.approx((0, 0, 0.8))
+    assert blocks[0].size == pytest.approx(18) and blocks[2].size == pytest.approx(11)
+    assert blocks[1].colour == pytest.approx((0, 0, 0.8))
 
 
 def test_bullets_written_at_win_ansi_code_127_are_read_and_written_back():
@@ -251,15 +252,15 @@ def test_a_longer_translation_is_drawn_smaller_where_no_room_is_left():
     doc = extract(two_columns(), "pdf")
     longer = [" ".join([f"{t} {t} und noch viel mehr Wörter"] * 3) for t in doc.segments]
     chars = [c for _, cs in drawn(rebuild(doc, longer)).values() for c in cs]
-    # the heading is bold, the left column black, the right one blue
+    # the heading is bold, the right column blue, the left one black
     looks = [lambda c: "Bold" in c.fontname,
-             lambda c: "Bold" not in c.fontname and c.graphicstate.ncolor == 0,
-             lambda c: c.graphicstate.ncolor == (0, 0, 0.8)]
+             lambda c: c.graphicstate.ncolor == (0, 0, 0.8),
+             lambda c: "Bold" not in c.fontname and c.graphicstate.ncolor == 0]
     for k, look in enumerate(looks):
         mine = [c for c in chars if look(c)]
         box = (min(c.x0 for c in mine), min(c.y0 for c in mine),
                max(c.x1 for c in mine), max(c.y1 for c in mine))
-        if k < 2:  # the right column has room below it
+        if k != 1:  # the right column has room below it
             assert mine[0].size < doc.state[1][k].size, k
         others = [b.box for j, b in enumerate(doc.state[1]) if j != k]
         assert not any(overlap(box, other) for other in others), k
@@ -423,6 +424,13 @@ def test_a_file_over_a_limit_is_refused_at_the_first_page_past_it(monkeypatch):
     with pytest.raises(DocumentTooLarge, match="segments; the limit is 3") as err:
         extract(pages_of_one_line(20), "pdf", Limits(max_segments=3))
     assert err.value.limit == 3 and len(read) == 4
+
+
+def test_the_pages_read_are_told_as_they_are_read():
+    seen = []
+    doc = extract(pages_of_one_line(3), "pdf", reading=lambda done, total: seen.append(
+        (done, total)))
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and len(doc.segments) == 3
 
 
 def test_the_whole_path_with_sentences_and_a_fake_engine():

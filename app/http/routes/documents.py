@@ -95,7 +95,8 @@ def _view(request: Request, job: Job) -> DocumentJob:
               if job.state == "done" else None)
     return DocumentJob(
         id=job.id, state=job.state, filename=job.filename, source=job.source, target=job.target,
-        segments=job.segments, progress=JobProgress(done=job.done, total=job.total),
+        segments=job.segments, progress=JobProgress(done=job.done, total=job.total,
+                                                     pages_read=job.pages_read, pages=job.pages),
         error=job.error, created=_when(job.created), started=_when(job.started),
         finished=_when(job.finished), expires=_when(job.expires), result=result,
     )
