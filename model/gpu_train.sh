@@ -50,6 +50,10 @@ RECIPE=${GPU_RECIPE:-recipes/en-de-v3ft2.yaml}
 # The runs side by side, ';'-separated: a name, then --set options on top of the recipe.
 RUNS=${GPU_RUNS:-"lr06 lr_scale=0.6;lr10 lr_scale=1.0"}
 COMMON=${GPU_COMMON:-"batch_tokens=25000 eval_every=1500 save_every=500 save_every_minutes=0 keep_last=8 threads=4 hurried_share=0.15"}
+# The runs whose weights come back (space-separated names; default: all). Two of the big
+# model's fp16 averages are more than one call brings back: `snapshot` may bring one and
+# `finish` the other; the logs of every run come back each time.
+BACK=${GPU_BACK:-}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 # everyday sentences with references, never trained on: logged as dev_everyday_bleu/chrf
 EVERYDAY=$REPO/recipes/everyday-dev
@@ -198,11 +202,12 @@ finish() {
 # the device tool brings back).
 pack() {
     local dir=$WORK/$1 prefix=$2 name
-    rm -rf "$dir" && mkdir -p "$dir" "$OUT"
+    rm -rf "$dir" "$OUT/$prefix".tar.part-* && mkdir -p "$dir" "$OUT"
     for name in $(runs | cut -d' ' -f1); do
         grep -a '"event": "eval"' "$WORK/$name/train.log.jsonl" | tail -4
         cp "$WORK/$name/train.log.jsonl" "$dir/$name.log.jsonl"
         tr '\r' '\n' <"$WORK/$name.out" | grep -av '%|' | tail -5 >"$dir/$name.out"
+        if [ -n "$BACK" ] && ! grep -qw -- "$name" <<<"$BACK"; then continue; fi
         "$PY" -m model.checkpoint average "$WORK/$name" "$dir/$name.pt" --last 5 --fp16 \
             || say "$name: no checkpoint to average"
     done

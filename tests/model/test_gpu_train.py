@@ -95,6 +95,12 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
     assert snapshot.returncode == 0, snapshot.stderr
     assert sorted(unpack(out, "snapshot", tmp_path / "snap")) == [
         "ft.log.jsonl", "ft.out", "ft.pt", "scratch.log.jsonl", "scratch.out", "scratch.pt"]
+    # two big runs' weights are more than a call brings back: one run's come back at a time
+    one = subprocess.run([*script, "snapshot"], env={**env, "GPU_BACK": "scratch"}, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert sorted(unpack(out, "snapshot", tmp_path / "one")) == [
+        "ft.log.jsonl", "ft.out", "scratch.log.jsonl", "scratch.out", "scratch.pt"]
     finished = subprocess.run([*script, "finish", str(int(time.time()))], env=env, cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr
