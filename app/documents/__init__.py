@@ -194,6 +194,15 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
     if data.startswith(b"PK"):
         _check_unpacked(data, limits.max_unpacked_bytes)
     budget = Budget(limits)  # spent by the readers that read part by part
+    told: list[Exception] = []  # what `reading` raised: the caller's error, not the file's
+
+    def tell(done: int, total: int) -> None:
+        try:
+            reading(done, total)
+        except Exception as exc:  # a cancelled job, a failing jobs store
+            told.append(exc)
+            raise
+
     try:
         from app.documents import charset  # it raises this module's errors
 
@@ -202,12 +211,14 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
         # (None: guessed from its bytes); `limits`, to bound its own unpacking (.pdf's
         # streams); `budget`, to stop early; `reading`, to tell how far it has read
         offered = {"legacy": charset.code_page(source_lang), "limits": limits, "budget": budget,
-                   "reading": reading}
+                   "reading": tell if reading else None}
         takes = inspect.signature(module.extract).parameters
         doc = module.extract(data, **{k: v for k, v in offered.items() if k in takes})
     except DocumentError:
         raise
     except Exception as exc:  # each library has its own errors for a broken file
+        if exc in told:
+            raise
         # the first 200 characters: some quote all of the file they could not read
         said = str(exc) if len(str(exc)) <= 200 else f"{str(exc)[:200]}..."
         raise InvalidDocument(f"cannot read the file as .{fmt}: {said}") from exc

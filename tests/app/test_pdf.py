@@ -433,6 +433,22 @@ def test_the_pages_read_are_told_as_they_are_read():
     assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and len(doc.segments) == 3
 
 
+def test_what_the_teller_of_pages_raises_is_not_blamed_on_the_file():
+    """A job cancelled while its PDF is read, or a jobs store that fails to count the pages,
+    stops the reading with its own error: it was refused as the file's ("cannot read the
+    file as .pdf"), a cancelled job counted as a rejected document and a failing store
+    reported to the user as a broken file."""
+    class Stopped(Exception):
+        pass
+
+    def reading(done: int, total: int) -> None:
+        if done == 2:
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        extract(pages_of_one_line(3), "pdf", reading=reading)
+
+
 def test_the_whole_path_with_sentences_and_a_fake_engine():
     out = translate_document(two_columns(), "pdf",
                              lambda texts: [" ".join(reversed(t.split())) for t in texts])
