@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if not any(args.locales.glob("**/LC_MESSAGES/*.mo")):
+        raise SystemExit(f"no gettext catalogs under {args.locales}: build the corpus "
+                         "(python -m model.corpus build) or name its cache's unpacked/ folder")
     report = {}
     print(f"{'lang':6} {'page':6} {'files':>5} {'before':>6} {'now':>6} | {'lines':>5} "
           f"{'before':>6} {'now':>6}  wrong pages (files, lines)")

@@ -260,7 +260,10 @@ def guess(data: bytes) -> str | None:
             letters = letters or reading.explained + reading.unexplained > 0
             if reading.explained > reading.unexplained and reading.rank > best_reading.rank:
                 best, best_reading = page, reading
-    if not letters or (best_reading.unexplained == 0 and best_reading.explained):
+    # Thai's page reads Korean and Chinese text as Thai letters, often every one of them: a
+    # double-byte page that explains as many goes on being tried (Thai text seldom reads as one)
+    thai = best == "cp874"
+    if not letters or (best_reading.unexplained == 0 and best_reading.explained and not thai):
         return best  # only punctuation past ASCII ("Don’t"), or every letter explained
     # Chinese and Korean read in a single-byte page often look like Thai, Greek or Arabic
     # letters, most of them in its alphabet: a double-byte page that explains a larger share
@@ -271,7 +274,8 @@ def guess(data: bytes) -> str | None:
         reading = _double_byte_reading(data, page)
         if reading and reading.looks_right and reading.rank > double_reading.rank:
             double, double_reading = page, reading
-    if double and double_reading.share > best_reading.share:
+    if double and (double_reading.share > best_reading.share
+                   or thai and double_reading.share == best_reading.share):
         return double
     return best
 

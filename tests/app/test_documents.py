@@ -763,6 +763,19 @@ def test_subtitles_in_a_code_page_with_the_source_auto_are_read_in_the_page_of_t
         line.encode(page).decode("cp1252") for line in lines]
 
 
+@pytest.mark.parametrize(("page", "lines"), [
+    ("cp949", ["파일을 열 수 없습니다", "설정을 저장했습니다."]),
+    ("cp936", ["无法打开文件", "设置已保存。"]),
+    ("cp874", ["ไม่สามารถเปิดแฟ้มได้", "บันทึกการตั้งค่าแล้ว"]),
+])
+def test_korean_and_chinese_subtitles_are_not_taken_for_thai(page, lines):
+    """Thai's code page reads the bytes of Korean and Chinese text as Thai letters, every one
+    of them in Thai's alphabet: such a file was read as Thai and translated so."""
+    cues = "".join(f"{i}\r\n00:00:0{i},000 --> 00:00:0{i},900\r\n{line}\r\n\r\n"
+                   for i, line in enumerate(lines, 1))
+    assert extract(cues.encode(page), "srt", source_lang="auto").segments == lines
+
+
 def test_a_short_file_that_two_code_pages_read_equally_well_is_read_in_the_first():
     """Byte E8 is "č" in windows-1250 and "è" in windows-1252: a word with nothing else to tell
     is read in windows-1252, the first of the pages in the documented order; a file no page
