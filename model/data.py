@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import random
 import signal
+import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -211,12 +213,19 @@ class BatchStream(IterableDataset):
                 yield epoch, index, prepare_batch(batch, self.pad_id)
 
 
-def _leave_stopping_to_the_trainer(worker_id: int) -> None:
+def _tie_to_the_trainer(worker_id: int) -> None:
     # A stop signal sent to the whole run (Ctrl-C, or SIGTERM to every process of it) must not
     # kill a worker: the trainer, still reading batches, would fail before it saves. The
     # loader ends its workers when the trainer stops reading.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # A trainer killed outright (SIGKILL, the kernel's OOM killer) takes its workers with it:
+    # left alone, a worker whose made batches nobody reads waits for ever to hand them over.
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
 
 
 def stream_batches(stream: BatchStream, workers: int, pin: bool,
@@ -230,7 +239,7 @@ def stream_batches(stream: BatchStream, workers: int, pin: bool,
     # fork: the workers share the corpus already in memory instead of receiving a pickled copy
     loader = DataLoader(stream, batch_size=None, num_workers=workers, pin_memory=pin,
                         prefetch_factor=max(1, ready // workers), multiprocessing_context="fork",
-                        worker_init_fn=_leave_stopping_to_the_trainer)
+                        worker_init_fn=_tie_to_the_trainer)
     return iter(loader)
 
 

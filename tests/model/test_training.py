@@ -1,5 +1,6 @@
 """Training really learns: a toy word-for-word translation task, end to end through model.train."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -237,11 +238,9 @@ def test_batches_made_by_worker_processes_train_the_same_weights(toy_run, tmp_pa
     assert any(not torch.equal(weight, again[name]) for name, weight in runs[0].items())
 
 
-def test_a_stop_sent_to_every_process_of_a_run_saves_it(toy_run, tmp_path):
-    """model/gpu_train.sh stops a run with SIGTERM to every process whose command line names
-    its out_dir, the loader's workers included: the run still saves and exits cleanly."""
-    cfg, final, _ = toy_run
-    out = tmp_path / "stopped"
+def _start_with_workers(cfg, final: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
+    """A `python -m model.train` run with two loader workers, once it has reported a loss; its
+    processes (the trainer first) as gpu_train.sh finds them, by its out_dir."""
     options = {**{k: v for k, v in dataclasses.asdict(cfg).items() if k != "model"},
                **dataclasses.asdict(cfg.model), "out_dir": str(out), "max_steps": 10**6,
                "eval_every": 10**6, "save_every": 10**6, "loader_workers": 2}
@@ -250,23 +249,68 @@ def test_a_stop_sent_to_every_process_of_a_run_saves_it(toy_run, tmp_path):
         command += ["--set", f"{key}={value if isinstance(value, str) else json.dumps(value)}"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
+    log = out / "train.log.jsonl"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and '"loss"' in log.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(proc.stdout.read())
+        time.sleep(0.2)
+    found = subprocess.run(["pgrep", "-f", f"model.train .*out_dir={out}"],
+                           capture_output=True, text=True).stdout.split()
+    pids = sorted(map(int, found), key=lambda pid: pid != proc.pid)
+    return proc, pids
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child its reaper has not waited for yet)."""
     try:
-        log = out / "train.log.jsonl"
-        deadline = time.monotonic() + 120
-        while not (log.exists() and '"loss"' in log.read_text()):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-            time.sleep(0.2)
-        found = subprocess.run(["pgrep", "-f", f"model.train .*out_dir={out}"],
-                               capture_output=True, text=True).stdout.split()
-        assert len(found) == 3, found  # the trainer and its two workers
-        for pid in found:
-            os.kill(int(pid), signal.SIGTERM)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stop_sent_to_every_process_of_a_run_saves_it(toy_run, tmp_path):
+    """model/gpu_train.sh stops a run with SIGTERM to every process whose command line names
+    its out_dir, the loader's workers included: the run still saves and exits cleanly."""
+    cfg, final, _ = toy_run
+    proc, pids = _start_with_workers(cfg, final, tmp_path / "stopped")
+    try:
+        assert len(pids) == 3 and pids[0] == proc.pid, pids  # the trainer and its two workers
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     finally:
-        proc.kill()
+        _kill_all(pids)
     assert proc.returncode == 0, output
-    saves = [json.loads(line) for line in log.read_text().splitlines() if '"checkpoint"' in line]
+    log = (tmp_path / "stopped" / "train.log.jsonl").read_text()
+    saves = [json.loads(line) for line in log.splitlines() if '"checkpoint"' in line]
     assert saves[-1]["reason"] == "stop" and Path(saves[-1]["path"]).exists()
+
+
+def test_a_trainer_killed_outright_takes_its_workers_with_it(toy_run, tmp_path):
+    """SIGKILL (or the OOM killer) leaves no trainer to end the workers: they ignore SIGTERM,
+    and one holding batches nobody reads waited for ever."""
+    cfg, final, _ = toy_run
+    proc, pids = _start_with_workers(cfg, final, tmp_path / "killed")
+    try:
+        assert len(pids) == 3 and pids[0] == proc.pid, pids
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        alive = pids[1:]
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [pid for pid in alive if _running(pid)]
+        assert not alive, f"workers left running: {alive}"
+    finally:
+        _kill_all(pids)
 
 
 def test_recipes_name_the_architecture_flat_or_under_model(tmp_path):
