@@ -83,11 +83,34 @@ room() {
     echo $(( (64 - 2) * 1024 * 1024 - tree ))
 }
 
+# FILE moved into the piece folder $CARRY-N, which git must ignore (else it would travel in
+# every call)
+apart() {
+    mkdir -p "$CARRY-$2" && mv "$1" "$CARRY-$2/"
+    git -C "$REPO" check-ignore -q "$(realpath "$CARRY-$2")" 2>/dev/null
+    if [ $? -eq 1 ]; then
+        say "$CARRY-$2 is not ignored by git: it would travel in every call"; exit 3
+    fi
+}
+
+# The order of the calls when N > 1: one per piece folder, then the one carrying $CARRY.
+calls() {
+    if [ "$1" -gt 1 ]; then
+        say "carry, one device call each, no more than the warm time apart:" \
+            "$(for i in $(seq 2 "$1"); do printf '%s ' "$(basename "$CARRY")-$i"; done)then" \
+            "$(basename "$CARRY") with start"
+    fi
+}
+
 prepare() {
     local root=${GPU_CORPUS_ROOT:-.}
     local corpus=$root/data/en-de-v3
     local room piece; room=$(room)
     mkdir -p "$CARRY"
+    # a vocabulary an earlier prepare set apart comes back before the pieces are cleared
+    for piece in "$CARRY"-[0-9]*/spm-16000.model; do
+        if [ -f "$piece" ]; then mv "$piece" "$CARRY/"; fi
+    done
     rm -rf "$CARRY"/init.pt "$CARRY"/*.sha256 "$CARRY"/*.part-* "$CARRY"-[0-9]*
     if [ ! -f "$corpus/train.en" ]; then
         "$PY" -m model.corpus build --pair en-de --out "$corpus" \
@@ -110,21 +133,21 @@ prepare() {
                 mv "$piece" "$CARRY/"; continue
             fi
             n=$((n + 1))
-            mkdir -p "$CARRY-$n" && mv "$piece" "$CARRY-$n/"
-            git -C "$REPO" check-ignore -q "$(realpath "$CARRY-$n")" 2>/dev/null
-            if [ $? -eq 1 ]; then
-                say "$CARRY-$n is not ignored by git: it would travel in every call"; exit 3
-            fi
+            apart "$piece" "$n"
         done
-        if [ "$n" -gt 1 ]; then
-            say "carry, one device call each, no more than the warm time apart:" \
-                "$(for i in $(seq 2 "$n"); do printf '%s ' "$(basename "$CARRY")-$i"; done)then" \
-                "$(basename "$CARRY") with start"
+        calls "$n"
+    else
+        if [ ! -f "$CARRY/spm-16000.model" ]; then
+            "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
+                --max-sentences 600000 --out "$WORK/vocab" \
+                && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
         fi
-    elif [ ! -f "$CARRY/spm-16000.model" ]; then
-        "$PY" -m model.vocab_trial --corpus "$corpus" --sizes 16000 \
-            --max-sentences 600000 --out "$WORK/vocab" \
-            && cp "$WORK/vocab/spm-16000.model" "$CARRY/" || exit 3
+        # the vocabulary of a run from scratch rides in a call of its own if the corpus
+        # leaves no room for it
+        if [ "$(du -cb "$CARRY" | tail -1 | cut -f1)" -gt "$room" ]; then
+            apart "$CARRY/spm-16000.model" 2
+            calls 2
+        fi
     fi
     if [ "$(du -cb "$CARRY" | tail -1 | cut -f1)" -gt "$room" ]; then
         say "$CARRY is larger than a call carries beside the working tree ($room bytes)"; exit 3
@@ -158,6 +181,9 @@ start() {
     mkdir -p "$WORK"
     tar -xJf "$CARRY/data.tar.xz" -C "$WORK" || exit 3
     join_pieces
+    for piece in "$CARRY"-[0-9]*/spm-16000.model; do
+        if [ -f "$piece" ]; then cp "$piece" "$CARRY/"; fi
+    done
     if [ -f "$CARRY/init.pt" ]; then
         cp "$CARRY/init.pt" "$WORK/init.pt" || exit 3
     elif runs | grep -qv ' init='; then  # a run starts from the shipped weights

@@ -220,3 +220,39 @@ def test_a_run_to_go_on_with_travels_in_pieces_that_fit_beside_the_tree(tmp_path
     assert started.returncode == 3
     assert "big.pt: its pieces are missing or damaged" in started.stdout
     assert not (tmp_path / "work2/again.out").exists()
+
+
+def test_a_vocabulary_with_no_room_beside_the_corpus_travels_in_a_call_of_its_own(tmp_path):
+    data = tmp_path / "data/en-de-v3"
+    data.mkdir(parents=True)
+    write_split(data / "train", toy_corpus(20, seed=7))
+    write_split(data / "dev", toy_corpus(4, seed=8))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    vocab = b"a vocabulary for a run from scratch " * 200
+    (carry / "spm-16000.model").write_bytes(vocab)
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
+           "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
+           "GPU_TRAIN_SETTLE": "0"}
+
+    def prepare(room: int) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
+                              env={**env, "GPU_CARRY_ROOM": str(room)}, capture_output=True,
+                              text=True, cwd=ROOT, timeout=120)
+
+    assert prepare(10**9).returncode == 0
+    assert not list(tmp_path.glob("carry-*"))
+    corpus = (carry / "data.tar.xz").stat().st_size
+    # Room for the corpus, not for the corpus and the vocabulary: the vocabulary goes apart.
+    done = prepare(corpus + len(vocab) // 2 + 4096)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in carry.iterdir()) == ["data.tar.xz"]
+    assert (tmp_path / "carry-2/spm-16000.model").read_bytes() == vocab
+    assert "carry-2 then carry with start" in done.stdout
+    # Not even room for the corpus: a refusal.
+    assert prepare(corpus // 2).returncode == 3
+
+    # `start` puts it back beside the corpus, where a run's tokenizer= names it.
+    prepare(corpus + len(vocab) // 2 + 4096)
+    started = start_and_wait({**env, "GPU_RUNS": "none init=none max_steps=0"})
+    assert (carry / "spm-16000.model").read_bytes() == vocab, started.stdout + started.stderr
