@@ -13,15 +13,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from app.documents import DocumentError, format_of, translate_document
+from app.documents import FORMATS, DocumentError, format_of, translate_document
 from app.text.segment import fits_engine
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
+    kinds = " ".join(f".{ext}" for ext in FORMATS)
     p = commands.add_parser(
         "translate-file",
-        help="translate a document (.txt .html .md .srt .po .xliff .docx .odt .pptx .odp)",
-        description="Translate a document keeping its structure and formatting.",
+        help=f"translate a document ({kinds})",
+        description=f"Translate a document keeping its structure and formatting ({kinds}).",
     )
     add_arguments(p)
     return p

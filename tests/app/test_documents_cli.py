@@ -5,6 +5,7 @@ from pathlib import Path
 
 import docx
 import polib
+import pytest
 
 from app.documents.cli import main, output_path
 from app.engine import Translator
@@ -74,3 +75,14 @@ def test_a_sentence_longer_than_the_encoder_is_cut_not_truncated(tmp_path, tiny_
     assert len(seg.sentences) >= 2
     pieces = [r.text for r in translator.translate_batch(seg.sentences)]
     assert output_path(src, "de").read_text() == seg.rejoin(pieces)
+
+
+def test_the_help_names_every_format_the_command_reads(capsys):
+    from app.cli import main as nmt
+    from app.documents import FORMATS
+
+    for args in (["--help"], ["translate-file", "--help"]):
+        with pytest.raises(SystemExit):
+            nmt(args)
+        words = capsys.readouterr().out.replace("(", " ").replace(")", " ").split()
+        assert sorted(w for w in words if w[1:] in FORMATS) == sorted(f".{x}" for x in FORMATS)
