@@ -1,4 +1,5 @@
-"""A Markdown page's front matter (YAML between `---` lines, TOML between `+++` lines): the values
+"""A Markdown page's front matter (YAML between `---` lines, TOML between `+++` lines, a JSON object
+from a `{` line to a `}` line, as Hugo reads them): the values
 of the keys that hold text a reader sees (KEYS, in any case, as Hugo reads them) are translated,
 at the top level and in lists of such strings; every other key, comment and line stays byte for
 byte. Kept whole, a translated page had an English title, description and summary.
@@ -14,6 +15,8 @@ understand stays as written:
   it), a list's items that are mappings or lists.
 - TOML: before the first table (`[params]`), a "basic" or 'literal' string on its key's line, or
   an array of them on that line. Not: multi-line strings, dotted or quoted keys.
+- JSON: a string on its key's line, in the page's object (not in an object or array in it). Not:
+  arrays of strings.
 
 A translation is written in its value's style: a quoted value keeps its quotes (a TOML literal
 string that now holds a `'` or a control character becomes a basic one); a plain YAML value gets
@@ -25,6 +28,7 @@ paragraph's indentation.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -60,6 +64,10 @@ _NOT_TEXT = re.compile(r"(?i:true|false|yes|no|on|off|y|n|null|~|[-+]?\.inf|\.na
                        r"|[-+]?(?:0x[0-9a-fA-F_]+|0o[0-7_]+|[\d.][\d._:eE+-]*)"
                        r"|\d{4}-\d\d?-\d\d?(?:[Tt ].*)?")
 _INDICATORS = "-?:,[]{}#&*!|>'\"%@`"  # a plain YAML scalar starts with none of them
+_OPENS = re.compile(r"(?:---|\+\+\+|\{)[ \t]*")
+_JSON_KEY = re.compile(r'[ \t]*"([A-Za-z_][\w-]*)"[ \t]*:[ \t]*')
+_JSON_REST = re.compile(r"[ \t]*,?[ \t]*$")
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
 @dataclass(frozen=True)
@@ -80,11 +88,32 @@ class Value:
     indent: str = ""
 
 
+def end(lines: list[str]) -> int | None:
+    """The index of the line that closes the front matter lines[0] opens, or None where the
+    page has none (`lines`: a document's lines and the line breaks between them, alternating,
+    as app.documents.txt_file.split_lines cuts it). YAML's may close with `...`; JSON's is the
+    first `}` line where what it closes reads as a JSON object."""
+    if not _OPENS.fullmatch(lines[0]) or len(lines) < 3 or not lines[2].strip():
+        return None
+    first = lines[0].strip()
+    for i in range(2, len(lines), 2):
+        line = lines[i].strip()
+        if first != "{" and (line == first or first == "---" and line == "..."):
+            return i
+        if first == "{" and line == "}":
+            text = "".join(lines[: i + 1])
+            try:
+                return i if isinstance(json.loads(text), dict) else None
+            except json.JSONDecodeError as error:
+                if error.pos < len(text.rstrip()):
+                    return None  # no JSON (else an object in it closed here: read on)
+    return None
+
+
 def values(lines: list[str], end: int) -> list[Value]:
-    """The values to translate in the front matter that lines[0] opens and lines[end] closes
-    (`lines`: a document's lines and the line breaks between them, alternating, as
-    app.documents.txt_file.split_lines cuts it), in reading order."""
-    read = _toml if lines[0].strip() == "+++" else _yaml
+    """The values to translate in the front matter that lines[0] opens and lines[end] closes,
+    in reading order."""
+    read = {"+++": _toml, "{": _json}.get(lines[0].strip(), _yaml)
     return [v for v in read(lines, list(range(2, end, 2))) if any(c.isalpha() for c in v.text)]
 
 
@@ -280,4 +309,19 @@ def _toml(lines: list[str], body: list[int]) -> list[Value]:
         key = _TOML_KEY.match(line)
         if key and key.group(1).lower() in KEYS:
             found += _scalars(line, i, key.end(), toml=True)
+    return found
+
+
+def _json(lines: list[str], body: list[int]) -> list[Value]:
+    found: list[Value] = []
+    depth = 0  # of objects and arrays in the page's object, at the start of each line
+    for i in body:
+        line = lines[i]
+        key = _JSON_KEY.match(line) if depth == 0 else None
+        if key and key.group(1).lower() in KEYS and line.startswith('"', key.end()):
+            one = _scalar(line, key.end(), toml=False, flow=False)
+            if one and _JSON_REST.match(line, one[2]):
+                found.append(Value(one[0], i, key.end(), one[2], "double"))
+        bare = _JSON_STRING.sub("", line)
+        depth += sum(map(bare.count, "{[")) - sum(map(bare.count, "}]"))
     return found

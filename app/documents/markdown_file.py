@@ -14,8 +14,9 @@ target and `[the docs][setup]` its label (`[setup]` and `[setup][]` are written
 `[setup][setup]`: their text is their label); a footnote's reference (`[^1]`) is a tag that
 stands alone, and its definition's text (`[^1]: ...`, its paragraphs four columns deeper) is
 text. Emphasis (`*x*`, `_x_`, `**x**`, `__x__`, `~~x~~`) travels as inline tag pairs, as <b>
-does in HTML (`_emphasis`). Front matter (`---` ... `---` or `+++` ... `+++` at the top) but
-for its title, description and the like (app.documents.front_matter: they come first), a
+does in HTML (`_emphasis`). Front matter (`---` ... `---`, `+++` ... `+++` or a JSON object at
+the top) but for its title, description and the like (app.documents.front_matter: they come
+first), a
 setext heading's underline, a heading's closing hashes and attribute list (`{#id}`), HTML
 comments and an HTML block (from a line that starts with a block's tag, `<div ...>`, to a blank
 line) stay verbatim too: translated, their keys, markers and attributes broke. So do Hugo's
@@ -63,7 +64,6 @@ _HTML_BLOCK = re.compile(
     r"|frameset|h[1-6]|head|header|hr|html|iframe|legend|li|link|main|menu|menuitem|nav"
     r"|noframes|ol|optgroup|option|p|param|picture|search|section|summary|table|tbody|td"
     r"|tfoot|th|thead|title|tr|track|ul)(?:[\s/>]|$)", re.IGNORECASE)
-_FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*")
 _CELL = re.compile(r"(\|)")
 _INDENTED = re.compile(r"^(?:\s{4,}|\t)\S")
 # a run of emphasis delimiters, or a backslash escape (the character after it is no delimiter)
@@ -200,9 +200,7 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
     template = ""  # inside template code over several lines: the pattern of its last line
     previous = -2  # the line index of the last line with text
     kinds = _rows(lines)  # line index -> "row" (of a table) or "note" (an admonition)
-    front = _FRONT_MATTER.fullmatch(lines[0]) and len(lines) > 2 and lines[2].strip() and next(
-        (i for i in range(2, len(lines), 2) if lines[i].strip() == lines[0].strip()
-         or (lines[0].startswith("-") and lines[i].strip() == "...")), None)
+    front = front_matter.end(lines)
     for i in targets:
         line = lines[i]
         blank, previous = i != previous + 2, i  # (whether a blank line comes before it)

@@ -3,6 +3,8 @@ and alt text are translated in its YAML or TOML front matter, each written back 
 its translation needs; every other key, comment and line stays byte for byte. The outputs are
 read back with PyYAML and tomllib: what they read is the translation, as text."""
 
+import json
+
 import pytest
 import yaml
 
@@ -137,3 +139,31 @@ def test_toml_values_are_translated_in_their_string_style():
     assert (read["title"], read["description"], read["summary"], read["alt"]) == (
         'Erste "Schritte"', 'Der "schnelle" Weg', "Die Wörter des Autors: 'klar'",
         ["Eine Tür", "Zwei Türen"])
+
+
+JSON_PAGE = (
+    "{\n"
+    '  "title": "Getting \\"started\\"",\n'
+    '  "date": "2024-05-01",\n'
+    '  "tags": ["install", "setup"],\n'
+    '  "params": {"description": "Nested values stay", "alt": "So do these"},\n'
+    '  "summary": "A \\u00fcber-quick setup"\n'
+    "}\n\n"
+    "Body text here.\n")
+
+
+def test_json_front_matter_is_read_as_hugo_reads_it():
+    """It went to the model whole, keys and braces: the page's JSON came back broken."""
+    assert extract(JSON_PAGE.encode(), "md").segments == [
+        'Getting "started"', "A über-quick setup", "Body text here."]
+    table = {'Getting "started"': 'Erste "Schritte"\tjetzt', "A über-quick setup": "Schnell",
+             "Body text here.": "Text."}
+    out = translate_document(JSON_PAGE.encode(), "md", answers(table)).decode()
+    head, body = out.split("}\n\n", 1)
+    assert json.loads(head + "}") == {
+        "title": 'Erste "Schritte"\tjetzt', "date": "2024-05-01", "tags": ["install", "setup"],
+        "params": {"description": "Nested values stay", "alt": "So do these"},
+        "summary": "Schnell"}
+    assert body == "Text.\n"
+    # a page that opens with a brace that is no JSON object is no front matter
+    assert extract(b"{\nOpen the file.\n}\n", "md").segments == ["{\nOpen the file.\n}"]
