@@ -75,8 +75,12 @@ _BREAK = re.compile(r"\r\n|\n|\r")
 _HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, itself unescaped
 # a Hugo shortcode (`{{< figure >}}`, `{{% note %}}`) or a Liquid tag or output (`{% include
 # x.html %}`, `{{ page.title }}`): template code, which stays as written. Its body holds no
-# brace, so the search for an unclosed one's end stops at the next brace
-_TEMPLATE = re.compile(r"\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
+# brace, so the search for an unclosed one's end stops at the next brace. A Liquid comment or
+# raw tag closed on its line is template code up to its end tag: a comment's text is never
+# shown, a raw tag's is code
+_TEMPLATE = re.compile(r"\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\}"
+                       r"|\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}"
+                       r"|\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
 # a template tag's opening and the end of its closing (a tag left open on its line runs to that
 # end, or to a blank line: a `{{` in prose that never closes keeps no more than its paragraph)
 _TAG_ENDS = {"{{": r"\}\}", "{%": r"%\}"}

@@ -579,6 +579,21 @@ def test_markdown_shortcodes_and_liquid_tags_come_back_as_written():
     assert not any(m in t for batch in CALLS for t in batch for m in ("{{", "{%", "%}", "}}"))
 
 
+def test_markdown_a_comment_or_raw_tag_on_one_line_is_template_code_whole():
+    """`{% comment %} x {% endcomment %}` on one line sent "x" to the model: a note to the
+    site's editors, never shown, came back translated (and cost the engine a sentence)."""
+    src = ("{% comment %} Editors: check the prices {% endcomment %}\n\n"
+           "Open the shop {%- comment -%}until May{%- endcomment -%} every day.\n\n"
+           "Write {% raw %}{{ name }} and {{ date }}{% endraw %} in the form.\n")
+    CALLS.clear()
+    assert extract(src.encode(), "md").segments == [
+        'Open the shop <x id="1"/> every day.', 'Write <x id="1"/> in the form.']
+    out = run(src.encode(), "md").decode()
+    assert "{% comment %} Editors: check the prices {% endcomment %}" in out
+    assert "{%- comment -%}until May{%- endcomment -%}" in out
+    assert "{% raw %}{{ name }} and {{ date }}{% endraw %}" in out
+
+
 def test_markdown_a_link_target_with_template_code_is_the_links_target():
     """Bootstrap's docs link through shortcodes (`[the utilities]({{< docsref "/x" >}})`): the
     target, with spaces in it, was no target, and the shortcode, standing alone, moved out of
