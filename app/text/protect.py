@@ -362,16 +362,22 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
         free.setdefault(token, deque()).append(i)
     # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
     # the printf "%2hi"
+    at_end: list[int] = []  # the spans placed where clean ends, after its last piece
     for m in _spans(_mask_pattern(frozenset(masked.masks)), translation):
         if piece := translation[pos : m.start()]:  # so pieces[-1] is where clean ends
             pieces.append(piece)
             length += len(piece)
+            at_end = []
         pos = m.end()
         if free.get(m.group()):
-            placed[free[m.group()].popleft()] = length
-        elif (pieces and pieces[-1].endswith(" ")
+            i = free[m.group()].popleft()
+            placed[i] = length
+            at_end.append(i)
+        elif (not at_end and pieces and pieces[-1].endswith(" ")
               and translation[pos : pos + 1] in (" ", "")):
-            pieces[-1] = pieces[-1][:-1]  # a deleted mask leaves no double space
+            # a deleted mask leaves no double space (the space is no longer the one before
+            # masks placed after it: so they stay inside clean)
+            pieces[-1] = pieces[-1][:-1]
             length -= 1
     pieces.append(translation[pos:])
     clean = "".join(pieces)

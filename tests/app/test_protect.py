@@ -283,3 +283,13 @@ def test_a_text_of_many_masks_comes_back_whole():
     assert unmask(masked, masked.text) == text
     spare = masked.text + " {1} {999999}"  # a copy of mask {1}, and a mask never issued
     assert unmask(masked, spare) == text
+
+
+def test_a_mask_deleted_after_one_placed_at_a_space_does_not_leave_it_past_the_end():
+    """Deleting a made-up mask takes the space before it: a mask placed after that space was
+    left one past the text's end, and unmask raised IndexError (a request's 500) on garbled
+    output such as this one (found by comparing random outputs)."""
+    source = "x <b> Wort </b> %s Wort ."
+    out = unmask(mask(source), "..%%s Wort%Wort%{2}%Wort {1}%x")
+    assert Counter(spans(out)) == Counter(spans(source))
+    assert unmask(mask("Open <b>it</b> now"), "es {1}{2}{9}") == "es <b></b>"
