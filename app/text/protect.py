@@ -38,6 +38,7 @@ bench/placeholders.py check it).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import html
 import re
@@ -302,9 +303,10 @@ def unmask(masked: Masked, translation: str) -> str:
         return translation  # nothing to put back, no span the model made up to take out
     clean, placed = _strip_masks(masked, translation)
     spacing = {i: (True, True) for i in placed}  # (glued left, glued right)
+    places = _Places(clean)
     for i in range(masked.count):
         if i not in placed:
-            placed[i], spacing[i] = _reinsert_at(masked, i, clean, placed)
+            placed[i], spacing[i] = _reinsert_at(masked, i, places, placed)
     for a, b in masked.pairs:  # an opening tag must not come after its closing tag
         if placed[a] > placed[b]:
             placed[a], placed[b] = placed[b], placed[a]
@@ -410,10 +412,33 @@ def _own_spans(masked: Masked) -> Counter[str]:
     return Counter(m.group() for m in _spans(SPAN_RE, "".join(pieces)))
 
 
+class _Places:
+    """The places in a translation (`clean`: without its masks) where dropped masks may go, each
+    kind found once per translation, not once per mask (a text may drop thousands)."""
+
+    def __init__(self, clean: str) -> None:
+        self.clean = clean
+        self._found: dict[str, list[int]] = {}
+
+    def of(self, pattern: str) -> list[int]:
+        """Where pattern's matches start, in order."""
+        if pattern not in self._found:
+            self._found[pattern] = [m.start() for m in re.finditer(pattern, self.clean)]
+        return self._found[pattern]
+
+
+def _nearest(places: list[int], target: float, first: tuple[int, ...] = ()) -> int:
+    """min([*first, *places], key=distance to target), the first of two as near as it takes
+    them, with `places` in order: found by bisection."""
+    k = bisect.bisect_left(places, target)
+    return min([*first, *places[max(0, k - 1) : k + 1]], key=lambda b: abs(b - target))
+
+
 def _reinsert_at(
-    masked: Masked, i: int, clean: str, placed: dict[int, int]
+    masked: Masked, i: int, places: _Places, placed: dict[int, int]
 ) -> tuple[int, tuple[bool, bool]]:
     """Where dropped mask i goes back, and its spacing (glued left, glued right)."""
+    clean = places.clean
     if masked.at_edge[i] == "start":
         at = len(clean) - len(clean.lstrip())
     elif masked.at_edge[i] == "end":
@@ -429,12 +454,11 @@ def _reinsert_at(
         # nearest its relative place, glued to it, where the translation has one
         for mark, side in ((right, 0), (left, 1)):
             if mark.strip() and not mark.isalnum():
-                found = [m.start() + side for m in re.finditer(re.escape(mark), clean)]
+                found = places.of(re.escape(mark))
                 if found:
-                    return min(found, key=lambda b: abs(b - target)), (bool(side), not side)
+                    return _nearest(found, target - side) + side, (bool(side), not side)
         # else the word boundary nearest to its relative position in the source, spaced
-        bounds = [0, len(clean)] + [m.start() for m in re.finditer(r"(?<=\s)\S", clean)]
-        return min(bounds, key=lambda b: abs(b - target)), (False, False)
+        return _nearest(places.of(r"(?<=\s)\S"), target, (0, len(clean))), (False, False)
     # glued to a word character it touched in the source, or to the same character here
     left, right = masked.neighbours[i]
     glue_left = left.isalnum() or (left.strip() != "" and clean[at - 1 : at] == left)
