@@ -5,6 +5,9 @@ LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
 and an inline element marked translate="no" or notranslate) and Markdown link targets are found
 by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
+Emoji are spans too, with no mask: the model sees the sentence without them (an unknown piece to
+it, an emoji changed the words around it and came back about half the time), and `unmask` puts
+them back as it does a mask the model dropped.
 
     mask("Open <b>%s</b> at https://example.org")
       .text == "Open {1}%s{2} at {3}"    # masks: "{1}" "%s" "{2}" "{3}"
@@ -141,15 +144,28 @@ _CODE = (r"""(?<!`)``(?!`)(?:[^`\n]|`(?!`))+(?:\n(?:[^`\n]|`(?!`))+)?``(?!`)"""
 WHOLE_ELEMENT_RE = re.compile(rf"{_CODE_ELEMENT}|{_KEPT_ELEMENT}")
 # what the text of escaped markup is read around: an element that is one span whole, or a tag
 MARKUP_RE = re.compile(rf"{_CODE_ELEMENT}|{_KEPT_ELEMENT}|<{TAG_BODY}>")
+# Emoji: pictographs (and the symbols that are emoji only with the emoji presentation selector
+# U+FE0F after them: "☎️", a keycap "1️⃣"), each with its modifiers (selectors, skin tones, a
+# keycap's frame, a subdivision flag's tag characters), joined by zero-width joiners (a family,
+# "👨‍👩‍👧"); a run of them glued together is one span (a flag is two regional indicators). The
+# symbols of text ("©", "→", "×" without the selector) are no emoji: they stay in the sentence
+_PICTOGRAPHS = "\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u231A\u231B\u23E9-\u23FA"
+_EMOJI_IF_SELECTED = (
+    "#*0-9\u00A9\u00AE\u203C\u2049\u2122\u2139\u2194-\u2199\u21A9\u21AA\u24C2"
+    "\u25AA-\u25FE\u2934\u2935\u3030\u303D\u3297\u3299")
+_EMOJI_ONE = (rf"(?:[{_PICTOGRAPHS}]|[{_EMOJI_IF_SELECTED}](?=\uFE0F))"
+              "[\uFE0E\uFE0F\u20E3\U0001F3FB-\U0001F3FF\U000E0020-\U000E007F]*")
+_EMOJI = rf"(?:{_EMOJI_ONE}(?:\u200D{_EMOJI_ONE})*)+"
 # code before tags: a whole element starts with a tag that is a span of its own
 SPAN_RE = re.compile(
     rf"(?P<url>{_URL})|(?P<email>{_EMAIL})|(?P<code>{_CODE})|(?P<tag>{_TAG})"
-    rf"|(?P<placeholder>{_PLACEHOLDER})"
+    rf"|(?P<placeholder>{_PLACEHOLDER})|(?P<emoji>{_EMOJI})"
 )
 # every span has one of these in it (a URL's "://" or "www.", an address's "@", a tag's "<", code's
-# "`", "](" or "][", a placeholder's "%", "$" or "{"), so a text without any has none; SPAN_RE tries
-# each of its alternatives at every position, this one scan is far quicker (`_spans`)
-_SPAN_HINT = re.compile(r"[@<`%${]|://|www\.|\]\(|\]\[")
+# "`", "](" or "][", a placeholder's "%", "$" or "{", an emoji's pictograph or selector), so a text
+# without any has none; SPAN_RE tries each of its alternatives at every position, this one scan is
+# far quicker (`_spans`)
+_SPAN_HINT = re.compile(rf"[@<`%${{{_PICTOGRAPHS}\uFE0F]|://|www\.|\]\(|\]\[")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -158,7 +174,8 @@ _LETTER = re.compile(r"[^\W\d_]")
 class MaskStyle:
     """How the mask of the n-th masked span (from 1) is written; with keep_placeholders,
     placeholders are their own masks (the model has seen them) and only tags, URLs and
-    addresses get numbered ones. A mask must be a span itself (SPAN_RE finds it)."""
+    addresses get numbered ones (emoji none: `_masks_for`). A mask must be a span itself
+    (SPAN_RE finds it)."""
 
     template: str
     keep_placeholders: bool = False
@@ -178,7 +195,7 @@ DEFAULT_STYLE = KEEP_BRACE_STYLE
 class Span:
     start: int
     end: int
-    kind: str  # placeholder, tag, url, email, code
+    kind: str  # placeholder, tag, url, email, code, emoji
 
 
 def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
@@ -206,7 +223,9 @@ class Masked:
     at_edge[i] is "start", "end" or "";
     neighbours[i] are the characters just (left, right) of the span ("" at an edge);
     where[i] is the (start, end) of its mask in `text`;
-    pairs are (open, close) indices of matching tags."""
+    pairs are (open, close) indices of matching tags;
+    lines[i], for a span taken out (an empty mask): ("start" or "end", k) where it stood at the
+    start or the end of `text`'s k-th line (from 0), else ("", k)."""
 
     text: str
     originals: tuple[str, ...]
@@ -215,6 +234,7 @@ class Masked:
     neighbours: tuple[tuple[str, str], ...]
     where: tuple[tuple[int, int], ...]
     pairs: tuple[tuple[int, int], ...]
+    lines: tuple[tuple[str, int], ...] = ()
 
     @property
     def count(self) -> int:
@@ -225,13 +245,21 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
     spans = find_spans(text)
     originals = tuple(text[s.start : s.end] for s in spans)
     masks = _masks_for(spans, originals, style)
-    out, pos, where, length = [], 0, [], 0  # length: of "".join(out), kept as it grows
+    out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
+    newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
     for span, token in zip(spans, masks, strict=True):
-        out.append(text[pos : span.start])
-        start = length + span.start - pos
+        before, end, edge = text[pos : span.start], span.end, ""
+        if not token:
+            before, end, edge = _taken_out(text, before, end, blank)
+        out.append(before)
+        newlines += before.count("\n")
+        lines.append((edge, newlines))
+        added = before + token
+        blank = (blank or "\n" in added) and not added.rsplit("\n", 1)[-1].strip()
+        start = length + len(before)
         where.append((start, start + len(token)))
         out.append(token)
-        length, pos = start + len(token), span.end
+        length, pos = start + len(token), end
     out.append(text[pos:])
     masked = "".join(out)
     between = [text[a.end : b.start] for a, b in zip(spans, spans[1:], strict=False)]
@@ -260,18 +288,41 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
         neighbours=neighbours,
         where=tuple(where),
         pairs=_tag_pairs(spans, originals),
+        lines=tuple(lines),
     )
 
 
+_LINE_REST = re.compile(rf"(?:[^\S\n]|{_EMOJI})*(?:\n|$)")  # blanks and emoji to a line's end
+
+
+def _taken_out(text: str, before: str, end: int, blank: bool) -> tuple[str, int, str]:
+    """A span taken out of `text` (an emoji) that ends at `end`, with `before` the text between
+    it and the previous span, and `blank` whether the masked text's last line is blank so far:
+    the text before it as it stays, where the text after it goes on, and the edge of its line it
+    stood at ("start", "end" or ""). The spaces between it and its line's text go with it;
+    between two words, a space."""
+    if _LINE_REST.match(text, end):  # (emoji after it on its line go too)
+        return before.rstrip(" \t"), end, "end"
+    if not before.rsplit("\n", 1)[-1].strip() and (blank or "\n" in before):
+        return before, end + len(text[end:]) - len(text[end:].lstrip(" \t")), "start"
+    if before[-1:].isspace() and text[end : end + 1] in (" ", "\t"):
+        return before, end + 1, ""
+    if before[-1:].strip() and text[end : end + 1].strip():
+        return before + " ", end, ""  # it stood between two words: they stay apart
+    return before, end, ""
+
+
 def _masks_for(spans: list[Span], originals: tuple[str, ...], style: MaskStyle) -> tuple[str, ...]:
-    """Each span's mask: itself (a kept placeholder) or the next numbered mask that is not
-    already a kept placeholder of this text."""
+    """Each span's mask: itself (a kept placeholder), nothing (an emoji: the model sees the
+    sentence without it, and unmask puts it back as it does a dropped mask; as a mask or as
+    itself, an unknown piece, it changed the words around it, and came back half the time) or
+    the next numbered mask that is not already a kept placeholder of this text."""
     keep = [style.keep_placeholders and s.kind == "placeholder" for s in spans]
     taken = {o for o, k in zip(originals, keep, strict=True) if k}
     masks, n = [], 0
-    for original, kept in zip(originals, keep, strict=True):
-        if kept:
-            masks.append(original)
+    for span, original, kept in zip(spans, originals, keep, strict=True):
+        if kept or span.kind == "emoji":
+            masks.append("" if span.kind == "emoji" else original)
             continue
         n += 1
         while style.token(n) in taken:
@@ -303,7 +354,7 @@ def unmask(masked: Masked, translation: str) -> str:
         return translation  # nothing to put back, no span the model made up to take out
     clean, placed = _strip_masks(masked, translation)
     spacing = {i: (True, True) for i in placed}  # (glued left, glued right)
-    places = _Places(clean)
+    places = _Places(clean, masked.text.count("\n"))
     for i in range(masked.count):
         if i not in placed:
             placed[i], spacing[i] = _reinsert_at(masked, i, places, placed)
@@ -365,7 +416,7 @@ def _strip_masks(masked: Masked, translation: str) -> tuple[str, dict[int, int]]
     # the masks themselves first, longest first: "%2hier" is mask %2 glued to a word, not
     # the printf "%2hi"
     at_end: list[int] = []  # the spans placed where clean ends, after its last piece
-    for m in _spans(_mask_pattern(frozenset(masked.masks)), translation):
+    for m in _spans(_mask_pattern(frozenset(masked.masks) - {""}), translation):
         if piece := translation[pos : m.start()]:  # so pieces[-1] is where clean ends
             pieces.append(piece)
             length += len(piece)
@@ -414,10 +465,11 @@ def _own_spans(masked: Masked) -> Counter[str]:
 
 class _Places:
     """The places in a translation (`clean`: without its masks) where dropped masks may go, each
-    kind found once per translation, not once per mask (a text may drop thousands)."""
+    kind found once per translation, not once per mask (a text may drop thousands: emoji)."""
 
-    def __init__(self, clean: str) -> None:
+    def __init__(self, clean: str, source_lines: int) -> None:
         self.clean = clean
+        self.source_lines = source_lines  # the masked source's line breaks
         self._found: dict[str, list[int]] = {}
 
     def of(self, pattern: str) -> list[int]:
@@ -425,6 +477,15 @@ class _Places:
         if pattern not in self._found:
             self._found[pattern] = [m.start() for m in re.finditer(pattern, self.clean)]
         return self._found[pattern]
+
+    def line(self, k: int) -> tuple[int, str] | None:
+        """Where the k-th line starts, and its text; None where the translation's lines are
+        not the source's."""
+        breaks = self.of("\n")
+        if len(breaks) != self.source_lines:
+            return None
+        begin = breaks[k - 1] + 1 if k else 0
+        return begin, self.clean[begin : breaks[k] if k < len(breaks) else len(self.clean)]
 
 
 def _nearest(places: list[int], target: float, first: tuple[int, ...] = ()) -> int:
@@ -439,7 +500,11 @@ def _reinsert_at(
 ) -> tuple[int, tuple[bool, bool]]:
     """Where dropped mask i goes back, and its spacing (glued left, glued right)."""
     clean = places.clean
-    if masked.at_edge[i] == "start":
+    side, k = masked.lines[i] if masked.lines else ("", 0)
+    if side and (line := places.line(k)):  # to its line's start or end
+        begin, text = line
+        at = begin + (len(text) - len(text.lstrip()) if side == "start" else len(text.rstrip()))
+    elif masked.at_edge[i] == "start":
         at = len(clean) - len(clean.lstrip())
     elif masked.at_edge[i] == "end":
         at = len(clean.rstrip())
@@ -502,6 +567,8 @@ def _assemble(
         if nxt is not None and placed[nxt] == at:  # spaced as they were in the source
             a, b = sorted((index, nxt))
             between = masked.text[masked.where[a][1] : masked.where[b][0]]
+            if not between and not masked.masks[a]:  # taken out: the space that followed it
+                between = " " if masked.neighbours[a][1] in (" ", "\t") else ""
             # two tags whose words went elsewhere (app.text.tags: "<em>x</em> y</a>" ->
             # "...x</em></a>")
             # close up; otherwise text between them in the source keeps them apart

@@ -232,3 +232,14 @@ def test_sentences_longer_than_the_encoder_are_cut_not_truncated(client, tiny_bu
     assert body["sentences"] == len(seg.sentences) >= 2
     assert " ".join(seg.sentences) == words  # every word goes to the engine
     assert body["translations"][0]["text"] == seg.rejoin(direct(seg.sentences))
+
+
+def test_emoji_come_back_and_leave_the_sentence_as_it_was(client, direct, tiny_sentences):
+    """Emoji are taken out before the model and put back after (app.text.protect): the
+    sentence is translated as it is without them, and each comes back at its line's edge."""
+    one, two = tiny_sentences[:2]
+    r = client.post("/translate", json={"q": f"👍 {one} 😊\n{two}\n🎉🎂", "source": "en",
+                                        "target": "de"})
+    assert r.status_code == 200, r.text
+    first, second = direct([one, two])
+    assert r.json()["translatedText"] == f"👍 {first} 😊\n{second}\n🎉🎂"
