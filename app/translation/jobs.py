@@ -8,14 +8,18 @@ case (TranslationService.translate_document) at background priority
 (app.translation.batcher.Priority), so
 live requests keep their latency while a document runs.
 
-Each translated chunk of sentences is written to the database as soon as it is done. After a
-restart, a crash included, the unfinished jobs are queued again and resume where they stopped
-(the kept chunks are not translated again); finished jobs are served as before. A finished job
-(done, failed or cancelled) expires `expiry` seconds after it finished: its row and files go.
+Each translated chunk of sentences is written to the database as soon as it is done, each
+sentence's translation kept under a digest of the sentence and of the models and options that
+translated it (app.translation.service.KeptKeys), never under its place in the document. After
+a restart, a crash included, the unfinished jobs are queued again and resume where they
+stopped: the document is read again, and a sentence whose translation was kept is not
+translated again, wherever it is now (a newer version's reader may cut or order the segments
+otherwise). Finished jobs are served as before. A finished job (done, failed or cancelled)
+expires `expiry` seconds after it finished: its row and files go.
 
 A job's own glossary (the request's terms, merged over the server's when it runs) is kept in
 the same database, written in one transaction with the job's row: whichever server process
-runs the job reads it from there. It goes when the job finishes, like the kept chunks.
+runs the job reads it from there. It goes when the job finishes, like the kept translations.
 
 With API keys configured, a job belongs to the key that created it (the key's sha256 is kept,
 never the key); asking for another key's job is answered like asking for no job at all.
@@ -49,6 +53,8 @@ T = TypeVar("T")
 # how often a running job's row is read for a cancellation from any process: a cancelled job's
 # work stops within this and the stop itself
 CANCEL_POLL = 0.5
+# keys looked up in one statement: within SQLite's oldest limit on a statement's parameters
+_KEYS_A_QUERY = 500
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -73,13 +79,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished REAL,
     expires REAL
 );
-CREATE TABLE IF NOT EXISTS chunks (
+CREATE TABLE IF NOT EXISTS kept_translations (
     job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-    start INTEGER NOT NULL,        -- the chunk's first sentence
-    count INTEGER NOT NULL,
-    translations TEXT NOT NULL,    -- a JSON list of `count` strings
-    PRIMARY KEY (job, start, count)
-);
+    key TEXT NOT NULL,             -- the text's and its route's digest (service.KeptKeys)
+    translation TEXT NOT NULL,
+    PRIMARY KEY (job, key)
+) WITHOUT ROWID;
 -- a table of its own, not a column of jobs: every poll reads every pending job's row, and a
 -- glossary may be as large as a whole request body; only the runner of the job reads it
 CREATE TABLE IF NOT EXISTS glossaries (
@@ -129,6 +134,9 @@ class JobStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
         self._add_columns()
+        # an older version's chunks, kept by their place in the document: nothing tells whether
+        # a place still holds the same sentences, so their jobs translate them again
+        self._db.execute("DROP TABLE IF EXISTS chunks")
 
     def _add_columns(self) -> None:
         """The columns added to `jobs` since its first version, added to a database made
@@ -205,7 +213,7 @@ class JobStore:
 
     def requeue(self, job_id: str | None = None) -> int:
         """A running job (or, after a restart, every one that was running) queued again, its
-        chunks kept; returns how many."""
+        translations kept; returns how many."""
         sql = "UPDATE jobs SET state = 'queued' WHERE state = 'running'"
         with self._lock:
             if job_id is None:
@@ -217,7 +225,8 @@ class JobStore:
                   "WHERE id = ? AND state = 'queued'", time.time(), job_id)
 
     def progress(self, job_id: str, done: int, total: int) -> None:
-        # never backwards: a resumed job starts counting at 0 before it finds its kept chunks
+        # never backwards: a resumed job starts counting at 0 before it finds its kept
+        # translations
         self._run("UPDATE jobs SET done = max(done, ?), total = ? "
                   "WHERE id = ? AND state = 'running'", done, total, job_id)
 
@@ -226,15 +235,15 @@ class JobStore:
                   read, pages, job_id)
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
-        """Done, failed or cancelled: the clock of its expiry starts; its chunks, its glossary
-        and the uploaded file go."""
+        """Done, failed or cancelled: the clock of its expiry starts; its kept translations, its
+        glossary and the uploaded file go."""
         now = time.time()
         with self._lock:
             self._db.execute(
                 "UPDATE jobs SET state = ?, error = ?, finished = ?, expires = ? "
                 "WHERE id = ? AND state IN ('queued', 'running')",
                 (state, error, now, now + self.expiry, job_id))
-            self._db.execute("DELETE FROM chunks WHERE job = ?", (job_id,))
+            self._db.execute("DELETE FROM kept_translations WHERE job = ?", (job_id,))
             self._db.execute("DELETE FROM glossaries WHERE job = ?", (job_id,))
         self.source_path(job_id).unlink(missing_ok=True)
 
@@ -249,16 +258,30 @@ class JobStore:
             self.remove(row["id"])
         return len(rows)
 
-    # ------------------------------------------------------------ translated chunks
+    # ------------------------------------------------------------ kept translations
 
-    def load_chunk(self, job_id: str, start: int, count: int) -> list[str] | None:
-        rows = self._run("SELECT translations FROM chunks WHERE job = ? AND start = ? "
-                         "AND count = ?", job_id, start, count)
-        return json.loads(rows[0]["translations"]) if rows else None
+    def kept(self, job_id: str, keys: list[str]) -> dict[str, str]:
+        """Those of `keys` the job has kept, with their translations."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _KEYS_A_QUERY):
+            part = unique[start : start + _KEYS_A_QUERY]
+            rows = self._run("SELECT key, translation FROM kept_translations WHERE job = ? AND "
+                             f"key IN ({', '.join('?' * len(part))})", job_id, *part)
+            found.update((row["key"], row["translation"]) for row in rows)
+        return found
 
-    def save_chunk(self, job_id: str, start: int, count: int, translations: list[str]) -> None:
-        self._run("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)",
-                  job_id, start, count, json.dumps(translations, ensure_ascii=False))
+    def keep(self, job_id: str, translations: dict[str, str]) -> None:
+        """One chunk's translations, all of them or (a crash) none."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO kept_translations VALUES (?, ?, ?)",
+                                     [(job_id, key, text) for key, text in translations.items()])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
 
 class _Stopped(Exception):
@@ -268,16 +291,16 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True)
 class _JobCheckpoint:
-    """The service's Checkpoint for one job: its kept chunks in the store."""
+    """The service's Checkpoint for one job: its kept translations in the store."""
 
     store: JobStore
     job_id: str
 
-    def load(self, start: int, count: int) -> list[str] | None:
-        return self.store.load_chunk(self.job_id, start, count)
+    def load(self, keys: list[str]) -> dict[str, str]:
+        return self.store.kept(self.job_id, keys)
 
-    def save(self, start: int, count: int, translations: list[str]) -> None:
-        self.store.save_chunk(self.job_id, start, count, translations)
+    def save(self, translations: dict[str, str]) -> None:
+        self.store.keep(self.job_id, translations)
 
 
 class JobRunner:

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 import math
 import re
 import time
@@ -367,22 +369,32 @@ class TranslationService:
             # is cut where that hop's model can't take it whole
             fits = [fits_engine(model.translator) for model in route]
 
+            keys = KeptKeys(route)
+
             def run(stop: Stop) -> bytes:  # in the document's thread
                 doc = box.pop()
-                start = 0  # of the chunk in the document's sentences
 
                 def translate(sentences: list[str]) -> list[str]:
-                    nonlocal start
-                    key, start = (start, len(sentences)), start + len(sentences)
-                    if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
-                        return kept
+                    if checkpoint is None:
+                        return through_route(sentences)
+                    # kept by content: a sentence takes only a translation of itself, wherever
+                    # the document (read again, perhaps by another version) puts it now
+                    named = [keys.of(text) for text in sentences]
+                    kept = checkpoint.load(named)
+                    todo = {key: text for key, text in zip(named, sentences, strict=True)
+                            if key not in kept}
+                    if todo:
+                        done = dict(zip(todo, through_route(list(todo.values())), strict=True))
+                        checkpoint.save(done)
+                        kept.update(done)
+                    return [kept[key] for key in named]
+
+                def through_route(sentences: list[str]) -> list[str]:
                     # through a pivot: each hop on the previous one's output
                     for hop, model in enumerate(route):
                         stop.check()
                         sentences = translate_fitting(sentences, fits[hop] if hop else None,
                                                       functools.partial(run_hop, model))
-                    if checkpoint is not None:
-                        checkpoint.save(*key, sentences)
                     return sentences
 
                 def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
@@ -487,11 +499,34 @@ class TranslationService:
 
 
 class Checkpoint(Protocol):
-    """Where a document's translated chunks are kept, by (first sentence, sentence count)."""
+    """Where a document's translations are kept, each under its key (KeptKeys): what the
+    same text became through the same models with the same options."""
 
-    def load(self, start: int, count: int) -> list[str] | None: ...
+    def load(self, keys: list[str]) -> dict[str, str]:
+        """Those of `keys` kept, with their translations."""
+        ...
 
-    def save(self, start: int, count: int, translations: list[str]) -> None: ...
+    def save(self, translations: dict[str, str]) -> None: ...
+
+
+class KeptKeys:
+    """A kept translation's key: a digest of the text and of everything else that decides its
+    translation (each model of the route: its name, languages, precision variant and decoding
+    options). Not its place in the document: a document read again, by a newer reader that
+    cuts or orders its segments otherwise, would pair a kept translation with another
+    sentence."""
+
+    VERSION = b"kept-1"  # changes whenever what goes into a key changes
+
+    def __init__(self, route: list[LoadedModel]) -> None:
+        models = [[model.name, model.source, model.target, model.translator.variant,
+                   dataclasses.asdict(model.default_options)] for model in route]
+        self._route = hashlib.blake2b(self.VERSION + json.dumps(models).encode(),
+                                      digest_size=16).digest()
+
+    def of(self, text: str) -> str:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16,
+                               key=self._route).hexdigest()
 
 
 @dataclass(frozen=True)
