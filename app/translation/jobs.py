@@ -226,13 +226,15 @@ class JobStore:
 
     def progress(self, job_id: str, done: int, total: int) -> None:
         # never backwards: a resumed job starts counting at 0 before it finds its kept
-        # translations
-        self._run("UPDATE jobs SET done = max(done, ?), total = ? "
-                  "WHERE id = ? AND state = 'running'", done, total, job_id)
+        # translations; never past the total, which a newer version's reader may make smaller
+        self._run("UPDATE jobs SET done = min(max(done, ?), ?), total = ? "
+                  "WHERE id = ? AND state = 'running'", done, total, total, job_id)
 
     def reading(self, job_id: str, read: int, pages: int) -> None:
-        self._run("UPDATE jobs SET pages_read = ?, pages = ? WHERE id = ? AND state = 'running'",
-                  read, pages, job_id)
+        # never backwards either: a resumed job reads its document again from the first page,
+        # and a client's progress bar stays where it was until this reading passes it
+        self._run("UPDATE jobs SET pages_read = min(max(pages_read, ?), ?), pages = ? "
+                  "WHERE id = ? AND state = 'running'", read, pages, pages, job_id)
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
         """Done, failed or cancelled: the clock of its expiry starts; its kept translations, its

@@ -316,6 +316,43 @@ def test_a_jobs_database_with_chunks_kept_by_position_resumes_its_job(tmp_path):
     assert result == "two one\n\nfour three\n\nfive"
 
 
+def test_pages_read_never_go_back_when_a_job_reads_its_pdf_again(tmp_path, monkeypatch):
+    """A PDF job queued again (a restart) reads its file from the first page again: a client
+    polling it sees the pages read stay where they were until the new reading passes them."""
+    pytest.importorskip("pdfminer")
+    data = _pdf(["Page zero has one line.", "Page one has one line.", "Page two as well."])
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, max_batch_size=1, grace_period=5)
+    slow = FakeTranslator(delay=0.3)
+    with running(create_app(settings, loader=lambda s: [fake_model(slow)])) as srv:
+        job_id = submit(srv.url, "book.pdf", data).json()["id"]
+        wait_until(lambda: job(srv.url, job_id)["progress"]["done"] >= 1)
+    seen: list[int] = []
+    reading = JobStore.reading
+
+    def recorded(store: JobStore, job_id: str, read: int, pages: int) -> None:
+        reading(store, job_id, read, pages)
+        seen.append(store.get(job_id).pages_read)
+
+    monkeypatch.setattr(JobStore, "reading", recorded)
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        done = wait_for(srv.url, job_id)
+    assert done["progress"] == {"done": 3, "total": 3, "pages_read": 3, "pages": 3}
+    assert seen and set(seen) == {3}
+
+
+def test_a_job_counted_again_never_shows_more_done_than_its_total(tmp_path):
+    """A job resumed by a version that cuts its document into fewer sentences: what it had done
+    stays, but never above the new total (a progress bar past its end)."""
+    store = JobStore(tmp_path, expiry=60)
+    made = store.create("", "a.txt", "txt", "en", "de", 1, b"x")
+    store.start(made.id)
+    store.progress(made.id, 50, 60)
+    store.requeue(made.id)
+    store.start(made.id)
+    store.progress(made.id, 0, 40)
+    assert (store.get(made.id).done, store.get(made.id).total) == (40, 40)
+
+
 def test_a_killed_server_process_resumes_the_job(tiny_bundle, tiny_sentences, tmp_path):
     """SIGKILL in the middle of a job on a real server process; a new process on the same data
     directory finishes it from its kept chunks, and the result is complete."""
