@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import secrets
@@ -37,11 +38,12 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from app.documents import Document
 from app.documents.filestore import safe_name
 from app.errors import Overloaded, ServiceError
 from app.translation.batcher import Priority
@@ -167,8 +169,9 @@ class JobStore:
     # ------------------------------------------------------------ jobs
 
     def create(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
-        job_id = secrets.token_hex(16)
+               segments: int, data: bytes, glossary: dict[str, str] | None = None,
+               job_id: str | None = None) -> Job:
+        job_id = job_id or new_job_id()
         folder = self.root / job_id
         folder.mkdir()
         (folder / "source").write_bytes(data)  # before the row: a queued job has its file
@@ -286,6 +289,20 @@ class JobStore:
                 raise
 
 
+def new_job_id() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass
+class _Read:
+    """An upload's document as its check read it (`box`, emptied by the thread that translates
+    it, so that it is freed there), for its job; `pages`: a PDF's, as read."""
+
+    job_id: str
+    box: list[Document]
+    pages: int
+
+
 class _Stopped(Exception):
     """Raised in the worker thread at the next chunk once a job is cancelled or the server
     stops."""
@@ -322,6 +339,8 @@ class JobRunner:
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
+        # the one document read by an upload's check and held for its job, which runs next
+        self._read: _Read | None = None
 
     def start(self, service: TranslationService) -> None:
         if not self.runs:
@@ -343,16 +362,45 @@ class JobRunner:
         if not self._task.done():
             self._task.cancel()
 
-    def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
+    async def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
+                     segments: int, data: bytes, glossary: dict[str, str] | None = None,
+                     read: list[Document] | None = None, pages: int = 0) -> Job:
+        """A new queued job. `read`: the document as the upload's check read it, in a box. When
+        this runner runs the job next (no other job waits), the document is taken out of the
+        box and the job translates it instead of reading the file again; otherwise it is left
+        there for the caller to free (a waiting job's document is not held in memory: it reads
+        its file when it runs). `pages`: a PDF's, as that read counted them."""
+        job_id = new_job_id()
+        if read and self.runs and self._read is None:
+            # held before the job's row exists: the runner may start the job as soon as it does
+            self._read = _Read(job_id, [read.pop()], pages)
+        try:
+            job, waits = await asyncio.to_thread(self._create, functools.partial(
+                self.store.create, owner, filename, fmt, source, target, segments, data,
+                glossary, job_id=job_id))
+        except BaseException:
+            self._give_back(job_id, read)
+            raise
+        if waits:
+            self._give_back(job_id, read)
+        self._wake.set()
+        return job
+
+    def _create(self, create: Callable[[], Job]) -> tuple[Job, bool]:
+        """The job made by `create`, unless too many wait; and whether others wait before it."""
         pending = len(self.store.pending())
         if pending >= self.max_pending:
             raise Overloaded(f"{pending} document jobs are waiting; the limit is "
                              f"{self.max_pending}; retry later", field="max_pending_jobs",
                              limit=self.max_pending, retry_after=30)
-        job = self.store.create(owner, filename, fmt, source, target, segments, data, glossary)
-        self._wake.set()
-        return job
+        return create(), pending > 0
+
+    def _give_back(self, job_id: str, box: list[Document] | None) -> None:
+        """The document held for `job_id`, if still held, back into the caller's box."""
+        read = self._read
+        if read is not None and read.job_id == job_id and box is not None:
+            box.extend(read.box)
+            self._read = None
 
     def cancel(self, job: Job) -> Job:
         """A queued or running job becomes cancelled (the running one stops at its next
@@ -379,6 +427,10 @@ class JobRunner:
     async def _run(self, job: Job) -> None:
         store, service = self.store, self._service
         assert service is not None
+        read, self._read = self._read, None
+        if read is not None and read.job_id != job.id:  # its job did not come next after all
+            await asyncio.to_thread(read.box.clear)  # (cancelled, or another came first)
+            read = None
 
         def running() -> None:
             current = store.get(job.id)
@@ -395,12 +447,14 @@ class JobRunner:
 
         try:
             store.start(job.id)
+            if read is not None and read.pages:  # read by the upload's check
+                await asyncio.to_thread(store.reading, job.id, read.pages, read.pages)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
             glossary = await asyncio.to_thread(store.glossary, job.id)
             work = service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
                 priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id),
-                glossary=glossary, reading=reading)
+                glossary=glossary, reading=reading, document_read=read.box if read else None)
             outcome = await self._unless_cancelled(job.id, work)
             try:
                 await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
@@ -419,7 +473,9 @@ class JobRunner:
             elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
                 log.exception("document job %s failed", job.id)
                 store.finish(job.id, "failed", "internal error")
-
+        finally:
+            if read is not None and read.box:  # the job ended before its thread took it
+                await asyncio.to_thread(read.box.clear)
 
     async def _unless_cancelled(self, job_id: str, work: Awaitable[T]) -> T:
         """`work`, cancelled (and its document thread stopped: app.translation.stoppable) within

@@ -292,13 +292,16 @@ class TranslationService:
         self, data: bytes, fmt: str, source: str, target: str,
         take: Callable[[documents.Document], T] = lambda doc: doc,
         reading: Callable[[int, int], None] | None = None,
+        document_read: list[documents.Document] | None = None,
     ) -> tuple[T, list[LoadedModel], Detection | None]:
         """What `take` keeps of the document (by default all of it), read and checked against
         the file limits, and the route of models that translates it; raises the ServiceError
         that refuses it. The document is read in a thread that stops when the request is
         cancelled (app.translation.stoppable), and what `take` leaves is freed there too: freeing a
         parsed document of 100,000 elements took the event loop most of a second. `reading`:
-        the pages read so far of a format slow to read (app.documents.extract)."""
+        the pages read so far of a format slow to read (app.documents.extract).
+        `document_read`: the same document read already from the same data (an upload's
+        check), in a box that the thread empties, instead of reading it again."""
         settings = self.settings
         limits = documents.Limits(max_bytes=settings.max_file_bytes,
                                   max_segments=settings.max_file_segments,
@@ -306,7 +309,8 @@ class TranslationService:
         auto = source == "auto" and self.detector is not None
 
         def read(stop: Stop) -> tuple[T, str]:
-            doc = documents.extract(data, fmt, limits, source, reading)
+            doc = (document_read.pop() if document_read
+                   else documents.extract(data, fmt, limits, source, reading))
             return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
 
         with self._counting_rejections():
@@ -329,6 +333,7 @@ class TranslationService:
         until_gone: Callable[[], Awaitable[None]] | None = None,
         glossary: dict[str, str] | None = None,
         reading: Callable[[int, int], None] | None = None,
+        document_read: list[documents.Document] | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
         structure kept: read, checked against the limits, segmented and rebuilt in a thread of
@@ -340,10 +345,11 @@ class TranslationService:
         cancelled job), the thread stops whatever it is doing: parsing, waiting for the
         engine, reassembling or writing. `glossary`: the request's terms, over the server's
         for the pair (app.text.glossary), masked in each segment. `reading(done, total)`: the
-        pages read, before `progress` starts (read_document)."""
+        pages read, before `progress` starts; `document_read`: the document read already
+        (read_document)."""
         requested = self.requested_glossary(glossary)
         work = self._translate_document(data, fmt, source, target, progress, priority,
-                                        checkpoint, requested, reading)
+                                        checkpoint, requested, reading, document_read)
         return await (unless_gone(work, until_gone) if until_gone else work)
 
     async def _translate_document(
@@ -351,11 +357,13 @@ class TranslationService:
         progress: Callable[[int, int], None] | None, priority: Priority,
         checkpoint: Checkpoint | None, requested: Glossary,
         reading: Callable[[int, int], None] | None,
+        document_read: list[documents.Document] | None,
     ) -> DocumentOutcome:
         # the document goes to its thread in a box that the thread empties, so that it is
         # freed there, not on the event loop (read_document)
         box, route, detected = await self.read_document(data, fmt, source, target,
-                                                        lambda doc: [doc], reading)
+                                                        lambda doc: [doc], reading,
+                                                        document_read)
         segments = len(box[0].segments)
         terms = self.glossary(route[0].source, target, requested) if route else Glossary()
         with self._counting_rejections():  # the ServiceErrors, counted

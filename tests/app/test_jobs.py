@@ -12,6 +12,7 @@ import time
 import httpx
 import pytest
 
+from app import documents
 from app.config import Settings
 from app.engine.types import TranslationOptions
 from app.http.app import create_app
@@ -138,16 +139,23 @@ def _pdf(pages: list[str]) -> bytes:
     return out.getvalue()
 
 
-def test_a_pdf_job_shows_the_pages_read_before_its_sentences(fake):
-    """Reading a long PDF takes a while: the job counts its pages as they are read."""
+def test_a_pdf_job_shows_the_pages_read_before_its_sentences(fake, monkeypatch):
+    """Reading a long PDF takes a while: the job counts its pages as they are read; one that
+    translates what its upload's check read shows them all read at once."""
     pytest.importorskip("pdfminer")
+    reads = []
+    extract = documents.extract
+    monkeypatch.setattr(documents, "extract", lambda *a, **k: reads.append(1) or extract(*a, **k))
     srv, engine, _ = fake
+    entered = engine.entered
     engine.release.clear()  # held at the first sentences, the pages all read
     try:
         job_id = submit(srv.url, "book.pdf", _pdf([f"Page {k} has one line." for k in range(3)])
                         ).json()["id"]
-        wait_until(lambda: job(srv.url, job_id)["progress"]["pages_read"] == 3)
-        assert job(srv.url, job_id)["progress"]["pages"] == 3
+        wait_until(lambda: engine.entered > entered)
+        assert job(srv.url, job_id)["progress"] == {"done": 0, "total": 3, "pages_read": 3,
+                                                     "pages": 3}
+        assert len(reads) == 1
     finally:
         engine.release.set()
     assert wait_for(srv.url, job_id)["progress"] == {"done": 3, "total": 3, "pages_read": 3,
@@ -351,6 +359,35 @@ def test_a_job_counted_again_never_shows_more_done_than_its_total(tmp_path):
     store.start(made.id)
     store.progress(made.id, 0, 40)
     assert (store.get(made.id).done, store.get(made.id).total) == (40, 40)
+
+
+def test_a_job_translates_what_its_upload_read(tmp_path, monkeypatch):
+    """An upload is read once to check it (a refusal comes before a job exists); a job that the
+    same server process runs at once translates what that read found. Jobs that wait behind
+    another read their files when they run (their documents are not held in memory)."""
+    reads: list[bytes] = []
+    extract = documents.extract
+
+    def counted(data: bytes, *args, **kwargs):
+        reads.append(data)
+        return extract(data, *args, **kwargs)
+
+    monkeypatch.setattr(documents, "extract", counted)
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    uploads = [b"First one", b"Second one", b"Third one"]
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()  # the first job holds the runner; the others wait
+        try:
+            ids = [submit(srv.url, "a.txt", uploads[0]).json()["id"]]
+            wait_until(lambda: engine.entered >= 1)
+            ids += [submit(srv.url, "a.txt", data).json()["id"] for data in uploads[1:]]
+        finally:
+            engine.release.set()
+        results = [wait_for(srv.url, job_id)["result"] for job_id in ids]
+        texts = [httpx.get(srv.url + result).text for result in results]
+    assert texts == ["one First", "one Second", "one Third"]
+    assert [reads.count(data) for data in uploads] == [1, 2, 2]
 
 
 def test_a_killed_server_process_resumes_the_job(tiny_bundle, tiny_sentences, tmp_path):
