@@ -121,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     if not docs:
         p.error("give files, --book-pages or both")
     servers = {}
+    scratch = tempfile.TemporaryDirectory(prefix="job_reads_")  # the servers' jobs and files
     try:
-        for variant, launch in VARIANTS.items():
-            extra = ["--processes", "1", "--variant", args.variant,
-                     "--jobs-dir", tempfile.mkdtemp(prefix="job_reads_"),
-                     "--files-dir", tempfile.mkdtemp(prefix="job_reads_")]
+        for k, (variant, launch) in enumerate(VARIANTS.items()):
+            extra = ["--processes", "1", "--variant", args.variant, "--jobs-dir",
+                     f"{scratch.name}/jobs{k}", "--files-dir", f"{scratch.name}/files{k}"]
             servers[variant] = start_server(args.models_dir, extra, args.threads, launch=launch)
         rows = []
         for k, (name, data) in enumerate(docs):
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for proc, _ in servers.values():
             stop_server(proc)
+        scratch.cleanup()
     if args.json:
         write_json(args.json, {"threads": args.threads, "variant": args.variant,
                                "documents": rows})
