@@ -62,13 +62,15 @@ def free_port() -> int:
 
 
 def start_server(
-    models_dir: str, extra: list[str], threads: int, port: int | None = None
+    models_dir: str, extra: list[str], threads: int, port: int | None = None,
+    launch: tuple[str, ...] = ("-m", "app.server"),
 ) -> tuple[subprocess.Popen, str]:
     """`python -m app.server` on 127.0.0.1:port (a free one by default), once it is ready.
     Without its translation cache unless `extra` turns it on: the benches send the same
-    sentences again and again to measure decoding, which the cache would answer from memory."""
+    sentences again and again to measure decoding, which the cache would answer from memory.
+    `launch`: Python's arguments that start it (a bench's variant of the server)."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "app.server", "--models-dir", models_dir, "--port", str(port),
+    cmd = [sys.executable, *launch, "--models-dir", models_dir, "--port", str(port),
            "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096",
            "--cache-size", "0", *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -193,11 +193,14 @@ class ErrorBody(BaseModel):
 
 
 class JobProgress(BaseModel):
-    done: int = Field(description="Sentences translated so far.", examples=[320])
+    done: int = Field(description="Sentences translated so far (never less than before, "
+                                   "never above `total`).", examples=[320])
     total: int = Field(description="Sentences to translate (0 until the job has started).",
                        examples=[1250])
     pages_read: int = Field(0, description="Pages of a PDF read so far; a long PDF takes a "
-                                           "while to read, before its sentences are known.",
+                                           "while to read, before its sentences are known. "
+                                           "Never less than before: a job that reads its PDF "
+                                           "again (resumed) keeps it until passed.",
                             examples=[261])
     pages: int = Field(0, description="Pages of a PDF (0 until its reading starts, and for "
                                       "the other formats).", examples=[261])

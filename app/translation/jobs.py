@@ -8,14 +8,18 @@ case (TranslationService.translate_document) at background priority
 (app.translation.batcher.Priority), so
 live requests keep their latency while a document runs.
 
-Each translated chunk of sentences is written to the database as soon as it is done. After a
-restart, a crash included, the unfinished jobs are queued again and resume where they stopped
-(the kept chunks are not translated again); finished jobs are served as before. A finished job
-(done, failed or cancelled) expires `expiry` seconds after it finished: its row and files go.
+Each translated chunk of sentences is written to the database as soon as it is done, each
+sentence's translation kept under a digest of the sentence and of the models and options that
+translated it (app.translation.service.KeptKeys), never under its place in the document. After
+a restart, a crash included, the unfinished jobs are queued again and resume where they
+stopped: the document is read again, and a sentence whose translation was kept is not
+translated again, wherever it is now (a newer version's reader may cut or order the segments
+otherwise). Finished jobs are served as before. A finished job (done, failed or cancelled)
+expires `expiry` seconds after it finished: its row and files go.
 
 A job's own glossary (the request's terms, merged over the server's when it runs) is kept in
 the same database, written in one transaction with the job's row: whichever server process
-runs the job reads it from there. It goes when the job finishes, like the kept chunks.
+runs the job reads it from there. It goes when the job finishes, like the kept translations.
 
 With API keys configured, a job belongs to the key that created it (the key's sha256 is kept,
 never the key); asking for another key's job is answered like asking for no job at all.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import secrets
@@ -33,11 +38,12 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from app.documents import Document
 from app.documents.filestore import safe_name
 from app.errors import Overloaded, ServiceError
 from app.translation.batcher import Priority
@@ -49,6 +55,8 @@ T = TypeVar("T")
 # how often a running job's row is read for a cancellation from any process: a cancelled job's
 # work stops within this and the stop itself
 CANCEL_POLL = 0.5
+# keys looked up in one statement: within SQLite's oldest limit on a statement's parameters
+_KEYS_A_QUERY = 500
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED = ("done", "failed", "cancelled")
@@ -73,13 +81,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished REAL,
     expires REAL
 );
-CREATE TABLE IF NOT EXISTS chunks (
+CREATE TABLE IF NOT EXISTS kept_translations (
     job TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-    start INTEGER NOT NULL,        -- the chunk's first sentence
-    count INTEGER NOT NULL,
-    translations TEXT NOT NULL,    -- a JSON list of `count` strings
-    PRIMARY KEY (job, start, count)
-);
+    key TEXT NOT NULL,             -- the text's and its route's digest (service.KeptKeys)
+    translation TEXT NOT NULL,
+    PRIMARY KEY (job, key)
+) WITHOUT ROWID;
 -- a table of its own, not a column of jobs: every poll reads every pending job's row, and a
 -- glossary may be as large as a whole request body; only the runner of the job reads it
 CREATE TABLE IF NOT EXISTS glossaries (
@@ -129,6 +136,9 @@ class JobStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(_SCHEMA)
         self._add_columns()
+        # an older version's chunks, kept by their place in the document: nothing tells whether
+        # a place still holds the same sentences, so their jobs translate them again
+        self._db.execute("DROP TABLE IF EXISTS chunks")
 
     def _add_columns(self) -> None:
         """The columns added to `jobs` since its first version, added to a database made
@@ -159,8 +169,9 @@ class JobStore:
     # ------------------------------------------------------------ jobs
 
     def create(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
-        job_id = secrets.token_hex(16)
+               segments: int, data: bytes, glossary: dict[str, str] | None = None,
+               job_id: str | None = None) -> Job:
+        job_id = job_id or new_job_id()
         folder = self.root / job_id
         folder.mkdir()
         (folder / "source").write_bytes(data)  # before the row: a queued job has its file
@@ -205,7 +216,7 @@ class JobStore:
 
     def requeue(self, job_id: str | None = None) -> int:
         """A running job (or, after a restart, every one that was running) queued again, its
-        chunks kept; returns how many."""
+        translations kept; returns how many."""
         sql = "UPDATE jobs SET state = 'queued' WHERE state = 'running'"
         with self._lock:
             if job_id is None:
@@ -217,24 +228,27 @@ class JobStore:
                   "WHERE id = ? AND state = 'queued'", time.time(), job_id)
 
     def progress(self, job_id: str, done: int, total: int) -> None:
-        # never backwards: a resumed job starts counting at 0 before it finds its kept chunks
-        self._run("UPDATE jobs SET done = max(done, ?), total = ? "
-                  "WHERE id = ? AND state = 'running'", done, total, job_id)
+        # never backwards: a resumed job starts counting at 0 before it finds its kept
+        # translations; never past the total, which a newer version's reader may make smaller
+        self._run("UPDATE jobs SET done = min(max(done, ?), ?), total = ? "
+                  "WHERE id = ? AND state = 'running'", done, total, total, job_id)
 
     def reading(self, job_id: str, read: int, pages: int) -> None:
-        self._run("UPDATE jobs SET pages_read = ?, pages = ? WHERE id = ? AND state = 'running'",
-                  read, pages, job_id)
+        # never backwards either: a resumed job reads its document again from the first page,
+        # and a client's progress bar stays where it was until this reading passes it
+        self._run("UPDATE jobs SET pages_read = min(max(pages_read, ?), ?), pages = ? "
+                  "WHERE id = ? AND state = 'running'", read, pages, pages, job_id)
 
     def finish(self, job_id: str, state: str, error: str | None = None) -> None:
-        """Done, failed or cancelled: the clock of its expiry starts; its chunks, its glossary
-        and the uploaded file go."""
+        """Done, failed or cancelled: the clock of its expiry starts; its kept translations, its
+        glossary and the uploaded file go."""
         now = time.time()
         with self._lock:
             self._db.execute(
                 "UPDATE jobs SET state = ?, error = ?, finished = ?, expires = ? "
                 "WHERE id = ? AND state IN ('queued', 'running')",
                 (state, error, now, now + self.expiry, job_id))
-            self._db.execute("DELETE FROM chunks WHERE job = ?", (job_id,))
+            self._db.execute("DELETE FROM kept_translations WHERE job = ?", (job_id,))
             self._db.execute("DELETE FROM glossaries WHERE job = ?", (job_id,))
         self.source_path(job_id).unlink(missing_ok=True)
 
@@ -249,16 +263,44 @@ class JobStore:
             self.remove(row["id"])
         return len(rows)
 
-    # ------------------------------------------------------------ translated chunks
+    # ------------------------------------------------------------ kept translations
 
-    def load_chunk(self, job_id: str, start: int, count: int) -> list[str] | None:
-        rows = self._run("SELECT translations FROM chunks WHERE job = ? AND start = ? "
-                         "AND count = ?", job_id, start, count)
-        return json.loads(rows[0]["translations"]) if rows else None
+    def kept(self, job_id: str, keys: list[str]) -> dict[str, str]:
+        """Those of `keys` the job has kept, with their translations."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _KEYS_A_QUERY):
+            part = unique[start : start + _KEYS_A_QUERY]
+            rows = self._run("SELECT key, translation FROM kept_translations WHERE job = ? AND "
+                             f"key IN ({', '.join('?' * len(part))})", job_id, *part)
+            found.update((row["key"], row["translation"]) for row in rows)
+        return found
 
-    def save_chunk(self, job_id: str, start: int, count: int, translations: list[str]) -> None:
-        self._run("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?)",
-                  job_id, start, count, json.dumps(translations, ensure_ascii=False))
+    def keep(self, job_id: str, translations: dict[str, str]) -> None:
+        """One chunk's translations, all of them or (a crash) none."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO kept_translations VALUES (?, ?, ?)",
+                                     [(job_id, key, text) for key, text in translations.items()])
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+
+def new_job_id() -> str:
+    return secrets.token_hex(16)
+
+
+@dataclass
+class _Read:
+    """An upload's document as its check read it (`box`, emptied by the thread that translates
+    it, so that it is freed there), for its job; `pages`: a PDF's, as read."""
+
+    job_id: str
+    box: list[Document]
+    pages: int
 
 
 class _Stopped(Exception):
@@ -268,16 +310,16 @@ class _Stopped(Exception):
 
 @dataclass(frozen=True)
 class _JobCheckpoint:
-    """The service's Checkpoint for one job: its kept chunks in the store."""
+    """The service's Checkpoint for one job: its kept translations in the store."""
 
     store: JobStore
     job_id: str
 
-    def load(self, start: int, count: int) -> list[str] | None:
-        return self.store.load_chunk(self.job_id, start, count)
+    def load(self, keys: list[str]) -> dict[str, str]:
+        return self.store.kept(self.job_id, keys)
 
-    def save(self, start: int, count: int, translations: list[str]) -> None:
-        self.store.save_chunk(self.job_id, start, count, translations)
+    def save(self, translations: dict[str, str]) -> None:
+        self.store.keep(self.job_id, translations)
 
 
 class JobRunner:
@@ -297,6 +339,8 @@ class JobRunner:
         self._wake = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task | None = None
+        # the one document read by an upload's check and held for its job, which runs next
+        self._read: _Read | None = None
 
     def start(self, service: TranslationService) -> None:
         if not self.runs:
@@ -318,16 +362,45 @@ class JobRunner:
         if not self._task.done():
             self._task.cancel()
 
-    def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
-               segments: int, data: bytes, glossary: dict[str, str] | None = None) -> Job:
+    async def submit(self, owner: str, filename: str, fmt: str, source: str, target: str,
+                     segments: int, data: bytes, glossary: dict[str, str] | None = None,
+                     read: list[Document] | None = None, pages: int = 0) -> Job:
+        """A new queued job. `read`: the document as the upload's check read it, in a box. When
+        this runner runs the job next (no other job waits), the document is taken out of the
+        box and the job translates it instead of reading the file again; otherwise it is left
+        there for the caller to free (a waiting job's document is not held in memory: it reads
+        its file when it runs). `pages`: a PDF's, as that read counted them."""
+        job_id = new_job_id()
+        if read and self.runs and self._read is None:
+            # held before the job's row exists: the runner may start the job as soon as it does
+            self._read = _Read(job_id, [read.pop()], pages)
+        try:
+            job, waits = await asyncio.to_thread(self._create, functools.partial(
+                self.store.create, owner, filename, fmt, source, target, segments, data,
+                glossary, job_id=job_id))
+        except BaseException:
+            self._give_back(job_id, read)
+            raise
+        if waits:
+            self._give_back(job_id, read)
+        self._wake.set()
+        return job
+
+    def _create(self, create: Callable[[], Job]) -> tuple[Job, bool]:
+        """The job made by `create`, unless too many wait; and whether others wait before it."""
         pending = len(self.store.pending())
         if pending >= self.max_pending:
             raise Overloaded(f"{pending} document jobs are waiting; the limit is "
                              f"{self.max_pending}; retry later", field="max_pending_jobs",
                              limit=self.max_pending, retry_after=30)
-        job = self.store.create(owner, filename, fmt, source, target, segments, data, glossary)
-        self._wake.set()
-        return job
+        return create(), pending > 0
+
+    def _give_back(self, job_id: str, box: list[Document] | None) -> None:
+        """The document held for `job_id`, if still held, back into the caller's box."""
+        read = self._read
+        if read is not None and read.job_id == job_id and box is not None:
+            box.extend(read.box)
+            self._read = None
 
     def cancel(self, job: Job) -> Job:
         """A queued or running job becomes cancelled (the running one stops at its next
@@ -354,6 +427,10 @@ class JobRunner:
     async def _run(self, job: Job) -> None:
         store, service = self.store, self._service
         assert service is not None
+        read, self._read = self._read, None
+        if read is not None and read.job_id != job.id:  # its job did not come next after all
+            await asyncio.to_thread(read.box.clear)  # (cancelled, or another came first)
+            read = None
 
         def running() -> None:
             current = store.get(job.id)
@@ -370,12 +447,14 @@ class JobRunner:
 
         try:
             store.start(job.id)
+            if read is not None and read.pages:  # read by the upload's check
+                await asyncio.to_thread(store.reading, job.id, read.pages, read.pages)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)
             glossary = await asyncio.to_thread(store.glossary, job.id)
             work = service.translate_document(
                 data, job.format, job.source, job.target, progress=progress,
                 priority=Priority.BACKGROUND, checkpoint=_JobCheckpoint(store, job.id),
-                glossary=glossary, reading=reading)
+                glossary=glossary, reading=reading, document_read=read.box if read else None)
             outcome = await self._unless_cancelled(job.id, work)
             try:
                 await asyncio.to_thread(_write, store.result_path(job.id), outcome.data)
@@ -394,7 +473,9 @@ class JobRunner:
             elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
                 log.exception("document job %s failed", job.id)
                 store.finish(job.id, "failed", "internal error")
-
+        finally:
+            if read is not None and read.box:  # the job ended before its thread took it
+                await asyncio.to_thread(read.box.clear)
 
     async def _unless_cancelled(self, job_id: str, work: Awaitable[T]) -> T:
         """`work`, cancelled (and its document thread stopped: app.translation.stoppable) within

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 import math
 import re
 import time
@@ -290,13 +292,16 @@ class TranslationService:
         self, data: bytes, fmt: str, source: str, target: str,
         take: Callable[[documents.Document], T] = lambda doc: doc,
         reading: Callable[[int, int], None] | None = None,
+        document_read: list[documents.Document] | None = None,
     ) -> tuple[T, list[LoadedModel], Detection | None]:
         """What `take` keeps of the document (by default all of it), read and checked against
         the file limits, and the route of models that translates it; raises the ServiceError
         that refuses it. The document is read in a thread that stops when the request is
         cancelled (app.translation.stoppable), and what `take` leaves is freed there too: freeing a
         parsed document of 100,000 elements took the event loop most of a second. `reading`:
-        the pages read so far of a format slow to read (app.documents.extract)."""
+        the pages read so far of a format slow to read (app.documents.extract).
+        `document_read`: the same document read already from the same data (an upload's
+        check), in a box that the thread empties, instead of reading it again."""
         settings = self.settings
         limits = documents.Limits(max_bytes=settings.max_file_bytes,
                                   max_segments=settings.max_file_segments,
@@ -304,7 +309,8 @@ class TranslationService:
         auto = source == "auto" and self.detector is not None
 
         def read(stop: Stop) -> tuple[T, str]:
-            doc = documents.extract(data, fmt, limits, source, reading)
+            doc = (document_read.pop() if document_read
+                   else documents.extract(data, fmt, limits, source, reading))
             return take(doc), "\n".join(doc.segments)[:20_000] if auto else ""
 
         with self._counting_rejections():
@@ -327,6 +333,7 @@ class TranslationService:
         until_gone: Callable[[], Awaitable[None]] | None = None,
         glossary: dict[str, str] | None = None,
         reading: Callable[[int, int], None] | None = None,
+        document_read: list[documents.Document] | None = None,
     ) -> DocumentOutcome:
         """A document (`fmt`: an extension from app.documents.FORMATS) translated with its
         structure kept: read, checked against the limits, segmented and rebuilt in a thread of
@@ -338,10 +345,11 @@ class TranslationService:
         cancelled job), the thread stops whatever it is doing: parsing, waiting for the
         engine, reassembling or writing. `glossary`: the request's terms, over the server's
         for the pair (app.text.glossary), masked in each segment. `reading(done, total)`: the
-        pages read, before `progress` starts (read_document)."""
+        pages read, before `progress` starts; `document_read`: the document read already
+        (read_document)."""
         requested = self.requested_glossary(glossary)
         work = self._translate_document(data, fmt, source, target, progress, priority,
-                                        checkpoint, requested, reading)
+                                        checkpoint, requested, reading, document_read)
         return await (unless_gone(work, until_gone) if until_gone else work)
 
     async def _translate_document(
@@ -349,11 +357,13 @@ class TranslationService:
         progress: Callable[[int, int], None] | None, priority: Priority,
         checkpoint: Checkpoint | None, requested: Glossary,
         reading: Callable[[int, int], None] | None,
+        document_read: list[documents.Document] | None,
     ) -> DocumentOutcome:
         # the document goes to its thread in a box that the thread empties, so that it is
         # freed there, not on the event loop (read_document)
         box, route, detected = await self.read_document(data, fmt, source, target,
-                                                        lambda doc: [doc], reading)
+                                                        lambda doc: [doc], reading,
+                                                        document_read)
         segments = len(box[0].segments)
         terms = self.glossary(route[0].source, target, requested) if route else Glossary()
         with self._counting_rejections():  # the ServiceErrors, counted
@@ -367,22 +377,32 @@ class TranslationService:
             # is cut where that hop's model can't take it whole
             fits = [fits_engine(model.translator) for model in route]
 
+            keys = KeptKeys(route)
+
             def run(stop: Stop) -> bytes:  # in the document's thread
                 doc = box.pop()
-                start = 0  # of the chunk in the document's sentences
 
                 def translate(sentences: list[str]) -> list[str]:
-                    nonlocal start
-                    key, start = (start, len(sentences)), start + len(sentences)
-                    if checkpoint is not None and (kept := checkpoint.load(*key)) is not None:
-                        return kept
+                    if checkpoint is None:
+                        return through_route(sentences)
+                    # kept by content: a sentence takes only a translation of itself, wherever
+                    # the document (read again, perhaps by another version) puts it now
+                    named = [keys.of(text) for text in sentences]
+                    kept = checkpoint.load(named)
+                    todo = {key: text for key, text in zip(named, sentences, strict=True)
+                            if key not in kept}
+                    if todo:
+                        done = dict(zip(todo, through_route(list(todo.values())), strict=True))
+                        checkpoint.save(done)
+                        kept.update(done)
+                    return [kept[key] for key in named]
+
+                def through_route(sentences: list[str]) -> list[str]:
                     # through a pivot: each hop on the previous one's output
                     for hop, model in enumerate(route):
                         stop.check()
                         sentences = translate_fitting(sentences, fits[hop] if hop else None,
                                                       functools.partial(run_hop, model))
-                    if checkpoint is not None:
-                        checkpoint.save(*key, sentences)
                     return sentences
 
                 def run_hop(model: LoadedModel, texts: list[str]) -> list[str]:
@@ -487,11 +507,34 @@ class TranslationService:
 
 
 class Checkpoint(Protocol):
-    """Where a document's translated chunks are kept, by (first sentence, sentence count)."""
+    """Where a document's translations are kept, each under its key (KeptKeys): what the
+    same text became through the same models with the same options."""
 
-    def load(self, start: int, count: int) -> list[str] | None: ...
+    def load(self, keys: list[str]) -> dict[str, str]:
+        """Those of `keys` kept, with their translations."""
+        ...
 
-    def save(self, start: int, count: int, translations: list[str]) -> None: ...
+    def save(self, translations: dict[str, str]) -> None: ...
+
+
+class KeptKeys:
+    """A kept translation's key: a digest of the text and of everything else that decides its
+    translation (each model of the route: its name, languages, precision variant and decoding
+    options). Not its place in the document: a document read again, by a newer reader that
+    cuts or orders its segments otherwise, would pair a kept translation with another
+    sentence."""
+
+    VERSION = b"kept-1"  # changes whenever what goes into a key changes
+
+    def __init__(self, route: list[LoadedModel]) -> None:
+        models = [[model.name, model.source, model.target, model.translator.variant,
+                   dataclasses.asdict(model.default_options)] for model in route]
+        self._route = hashlib.blake2b(self.VERSION + json.dumps(models).encode(),
+                                      digest_size=16).digest()
+
+    def of(self, text: str) -> str:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16,
+                               key=self._route).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ import time
 import httpx
 import pytest
 
+from app import documents
 from app.config import Settings
+from app.engine.types import TranslationOptions
 from app.http.app import create_app
 from app.translation.jobs import JobStore
 from tests.app.fakes import (
@@ -125,22 +127,35 @@ def test_limits_unknown_jobs_and_not_multipart(fake):
     assert httpx.delete(f"{url}/v1/documents/{'0' * 32}").status_code == 404
 
 
-def test_a_pdf_job_shows_the_pages_read_before_its_sentences(fake):
-    """Reading a long PDF takes a while: the job counts its pages as they are read."""
-    pytest.importorskip("pdfminer")
+def _pdf(pages: list[str]) -> bytes:
+    """A PDF of one line a page."""
     canvas = pytest.importorskip("reportlab.pdfgen.canvas")
     out = io.BytesIO()
     c = canvas.Canvas(out)
-    for k in range(3):
-        c.drawString(72, 700, f"Page {k} has one line.")
+    for line in pages:
+        c.drawString(72, 700, line)
         c.showPage()
     c.save()
+    return out.getvalue()
+
+
+def test_a_pdf_job_shows_the_pages_read_before_its_sentences(fake, monkeypatch):
+    """Reading a long PDF takes a while: the job counts its pages as they are read; one that
+    translates what its upload's check read shows them all read at once."""
+    pytest.importorskip("pdfminer")
+    reads = []
+    extract = documents.extract
+    monkeypatch.setattr(documents, "extract", lambda *a, **k: reads.append(1) or extract(*a, **k))
     srv, engine, _ = fake
+    entered = engine.entered
     engine.release.clear()  # held at the first sentences, the pages all read
     try:
-        job_id = submit(srv.url, "book.pdf", out.getvalue()).json()["id"]
-        wait_until(lambda: job(srv.url, job_id)["progress"]["pages_read"] == 3)
-        assert job(srv.url, job_id)["progress"]["pages"] == 3
+        job_id = submit(srv.url, "book.pdf", _pdf([f"Page {k} has one line." for k in range(3)])
+                        ).json()["id"]
+        wait_until(lambda: engine.entered > entered)
+        assert job(srv.url, job_id)["progress"] == {"done": 0, "total": 3, "pages_read": 3,
+                                                     "pages": 3}
+        assert len(reads) == 1
     finally:
         engine.release.set()
     assert wait_for(srv.url, job_id)["progress"] == {"done": 3, "total": 3, "pages_read": 3,
@@ -236,6 +251,143 @@ def test_a_stopped_server_resumes_its_job_and_keeps_finished_ones(tmp_path):
     with server(FakeTranslator()) as srv:
         assert job(srv.url, job_id)["state"] == "done"
         assert httpx.get(url.replace(url.split("/v1")[0], srv.url)).text == result
+
+
+def _stop_part_done(settings: Settings, lines: list[str]) -> tuple[str, int]:
+    """A job of `lines` on a server stopped gracefully once 8 of them are translated: its id and
+    the sentences it had done (kept)."""
+    app = create_app(settings, loader=lambda s: [fake_model(FakeTranslator(delay=0.01))])
+    with running(app) as srv:
+        job_id = submit(srv.url, "lines.txt", "\n".join(lines).encode()).json()["id"]
+        wait_until(lambda: job(srv.url, job_id)["progress"]["done"] >= 8)
+    state, done = sqlite3.connect(settings.jobs_path / "jobs.db").execute(
+        "SELECT state, done FROM jobs").fetchone()
+    assert state == "queued" and 8 <= done < len(lines)
+    return job_id, done
+
+
+def test_a_resumed_job_pairs_kept_translations_only_with_their_own_sentences(tmp_path):
+    """An upgrade that reads the same file into segments in another order (a PDF reader that
+    orders a page's blocks differently, say) and the job resumes: each sentence gets its own
+    translation, the kept ones reused wherever the same sentence comes again."""
+    lines = [f"line number {i} here" for i in range(60)]
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, max_batch_size=4,
+                        document_batch_size=2, grace_period=5)
+    job_id, kept = _stop_part_done(settings, lines)
+    # the file as the new reader sees it: the same sentences, each chunk's in another order
+    reordered = lines[1::2] + lines[::2]
+    (settings.jobs_path / job_id / "source").write_text("\n".join(reordered))
+    engine = FakeTranslator()
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        done = wait_for(srv.url, job_id)
+        result = httpx.get(f"{srv.url}/v1/documents/{job_id}/result").text
+    assert done["state"] == "done" and done["progress"]["done"] == 60
+    assert result.splitlines() == [" ".join(reversed(s.split())) for s in reordered]
+    assert sum(len(batch) for batch, _ in engine.batches) <= 60 - kept
+
+
+def test_a_job_resumed_with_other_decoding_options_translates_again(tmp_path):
+    """Kept translations are reused only under the options that made them: a model with other
+    decoding defaults after a restart translates the whole document again."""
+    lines = [f"line number {i} here" for i in range(60)]
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, max_batch_size=4,
+                        document_batch_size=2, grace_period=5)
+    job_id, _ = _stop_part_done(settings, lines)
+    engine = FakeTranslator()
+    engine.default_options = TranslationOptions(beam_size=4)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        assert wait_for(srv.url, job_id)["state"] == "done"
+    assert sum(len(batch) for batch, _ in engine.batches) == 60
+
+
+def test_a_jobs_database_with_chunks_kept_by_position_resumes_its_job(tmp_path):
+    """The kept chunks of an older version (by their place in the document) cannot tell
+    whether they still belong to the same sentences: they are not used, the job's sentences
+    are translated again and the database goes on working."""
+    store = JobStore(tmp_path, expiry=60)
+    made = store.create("", "lines.txt", "txt", "en", "de", 3, b"one two\n\nthree four\n\nfive")
+    store.close()
+    db = sqlite3.connect(tmp_path / "jobs.db")
+    db.execute("DROP TABLE IF EXISTS kept_translations")
+    db.execute("CREATE TABLE IF NOT EXISTS chunks (job TEXT NOT NULL REFERENCES jobs(id) ON "
+               "DELETE CASCADE, start INTEGER NOT NULL, count INTEGER NOT NULL, translations "
+               "TEXT NOT NULL, PRIMARY KEY (job, start, count))")
+    db.execute("INSERT INTO chunks VALUES (?, 0, 3, ?)", (made.id, '["a", "b", "c"]'))
+    db.commit()
+    db.close()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path / "files", jobs_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        assert wait_for(srv.url, made.id)["state"] == "done"
+        result = httpx.get(f"{srv.url}/v1/documents/{made.id}/result").text
+        again = submit(srv.url, "a.txt", b"Hello world").json()["id"]
+        assert wait_for(srv.url, again)["state"] == "done"
+    assert result == "two one\n\nfour three\n\nfive"
+
+
+def test_pages_read_never_go_back_when_a_job_reads_its_pdf_again(tmp_path, monkeypatch):
+    """A PDF job queued again (a restart) reads its file from the first page again: a client
+    polling it sees the pages read stay where they were until the new reading passes them."""
+    pytest.importorskip("pdfminer")
+    data = _pdf(["Page zero has one line.", "Page one has one line.", "Page two as well."])
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path, max_batch_size=1, grace_period=5)
+    slow = FakeTranslator(delay=0.3)
+    with running(create_app(settings, loader=lambda s: [fake_model(slow)])) as srv:
+        job_id = submit(srv.url, "book.pdf", data).json()["id"]
+        wait_until(lambda: job(srv.url, job_id)["progress"]["done"] >= 1)
+    seen: list[int] = []
+    reading = JobStore.reading
+
+    def recorded(store: JobStore, job_id: str, read: int, pages: int) -> None:
+        reading(store, job_id, read, pages)
+        seen.append(store.get(job_id).pages_read)
+
+    monkeypatch.setattr(JobStore, "reading", recorded)
+    with running(create_app(settings, loader=lambda s: [fake_model()])) as srv:
+        done = wait_for(srv.url, job_id)
+    assert done["progress"] == {"done": 3, "total": 3, "pages_read": 3, "pages": 3}
+    assert seen and set(seen) == {3}
+
+
+def test_a_job_counted_again_never_shows_more_done_than_its_total(tmp_path):
+    """A job resumed by a version that cuts its document into fewer sentences: what it had done
+    stays, but never above the new total (a progress bar past its end)."""
+    store = JobStore(tmp_path, expiry=60)
+    made = store.create("", "a.txt", "txt", "en", "de", 1, b"x")
+    store.start(made.id)
+    store.progress(made.id, 50, 60)
+    store.requeue(made.id)
+    store.start(made.id)
+    store.progress(made.id, 0, 40)
+    assert (store.get(made.id).done, store.get(made.id).total) == (40, 40)
+
+
+def test_a_job_translates_what_its_upload_read(tmp_path, monkeypatch):
+    """An upload is read once to check it (a refusal comes before a job exists); a job that the
+    same server process runs at once translates what that read found. Jobs that wait behind
+    another read their files when they run (their documents are not held in memory)."""
+    reads: list[bytes] = []
+    extract = documents.extract
+
+    def counted(data: bytes, *args, **kwargs):
+        reads.append(data)
+        return extract(data, *args, **kwargs)
+
+    monkeypatch.setattr(documents, "extract", counted)
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    uploads = [b"First one", b"Second one", b"Third one"]
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()  # the first job holds the runner; the others wait
+        try:
+            ids = [submit(srv.url, "a.txt", uploads[0]).json()["id"]]
+            wait_until(lambda: engine.entered >= 1)
+            ids += [submit(srv.url, "a.txt", data).json()["id"] for data in uploads[1:]]
+        finally:
+            engine.release.set()
+        results = [wait_for(srv.url, job_id)["result"] for job_id in ids]
+        texts = [httpx.get(srv.url + result).text for result in results]
+    assert texts == ["one First", "one Second", "one Third"]
+    assert [reads.count(data) for data in uploads] == [1, 2, 2]
 
 
 def test_a_killed_server_process_resumes_the_job(tiny_bundle, tiny_sentences, tmp_path):

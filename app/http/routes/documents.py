@@ -151,10 +151,20 @@ async def create_job(request: Request, state: AppState = Depends(authorized_stat
     glossary = form_glossary(data, state.settings.max_body_bytes, uploads)
     state.service.requested_glossary(glossary)  # refused now, not when the job runs
     fmt = format_of(filename)
-    segments, _, _ = await state.service.read_document(content, fmt, source, target,
-                                                       lambda doc: len(doc.segments))
-    job = await asyncio.to_thread(runner.submit, owner, filename, fmt, source, target,
-                                  segments, content, glossary)
+    pages = [0]  # of a PDF, as this read counts them
+
+    def reading(done: int, total: int) -> None:
+        pages[0] = total
+
+    # read into a box, handed to the job if this process runs it next (it is not read again)
+    box, _, _ = await state.service.read_document(content, fmt, source, target,
+                                                  lambda doc: [doc], reading)
+    try:
+        job = await runner.submit(owner, filename, fmt, source, target, len(box[0].segments),
+                                  content, glossary, read=box, pages=pages[0])
+    finally:
+        if box:  # kept by no job: freed off the event loop (read_document)
+            await asyncio.to_thread(box.clear)
     url = request.url_for("document_job", job_id=job.id).path
     return JSONResponse(_view(request, job).model_dump(), status_code=202,
                         headers={"Location": url})
