@@ -4,11 +4,12 @@
         [--against charset.py] [--json out]
 
 Real translated text: the messages of the Debian gettext catalogs unpacked under --locales
-(*/LC_MESSAGES/*.mo, where the corpus builder's cache keeps them), per language. Each language's
-messages that its code page (app.documents.charset.code_page) can hold are made into --files
-files of two to five lines, like short subtitles, and --short files of a single line of at most
-40 characters, each encoded in that code page and holding at least one byte past ASCII (a pure
-ASCII file reads as UTF-8, right whatever the guess). Each file is read as a document
+(*/LC_MESSAGES/*.mo, where the corpus builder's cache keeps them), per language, of the packages
+whose text the guess's letter pair table was not made from (model.corpus.charset_pairs). Each
+language's messages that its code page (app.documents.charset.code_page) can hold are made into
+--files files of two to five lines, like short subtitles, and --short files of a single line of
+at most 40 characters, each encoded in that code page and holding at least one byte past ASCII
+(a pure ASCII file reads as UTF-8, right whatever the guess). Each file is read as a document
 with the source language "auto" (app.documents.charset.decode without a code page), before
 (windows-1252 whatever the bytes), by --against (another revision's charset.py, say main's:
 `git show main:app/documents/charset.py > /tmp/charset_main.py`) and now (the code page guessed
@@ -33,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 
 from app.documents import DocumentError, charset
+from model.corpus.charset_pairs import encoded, for_table
 from model.corpus.gettext import MoError, read_mo
 
 # the catalogs' language directories measured, and the language code they are read as
@@ -49,35 +51,13 @@ MAX_CATALOGS = 150  # per language: plenty of distinct messages, read in seconds
 LARGE = ("de", "pl", "ru", "he", "lv", "ja")
 
 
-def encoded(text: str, page: str) -> bytes | None:
-    """`text` in `page`, None where it cannot hold it; windows-1258 writes most Vietnamese
-    letters as a base letter and a combining tone mark."""
-    try:
-        return text.encode(page)
-    except UnicodeEncodeError:
-        if page != "cp1258":
-            return None
-    out = []
-    for ch in text:
-        try:
-            out.append(ch.encode(page))
-            continue
-        except UnicodeEncodeError:
-            pass
-        base, *marks = unicodedata.normalize("NFD", ch)
-        if marks and len(unicodedata.normalize("NFC", base + marks[0])) == 1:
-            base, marks = unicodedata.normalize("NFC", base + marks[0]), marks[1:]
-        try:
-            out.append(base.encode(page) + "".join(marks).encode(page))
-        except UnicodeEncodeError:
-            return None
-    return b"".join(out)
-
-
 def messages(root: Path, locale: str) -> list[str]:
-    """The distinct one-line translations of the catalogs for `locale`."""
+    """The distinct one-line translations of the catalogs for `locale`, of the packages whose
+    text the letter pair table was not made from (model.corpus.charset_pairs.for_table)."""
     found: dict[str, None] = {}
-    for path in sorted(root.glob(f"*/**/locale/{locale}/LC_MESSAGES/*.mo"))[:MAX_CATALOGS]:
+    paths = sorted(path for path in root.glob(f"*/**/locale/{locale}/LC_MESSAGES/*.mo")
+                   if not for_table(path.relative_to(root).parts[0]))
+    for path in paths[:MAX_CATALOGS]:
         try:
             catalog = read_mo(path)
         except (MoError, OSError):

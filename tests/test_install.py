@@ -100,6 +100,7 @@ def test_pip_install_then_nmt_serve_runs_on_our_kernels(tmp_path, tiny_bundle):
     assert "error" not in note and note["api"] > 0
     assert (package / "engine/kernels/libnmt_kernels.so").is_file()
     assert (package / "text/libnmt_langid.so").is_file()
+    assert (package / "documents/charset_pairs.txt").is_file()  # the code page guess's data
 
     port, workdir = free_port(), tmp_path / "elsewhere"
     workdir.mkdir()

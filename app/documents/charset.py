@@ -11,7 +11,8 @@ tell), instead of losing it.
 
 Where the source language is not given ("auto"), the code page is guessed from the bytes (guess):
 each single-byte Windows code page that can read the file reads its words, and the one whose
-letters look most like one language's alphabet wins."""
+letters look most like one language's alphabet wins; where several do as well, the one whose
+letter pairs and words look most like that language's."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import codecs
 import functools
 import itertools
 import re
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from app.documents import InvalidDocument
 
@@ -138,7 +141,8 @@ def _name(encoding: str) -> str:
 # most of them, and the code page whose decoding explains most, less what it leaves
 # unexplained, wins. Letters also count as unexplained where a word shows its decoding wrong:
 # a capital right after a small letter ("КблзмЭсб": Greek read as windows-1251), or a letter
-# of another script in a word with Latin letters ("Cafй": "Café" read as windows-1251).
+# of another script in a word with Latin letters ("Cafй": "Café" read as windows-1251). Where
+# pages tie, the likelier letter pairs and the commonest words of the language tell (_fit).
 def _span(first: str, last: str) -> str:
     return "".join(map(chr, range(ord(first), ord(last) + 1)))
 
@@ -167,13 +171,14 @@ _ALPHABETS = {
     # the others
     "el": "αβγδεζηθικλμνξοπρσςτυφχψωάέήίόύώϊϋΐΰ", "tr": "çğıöşüâîûİ", "az": "çğıöşüəİ",
     "he": _span("\u05b0", "\u05c7") + _span("\u05d0", "\u05ea") + _span("\u05f0", "\u05f4"),
-    "ar": _span("\u0600", "\u06ff"), "et": "äöõüšž", "lv": "āčēģīķļņšūž", "lt": "ąčęėįšųūž",
-    "vi": _vietnamese(), "th": _span("\u0e01", "\u0e5b"),
+    "ar": _span("\u0600", "\u06ff"), "fa": _span("\u0600", "\u06ff"), "et": "äöõüšž",
+    "lv": "āčēģīķļņšūž", "lt": "ąčęėįšųūž", "vi": _vietnamese(), "th": _span("\u0e01", "\u0e5b"),
 }
-# each language's commonest words, which tell apart the pages whose letters read equally well
-# (a word that languages of two pages share, as Czech and Italian "a", tells little: the lists
-# favour the words only one page's languages write, as Italian "è", which is Czech "č"):
-# French "â î û ç ï" are Latvian "ā ī ū ē ļ" in windows-1257, Hebrew reads as Russian letters
+# each language's commonest words, which with its letter pairs tell apart the pages whose
+# letters read equally well (a word that languages of two pages share, as Czech and Italian
+# "a", tells little: the lists favour the words only one page's languages write, as Italian
+# "è", which is Czech "č"): French "â î û ç ï" are Latvian "ā ī ū ē ļ" in windows-1257, Hebrew
+# reads as Russian letters
 _COMMON = {language: frozenset(words.split()) for language, words in {
     "en": "the of and to in is for you not with this", "de": "der die das und ist nicht mit von",
     "fr": "de la le les et des un une pour est pas du à au sur il",
@@ -194,7 +199,8 @@ _COMMON = {language: frozenset(words.split()) for language, words in {
     "mk": "и во не на за да се од со е", "kk": "және мен бұл да де үшін бар",
     "el": "και το η ο να του της την για δεν με", "tr": "ve bir bu için ile da de değil",
     "az": "və bir bu üçün ilə da də", "he": "של את לא על הוא זה עם כל אם יש",
-    "ar": "في من على أن لا إلى هذا ما عن مع", "et": "ja on ei see et ka kui mis",
+    "ar": "في من على أن لا إلى هذا ما عن مع", "fa": "و در به از که این را با است برای",
+    "et": "ja on ei see et ka kui mis",
     "lv": "un ir ar par no uz kas nav vai", "lt": "ir į yra su kad ne per iš ar",
     "vi": "và của có không là cho được một này",
 }.items()}
@@ -216,10 +222,90 @@ _WORD = re.compile(rb"[A-Za-z\x80-\xff]*[\x80-\xff][A-Za-z\x80-\xff]*")
 _ASCII_WORD = re.compile(rb"(?<![A-Za-z\x80-\xff])[A-Za-z]+(?![A-Za-z\x80-\xff])")
 _SAMPLE_WORDS = 2_000
 _SAMPLE_LETTERS = 20_000
+# Which letters stand next to which tells apart the pages whose readings are all letters of
+# one of their languages: windows-1255's Hebrew letters are windows-1251's small Cyrillic
+# letters, all of them Russian's, but Hebrew read so gives pairs Russian seldom writes ("щм");
+# Latvian "ē ā ū" are French "ç â û" in windows-1252, where "çj" and "pç" are not French.
+# charset_pairs.txt lists, per language, the commonest pairs of its text as its page reads it
+# (letter_pairs), by level: a pair of level k makes about one in 2^k of the language's pairs;
+# a pair not listed counts as level UNLISTED (python -m model.corpus.charset_pairs makes it).
+PAIRS_FILE = Path(__file__).with_name("charset_pairs.txt")
+UNLISTED = 14
+# each of a language's commonest words in the file counts as this many levels of its pairs:
+# the words tell what the pairs do not see (words of ASCII letters: Croatian "je", "za")
+COMMON_WORD = 4
+
+
+def letter_pairs(words: Counter[str]) -> Counter[str]:
+    """The pairs of neighbouring characters of `words` (read, lower case, composed; with how
+    often each comes) that hold one past ASCII: a character that is no letter, and either end
+    of a word, as "_"."""
+    pairs: Counter[str] = Counter()
+    for word, count in words.items():
+        padded = f" {word} "
+        shown = padded.translate(_SHOWN)
+        last = -2  # the last character past ASCII: its pair with this one is counted
+        for i, ch in enumerate(padded):
+            if ch > "\x7f":
+                if last != i - 1:
+                    pairs[shown[i - 1:i + 1]] += count
+                pairs[shown[i:i + 2]] += count
+                last = i
+    return pairs
+
+
+class _Shown(dict):
+    """str.translate's table for letter_pairs: a character that is no letter, nor a mark on
+    one, becomes "_"; filled as characters come (a few hundred: the pages' and their
+    composed letters)."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        shown = ch if ch.isalpha() or unicodedata.category(ch).startswith("M") else "_"
+        self[code] = shown
+        return shown
+
+
+_SHOWN = _Shown()
+
+
+def read_words(data: bytes, page: str) -> Counter[str]:
+    """The words of `data` that have a byte past ASCII (the first _SAMPLE_WORDS), as read in
+    `page`: lower case, composed; with how often each comes."""
+    return _read(_sample(data), page)
+
+
+def _sample(data: bytes) -> list[bytes]:
+    return [m.group() for m in itertools.islice(_WORD.finditer(data), _SAMPLE_WORDS)]
+
+
+def _read(words: list[bytes], page: str) -> Counter[str]:
+    read: Counter[str] = Counter()
+    for word, count in Counter(words).items():
+        read[unicodedata.normalize("NFC", word.decode(page).lower())] += count
+    return read
+
+
+@functools.cache
+def _pair_levels() -> dict[str, dict[str, int]]:
+    """Each language's letter pairs with their levels (PAIRS_FILE)."""
+    levels: dict[str, dict[str, int]] = {}
+    for line in PAIRS_FILE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            language, level, *pairs = line.split(" ")
+            # languages share many pairs: one string each keeps the table small in memory
+            levels.setdefault(language, {}).update(dict.fromkeys(map(sys.intern, pairs),
+                                                                 int(level)))
+    return levels
 
 
 def _with_capitals(letters: str) -> frozenset[str]:
     return frozenset(letters) | {c.upper() for c in letters if len(c.upper()) == 1}
+
+
+def languages() -> list[str]:
+    """The languages whose letters the guess knows, of the single-byte pages."""
+    return list(_ALPHABETS)
 
 
 @functools.cache
@@ -250,7 +336,7 @@ def guess(data: bytes) -> str | None:
     and the double-byte page reads the whole file, looks right (LOOKS_RIGHT) and explains a
     larger share; None where no page explains more letters than it leaves unexplained."""
     present = set(data.translate(None, bytes(range(0x80))))
-    words = [m.group() for m in itertools.islice(_WORD.finditer(data), _SAMPLE_WORDS)]
+    words = _sample(data)
     plain = Counter(m.group().lower().decode() for m in
                     itertools.islice(_ASCII_WORD.finditer(data), _SAMPLE_WORDS))
     best, best_reading, letters = None, _Reading(), False
@@ -258,7 +344,7 @@ def guess(data: bytes) -> str | None:
         if present <= _reads(page):
             reading = _reading(words, plain, page)
             letters = letters or reading.explained + reading.unexplained > 0
-            if reading.explained > reading.unexplained and reading.rank > best_reading.rank:
+            if reading.explained > reading.unexplained and reading.beats(best_reading):
                 best, best_reading = page, reading
     # Thai's page reads Korean and Chinese text as Thai letters, often every one of them: a
     # double-byte page that explains as many goes on being tried (Thai text seldom reads as one)
@@ -272,7 +358,7 @@ def guess(data: bytes) -> str | None:
     double, double_reading = None, _Reading()
     for page in _DOUBLE_BYTE:
         reading = _double_byte_reading(data, page)
-        if reading and reading.looks_right and reading.rank > double_reading.rank:
+        if reading and reading.looks_right and reading.beats(double_reading):
             double, double_reading = page, reading
     if double and (double_reading.share > best_reading.share
                    or thai and double_reading.share == best_reading.share):
@@ -286,12 +372,31 @@ class _Reading:
 
     explained: int = 0  # letters past ASCII in the language's alphabet
     unexplained: int = 0
-    common: int = 0  # words among the language's commonest
+    # the languages of the page whose alphabets explain as many, and the file's words (with
+    # letters past ASCII, as bytes, read in `page`; without, lower case): what `fit` is told from
+    languages: tuple[str, ...] = ()
+    page: str = ""
+    words: list[bytes] = field(default_factory=list, compare=False)
+    plain: Counter[str] = field(default_factory=Counter, compare=False)
+
+    def beats(self, other: _Reading) -> bool:
+        """Letters first; where they tie, the letter pairs and the commonest words (fit)."""
+        if self.letters != other.letters:
+            return self.letters > other.letters
+        return self.fit > other.fit
 
     @property
-    def rank(self) -> tuple[int, int]:
-        """Letters first; where they tie, the commonest words."""
-        return self.explained - self.unexplained, self.common
+    def letters(self) -> int:
+        return self.explained - self.unexplained
+
+    @functools.cached_property
+    def fit(self) -> int:
+        """How like the likeliest of its languages the words are (_fit); counted only where
+        the letters tie, as the pairs take longer to count than the letters."""
+        read = _read(self.words, self.page)
+        pairs = letter_pairs(read)
+        return max((_fit(language, pairs, read, self.plain) for language in self.languages),
+                   default=0)
 
     @property
     def share(self) -> float:
@@ -308,10 +413,8 @@ def _reading(words: list[bytes], plain: Counter[str], page: str) -> _Reading:
     latin = page in _LATIN
     seen: Counter[str] = Counter()  # letters no word shows wrong
     wrong = 0
-    read = Counter()  # the words, lower case, composed
     for word in words:
         text = word.decode(page)
-        read[unicodedata.normalize("NFC", text.lower())] += 1
         if not latin and len(text) == 1:
             continue  # where Latin pages have a symbol («, ©), the others may have a letter
         mixed = not latin and re.search(rb"[A-Za-z]", word) is not None
@@ -326,11 +429,20 @@ def _reading(words: list[bytes], plain: Counter[str], page: str) -> _Reading:
                     seen[ch] += 1
             before = ch
     total = wrong + sum(seen.values())
-    return max((_Reading(explained, total - explained,
-                         sum(plain[w] + read[w] for w in _COMMON.get(language, ())))
-                for language, alphabet in _alphabets(page)
-                for explained in [sum(n for ch, n in seen.items() if ch in alphabet)]),
-               key=lambda reading: reading.rank, default=_Reading(0, total))
+    explained = {language: sum(n for ch, n in seen.items() if ch in alphabet)
+                 for language, alphabet in _alphabets(page)}
+    most = max(explained.values(), default=0)
+    return _Reading(most, total - most, tuple(k for k, n in explained.items() if n == most),
+                    page, words, plain)
+
+
+def _fit(language: str, pairs: Counter[str], read: Counter[str], plain: Counter[str]) -> int:
+    """How like `language` a reading is: minus the levels of its letter pairs (the likelier a
+    pair, the lower its level), plus COMMON_WORD for each of the language's commonest words
+    among its words (`read`: with letters past ASCII; `plain`: without)."""
+    levels = _pair_levels().get(language, {})
+    return (COMMON_WORD * sum(plain[w] + read[w] for w in _COMMON.get(language, ()))
+            - sum(n * levels.get(pair, UNLISTED) for pair, n in pairs.items()))
 
 
 def _double_byte_reading(data: bytes, page: str) -> _Reading | None:

@@ -791,11 +791,34 @@ def test_korean_and_chinese_subtitles_are_not_taken_for_thai(page, lines):
     assert extract(cues.encode(page), "srt", source_lang="auto").segments == lines
 
 
+@pytest.mark.parametrize(("page", "lines"), [
+    # windows-1255's Hebrew letters are windows-1251's small Cyrillic letters, all Russian's
+    ("cp1255", ["שלום, מה שלומך היום?", "הקובץ נשמר בהצלחה."]),
+    # Latvian "ē ā ū" are French "ç â û" in windows-1252
+    ("cp1257", ["Nevarēja atvērt datni", "Pārlūkot mapes"]),
+    # Romanian "ă" is Portuguese "ã" in windows-1252
+    ("cp1250", ["Salvează modificările?"]),
+    ("cp1250", ["Setări avansate"]),
+])
+def test_subtitles_whose_letters_read_as_another_language_are_read_by_their_letter_pairs(
+        page, lines):
+    """Each of these files reads in windows-1251 or 1252 as letters that all belong to one
+    language of that page (Hebrew as Russian, Latvian as French, Romanian as Portuguese), as
+    well as in its own page: letters alone do not tell, nor did the commonest words (none in
+    these lines); which letters stand next to which does ("щм", "çj" and "zã" are rare)."""
+    cues = "".join(f"{i}\r\n00:00:0{i},000 --> 00:00:0{i},900\r\n{line}\r\n\r\n"
+                   for i, line in enumerate(lines, 1))
+    assert extract(cues.encode(page), "srt", source_lang="auto").segments == lines
+
+
 def test_a_short_file_that_two_code_pages_read_equally_well_is_read_in_the_first():
     """Byte E8 is "č" in windows-1250 and "è" in windows-1252: a word with nothing else to tell
-    is read in windows-1252, the first of the pages in the documented order; a file no page
-    reads as letters of one language is read as windows-1252, as before, or refused."""
-    assert extract(b"Veli\xe8ina", "txt", source_lang="auto").segments == ["Velièina"]
+    (no language writes "wè" or "wč" often) is read in windows-1252, the first of the pages in
+    the documented order; a file no page reads as letters of one language is read as
+    windows-1252, as before, or refused."""
+    assert extract(b"w\xe8w", "txt", source_lang="auto").segments == ["wèw"]
+    assert extract(b"Veli\xe8ina", "txt", source_lang="auto").segments == [
+        "Veličina"]  # Croatian writes "ič" and "či", the languages of windows-1252 seldom "iè"
     assert extract(b"Veli\xe8ina je za", "txt", source_lang="auto").segments == [
         "Veličina je za"]  # two of Croatian's commonest words tell
     assert extract(b"(\xa9)", "txt", source_lang="auto").segments == ["(©)"]

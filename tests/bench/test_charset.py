@@ -1,4 +1,5 @@
-"""bench.charset: another revision's charset.py measured on the same files as this one's."""
+"""bench.charset: measured on the packages the letter pair table was not made from, against
+another revision's charset.py on the same files."""
 
 from __future__ import annotations
 
@@ -6,15 +7,14 @@ import json
 
 from app.documents import charset
 from bench import charset as bench
-from model.corpus.gettext import Message, write_mo
+from tests.model.corpus.test_charset_pairs import catalog
 
 
 def test_the_bench_measures_another_revision_on_the_same_files(tmp_path, capsys):
-    folder = tmp_path / "coreutils_9.1-1_amd64/usr/share/locale/lv/LC_MESSAGES"
-    folder.mkdir(parents=True)
+    catalog(tmp_path, "sed_4.9-1_amd64", "lv", "Pārlūkot mapes")  # the pair table's text
     lines = ["Nevarēja atvērt datni", "Saglabāt izmaiņas", "Lūdzu, uzgaidiet", "Ierīce"]
-    (folder / "x.mo").write_bytes(write_mo([Message(f"id{i}", (t,))
-                                            for i, t in enumerate(lines)]))
+    catalog(tmp_path, "coreutils_9.1-1_amd64", "lv", *lines)
+    assert sorted(bench.messages(tmp_path, "lv")) == sorted(lines)
     out = tmp_path / "report.json"
     bench.main(["--locales", str(tmp_path), "--files", "5", "--short", "3",
                 "--against", charset.__file__, "--json", str(out)])
