@@ -234,7 +234,7 @@ class Masked:
     neighbours: tuple[tuple[str, str], ...]
     where: tuple[tuple[int, int], ...]
     pairs: tuple[tuple[int, int], ...]
-    lines: tuple[tuple[str, int], ...] = ()
+    lines: tuple[tuple[str, int], ...]
 
     @property
     def count(self) -> int:
@@ -247,10 +247,11 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
     masks = _masks_for(spans, originals, style)
     out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
     newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
-    for span, token in zip(spans, masks, strict=True):
+    ends = _line_ends(text, spans) if "" in masks else []
+    for k, (span, token) in enumerate(zip(spans, masks, strict=True)):
         before, end, edge = text[pos : span.start], span.end, ""
         if not token:
-            before, end, edge = _taken_out(text, before, end, blank)
+            before, end, edge = _taken_out(text, before, end, blank, ends[k])
         out.append(before)
         newlines += before.count("\n")
         lines.append((edge, newlines))
@@ -292,19 +293,35 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
     )
 
 
-_LINE_REST = re.compile(rf"(?:[^\S\n]|{_EMOJI})*(?:\n|$)")  # blanks and emoji to a line's end
+_BLANKS = re.compile(r"[ \t]*")
 
 
-def _taken_out(text: str, before: str, end: int, blank: bool) -> tuple[str, int, str]:
+def _line_ends(text: str, spans: list[Span]) -> list[bool]:
+    """For each span, whether only blanks and emoji follow it on its line (one pass, from the
+    last span back)."""
+    ends = [False] * len(spans)
+    for k in reversed(range(len(spans))):
+        last = k + 1 == len(spans)
+        gap = text[spans[k].end : len(text) if last else spans[k + 1].start]
+        if "\n" in gap or last:
+            ends[k] = not gap.split("\n", 1)[0].strip()
+        else:
+            ends[k] = not gap.strip() and spans[k + 1].kind == "emoji" and ends[k + 1]
+    return ends
+
+
+def _taken_out(text: str, before: str, end: int, blank: bool, line_end: bool
+               ) -> tuple[str, int, str]:
     """A span taken out of `text` (an emoji) that ends at `end`, with `before` the text between
-    it and the previous span, and `blank` whether the masked text's last line is blank so far:
-    the text before it as it stays, where the text after it goes on, and the edge of its line it
-    stood at ("start", "end" or ""). The spaces between it and its line's text go with it;
-    between two words, a space."""
-    if _LINE_REST.match(text, end):  # (emoji after it on its line go too)
+    it and the previous span, `blank` whether the masked text's last line is blank so far and
+    `line_end` whether only blanks and emoji follow it on its line: the text before it as it
+    stays, where the text after it goes on, and the edge of its line it stood at ("start",
+    "end" or ""). The spaces between it and its line's text go with it; between two words, a
+    space."""
+    if line_end:  # (emoji after it on its line go too)
         return before.rstrip(" \t"), end, "end"
     if not before.rsplit("\n", 1)[-1].strip() and (blank or "\n" in before):
-        return before, end + len(text[end:]) - len(text[end:].lstrip(" \t")), "start"
+        return before, _BLANKS.match(text, end).end(), "start"
     if before[-1:].isspace() and text[end : end + 1] in (" ", "\t"):
         return before, end + 1, ""
     if before[-1:].strip() and text[end : end + 1].strip():
@@ -500,7 +517,7 @@ def _reinsert_at(
 ) -> tuple[int, tuple[bool, bool]]:
     """Where dropped mask i goes back, and its spacing (glued left, glued right)."""
     clean = places.clean
-    side, k = masked.lines[i] if masked.lines else ("", 0)
+    side, k = masked.lines[i]
     if side and (line := places.line(k)):  # to its line's start or end
         begin, text = line
         at = begin + (len(text) - len(text.lstrip()) if side == "start" else len(text.rstrip()))
