@@ -64,6 +64,7 @@ _NOT_TEXT = re.compile(r"(?i:true|false|yes|no|on|off|y|n|null|~|[-+]?\.inf|\.na
                        r"|[-+]?(?:0x[0-9a-fA-F_]+|0o[0-7_]+|[\d.][\d._:eE+-]*)"
                        r"|\d{4}-\d\d?-\d\d?(?:[Tt ].*)?")
 _INDICATORS = "-?:,[]{}#&*!|>'\"%@`"  # a plain YAML scalar starts with none of them
+JSON_MAX = 1 << 16  # characters of a JSON front matter at most
 _OPENS = re.compile(r"(?:---|\+\+\+|\{)[ \t]*")
 _JSON_KEY = re.compile(r'[ \t]*"([A-Za-z_][\w-]*)"[ \t]*:[ \t]*')
 _JSON_REST = re.compile(r"[ \t]*,?[ \t]*$")
@@ -102,11 +103,15 @@ def end(lines: list[str]) -> int | None:
             return i
         if first == "{" and line == "}":
             text = "".join(lines[: i + 1])
+            if len(text) > JSON_MAX:
+                return None  # (each `}` line parses it all again: a front matter is short)
             try:
                 return i if isinstance(json.loads(text), dict) else None
             except json.JSONDecodeError as error:
                 if error.pos < len(text.rstrip()):
                     return None  # no JSON (else an object in it closed here: read on)
+            except RecursionError:
+                return None  # nested deeper than any front matter
     return None
 
 

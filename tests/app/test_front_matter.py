@@ -165,5 +165,10 @@ def test_json_front_matter_is_read_as_hugo_reads_it():
         "params": {"description": "Nested values stay", "alt": "So do these"},
         "summary": "Schnell"}
     assert body == "Text.\n"
-    # a page that opens with a brace that is no JSON object is no front matter
+    # a page that opens with a brace that is no JSON object is no front matter; nor is one
+    # nested past Python's recursion limit, or longer than a front matter is
     assert extract(b"{\nOpen the file.\n}\n", "md").segments == ["{\nOpen the file.\n}"]
+    deep = "{\n" + '"a": {\n' * 2000 + "}\n" * 2001 + "\nText.\n"
+    assert extract(deep.encode(), "md").segments[-1] == "Text."
+    long = "{\n" + '"a": {\n' * 20 + '"b": 1,\n' * 20_000 + '"c": 2\n' + "}\n" * 21 + "\nText.\n"
+    assert extract(long.encode(), "md").segments[0].startswith('{\n"a"')
