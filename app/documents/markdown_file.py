@@ -76,10 +76,11 @@ _HARD_BREAK = re.compile(r"(?<!\\)(?:\\\\)*\\$")  # a line's last backslash, its
 # a Hugo shortcode (`{{< figure >}}`, `{{% note %}}`) or a Liquid tag or output (`{% include
 # x.html %}`, `{{ page.title }}`): template code, which stays as written. Its body holds no
 # brace, so the search for an unclosed one's end stops at the next brace. A Liquid comment or
-# raw tag closed on its line is template code up to its end tag: a comment's text is never
-# shown, a raw tag's is code
-_TEMPLATE = re.compile(r"\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\}"
-                       r"|\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}"
+# raw tag closed on its line, within 400 characters, is template code up to its end tag: a
+# comment's text is never shown, a raw tag's is code (the bound keeps the search for an end
+# tag from reading a long line again at each of many tags left open on it)
+_TEMPLATE = re.compile(r"\{%-?\s*comment\s*-?%\}.{0,400}?\{%-?\s*endcomment\s*-?%\}"
+                       r"|\{%-?\s*raw\s*-?%\}.{0,400}?\{%-?\s*endraw\s*-?%\}"
                        r"|\{\{[^{}\n]*\}\}|\{%[^{}\n]*%\}")
 # a template tag's opening and the end of its closing (a tag left open on its line runs to that
 # end, or to a blank line: a `{{` in prose that never closes keeps no more than its paragraph)
