@@ -34,13 +34,14 @@ import io
 import re
 import unicodedata
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 from pdfminer.converter import PDFPageAggregator
 from pdfminer.layout import (
     LAParams,
@@ -308,8 +309,15 @@ def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
 
 
 def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
-    return (outer[0] <= inner[0] + slack and outer[1] <= inner[1] + slack
-            and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
+    """Whether `outer` holds `inner`, within slack; either may be many boxes as columns
+    (x0s, y0s, x1s, y1s: see _columns), answered for each."""
+    return ((outer[0] <= inner[0] + slack) & (outer[1] <= inner[1] + slack)
+            & (outer[2] >= inner[2] - slack) & (outer[3] >= inner[3] - slack))
+
+
+def _columns(boxes) -> np.ndarray:
+    """Boxes as one array of their x0s, y0s, x1s and y1s: (4, N)."""
+    return np.array(boxes, dtype=float).reshape(-1, 4).T
 
 
 def _items(box: LTTextBox, looks: list[_Look | None],
@@ -599,11 +607,13 @@ def _rebuild(data: bytes, blocks: list[Block], pages: list[Page],
              translations: list[str]) -> bytes:
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     done: set[int] = set()  # form XObjects already stripped (pages share them)
+    texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
+    on_page: dict[int, list[tuple[Block, str]]] = defaultdict(list)
+    for block, text in zip(blocks, texts, strict=True):
+        on_page[block.page].append((block, text))
     for number, page in enumerate(writer.pages):
         _strip_text(page, writer, done)
-        texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
-        drawn = [(b, t) for b, t in zip(blocks, texts, strict=True) if b.page == number]
-        if drawn:
+        if drawn := on_page.get(number):
             overlay = PdfReader(io.BytesIO(_overlay(drawn, pages[number]))).pages[0]
             overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
             overlay.cropbox = page.cropbox
@@ -649,9 +659,9 @@ def _overlay(drawn: list[tuple[Block, str]], space: Page) -> bytes:
     out = io.BytesIO()
     page = canvas.Canvas(out)
     page.transform(*_inverse(space.matrix))  # pdfminer's page space -> the page's user space
-    for block, text in drawn:
-        texts = [b.box for b, _ in drawn if b is not block]
-        _draw(page, block, " ".join(text.split()), _rooms(block, space, texts))
+    rooms = _page_rooms([block for block, _ in drawn], space)
+    for (block, text), room in zip(drawn, rooms, strict=True):
+        _draw(page, block, " ".join(text.split()), room)
     page.showPage()
     page.save()
     return out.getvalue()
@@ -694,38 +704,48 @@ def _word_space(line: str, font: str, size: float, width: float) -> float:
     return extra / spaces if spaces and 0 < extra <= STRETCH * natural else 0.0
 
 
-def _rooms(block: Block, page: Page, texts: list[Box]) -> list[Box]:
+def _page_rooms(blocks: list[Block], page: Page) -> list[list[Box]]:
+    """The rooms of each of a page's blocks (_rooms), its boxes made into arrays once."""
+    texts = _columns([b.box for b in blocks])
+    boxes = np.concatenate([texts, _columns(page.graphics)], axis=1)
+    return [_rooms(block, page, texts, boxes) for block in blocks]
+
+
+def _rooms(block: Block, page: Page, texts: np.ndarray, boxes: np.ndarray) -> list[Box]:
     """The boxes the block's translation may take, in the order they are tried: its own box;
     grown down at its width (a paragraph keeps its column's lines); grown down and sideways:
     to the right, a centred block both ways (staying centred), a right-aligned one to the
     left. Growing stops at the page's frame and crop box, at a ruled box around the block,
     and short of another block or a graphic below it or beside it; what lies inside the
-    block's own box (an underline, a highlight) does not count."""
+    block's own box (an underline, a highlight) does not count. `texts`: the boxes of the
+    page's blocks, `boxes`: those and its graphics' (as _columns); the block's own box among
+    them lies inside it, so counts for nothing. Each rule looks at all of them at once: the
+    nearest box on a side is the one that stops the growing."""
     x0, y0, x1, y1 = block.box
     gap = GAP * block.size
     left, bottom, right, _ = page.frame
-    others = [o for o in texts + list(page.graphics) if not _around(block.box, o)]
-    apart = [o for o in others if not _around(o, block.box)]
-    for ox0, oy0, ox1, oy1 in (o for o in others if _around(o, block.box)):  # a cell, a frame
+    others = boxes[:, ~_around(block.box, boxes)]
+    holds = _around(others, block.box)
+    for ox0, oy0, ox1, oy1 in others[:, holds].T.tolist():  # a cell, a frame
         pad = min(max(x0 - ox0, 1.0), gap)  # as far from its rules as the text was
-        if not all(_around((ox0, oy0, ox1, oy1), t) for t in texts):  # not the background
+        if not _around((ox0, oy0, ox1, oy1), texts).all():  # not the background
             bottom = oy0 + pad  # the box, not the page's lowest text, ends it
         left, right = max(left, ox0 + pad), min(right, ox1 - pad)
     left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
     bottom = max(min(bottom, y0), page.crop[1])
-    for ox0, oy0, ox1, oy1 in apart:
-        if oy0 < y1 and oy1 > y0:  # beside it
-            if ox0 + ox1 > x0 + x1:
-                right = min(right, max(ox0 - gap, x1))
-            else:
-                left = max(left, min(ox1 + gap, x0))
+    ox0, oy0, ox1, oy1 = others[:, ~holds]
+    beside = (oy0 < y1) & (oy1 > y0)
+    after = ox0 + ox1 > x0 + x1
+    if (on_right := beside & after).any():
+        right = min(right, max(float(ox0[on_right].min()) - gap, x1))
+    if (on_left := beside & ~after).any():
+        left = max(left, min(float(ox1[on_left].max()) + gap, x0))
 
     def grown(a: float, b: float) -> Box:  # down as far as the span from a to b is free
-        low = bottom
-        for ox0, oy0, ox1, oy1 in apart:
-            if ox0 < b and ox1 > a and oy0 + oy1 < y0 + y1:
-                low = max(low, min(oy1 + gap, y0))
-        return a, low, b, y1
+        below = (ox0 < b) & (ox1 > a) & (oy0 + oy1 < y0 + y1)
+        if not below.any():
+            return a, bottom, b, y1
+        return a, max(bottom, min(float(oy1[below].max()) + gap, y0)), b, y1
 
     if block.align == "centre":
         half = min((x0 + x1) / 2 - left, right - (x0 + x1) / 2)

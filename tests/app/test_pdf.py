@@ -6,6 +6,7 @@ of the source text is left, images and links are kept; hostile files are refused
 from __future__ import annotations
 
 import io
+import random
 import sys
 import time
 import zlib
@@ -216,6 +217,100 @@ def test_a_block_grows_inside_its_ruled_box_never_over_it_nor_over_the_next_bloc
     heading, chars = got[longer[0]]
     assert not overlap(heading, doc.state[1][1].box)
     assert chars[0].size < 14  # no room: drawn smaller, in its line
+
+
+def all_pairs_rooms(block, page, texts):
+    """The rooms of a block by the rules as first written, every other box of the page looked
+    at one by one: the reference for the rooms worked out on arrays."""
+    def around(outer, inner):
+        return (outer[0] <= inner[0] + 1 and outer[1] <= inner[1] + 1
+                and outer[2] >= inner[2] - 1 and outer[3] >= inner[3] - 1)
+
+    x0, y0, x1, y1 = block.box
+    gap = pdf_file.GAP * block.size
+    left, bottom, right, _ = page.frame
+    others = [o for o in texts + list(page.graphics) if not around(block.box, o)]
+    apart = [o for o in others if not around(o, block.box)]
+    for ox0, oy0, ox1, oy1 in (o for o in others if around(o, block.box)):
+        pad = min(max(x0 - ox0, 1.0), gap)
+        if not all(around((ox0, oy0, ox1, oy1), t) for t in texts):
+            bottom = oy0 + pad
+        left, right = max(left, ox0 + pad), min(right, ox1 - pad)
+    left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
+    bottom = max(min(bottom, y0), page.crop[1])
+    for ox0, oy0, ox1, oy1 in apart:
+        if oy0 < y1 and oy1 > y0:
+            if ox0 + ox1 > x0 + x1:
+                right = min(right, max(ox0 - gap, x1))
+            else:
+                left = max(left, min(ox1 + gap, x0))
+
+    def grown(a, b):
+        low = bottom
+        for ox0, oy0, ox1, oy1 in apart:
+            if ox0 < b and ox1 > a and oy0 + oy1 < y0 + y1:
+                low = max(low, min(oy1 + gap, y0))
+        return a, low, b, y1
+
+    if block.align == "centre":
+        half = min((x0 + x1) / 2 - left, right - (x0 + x1) / 2)
+        wide = grown((x0 + x1) / 2 - half, (x0 + x1) / 2 + half)
+    elif block.align == "right":
+        wide = grown(left, x1)
+    else:
+        wide = grown(x0, right)
+    return [block.box, wide] if block.lines == 1 else [block.box, grown(x0, x1), wide]
+
+
+def crowded_page(seed: int) -> tuple[list[pdf_file.Block], pdf_file.Page]:
+    """A page of some 70 blocks: three columns of blocks one under another, a few apart, and
+    stray blocks across them (labels, a figure's captions), some boxed (a frame or a table's
+    cell around them), some underlined, some sharing their box with another, over a
+    background, with rules and images between them; some places whole numbers."""
+    rnd = random.Random(seed)
+    blocks, graphics = [], []
+
+    def block(x0: float, y1: float, width: float) -> pdf_file.Block:
+        size, lines = rnd.choice([8, 10, 10, 12.5, 18]), rnd.choice([1, 1, 2, 3, 5])
+        return pdf_file.Block(
+            page=0, box=(x0, y1 - 1.2 * size * lines, x0 + width, y1), size=size, pitch=1.2,
+            bold=False, italic=False, colour=(0.0,), lines=lines,
+            align=rnd.choice(["left", "centre", "right", "justified"]))
+
+    for column in (40, 216, 392):
+        y1 = 770.0
+        while y1 > 80:
+            blocks.append(block(column, y1, rnd.choice([170, rnd.uniform(20, 170)])))
+            y1 = blocks[-1].box[1] - rnd.choice([2, 6, rnd.uniform(1, 60)])
+    for _ in range(20):
+        blocks.append(block(rnd.uniform(20, 500), float(rnd.randrange(60, 780)),
+                            rnd.uniform(8, 200)))
+    blocks += [pdf_file.replace(b, lines=1) for b in rnd.sample(blocks, 5)]  # the same box
+    for b in rnd.sample(blocks, 20):
+        x0, y0, x1, y1 = b.box
+        graphics.append((x0 - rnd.uniform(0, 8), y0 - rnd.uniform(0, 40),
+                         x1 + rnd.uniform(0, 30), y1 + rnd.uniform(0, 8)))  # around it
+        graphics.append((x0, y0 - 1, x1, y0 + 0.5))  # an underline
+    graphics += [(0, 0, 612, 792), (36, 36, 576, 780)]  # a background, a page's frame
+    for _ in range(20):  # rules, images
+        x, y = rnd.uniform(0, 600), rnd.uniform(0, 780)
+        graphics.append((x, y, x + rnd.choice([0.4, rnd.uniform(1, 200)]),
+                         y + rnd.choice([0.4, rnd.uniform(1, 120)])))
+    page = pdf_file.Page(matrix=(1, 0, 0, 1, 0, 0), crop=(0, 0, 612, 792),
+                         graphics=tuple(graphics), frame=(40, 20, 566, 792))
+    return blocks, page
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_rooms_of_a_crowded_page_are_those_of_every_box_looked_at_one_by_one(seed):
+    blocks, page = crowded_page(seed)
+    want = [all_pairs_rooms(b, page, [o.box for o in blocks if o is not b]) for b in blocks]
+    assert pdf_file._page_rooms(blocks, page) == want
+    # the page tries the rules: blocks grown down and sideways, blocks held by their neighbours
+    widest = [(b.box, rooms[-1]) for b, rooms in zip(blocks, want, strict=True)]
+    assert sum(room[1] < box[1] for box, room in widest) > 10
+    assert sum(room[2] > box[2] for box, room in widest) > 5
+    assert sum(room == box for box, room in widest) > 20
 
 
 def test_a_centred_heading_stays_centred():
