@@ -5,8 +5,9 @@ For each PDF under the folder (searched recursively, sorted): the CPU seconds of
 `pdf_file.extract` and of `pdf_file.rebuild` (the fake translation of bench.documents_wild:
 each word's letters reversed), the best of --repeat runs of each code, alternating, and their
 ratios (base / now: above 1, now is faster). Each file is checked the same with both codes: the
-same segments, the same blocks and pages (every field), and a byte-identical translated PDF;
-a file that differs is named and the run exits 1. The files come from the caller; nothing is
+same segments, the same blocks and pages (every field), and a byte-identical translated PDF
+(or the same refusal, where no font here draws the fake translation); a file that differs is
+named and the run exits 1. The files come from the caller; nothing is
 downloaded.
 
     python -m bench.pdf_rebuild /tmp/pdfs
@@ -20,6 +21,7 @@ import dataclasses
 import gc
 import importlib.util
 import logging
+import math
 import subprocess
 import sys
 import tempfile
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from app.documents import pdf_file
+from app.documents import DocumentError, pdf_file
 from bench.documents_wild import reverse
 
 MODULE = "app/documents/pdf_file.py"
@@ -73,12 +75,24 @@ def measure(data: bytes, codes: dict[str, ModuleType], repeat: int) -> dict:
             doc, seconds = cpu(lambda code=code: code.extract(data))
             best[name, "extract"] = min(best[name, "extract"], seconds)
             translations = reverse(doc.segments)
-            out, seconds = cpu(lambda code=code, doc=doc, t=translations: code.rebuild(doc, t))
-            best[name, "rebuild"] = min(best[name, "rebuild"], seconds)
+            try:
+                out, seconds = cpu(lambda code=code, doc=doc, t=translations:
+                                   code.rebuild(doc, t))
+                best[name, "rebuild"] = min(best[name, "rebuild"], seconds)
+            except DocumentError as exc:  # (a translation no font here draws: no time)
+                out = f"refused: {exc}"
             results[name] = (state(doc), out)
     (read_a, out_a), (read_b, out_b) = results.values()
     return {"best": best, "same_read": read_a == read_b, "same_pdf": out_a == out_b,
-            "segments": len(read_a[0]), "pages": len(read_a[2])}
+            "segments": len(read_a[0]), "pages": len(read_a[2]),
+            "refused": out_a if isinstance(out_a, str) else ""}
+
+
+def cell(base: float, now: float) -> str:
+    """Two times and their ratio, or dashes where there are none (a refused rebuild)."""
+    if math.isinf(base + now) or not now:
+        return f"{'-':>12} {'-':>6} {'-':>5}"
+    return f"{base:12.2f} {now:6.2f} {base / now:5.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,15 +114,16 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for step in ("extract", "rebuild"):
             base, now = r["best"]["base", step], r["best"]["now", step]
-            totals[step] = (totals[step][0] + base, totals[step][1] + now)
-            cells.append(f"{base:12.2f} {now:6.2f} {base / now:5.2f}")
+            if not math.isinf(base + now):
+                totals[step] = (totals[step][0] + base, totals[step][1] + now)
+            cells.append(cell(base, now))
         same = r["same_read"] and r["same_pdf"]
         if not same:
             differ.append(path.name)
         print(f"{path.name[:32]:32} {r['pages']:5} {r['segments']:6} | {cells[0]} | {cells[1]} "
-              f"| {'yes' if same else 'NO: ' + ('read' if not r['same_read'] else 'pdf')}",
-              flush=True)
-    cells = [f"{b:12.2f} {n:6.2f} {b / n:5.2f}" for b, n in totals.values()]
+              f"| {'yes' if same else 'NO: ' + ('read' if not r['same_read'] else 'pdf')}"
+              f" {r['refused'][:60]}", flush=True)
+    cells = [cell(base, now) for base, now in totals.values()]
     print(f"{'all':32} {'':5} {'':6} | {cells[0]} | {cells[1]} |")
     if differ:
         print(f"different output: {', '.join(differ)}")

@@ -628,7 +628,7 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
     """Take the text-showing operators out of the page and of the form XObjects it draws."""
     contents = page.get_contents()
     if contents is not None:
-        contents.operations = [op for op in contents.operations if op[1] not in _SHOW_TEXT]
+        _drop_text(contents)
         page.replace_contents(contents)
     stack = [page.get("/Resources")]
     while stack:
@@ -641,17 +641,85 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
             done.add(ref.idnum)
             content = ContentStream(form, writer)  # decodes the stream (pypdf keeps it)
             try:
-                operations = content.operations
+                _drop_text(content)
             except PyPdfError:
                 # a figure whose stream inflates to what pypdf cannot parse (damaged) is kept
                 # as it was: refused, the whole document went untranslated for one figure
                 continue
-            content.operations = [op for op in operations if op[1] not in _SHOW_TEXT]
             # pypdf re-encodes with Flate only: other filters (ASCII85 ...) give way to it
             form[NameObject("/Filter")] = NameObject("/FlateDecode")
             form.pop("/DecodeParms", None)
             form.set_data(content.get_data())
             stack.append(form.get("/Resources"))
+
+
+def _drop_text(content: ContentStream) -> None:
+    """Take the text-showing operations out of a content stream: pypdf parses what is left
+    (PyPdfError where it cannot), the most of a page of text (its strings) skipped before."""
+    if (kept := _without_text(content.get_data())) is not None:
+        content.set_data(kept)
+    content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
+
+
+# A content stream's tokens as pypdf's parser reads them (ContentStream._parse_content_stream,
+# read_object), in only the forms it reads one way and without error: whitespace (no NUL, no
+# vertical tab), comments ended by a line's end, literal strings (a backslash takes the next
+# byte; parentheses nested one deep), hex strings, numbers (pypdf's characters, short of its
+# look-ahead), names, operators (a letter, ' or " first), arrays and dictionaries nested two
+# deep, true, false and null only inside them (outside, pypdf reads them as operators).
+_SPACE = rb"(?:[\t\n\f\r ]++|%[^\r\n]*+[\r\n])*+"
+_END = rb"(?=[\t\n\f\r ()<>\[\]{}/%]|\Z)"
+_STRING = rb"\((?:[^()\\]++|\\.|\((?:[^()\\]++|\\.)*+\))*+\)"
+_HEX = rb"<[0-9A-Fa-f\t\n\f\r \x00]*+>"
+_NUMBER = rb"[+\-.0-9][+,\-.0-9]{0,18}+(?![+,\-.0-9])"
+_NAME = rb"/[^\t\n\f\r\v ()<>\[\]{}/%\x00]{0,127}+" + _END
+_INNER = rb"(?:%s|%s|%s|%s|(?:true|false|null)%s)" % (_STRING, _HEX, _NUMBER, _NAME, _END)
+
+
+def _nested(value: bytes) -> tuple[bytes, bytes]:
+    """An array and a dictionary of values (a dictionary followed by `stream` is a stream's)."""
+    return (rb"\[%s(?:%s%s)*+\]" % (_SPACE, value, _SPACE),
+            rb"<<%s(?:%s%s%s%s)*+>>(?![\t\n\f\r \x00]*+stream)"
+            % (_SPACE, _NAME, _SPACE, value, _SPACE))
+
+
+_ARRAY, _DICT = _nested(rb"(?:%s|%s|%s)" % ((_INNER, *_nested(_INNER))))
+_OPERATION = re.compile(
+    rb"%s(?P<operands>(?:(?:%s|%s|%s|%s|%s|%s)%s)*+)(?P<operator>['\"A-Za-z]"
+    rb"[^\t\n\f\r\v ()<>\[\]{}/%%\x00]{0,31}+)%s"
+    % (_SPACE, _STRING, _HEX, _NUMBER, _NAME, _ARRAY, _DICT, _SPACE, _END), re.S)
+# what a text-showing operator takes: strings, numbers, arrays of them (at most 10,000: pypdf
+# refuses an array past 100,000 elements, which the stream would no longer hold)
+_SHOWN = re.compile(rb"(?:(?:%s|%s|%s|\[%s(?:(?:%s|%s|%s)%s){0,10000}+\])%s)*+"
+                    % (_STRING, _HEX, _NUMBER, _SPACE, _STRING, _HEX, _NUMBER, _SPACE, _SPACE),
+                    re.S)
+_TRAILING = re.compile(_SPACE)
+# a stream this long could pass pypdf's budget of tokens per stream (2,000,000 by default:
+# none takes less than a byte); with its text taken out first, it would pass no longer
+_SCANNED = 1_000_000
+
+
+def _without_text(data: bytes) -> bytes | None:
+    """The content stream's bytes with each text-showing operation (its operands too) taken
+    out, a space left for it, the rest byte for byte: pypdf's parse of them is its parse of the
+    whole stream less those operations. None where the stream holds what the tokens above do
+    not read (an inline image, deeper nesting, a byte no token starts with), or is too long:
+    then pypdf parses it whole, as it did."""
+    if len(data) > _SCANNED:
+        return None
+    pieces, kept, end = [], 0, 0
+    while m := _OPERATION.match(data, end):
+        if m["operator"] == b"BI":
+            return None
+        end = m.end()
+        if m["operator"] in _SHOW_TEXT:
+            if not _SHOWN.fullmatch(data, m.start("operands"), m.start("operator")):
+                return None
+            pieces.append(data[kept:m.start("operands")])
+            kept = end
+    if not _TRAILING.fullmatch(data, end):
+        return None
+    return b" ".join([*pieces, data[kept:]])
 
 
 def _overlay(drawn: list[tuple[Block, str]], space: Page) -> bytes:

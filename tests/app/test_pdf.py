@@ -21,6 +21,7 @@ from pdfminer.high_level import extract_pages, extract_text  # noqa: E402
 from pdfminer.layout import LAParams, LTChar, LTTextBox  # noqa: E402
 from pypdf import PdfReader, PdfWriter  # noqa: E402
 from pypdf.generic import (  # noqa: E402
+    ContentStream,
     DecodedStreamObject,
     DictionaryObject,
     NameObject,
@@ -360,6 +361,83 @@ def test_a_longer_translation_is_drawn_smaller_where_no_room_is_left():
         others = [b.box for j, b in enumerate(doc.state[1]) if j != k]
         assert not any(overlap(box, other) for other in others), k
         assert box[1] > 160 or box[0] > 140  # not over the image
+
+
+def parsed(data: bytes, shown: bool = False) -> bytes | str:
+    """What pypdf makes of a content stream (the bytes it writes), its text-showing operations
+    taken out unless `shown`, or the error it raises."""
+    stream = ContentStream(None, None)
+    stream.set_data(data)
+    try:
+        stream.operations = [op for op in stream.operations
+                             if shown or op[1] not in pdf_file._SHOW_TEXT]
+    except Exception as exc:
+        return type(exc).__name__
+    return stream.get_data()
+
+
+# content streams the text scan reads: pypdf must make of what it leaves what it made of
+# the whole, less the text
+SCANNED = [
+    b"BT /F1 12 Tf 72 700 Td (Hello) Tj ET",
+    b"BT[(A)-250(B)]TJ/F2 9 Tf(C)Tj ET",  # no spaces
+    b"BT (a \\) b) Tj (c(d)e) Tj (x\\\\) Tj (\\(\\() Tj (\\\n) Tj ET",  # escapes, nesting
+    b"BT <48 65 6c6C6f> Tj <> Tj <4> Tj ET",
+    b"BT 1 2 (x) \" (y) ' T* 0 -12 TD ET",
+    b"% (not a string\nBT (a%b) Tj % Tj in a comment\n ET\r% last\r",
+    b"/Span <</ActualText (Tj) /A [1 (TJ) true] /B <</C null>> /MCID 3>> BDC BT (x) Tj ET EMC",
+    b"/GS1 gs 0.5 0 0 0.5 10 10 cm /Im1 Do [3 2] 0 d 1,5 w",
+    b"BT (x) Tj ET 1 0 R",  # pypdf fails on the reference either way
+    b"BT 910.60.852 0 Td (x) Tj ET",  # a damaged number: 0 to pypdf
+    b"true false (x) Tj",  # operators to pypdf, outside an array
+    b"BT 1 2 Tj 3 (x) TJ Tj ET",
+    b"",
+]
+# streams it leaves to pypdf whole
+UNSCANNED = [
+    b"q BI /W 6 /H 1 /BPC 8 /CS /G ID (x)Tj EI Q BT (y) Tj ET",  # an inline image's bytes
+    b"BT (unclosed Tj ET",
+    b"BT (x) Tj ET \x00 q Q",
+    b"BT (x) Tj\x0bET",
+    b"BT [(a) /Name] TJ ET",
+    b"BT [(a) [(b)]] TJ ET",
+    b"/P <</A <</B [1]>>>> BDC",  # nested deeper than the scan reads
+    b"BT (a(b(c))) Tj ET",
+    b"BT 12345678901234567890123 (x) Tj ET",
+    b"BT <4G> Tj ET",
+    b"<</A 1>> stream\nxx\nendstream",
+    b"BT [1 0 R] TJ ET",
+    b"BT (x) Tj ET % a comment at the end",
+    b"BT (x) Tj ET 5",
+    b"BT {(x)} Tj ET",
+]
+
+
+@pytest.mark.parametrize("data", SCANNED + UNSCANNED)
+def test_text_taken_out_before_pypdf_parses_leaves_what_pypdf_would(data):
+    kept = pdf_file._without_text(data)
+    assert (kept is not None) == (data in SCANNED)
+    if kept is not None:  # (none left to take out)
+        assert parsed(kept, shown=True) == parsed(data)
+
+
+def test_text_taken_out_of_streams_put_together_at_random_leaves_what_pypdf_would():
+    rnd = random.Random(7)
+    pieces = [b"(a)", b"(b\\)c)", b"(d(e)f)", b"<6162>", b"[(g) -20 <68>]", b"12", b"-3.5",
+              b"1,5", b"/F1", b"/Name#20x", b"<</K (v) /L [1 true]>>", b"[1 2]", b"true",
+              b"null", b"Tj", b"TJ", b"'", b'"', b"Tf", b"Td", b"BT", b"ET", b"q", b"Q", b"cm",
+              b"re", b"BDC", b"%c Tj\n", b"(", b")", b"]", b"\x00", b"BI", b"stream",
+              b"0 R", b"<<", b">>"]
+    separators = [b" ", b"", b"\n", b"\r\n", b"\t", b"  "]
+    scanned = 0
+    for _ in range(3000):
+        data = b"".join(rnd.choice(pieces) + rnd.choice(separators)
+                        for _ in range(rnd.randrange(1, 12)))
+        kept = pdf_file._without_text(data)
+        if kept is not None:
+            scanned += 1
+            assert parsed(kept, shown=True) == parsed(data), data
+    assert scanned > 300
 
 
 def test_text_in_a_form_xobject_is_read_and_removed():
