@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from pdfminer.converter import PDFPageAggregator
@@ -175,16 +176,17 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
         layout = device.get_result()
-        texts = [(box, [_look(line) for line in _lines(box)]) for box in _text_boxes(layout)]
-        pitches = _page_pitches([looks for _, looks in texts])
-        found = [(_block(number, lines), _join([_clean(line.get_text()) for line in lines]))
-                 for box, looks in texts for lines in _items(box, looks, pitches)]
+        boxes = [(box, _lines(box)) for box in _text_boxes(layout)]
+        pitches = _page_pitches([[line.look for line in lines] for _, lines in boxes])
+        found = [(_block(number, item), _join([_clean(line.text) for line in item]))
+                 for box, lines in boxes for item in _items(box, lines, pitches)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
         first = len(segments)
+        page_blocks = [b for b, _ in found]
         for block, text in found:
-            block = _aligned(block, space, [b for b, _ in found])
+            block = _aligned(block, space, page_blocks)
             if block.code:
                 kept.append(block)
             else:
@@ -320,16 +322,15 @@ def _columns(boxes) -> np.ndarray:
     return np.array(boxes, dtype=float).reshape(-1, 4).T
 
 
-def _items(box: LTTextBox, looks: list[_Look | None],
-           page_pitches: list[tuple[float, float]]) -> list[list[LTTextLine]]:
+def _items(box: LTTextBox, lines: list[_Line],
+           page_pitches: list[tuple[float, float]]) -> list[list[_Line]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet, and where the
     look changes (pdfminer often boxes a heading with the paragraph under it): a line in
     another size or weight than the line before, or further below it than the box's lines
     usually are (a box of two lines has too few to tell: further below than any box of the
     page in their size sets its lines, `page_pitches`)."""
-    lines = _lines(box)
-    known = [x for x in looks if x is not None]
+    known = [line.look for line in lines if line.look is not None]
     usual = _usual_pitch(_steps(known))
     pitch = usual[1] if usual else None
     if usual is None and known and known[0].size:
@@ -338,28 +339,41 @@ def _items(box: LTTextBox, looks: list[_Look | None],
                     default=None)
         # judged by the page, a line of a letter or two (a formula's symbol that TeX set apart
         # from its sentence, a matrix's numbers) is no paragraph of its own
-        if any(sum(c.isalpha() for c in line.get_text()) < 3 for line in lines):
+        if any(sum(c.isalpha() for c in line.text) < 3 for line in lines):
             pitch = None
-    groups: list[list[LTTextLine]] = []
+    groups: list[list[_Line]] = []
     before = None
-    for line, look in zip(lines, looks, strict=True):
-        text = line.get_text().strip()
+    for line in lines:
+        text = line.text.strip()
         if (not groups or _BULLET.match(text) or _ends(groups[-1][-1], box)
-                or _new_look(before, look, text) or _apart(before, look, pitch)):
+                or _new_look(before, line.look, text) or _apart(before, line.look, pitch)):
             groups.append([])
         groups[-1].append(line)
-        before = look or before
+        before = line.look or before
     return groups
 
 
 @dataclass(frozen=True)
 class _Look:
     """A line's baseline, font size and share of bold characters, from most of its
-    characters (a raised footnote mark or a bold word does not change them)."""
+    characters (a raised footnote mark or a bold word does not change them), and where its
+    visible characters start and end (a space drawn at its end, as word processors do, is no
+    part of it)."""
 
     base: float
     size: float | None  # None: the line is all code, whose size says nothing of a heading
     bold: float
+    start: float
+    end: float
+
+
+class _Line(NamedTuple):
+    """A line of a text box as read once: pdfminer's line, its text and its look (None:
+    nothing visible on it)."""
+
+    line: LTTextLine
+    text: str
+    look: _Look | None
 
 
 def _look(line: LTTextLine) -> _Look | None:
@@ -370,11 +384,13 @@ def _look(line: LTTextLine) -> _Look | None:
     sizes = sorted(c.size for c in chars if not _monospaced(c))
     return _Look(base=sorted(c.matrix[5] for c in chars)[len(chars) // 2],  # the origin's y
                  size=sizes[len(sizes) // 2] if sizes else None,
-                 bold=sum(_bold(c.fontname) for c in chars) / len(chars))
+                 bold=sum(_bold(c.fontname) for c in chars) / len(chars),
+                 start=min(c.x0 for c in chars), end=max(c.x1 for c in chars))
 
 
-def _lines(box: LTTextBox) -> list[LTTextLine]:
-    return [line for line in box if isinstance(line, LTTextLine)]
+def _lines(box: LTTextBox) -> list[_Line]:
+    return [_Line(line, line.get_text(), _look(line)) for line in box
+            if isinstance(line, LTTextLine)]
 
 
 def _steps(looks: list[_Look]) -> list[tuple[float, float]]:
@@ -419,11 +435,11 @@ def _apart(before: _Look | None, look: _Look | None, pitch: float | None) -> boo
             and before.base - look.base > GAP_PITCH * pitch)
 
 
-def _ends(line: LTTextLine, box: LTTextBox) -> bool:
-    text = line.get_text().strip()
+def _ends(line: _Line, box: LTTextBox) -> bool:
+    text = line.text.strip()
     if _LEADERS.search(text):
         return True
-    return text.endswith((".", "!", "?", ":")) and box.x1 - line.x1 > 0.15 * box.width
+    return text.endswith((".", "!", "?", ":")) and box.x1 - line.line.x1 > 0.15 * box.width
 
 
 def _clean(text: str) -> str:
@@ -447,7 +463,8 @@ def _join(lines: list[str]) -> str:
     return text
 
 
-def _block(page: int, lines: list[LTTextLine]) -> Block:
+def _block(page: int, item: list[_Line]) -> Block:
+    lines = [line.line for line in item]
     chars = [c for line in lines for c in line if isinstance(c, LTChar)]
     sizes = sorted(c.size for c in chars)
     size = sizes[len(sizes) // 2]
@@ -456,8 +473,8 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
         pitch = min(max((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) / size, 1.0), 1.8)
     code = ()
     if 2 * sum(_monospaced(c) for c in chars) > len(chars):
-        code = tuple((line.x0, line.y0, _UNMAPPED.sub("", line.get_text()).rstrip())
-                     for line in lines)
+        code = tuple((line.x0, line.y0, _UNMAPPED.sub("", text).rstrip())
+                     for line, text, _ in item)
     # one look for the whole block: most of its characters' (a bold word or a link in a
     # sentence does not make it all bold or blue)
     (bold, italic, colour), _ = Counter(_styles(chars)).most_common(1)[0]
@@ -469,7 +486,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
             align = "centre"
         elif _same(ends, size):
             align = "right"
-    flush = _flush(lines, size)
+    flush = _flush(item, size)
     if align == "left" and flush >= JUSTIFIED_LINES:
         align = "justified"
     return Block(
@@ -481,15 +498,15 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     )
 
 
-def _flush(lines: list[LTTextLine], size: float) -> int:
+def _flush(lines: list[_Line], size: float) -> int:
     """How many lines but the last end at the block's right edge with two words or more, the
     lines under the first starting at one place (the first may be indented, a list item's
     bullet hang out); 0 unless all of them do."""
-    reach = [_reach(line) for line in lines]
-    if len(lines) < 2 or None in reach:
+    looks = [line.look for line in lines]
+    if len(lines) < 2 or None in looks:
         return 0
-    starts, ends = zip(*reach, strict=True)
-    if (all(len(_WORD.findall(line.get_text())) > 1 for line in lines[:-1])
+    starts, ends = [look.start for look in looks], [look.end for look in looks]
+    if (all(len(_WORD.findall(line.text)) > 1 for line in lines[:-1])
             and max(ends) - min(ends[:-1]) <= _slack(size)
             and max(starts[1:]) - min(starts[1:]) <= _slack(size)):
         return len(lines) - 1
@@ -498,13 +515,6 @@ def _flush(lines: list[LTTextLine], size: float) -> int:
 
 def _slack(size: float) -> float:
     return max(0.5, FLUSH * size)
-
-
-def _reach(line: LTTextLine) -> tuple[float, float] | None:
-    """Where the line's visible characters start and end (a space drawn at its end, as word
-    processors do, is no part of it)."""
-    chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
-    return (min(c.x0 for c in chars), max(c.x1 for c in chars)) if chars else None
 
 
 def _styles(chars: list[LTChar]) -> list[tuple[bool, bool, tuple[float, ...]]]:
