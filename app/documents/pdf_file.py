@@ -303,7 +303,8 @@ def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
     ys = [b * x + d * y + f for x in (cx0, cx1) for y in (cy0, cy1)]
     crop = (min(xs), min(ys), max(xs), max(ys))
     # a graphic around text (a background, a frame, a table's cell) says nothing of the margins
-    loose = [g for g in graphics if not any(_around(g, t) for t in texts)]
+    held = _arounds(_columns(graphics)[:, :, None], _columns(texts)[:, None, :]).any(axis=1)
+    loose = [g for g, around in zip(graphics, held, strict=True) if not around]
     frame = (min((t[0] for t in texts), default=crop[0]),
              min((box[1] for box in texts + loose), default=crop[1]),
              max((t[2] for t in texts), default=crop[2]), crop[3])
@@ -311,8 +312,13 @@ def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
 
 
 def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
-    """Whether `outer` holds `inner`, within slack; either may be many boxes as columns
-    (x0s, y0s, x1s, y1s: see _columns), answered for each."""
+    return (outer[0] <= inner[0] + slack and outer[1] <= inner[1] + slack
+            and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
+
+
+def _arounds(outer, inner, slack: float = 1.0) -> np.ndarray:
+    """_around for many boxes at once, as columns (see _columns; a box's tuple is one): for
+    each, whether `outer` holds `inner`."""
     return ((outer[0] <= inner[0] + slack) & (outer[1] <= inner[1] + slack)
             & (outer[2] >= inner[2] - slack) & (outer[3] >= inner[3] - slack))
 
@@ -699,13 +705,13 @@ _OPERATION = re.compile(
     rb"[^\t\n\f\r\v ()<>\[\]{}/%%\x00]{0,31}+)%s"
     % (_SPACE, _STRING, _HEX, _NUMBER, _NAME, _ARRAY, _DICT, _SPACE, _END), re.S)
 # what a text-showing operator takes: strings, numbers, arrays of them (at most 10,000: pypdf
-# refuses an array past 100,000 elements, which the stream would no longer hold)
+# refuses a stream with an array of more than 100,000, which taken out first it would not)
 _SHOWN = re.compile(rb"(?:(?:%s|%s|%s|\[%s(?:(?:%s|%s|%s)%s){0,10000}+\])%s)*+"
                     % (_STRING, _HEX, _NUMBER, _SPACE, _STRING, _HEX, _NUMBER, _SPACE, _SPACE),
                     re.S)
 _TRAILING = re.compile(_SPACE)
-# a stream this long could pass pypdf's budget of tokens per stream (2,000,000 by default:
-# none takes less than a byte); with its text taken out first, it would pass no longer
+# a longer stream could hold more tokens than pypdf parses in one (2,000,000 by default; a
+# token takes a byte at least), which it refuses: its text taken out first, it might not be
 _SCANNED = 1_000_000
 
 
@@ -802,11 +808,11 @@ def _rooms(block: Block, page: Page, texts: np.ndarray, boxes: np.ndarray) -> li
     x0, y0, x1, y1 = block.box
     gap = GAP * block.size
     left, bottom, right, _ = page.frame
-    others = boxes[:, ~_around(block.box, boxes)]
-    holds = _around(others, block.box)
+    others = boxes[:, ~_arounds(block.box, boxes)]
+    holds = _arounds(others, block.box)
     for ox0, oy0, ox1, oy1 in others[:, holds].T.tolist():  # a cell, a frame
         pad = min(max(x0 - ox0, 1.0), gap)  # as far from its rules as the text was
-        if not _around((ox0, oy0, ox1, oy1), texts).all():  # not the background
+        if not _arounds((ox0, oy0, ox1, oy1), texts).all():  # not the background
             bottom = oy0 + pad  # the box, not the page's lowest text, ends it
         left, right = max(left, ox0 + pad), min(right, ox1 - pad)
     left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
