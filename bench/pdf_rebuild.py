@@ -38,7 +38,7 @@ MODULE = "app/documents/pdf_file.py"
 def base_module(revision: str) -> ModuleType:
     """pdf_file as it is at `revision`, imported under another name beside today's."""
     source = subprocess.run(["git", "show", f"{revision}:{MODULE}"], check=True,
-                            capture_output=True).stdout
+                            capture_output=True, cwd=Path(__file__).resolve().parents[1]).stdout
     folder = Path(tempfile.mkdtemp(prefix="pdf-base-"))
     path = folder / "pdf_file_base.py"
     path.write_bytes(source)
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             differ.append(path.name)
         print(f"{path.name[:32]:32} {r['pages']:5} {r['segments']:6} | {cells[0]} | {cells[1]} "
               f"| {'yes' if same else 'NO: ' + ('read' if not r['same_read'] else 'pdf')}"
-              f" {r['refused'][:60]}", flush=True)
+              f"{' ' + r['refused'][:60] if r['refused'] else ''}", flush=True)
     cells = [cell(base, now) for base, now in totals.values()]
     print(f"{'all':32} {'':5} {'':6} | {cells[0]} | {cells[1]} |")
     if differ:
