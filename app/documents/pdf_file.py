@@ -61,9 +61,12 @@ from pypdf.errors import LimitReachedError, PyPdfError
 from pypdf.generic import (
     ContentStream,
     DictionaryObject,
+    FloatObject,
     IndirectObject,
     NameObject,
+    NumberObject,
     StreamObject,
+    read_object,
 )
 from reportlab.lib.utils import simpleSplit
 from reportlab.pdfbase import pdfmetrics
@@ -670,11 +673,12 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
 
 
 def _drop_text(content: ContentStream) -> None:
-    """Take the text-showing operations out of a content stream: pypdf parses what is left
-    (PyPdfError where it cannot), the most of a page of text (its strings) skipped before."""
+    """Take the text-showing operations out of a content stream (pypdf's PyPdfError where it
+    cannot parse it)."""
     if (kept := _without_text(content.get_data())) is not None:
         content.set_data(kept)
-    content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
+    else:  # what the scan below does not read: pypdf parses it whole
+        content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
 
 
 # A content stream's tokens as pypdf's parser reads them (ContentStream._parse_content_stream,
@@ -709,6 +713,8 @@ _OPERATION = re.compile(
 _SHOWN = re.compile(rb"(?:(?:%s|%s|%s|\[%s(?:(?:%s|%s|%s)%s){0,10000}+\])%s)*+"
                     % (_STRING, _HEX, _NUMBER, _SPACE, _STRING, _HEX, _NUMBER, _SPACE, _SPACE),
                     re.S)
+_OPERAND = re.compile(rb"%s(%s|%s|%s|%s|%s|%s)" % (_SPACE, _NUMBER, _NAME, _STRING, _HEX, _ARRAY,
+                                                     _DICT), re.S)
 _TRAILING = re.compile(_SPACE)
 # a longer stream could hold more tokens than pypdf parses in one (2,000,000 by default; a
 # token takes a byte at least), which it refuses: its text taken out first, it might not be
@@ -716,26 +722,44 @@ _SCANNED = 1_000_000
 
 
 def _without_text(data: bytes) -> bytes | None:
-    """The content stream's bytes with each text-showing operation (its operands too) taken
-    out, a space left for it, the rest byte for byte: pypdf's parse of them is its parse of the
-    whole stream less those operations. None where the stream holds what the tokens above do
-    not read (an inline image, deeper nesting, a byte no token starts with), or is too long:
-    then pypdf parses it whole, as it did."""
+    """The content stream as pypdf writes it once it has parsed it and the text-showing
+    operations are taken out, made without pypdf's parser, which reads a byte at a time: the
+    strings of those operations (most of a page of text) are skipped, and each other token is
+    read and written by pypdf once per stream, however often it comes. None where the stream
+    holds what the tokens above do not read (an inline image, deeper nesting, a byte no token
+    starts with, an object reference, which pypdf fails on), or is too long: pypdf parses it
+    whole, as it did."""
     if len(data) > _SCANNED:
         return None
-    pieces, kept, end = [], 0, 0
+    lines, end = [], 0
+    written: dict[bytes, bytes] = {}
     while m := _OPERATION.match(data, end):
-        if m["operator"] == b"BI":
+        operator, end = m["operator"], m.end()
+        if operator in (b"BI", b"R"):
             return None
-        end = m.end()
-        if m["operator"] in _SHOW_TEXT:
+        if operator in _SHOW_TEXT:
             if not _SHOWN.fullmatch(data, m.start("operands"), m.start("operator")):
                 return None
-            pieces.append(data[kept:m.start("operands")])
-            kept = end
-    if not _TRAILING.fullmatch(data, end):
-        return None
-    return b" ".join([*pieces, data[kept:]])
+            continue
+        # as pypdf's ContentStream.get_data writes an operation: each operand and a space,
+        # the operator, a line's end
+        line = [written.get(token) or _written(token, written)
+                for token in _OPERAND.findall(data, m.start("operands"), m.start("operator"))]
+        lines.append(b"".join([*line, operator, b"\n"]))
+    return b"".join(lines) if _TRAILING.fullmatch(data, end) else None
+
+
+def _written(token: bytes, written: dict[bytes, bytes]) -> bytes:
+    """The token as pypdf writes what its read_object makes of it, and a space (kept in
+    `written`)."""
+    if token[:1] in b"+-.0123456789":  # (as read_object: a number, whatever follows its dot)
+        operand = FloatObject(token) if b"." in token else NumberObject(token)
+    else:
+        operand = read_object(io.BytesIO(token), None)
+    out = io.BytesIO()
+    operand.write_to_stream(out)
+    written[token] = out.getvalue() + b" "
+    return written[token]
 
 
 def _overlay(drawn: list[tuple[Block, str]], space: Page) -> bytes:
