@@ -34,13 +34,15 @@ import io
 import re
 import unicodedata
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 from pdfminer.converter import PDFPageAggregator
 from pdfminer.layout import (
     LAParams,
@@ -59,9 +61,12 @@ from pypdf.errors import LimitReachedError, PyPdfError
 from pypdf.generic import (
     ContentStream,
     DictionaryObject,
+    FloatObject,
     IndirectObject,
     NameObject,
+    NumberObject,
     StreamObject,
+    read_object,
 )
 from reportlab.lib.utils import simpleSplit
 from reportlab.pdfbase import pdfmetrics
@@ -174,16 +179,17 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         matrix = _page_matrix(page.mediabox, page.rotate)
         interpreter.process_page(page)
         layout = device.get_result()
-        texts = [(box, [_look(line) for line in _lines(box)]) for box in _text_boxes(layout)]
-        pitches = _page_pitches([looks for _, looks in texts])
-        found = [(_block(number, lines), _join([_clean(line.get_text()) for line in lines]))
-                 for box, looks in texts for lines in _items(box, looks, pitches)]
+        boxes = [(box, _lines(box)) for box in _text_boxes(layout)]
+        pitches = _page_pitches([[line.look for line in lines] for _, lines in boxes])
+        found = [(_block(number, item), _join([_clean(line.text) for line in item]))
+                 for box, lines in boxes for item in _items(box, lines, pitches)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
         first = len(segments)
+        page_blocks = [b for b, _ in found]
         for block, text in found:
-            block = _aligned(block, space, [b for b, _ in found])
+            block = _aligned(block, space, page_blocks)
             if block.code:
                 kept.append(block)
             else:
@@ -300,7 +306,8 @@ def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
     ys = [b * x + d * y + f for x in (cx0, cx1) for y in (cy0, cy1)]
     crop = (min(xs), min(ys), max(xs), max(ys))
     # a graphic around text (a background, a frame, a table's cell) says nothing of the margins
-    loose = [g for g in graphics if not any(_around(g, t) for t in texts)]
+    held = _arounds(_columns(graphics)[:, :, None], _columns(texts)[:, None, :]).any(axis=1)
+    loose = [g for g, around in zip(graphics, held, strict=True) if not around]
     frame = (min((t[0] for t in texts), default=crop[0]),
              min((box[1] for box in texts + loose), default=crop[1]),
              max((t[2] for t in texts), default=crop[2]), crop[3])
@@ -312,16 +319,27 @@ def _around(outer: Box, inner: Box, slack: float = 1.0) -> bool:
             and outer[2] >= inner[2] - slack and outer[3] >= inner[3] - slack)
 
 
-def _items(box: LTTextBox, looks: list[_Look | None],
-           page_pitches: list[tuple[float, float]]) -> list[list[LTTextLine]]:
+def _arounds(outer, inner, slack: float = 1.0) -> np.ndarray:
+    """_around for many boxes at once, as columns (see _columns; a box's tuple is one): for
+    each, whether `outer` holds `inner`."""
+    return ((outer[0] <= inner[0] + slack) & (outer[1] <= inner[1] + slack)
+            & (outer[2] >= inner[2] - slack) & (outer[3] >= inner[3] - slack))
+
+
+def _columns(boxes) -> np.ndarray:
+    """Boxes as one array of their x0s, y0s, x1s and y1s: (4, N)."""
+    return np.array(boxes, dtype=float).reshape(-1, 4).T
+
+
+def _items(box: LTTextBox, lines: list[_Line],
+           page_pitches: list[tuple[float, float]]) -> list[list[_Line]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet, and where the
     look changes (pdfminer often boxes a heading with the paragraph under it): a line in
     another size or weight than the line before, or further below it than the box's lines
     usually are (a box of two lines has too few to tell: further below than any box of the
     page in their size sets its lines, `page_pitches`)."""
-    lines = _lines(box)
-    known = [x for x in looks if x is not None]
+    known = [line.look for line in lines if line.look is not None]
     usual = _usual_pitch(_steps(known))
     pitch = usual[1] if usual else None
     if usual is None and known and known[0].size:
@@ -330,28 +348,41 @@ def _items(box: LTTextBox, looks: list[_Look | None],
                     default=None)
         # judged by the page, a line of a letter or two (a formula's symbol that TeX set apart
         # from its sentence, a matrix's numbers) is no paragraph of its own
-        if any(sum(c.isalpha() for c in line.get_text()) < 3 for line in lines):
+        if any(sum(c.isalpha() for c in line.text) < 3 for line in lines):
             pitch = None
-    groups: list[list[LTTextLine]] = []
+    groups: list[list[_Line]] = []
     before = None
-    for line, look in zip(lines, looks, strict=True):
-        text = line.get_text().strip()
+    for line in lines:
+        text = line.text.strip()
         if (not groups or _BULLET.match(text) or _ends(groups[-1][-1], box)
-                or _new_look(before, look, text) or _apart(before, look, pitch)):
+                or _new_look(before, line.look, text) or _apart(before, line.look, pitch)):
             groups.append([])
         groups[-1].append(line)
-        before = look or before
+        before = line.look or before
     return groups
 
 
 @dataclass(frozen=True)
 class _Look:
     """A line's baseline, font size and share of bold characters, from most of its
-    characters (a raised footnote mark or a bold word does not change them)."""
+    characters (a raised footnote mark or a bold word does not change them), and where its
+    visible characters start and end (a space drawn at its end, as word processors do, is no
+    part of it)."""
 
     base: float
     size: float | None  # None: the line is all code, whose size says nothing of a heading
     bold: float
+    start: float
+    end: float
+
+
+class _Line(NamedTuple):
+    """A line of a text box as read once: pdfminer's line, its text and its look (None:
+    nothing visible on it)."""
+
+    line: LTTextLine
+    text: str
+    look: _Look | None
 
 
 def _look(line: LTTextLine) -> _Look | None:
@@ -362,11 +393,13 @@ def _look(line: LTTextLine) -> _Look | None:
     sizes = sorted(c.size for c in chars if not _monospaced(c))
     return _Look(base=sorted(c.matrix[5] for c in chars)[len(chars) // 2],  # the origin's y
                  size=sizes[len(sizes) // 2] if sizes else None,
-                 bold=sum(_bold(c.fontname) for c in chars) / len(chars))
+                 bold=sum(_bold(c.fontname) for c in chars) / len(chars),
+                 start=min(c.x0 for c in chars), end=max(c.x1 for c in chars))
 
 
-def _lines(box: LTTextBox) -> list[LTTextLine]:
-    return [line for line in box if isinstance(line, LTTextLine)]
+def _lines(box: LTTextBox) -> list[_Line]:
+    return [_Line(line, line.get_text(), _look(line)) for line in box
+            if isinstance(line, LTTextLine)]
 
 
 def _steps(looks: list[_Look]) -> list[tuple[float, float]]:
@@ -411,11 +444,11 @@ def _apart(before: _Look | None, look: _Look | None, pitch: float | None) -> boo
             and before.base - look.base > GAP_PITCH * pitch)
 
 
-def _ends(line: LTTextLine, box: LTTextBox) -> bool:
-    text = line.get_text().strip()
+def _ends(line: _Line, box: LTTextBox) -> bool:
+    text = line.text.strip()
     if _LEADERS.search(text):
         return True
-    return text.endswith((".", "!", "?", ":")) and box.x1 - line.x1 > 0.15 * box.width
+    return text.endswith((".", "!", "?", ":")) and box.x1 - line.line.x1 > 0.15 * box.width
 
 
 def _clean(text: str) -> str:
@@ -439,7 +472,8 @@ def _join(lines: list[str]) -> str:
     return text
 
 
-def _block(page: int, lines: list[LTTextLine]) -> Block:
+def _block(page: int, item: list[_Line]) -> Block:
+    lines = [line.line for line in item]
     chars = [c for line in lines for c in line if isinstance(c, LTChar)]
     sizes = sorted(c.size for c in chars)
     size = sizes[len(sizes) // 2]
@@ -448,8 +482,8 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
         pitch = min(max((lines[0].y1 - lines[-1].y1) / (len(lines) - 1) / size, 1.0), 1.8)
     code = ()
     if 2 * sum(_monospaced(c) for c in chars) > len(chars):
-        code = tuple((line.x0, line.y0, _UNMAPPED.sub("", line.get_text()).rstrip())
-                     for line in lines)
+        code = tuple((line.x0, line.y0, _UNMAPPED.sub("", text).rstrip())
+                     for line, text, _ in item)
     # one look for the whole block: most of its characters' (a bold word or a link in a
     # sentence does not make it all bold or blue)
     (bold, italic, colour), _ = Counter(_styles(chars)).most_common(1)[0]
@@ -461,7 +495,7 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
             align = "centre"
         elif _same(ends, size):
             align = "right"
-    flush = _flush(lines, size)
+    flush = _flush(item, size)
     if align == "left" and flush >= JUSTIFIED_LINES:
         align = "justified"
     return Block(
@@ -473,15 +507,15 @@ def _block(page: int, lines: list[LTTextLine]) -> Block:
     )
 
 
-def _flush(lines: list[LTTextLine], size: float) -> int:
+def _flush(lines: list[_Line], size: float) -> int:
     """How many lines but the last end at the block's right edge with two words or more, the
     lines under the first starting at one place (the first may be indented, a list item's
     bullet hang out); 0 unless all of them do."""
-    reach = [_reach(line) for line in lines]
-    if len(lines) < 2 or None in reach:
+    looks = [line.look for line in lines]
+    if len(lines) < 2 or None in looks:
         return 0
-    starts, ends = zip(*reach, strict=True)
-    if (all(len(_WORD.findall(line.get_text())) > 1 for line in lines[:-1])
+    starts, ends = [look.start for look in looks], [look.end for look in looks]
+    if (all(len(_WORD.findall(line.text)) > 1 for line in lines[:-1])
             and max(ends) - min(ends[:-1]) <= _slack(size)
             and max(starts[1:]) - min(starts[1:]) <= _slack(size)):
         return len(lines) - 1
@@ -490,13 +524,6 @@ def _flush(lines: list[LTTextLine], size: float) -> int:
 
 def _slack(size: float) -> float:
     return max(0.5, FLUSH * size)
-
-
-def _reach(line: LTTextLine) -> tuple[float, float] | None:
-    """Where the line's visible characters start and end (a space drawn at its end, as word
-    processors do, is no part of it)."""
-    chars = [c for c in line if isinstance(c, LTChar) and c.get_text().strip()]
-    return (min(c.x0 for c in chars), max(c.x1 for c in chars)) if chars else None
 
 
 def _styles(chars: list[LTChar]) -> list[tuple[bool, bool, tuple[float, ...]]]:
@@ -599,11 +626,13 @@ def _rebuild(data: bytes, blocks: list[Block], pages: list[Page],
              translations: list[str]) -> bytes:
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
     done: set[int] = set()  # form XObjects already stripped (pages share them)
+    texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
+    on_page: dict[int, list[tuple[Block, str]]] = defaultdict(list)
+    for block, text in zip(blocks, texts, strict=True):
+        on_page[block.page].append((block, text))
     for number, page in enumerate(writer.pages):
         _strip_text(page, writer, done)
-        texts = translations + [""] * (len(blocks) - len(translations))  # code blocks last
-        drawn = [(b, t) for b, t in zip(blocks, texts, strict=True) if b.page == number]
-        if drawn:
+        if drawn := on_page.get(number):
             overlay = PdfReader(io.BytesIO(_overlay(drawn, pages[number]))).pages[0]
             overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
             overlay.cropbox = page.cropbox
@@ -618,7 +647,7 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
     """Take the text-showing operators out of the page and of the form XObjects it draws."""
     contents = page.get_contents()
     if contents is not None:
-        contents.operations = [op for op in contents.operations if op[1] not in _SHOW_TEXT]
+        _drop_text(contents)
         page.replace_contents(contents)
     stack = [page.get("/Resources")]
     while stack:
@@ -631,12 +660,11 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
             done.add(ref.idnum)
             content = ContentStream(form, writer)  # decodes the stream (pypdf keeps it)
             try:
-                operations = content.operations
+                _drop_text(content)
             except PyPdfError:
                 # a figure whose stream inflates to what pypdf cannot parse (damaged) is kept
                 # as it was: refused, the whole document went untranslated for one figure
                 continue
-            content.operations = [op for op in operations if op[1] not in _SHOW_TEXT]
             # pypdf re-encodes with Flate only: other filters (ASCII85 ...) give way to it
             form[NameObject("/Filter")] = NameObject("/FlateDecode")
             form.pop("/DecodeParms", None)
@@ -644,14 +672,104 @@ def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:
             stack.append(form.get("/Resources"))
 
 
+def _drop_text(content: ContentStream) -> None:
+    """Take the text-showing operations out of a content stream (pypdf's PyPdfError where it
+    cannot parse it)."""
+    if (kept := _without_text(content.get_data())) is not None:
+        content.set_data(kept)
+    else:  # what the scan below does not read: pypdf parses it whole
+        content.operations = [op for op in content.operations if op[1] not in _SHOW_TEXT]
+
+
+# A content stream's tokens as pypdf's parser reads them (ContentStream._parse_content_stream,
+# read_object), in only the forms it reads one way and without error: whitespace (no NUL, no
+# vertical tab), comments ended by a line's end, literal strings (a backslash takes the next
+# byte; parentheses nested one deep), hex strings, numbers (pypdf's characters, short of its
+# look-ahead), names, operators (a letter, ' or " first), arrays and dictionaries nested two
+# deep, true, false and null only inside them (outside, pypdf reads them as operators).
+_SPACE = rb"(?:[\t\n\f\r ]++|%[^\r\n]*+[\r\n])*+"
+_END = rb"(?=[\t\n\f\r ()<>\[\]{}/%]|\Z)"
+_STRING = rb"\((?:[^()\\]++|\\.|\((?:[^()\\]++|\\.)*+\))*+\)"
+_HEX = rb"<[0-9A-Fa-f\t\n\f\r \x00]*+>"
+_NUMBER = rb"[+\-.0-9][+,\-.0-9]{0,18}+(?![+,\-.0-9])"
+_NAME = rb"/[^\t\n\f\r\v ()<>\[\]{}/%\x00]{0,127}+" + _END
+_INNER = rb"(?:%s|%s|%s|%s|(?:true|false|null)%s)" % (_STRING, _HEX, _NUMBER, _NAME, _END)
+
+
+def _nested(value: bytes) -> tuple[bytes, bytes]:
+    """An array and a dictionary of values (a dictionary followed by `stream` is a stream's)."""
+    return (rb"\[%s(?:%s%s)*+\]" % (_SPACE, value, _SPACE),
+            rb"<<%s(?:%s%s%s%s)*+>>(?![\t\n\f\r \x00]*+stream)"
+            % (_SPACE, _NAME, _SPACE, value, _SPACE))
+
+
+_ARRAY, _DICT = _nested(rb"(?:%s|%s|%s)" % ((_INNER, *_nested(_INNER))))
+_OPERATION = re.compile(
+    rb"%s(?P<operands>(?:(?:%s|%s|%s|%s|%s|%s)%s)*+)(?P<operator>['\"A-Za-z]"
+    rb"[^\t\n\f\r\v ()<>\[\]{}/%%\x00]{0,31}+)%s"
+    % (_SPACE, _STRING, _HEX, _NUMBER, _NAME, _ARRAY, _DICT, _SPACE, _END), re.S)
+# what a text-showing operator takes: strings, numbers, arrays of them (at most 10,000: pypdf
+# refuses a stream with an array of more than 100,000, which taken out first it would not)
+_SHOWN = re.compile(rb"(?:(?:%s|%s|%s|\[%s(?:(?:%s|%s|%s)%s){0,10000}+\])%s)*+"
+                    % (_STRING, _HEX, _NUMBER, _SPACE, _STRING, _HEX, _NUMBER, _SPACE, _SPACE),
+                    re.S)
+_OPERAND = re.compile(rb"%s(%s|%s|%s|%s|%s|%s)" % (_SPACE, _NUMBER, _NAME, _STRING, _HEX, _ARRAY,
+                                                     _DICT), re.S)
+_TRAILING = re.compile(_SPACE)
+# a longer stream could hold more tokens than pypdf parses in one (2,000,000 by default; a
+# token takes a byte at least), which it refuses: its text taken out first, it might not be
+_SCANNED = 1_000_000
+
+
+def _without_text(data: bytes) -> bytes | None:
+    """The content stream as pypdf writes it once it has parsed it and the text-showing
+    operations are taken out, made without pypdf's parser, which reads a byte at a time: the
+    strings of those operations (most of a page of text) are skipped, and each other token is
+    read and written by pypdf once per stream, however often it comes. None where the stream
+    holds what the tokens above do not read (an inline image, deeper nesting, a byte no token
+    starts with, an object reference, which pypdf fails on), or is too long: pypdf parses it
+    whole, as it did."""
+    if len(data) > _SCANNED:
+        return None
+    lines, end = [], 0
+    written: dict[bytes, bytes] = {}
+    while m := _OPERATION.match(data, end):
+        operator, end = m["operator"], m.end()
+        if operator in (b"BI", b"R"):
+            return None
+        if operator in _SHOW_TEXT:
+            if not _SHOWN.fullmatch(data, m.start("operands"), m.start("operator")):
+                return None
+            continue
+        # as pypdf's ContentStream.get_data writes an operation: each operand and a space,
+        # the operator, a line's end
+        line = [written.get(token) or _written(token, written)
+                for token in _OPERAND.findall(data, m.start("operands"), m.start("operator"))]
+        lines.append(b"".join([*line, operator, b"\n"]))
+    return b"".join(lines) if _TRAILING.fullmatch(data, end) else None
+
+
+def _written(token: bytes, written: dict[bytes, bytes]) -> bytes:
+    """The token as pypdf writes what its read_object makes of it, and a space (kept in
+    `written`)."""
+    if token[:1] in b"+-.0123456789":  # (as read_object: a number, whatever follows its dot)
+        operand = FloatObject(token) if b"." in token else NumberObject(token)
+    else:
+        operand = read_object(io.BytesIO(token), None)
+    out = io.BytesIO()
+    operand.write_to_stream(out)
+    written[token] = out.getvalue() + b" "
+    return written[token]
+
+
 def _overlay(drawn: list[tuple[Block, str]], space: Page) -> bytes:
     """A one-page PDF with each translation drawn in its block's box, grown where it needs."""
     out = io.BytesIO()
     page = canvas.Canvas(out)
     page.transform(*_inverse(space.matrix))  # pdfminer's page space -> the page's user space
-    for block, text in drawn:
-        texts = [b.box for b, _ in drawn if b is not block]
-        _draw(page, block, " ".join(text.split()), _rooms(block, space, texts))
+    rooms = _page_rooms([block for block, _ in drawn], space)
+    for (block, text), room in zip(drawn, rooms, strict=True):
+        _draw(page, block, " ".join(text.split()), room)
     page.showPage()
     page.save()
     return out.getvalue()
@@ -694,38 +812,48 @@ def _word_space(line: str, font: str, size: float, width: float) -> float:
     return extra / spaces if spaces and 0 < extra <= STRETCH * natural else 0.0
 
 
-def _rooms(block: Block, page: Page, texts: list[Box]) -> list[Box]:
+def _page_rooms(blocks: list[Block], page: Page) -> list[list[Box]]:
+    """The rooms of each of a page's blocks (_rooms), its boxes made into arrays once."""
+    texts = _columns([b.box for b in blocks])
+    boxes = np.concatenate([texts, _columns(page.graphics)], axis=1)
+    return [_rooms(block, page, texts, boxes) for block in blocks]
+
+
+def _rooms(block: Block, page: Page, texts: np.ndarray, boxes: np.ndarray) -> list[Box]:
     """The boxes the block's translation may take, in the order they are tried: its own box;
     grown down at its width (a paragraph keeps its column's lines); grown down and sideways:
     to the right, a centred block both ways (staying centred), a right-aligned one to the
     left. Growing stops at the page's frame and crop box, at a ruled box around the block,
     and short of another block or a graphic below it or beside it; what lies inside the
-    block's own box (an underline, a highlight) does not count."""
+    block's own box (an underline, a highlight) does not count. `texts`: the boxes of the
+    page's blocks, `boxes`: those and its graphics' (as _columns); the block's own box among
+    them lies inside it, so counts for nothing. Each rule looks at all of them at once: the
+    nearest box on a side is the one that stops the growing."""
     x0, y0, x1, y1 = block.box
     gap = GAP * block.size
     left, bottom, right, _ = page.frame
-    others = [o for o in texts + list(page.graphics) if not _around(block.box, o)]
-    apart = [o for o in others if not _around(o, block.box)]
-    for ox0, oy0, ox1, oy1 in (o for o in others if _around(o, block.box)):  # a cell, a frame
+    others = boxes[:, ~_arounds(block.box, boxes)]
+    holds = _arounds(others, block.box)
+    for ox0, oy0, ox1, oy1 in others[:, holds].T.tolist():  # a cell, a frame
         pad = min(max(x0 - ox0, 1.0), gap)  # as far from its rules as the text was
-        if not all(_around((ox0, oy0, ox1, oy1), t) for t in texts):  # not the background
+        if not _arounds((ox0, oy0, ox1, oy1), texts).all():  # not the background
             bottom = oy0 + pad  # the box, not the page's lowest text, ends it
         left, right = max(left, ox0 + pad), min(right, ox1 - pad)
     left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
     bottom = max(min(bottom, y0), page.crop[1])
-    for ox0, oy0, ox1, oy1 in apart:
-        if oy0 < y1 and oy1 > y0:  # beside it
-            if ox0 + ox1 > x0 + x1:
-                right = min(right, max(ox0 - gap, x1))
-            else:
-                left = max(left, min(ox1 + gap, x0))
+    ox0, oy0, ox1, oy1 = others[:, ~holds]
+    beside = (oy0 < y1) & (oy1 > y0)
+    after = ox0 + ox1 > x0 + x1
+    if (on_right := beside & after).any():
+        right = min(right, max(float(ox0[on_right].min()) - gap, x1))
+    if (on_left := beside & ~after).any():
+        left = max(left, min(float(ox1[on_left].max()) + gap, x0))
 
     def grown(a: float, b: float) -> Box:  # down as far as the span from a to b is free
-        low = bottom
-        for ox0, oy0, ox1, oy1 in apart:
-            if ox0 < b and ox1 > a and oy0 + oy1 < y0 + y1:
-                low = max(low, min(oy1 + gap, y0))
-        return a, low, b, y1
+        below = (ox0 < b) & (ox1 > a) & (oy0 + oy1 < y0 + y1)
+        if not below.any():
+            return a, bottom, b, y1
+        return a, max(bottom, min(float(oy1[below].max()) + gap, y0)), b, y1
 
     if block.align == "centre":
         half = min((x0 + x1) / 2 - left, right - (x0 + x1) / 2)

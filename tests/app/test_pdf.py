@@ -6,6 +6,7 @@ of the source text is left, images and links are kept; hostile files are refused
 from __future__ import annotations
 
 import io
+import random
 import sys
 import time
 import zlib
@@ -20,6 +21,7 @@ from pdfminer.high_level import extract_pages, extract_text  # noqa: E402
 from pdfminer.layout import LAParams, LTChar, LTTextBox  # noqa: E402
 from pypdf import PdfReader, PdfWriter  # noqa: E402
 from pypdf.generic import (  # noqa: E402
+    ContentStream,
     DecodedStreamObject,
     DictionaryObject,
     NameObject,
@@ -218,6 +220,97 @@ def test_a_block_grows_inside_its_ruled_box_never_over_it_nor_over_the_next_bloc
     assert chars[0].size < 14  # no room: drawn smaller, in its line
 
 
+def all_pairs_rooms(block, page, texts):
+    """The rooms of a block by the rules as first written, every other box of the page looked
+    at one by one: the reference for the rooms worked out on arrays."""
+    def around(outer, inner):
+        return (outer[0] <= inner[0] + 1 and outer[1] <= inner[1] + 1
+                and outer[2] >= inner[2] - 1 and outer[3] >= inner[3] - 1)
+
+    x0, y0, x1, y1 = block.box
+    gap = pdf_file.GAP * block.size
+    left, bottom, right, _ = page.frame
+    others = [o for o in texts + list(page.graphics) if not around(block.box, o)]
+    apart = [o for o in others if not around(o, block.box)]
+    for ox0, oy0, ox1, oy1 in (o for o in others if around(o, block.box)):
+        pad = min(max(x0 - ox0, 1.0), gap)
+        if not all(around((ox0, oy0, ox1, oy1), t) for t in texts):
+            bottom = oy0 + pad
+        left, right = max(left, ox0 + pad), min(right, ox1 - pad)
+    left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
+    bottom = max(min(bottom, y0), page.crop[1])
+    for ox0, oy0, ox1, oy1 in apart:
+        if oy0 < y1 and oy1 > y0:
+            if ox0 + ox1 > x0 + x1:
+                right = min(right, max(ox0 - gap, x1))
+            else:
+                left = max(left, min(ox1 + gap, x0))
+
+    def grown(a, b):
+        low = bottom
+        for ox0, oy0, ox1, oy1 in apart:
+            if ox0 < b and ox1 > a and oy0 + oy1 < y0 + y1:
+                low = max(low, min(oy1 + gap, y0))
+        return a, low, b, y1
+
+    middle = (x0 + x1) / 2
+    half = min(middle - left, right - middle)
+    spans = {"centre": (middle - half, middle + half), "right": (left, x1)}
+    wide = grown(*spans.get(block.align, (x0, right)))
+    return [block.box, wide] if block.lines == 1 else [block.box, grown(x0, x1), wide]
+
+
+def crowded_page(seed: int) -> tuple[list[pdf_file.Block], pdf_file.Page]:
+    """A page of some 70 blocks: three columns of blocks one under another, a few apart, and
+    stray blocks across them (labels, a figure's captions), some boxed (a frame or a table's
+    cell around them), some underlined, some sharing their box with another, over a
+    background, with rules and images between them; some places whole numbers."""
+    rnd = random.Random(seed)
+    blocks, graphics = [], []
+
+    def block(x0: float, y1: float, width: float) -> pdf_file.Block:
+        size, lines = rnd.choice([8, 10, 10, 12.5, 18]), rnd.choice([1, 1, 2, 3, 5])
+        return pdf_file.Block(
+            page=0, box=(x0, y1 - 1.2 * size * lines, x0 + width, y1), size=size, pitch=1.2,
+            bold=False, italic=False, colour=(0.0,), lines=lines,
+            align=rnd.choice(["left", "centre", "right", "justified"]))
+
+    for column in (40, 216, 392):
+        y1 = 770.0
+        while y1 > 80:
+            blocks.append(block(column, y1, rnd.choice([170, rnd.uniform(20, 170)])))
+            y1 = blocks[-1].box[1] - rnd.choice([2, 6, rnd.uniform(1, 60)])
+    for _ in range(20):
+        blocks.append(block(rnd.uniform(20, 500), float(rnd.randrange(60, 780)),
+                            rnd.uniform(8, 200)))
+    blocks += [pdf_file.replace(b, lines=1) for b in rnd.sample(blocks, 5)]  # the same box
+    for b in rnd.sample(blocks, 20):
+        x0, y0, x1, y1 = b.box
+        graphics.append((x0 - rnd.uniform(0, 8), y0 - rnd.uniform(0, 40),
+                         x1 + rnd.uniform(0, 30), y1 + rnd.uniform(0, 8)))  # around it
+        graphics.append((x0, y0 - 1, x1, y0 + 0.5))  # an underline
+    graphics += [(0, 0, 612, 792), (36, 36, 576, 780)]  # a background, a page's frame
+    for _ in range(20):  # rules, images
+        x, y = rnd.uniform(0, 600), rnd.uniform(0, 780)
+        graphics.append((x, y, x + rnd.choice([0.4, rnd.uniform(1, 200)]),
+                         y + rnd.choice([0.4, rnd.uniform(1, 120)])))
+    page = pdf_file.Page(matrix=(1, 0, 0, 1, 0, 0), crop=(0, 0, 612, 792),
+                         graphics=tuple(graphics), frame=(40, 20, 566, 792))
+    return blocks, page
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_rooms_of_a_crowded_page_are_those_of_every_box_looked_at_one_by_one(seed):
+    blocks, page = crowded_page(seed)
+    want = [all_pairs_rooms(b, page, [o.box for o in blocks if o is not b]) for b in blocks]
+    assert pdf_file._page_rooms(blocks, page) == want
+    # the page tries the rules: blocks grown down and sideways, blocks held by their neighbours
+    widest = [(b.box, rooms[-1]) for b, rooms in zip(blocks, want, strict=True)]
+    assert sum(room[1] < box[1] for box, room in widest) > 10
+    assert sum(room[2] > box[2] for box, room in widest) > 5
+    assert sum(room == box for box, room in widest) > 20
+
+
 def test_a_centred_heading_stays_centred():
     def draw(c):
         c.setFont("Helvetica-Bold", 16)
@@ -265,6 +358,81 @@ def test_a_longer_translation_is_drawn_smaller_where_no_room_is_left():
         others = [b.box for j, b in enumerate(doc.state[1]) if j != k]
         assert not any(overlap(box, other) for other in others), k
         assert box[1] > 160 or box[0] > 140  # not over the image
+
+
+def parsed(data: bytes) -> bytes | str:
+    """What pypdf makes of a content stream less its text-showing operations (the bytes it
+    writes), or the error it raises."""
+    stream = ContentStream(None, None)
+    stream.set_data(data)
+    try:
+        stream.operations = [op for op in stream.operations if op[1] not in pdf_file._SHOW_TEXT]
+    except Exception as exc:
+        return type(exc).__name__
+    return stream.get_data()
+
+
+# content streams the scan reads: it must write them as pypdf does, less the text
+SCANNED = [
+    b"BT /F1 12 Tf 72 700 Td (Hello) Tj ET",
+    b"BT[(A)-250(B)]TJ/F2 9 Tf(C)Tj ET",  # no spaces
+    b"BT (a \\) b) Tj (c(d)e) Tj (x\\\\) Tj (\\(\\() Tj (\\\n) Tj ET",  # escapes, nesting
+    b"BT <48 65 6c6C6f> Tj <> Tj <4> Tj ET",
+    b"BT 1 2 (x) \" (y) ' T* 0 -12 TD ET",
+    b"% (not a string\nBT (a%b) Tj % Tj in a comment\n ET\r% last\r",
+    b"/Span <</ActualText (Tj) /A [1 (TJ) true] /B <</C null>> /MCID 3>> BDC BT (x) Tj ET EMC",
+    b"/GS1 gs 0.5 0 0 0.5 10 10 cm /Im1 Do [3 2] 0 d 1,5 w",
+    b"BT 910.60.852 0 Td (x) Tj ET",  # a damaged number: 0 to pypdf
+    b"true false (x) Tj",  # operators to pypdf, outside an array
+    b"BT 1 2 Tj 3 (x) TJ Tj ET",
+    b"",
+]
+# streams it leaves to pypdf whole
+UNSCANNED = [
+    b"q BI /W 6 /H 1 /BPC 8 /CS /G ID (x)Tj EI Q BT (y) Tj ET",  # an inline image's bytes
+    b"BT (unclosed Tj ET",
+    b"BT (x) Tj ET \x00 q Q",
+    b"BT (x) Tj\x0bET",
+    b"BT [(a) /Name] TJ ET",
+    b"BT [(a) [(b)]] TJ ET",
+    b"/P <</A <</B [1]>>>> BDC",  # nested deeper than the scan reads
+    b"BT (a(b(c))) Tj ET",
+    b"BT 12345678901234567890123 (x) Tj ET",
+    b"BT <4G> Tj ET",
+    b"<</A 1>> stream\nxx\nendstream",
+    b"BT [1 0 R] TJ ET",
+    b"BT (x) Tj ET 1 0 R",  # an object reference, which pypdf fails on
+    b"BT (x) Tj ET % a comment at the end",
+    b"BT (x) Tj ET 5",
+    b"BT {(x)} Tj ET",
+]
+
+
+@pytest.mark.parametrize("data", SCANNED + UNSCANNED)
+def test_a_stream_less_its_text_is_written_as_pypdf_writes_it_having_parsed_it(data):
+    kept = pdf_file._without_text(data)
+    assert (kept is not None) == (data in SCANNED)
+    if kept is not None:
+        assert kept == parsed(data)
+
+
+def test_streams_put_together_at_random_are_written_as_pypdf_writes_them():
+    rnd = random.Random(7)
+    pieces = [b"(a)", b"(b\\)c)", b"(d(e)f)", b"<6162>", b"[(g) -20 <68>]", b"12", b"-3.5",
+              b"1,5", b"/F1", b"/Name#20x", b"<</K (v) /L [1 true]>>", b"[1 2]", b"true",
+              b"null", b"Tj", b"TJ", b"'", b'"', b"Tf", b"Td", b"BT", b"ET", b"q", b"Q", b"cm",
+              b"re", b"BDC", b"%c Tj\n", b"(", b")", b"]", b"\x00", b"BI", b"stream",
+              b"0 R", b"<<", b">>"]
+    separators = [b" ", b"", b"\n", b"\r\n", b"\t", b"  "]
+    scanned = 0
+    for _ in range(3000):
+        data = b"".join(rnd.choice(pieces) + rnd.choice(separators)
+                        for _ in range(rnd.randrange(1, 12)))
+        kept = pdf_file._without_text(data)
+        if kept is not None:
+            scanned += 1
+            assert kept == parsed(data), data
+    assert scanned > 300
 
 
 def test_text_in_a_form_xobject_is_read_and_removed():
