@@ -192,18 +192,29 @@ def test_a_cancelled_sentence_ends_at_the_next_step(translator, tiny_sentences, 
     full = steps_to_finish(alone, {"long", "other"})
     assert full["long"][0] > 4  # else the test shows nothing
     batch = translator.start_batch(options, beside=beside)
+    held = None
     try:
+        # a worker process steps on its own, as fast as it can: held until the cancel waits in
+        # its pipe beside the admit, else a busy machine may let it finish before the cancel
+        # is sent (the parent cannot count its steps)
+        if beside:
+            held = batch.proc.process.pid
+            os.kill(held, signal.SIGSTOP)
         batch.admit(["long", "other"], [text, tiny_sentences[0]])
         early = {}
-        if not beside:  # a worker process steps on its own: the parent cannot count its steps
+        if not beside:
             for _ in range(2):
                 early.update(batch.step())
         batch.cancel(["long", "gone before"])  # a key not running is no error
+        if held:
+            os.kill(held, signal.SIGCONT)
         found = steps_to_finish(batch, {"long", "other"})
     finally:
+        if held:
+            os.kill(held, signal.SIGCONT)  # (again, if the test failed before it)
         batch.close()
     full_tokens = len(full["long"][1].tokens)
-    if beside:  # told at once, the worker process ends it within a step or two of its own
+    if beside:  # told before its first step, the worker process ends it within a step or two
         assert len(found["long"][1].tokens) <= min(4, full_tokens // 2)
     else:
         assert found["long"][0] == 1  # the next step ended it
