@@ -102,7 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default="main", help="git revision of the code to compare with")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    logging.disable(logging.WARNING)  # pypdf's warnings on damaged streams, the same each run
+    # pypdf's warnings on damaged streams, the same each run; only its own, and only while this
+    # runs (a test runs main in the test session's process)
+    pypdf_log = logging.getLogger("pypdf")
+    level = pypdf_log.level
+    pypdf_log.setLevel(logging.ERROR)
+    try:
+        return _compare(args)
+    finally:
+        pypdf_log.setLevel(level)
+
+
+def _compare(args: argparse.Namespace) -> int:
     codes = {"base": base_module(args.base), "now": pdf_file}
     files = sorted(args.folder.rglob("*.pdf"))
     print(f"{'file':32} {'pages':>5} {'segs':>6} | {'extract base':>12} {'now':>6} {'ratio':>5} "
