@@ -411,6 +411,9 @@ class JobRunner:
     async def _loop(self) -> None:
         sweep_every = min(60.0, max(self.store.expiry / 2, 0.2), self.poll or 60.0)
         while not self._stopping:
+            # cleared before the queue is read: a job queued while it is read wakes the loop
+            # again at once, not at the next sweep
+            self._wake.clear()
             try:
                 await asyncio.to_thread(self.store.sweep)
                 pending = await asyncio.to_thread(self.store.pending)
@@ -418,7 +421,6 @@ class JobRunner:
                 log.exception("the document jobs' store failed")
                 pending = []
             if not pending:
-                self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), sweep_every)
                 continue

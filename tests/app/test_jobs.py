@@ -477,3 +477,37 @@ def test_a_result_that_cannot_be_kept_fails_the_job_with_a_reason(tmp_path):
         assert "could not keep the result" in failed["error"] and str(tmp_path) not in str(failed)
         again = submit(srv.url, "film.srt", SRT.encode()).json()["id"]
         assert wait_for(srv.url, again)["state"] == "done"
+
+
+def test_a_job_queued_while_the_runner_looks_for_jobs_runs_at_once(tmp_path, monkeypatch):
+    """The runner cleared its wake-up after reading the queue: a job queued while it read an
+    empty queue waited for the next sweep (a minute), though its upload had woken it."""
+    import threading
+
+    gate, entered, resume = threading.Event(), threading.Event(), threading.Event()
+    pending = JobStore.pending
+
+    def looking(self):
+        rows = pending(self)
+        if not rows and gate.is_set():  # once: the runner's look after the first job
+            gate.clear()
+            entered.set()
+            resume.wait(10)
+        return rows
+
+    monkeypatch.setattr(JobStore, "pending", looking)
+    engine = FakeTranslator()
+    settings = Settings(max_wait_ms=1, files_dir=tmp_path)
+    with running(create_app(settings, loader=lambda s: [fake_model(engine)])) as srv:
+        engine.release.clear()
+        try:
+            first = submit(srv.url, "a.txt", b"First one").json()["id"]
+            wait_until(lambda: engine.entered >= 1)
+            gate.set()
+        finally:
+            engine.release.set()
+        wait_for(srv.url, first)
+        assert entered.wait(10)  # the runner reads the queue: empty
+        second = submit(srv.url, "a.txt", b"Second one").json()["id"]
+        resume.set()
+        assert wait_for(srv.url, second, timeout=15)["state"] == "done"
