@@ -135,6 +135,28 @@ def test_runs_fine_tune_or_start_from_scratch_come_back_averaged_and_go_on_later
     assert again["config"]["d_model"] == 48 and again["tokenizer"] == scratch["tokenizer"]
 
 
+def carried(tmp_path: Path, seed: int, vocabulary: bytes, **extra: str) -> tuple[Path, dict]:
+    """A toy corpus v3 under tmp_path and a carry folder holding `vocabulary` as its
+    spm-16000.model; the environment `gpu_train.sh` runs with."""
+    data = tmp_path / "data/en-de-v3"
+    data.mkdir(parents=True)
+    write_split(data / "train", toy_corpus(20, seed=seed))
+    write_split(data / "dev", toy_corpus(4, seed=seed + 1))
+    carry = tmp_path / "carry"
+    carry.mkdir()
+    (carry / "spm-16000.model").write_bytes(vocabulary)
+    return carry, {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
+                   "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
+                   "GPU_TRAIN_SETTLE": "0", **extra}
+
+
+def prepare(env: dict, room: int) -> subprocess.CompletedProcess:
+    """`gpu_train.sh prepare` with `room` bytes a call carries beside the tree."""
+    return subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
+                          env={**env, "GPU_CARRY_ROOM": str(room)}, capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+
+
 def test_prepare_packs_the_corpus_and_start_rebuilds_the_shipped_weights(tmp_path, tiny_bundle):
     data = tmp_path / "data/en-de-v3"
     data.mkdir(parents=True)
@@ -168,35 +190,25 @@ def test_prepare_packs_the_corpus_and_start_rebuilds_the_shipped_weights(tmp_pat
 
 def test_a_run_to_go_on_with_travels_in_pieces_that_fit_beside_the_tree(tmp_path,
                                                                          tiny_checkpoint):
-    data = tmp_path / "data/en-de-v3"
-    data.mkdir(parents=True)
-    write_split(data / "train", toy_corpus(20, seed=5))
-    write_split(data / "dev", toy_corpus(4, seed=6))
-    carry = tmp_path / "carry"
-    carry.mkdir()
-    (carry / "spm-16000.model").write_bytes(b"not needed beside a run: its tokenizer is inside")
     run = tmp_path / "big.pt"
     run.write_bytes(tiny_checkpoint.read_bytes())
-    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
-           "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
-           "GPU_TRAIN_SETTLE": "0", "GPU_INIT": str(run)}
+    carry, env = carried(tmp_path, 5, b"not needed beside a run: its tokenizer is inside",
+                         GPU_INIT=str(run))
 
-    def prepare(room: int) -> subprocess.CompletedProcess:
-        done = subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
-                              env={**env, "GPU_CARRY_ROOM": str(room)}, capture_output=True,
-                              text=True, cwd=ROOT, timeout=120)
+    def prepared(room: int) -> subprocess.CompletedProcess:
+        done = prepare(env, room)
         assert done.returncode == 0, done.stderr
         return done
 
     # Room for all of it beside the tree: one piece, with the corpus, in one call.
-    prepare(10**9)
+    prepared(10**9)
     assert sorted(p.name for p in carry.iterdir()) == [
         "big.pt.sha256", "big.pt.xz.part-aa", "data.tar.xz"]
     packed = (carry / "big.pt.xz.part-aa").stat().st_size
     # Room for less than half (the bytes a call carries beside the tree): two calls with a
     # piece each, and the short last piece rides with the corpus.
     room = (packed - 300) // 2
-    done = prepare(room)
+    done = prepared(room)
     folders = sorted(tmp_path.glob("carry-*"))
     assert [f.name for f in folders] == ["carry-2", "carry-3"]
     assert sorted(p.name for p in carry.iterdir()) == [
@@ -223,36 +235,21 @@ def test_a_run_to_go_on_with_travels_in_pieces_that_fit_beside_the_tree(tmp_path
 
 
 def test_a_vocabulary_with_no_room_beside_the_corpus_travels_in_a_call_of_its_own(tmp_path):
-    data = tmp_path / "data/en-de-v3"
-    data.mkdir(parents=True)
-    write_split(data / "train", toy_corpus(20, seed=7))
-    write_split(data / "dev", toy_corpus(4, seed=8))
-    carry = tmp_path / "carry"
-    carry.mkdir()
     vocab = b"a vocabulary for a run from scratch " * 200
-    (carry / "spm-16000.model").write_bytes(vocab)
-    env = {**os.environ, "PYTHON": sys.executable, "GPU_TRAIN_CARRY": str(carry),
-           "GPU_CORPUS_ROOT": str(tmp_path), "GPU_TRAIN_DIR": str(tmp_path / "work"),
-           "GPU_TRAIN_SETTLE": "0"}
-
-    def prepare(room: int) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(ROOT / "model/gpu_train.sh"), "prepare"],
-                              env={**env, "GPU_CARRY_ROOM": str(room)}, capture_output=True,
-                              text=True, cwd=ROOT, timeout=120)
-
-    assert prepare(10**9).returncode == 0
+    carry, env = carried(tmp_path, 7, vocab)
+    assert prepare(env, 10**9).returncode == 0
     assert not list(tmp_path.glob("carry-*"))
     corpus = (carry / "data.tar.xz").stat().st_size
     # Room for the corpus, not for the corpus and the vocabulary: the vocabulary goes apart.
-    done = prepare(corpus + len(vocab) // 2 + 4096)
+    done = prepare(env, corpus + len(vocab) // 2 + 4096)
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(p.name for p in carry.iterdir()) == ["data.tar.xz"]
     assert (tmp_path / "carry-2/spm-16000.model").read_bytes() == vocab
     assert "carry-2 then carry with start" in done.stdout
     # Not even room for the corpus: a refusal.
-    assert prepare(corpus // 2).returncode == 3
+    assert prepare(env, corpus // 2).returncode == 3
 
     # `start` puts it back beside the corpus, where a run's tokenizer= names it.
-    prepare(corpus + len(vocab) // 2 + 4096)
+    prepare(env, corpus + len(vocab) // 2 + 4096)
     started = start_and_wait({**env, "GPU_RUNS": "none init=none max_steps=0"})
     assert (carry / "spm-16000.model").read_bytes() == vocab, started.stdout + started.stderr
