@@ -71,6 +71,17 @@ def _sentence_case(text: str) -> str:
     return _PRONOUN_I.sub("I", text[:first] + text[first].upper() + text[first + 1:])
 
 
+def one_final_period(text: str) -> str:
+    """text with one period where it ends in exactly two after a word: a sentence ending in an
+    ordinal or an abbreviation takes no period of its own ("am 5.", "usw."), but the model
+    learned the ordinal's period and the sentence's separately and writes both ("am 5..").
+    An ellipsis, a range ("1..2") and text of marks alone stay as they are."""
+    body = text.rstrip()
+    if body.endswith("..") and not body.endswith("...") and body[:-2].strip(". "):
+        return body[:-1] + text[len(body):]
+    return text
+
+
 def decode_with_unknowns(ids: list[int], unk_id: int, unknown: list[str] | tuple[str, ...],
                          decode, piece) -> str:
     """ids decoded with each unknown piece written as the next of `unknown` (the source's

@@ -21,7 +21,13 @@ from app.engine.fused import FusedDecoder
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
-from app.engine.tokenizer import JointTokenizer, SplitTokenizer, as_written, in_capitals
+from app.engine.tokenizer import (
+    JointTokenizer,
+    SplitTokenizer,
+    as_written,
+    in_capitals,
+    one_final_period,
+)
 from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
 
@@ -424,7 +430,7 @@ class Translator:
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:
-            decoded = self.decode(tokens, unknown)
+            decoded = one_final_period(self.decode(tokens, unknown))
             return decoded.upper() if capitals else decoded
 
         return Result(

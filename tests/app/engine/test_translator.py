@@ -13,7 +13,7 @@ import pytest
 
 import app.engine.translator as translator_module
 from app.engine import BundleError, Result, TranslationOptions, Translator
-from app.engine.tokenizer import as_written, capitalize_lowercase
+from app.engine.tokenizer import as_written, capitalize_lowercase, one_final_period
 from model.search import beam_search, greedy_search
 
 
@@ -233,6 +233,30 @@ def test_a_bundle_that_says_so_gives_back_a_text_in_capitals_in_capitals(tiny_bu
         done.update(batch.step())
     assert done["shouted"].text == got[0].text and done["written"].text == want.text
     assert as_typed.encode([shouted]) != as_typed.encode([written_text])  # without: as typed
+
+
+@pytest.mark.parametrize("written, tidied", [
+    ("Verschoben auf Freitag, den 5..", "Verschoben auf Freitag, den 5."),  # an ordinal's period
+    ("Äpfel, Birnen usw..", "Äpfel, Birnen usw."),  # an abbreviation's
+    ("Warte.. ", "Warte. "),
+    ("Bitte warten...", "Bitte warten..."),  # an ellipsis
+    ("Bitte warten….", "Bitte warten…."),
+    ("Am 5. Mai.", "Am 5. Mai."),
+    ("..", ".."),  # nothing but the marks: as it is
+    ("Version 1..2", "Version 1..2"),  # a range
+    ("", ""),
+])
+def test_a_sentence_ends_in_one_period_not_two(written, tidied):
+    assert one_final_period(written) == tidied
+
+
+def test_translations_end_in_one_period(translator, monkeypatch):
+    """The model writes a sentence-final ordinal or abbreviation with the sentence's own period
+    after it ("am 5.."); no orthography writes that, alternatives included."""
+    monkeypatch.setattr(translator, "decode", lambda ids, unknown=None: "Am Freitag, den 5..")
+    options = TranslationOptions(beam_size=3, num_alternatives=2)
+    got = translator.translate_batch(["the red house"], options)[0]
+    assert got.text == "Am Freitag, den 5." and got.alternatives == [got.text] * 2
 
 
 def test_long_input_is_truncated_to_the_positions(translator):
