@@ -13,9 +13,12 @@ in their config.json: Argos Translate's do not).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import sentencepiece as spm
 
@@ -110,6 +113,88 @@ def decode_with_unknowns(ids: list[int], unk_id: int, unknown: list[str] | tuple
     return "".join(parts)
 
 
+class Form(NamedTuple):
+    """A word of the source as the model reads it and as it was written ("m2", "m²"), and its
+    runs of characters read without a letter or digit, each (as read, as written), where the
+    source reads so nowhere else ("..." for "…")."""
+
+    read: str
+    written: str
+    marks: tuple[tuple[str, str], ...]
+
+
+def written_forms(text: str, plain: Callable[[str], str]) -> tuple[Form, ...]:
+    """The words of text (runs of letters, digits and characters the tokenizer reads otherwise)
+    that hold a character the tokenizer reads otherwise: `plain(c)` is how it reads c (its
+    normalization: "²" -> "2", "™" -> "TM", "…" -> "..."). A character read as a space or as
+    nothing is a space."""
+    if text.isascii():  # the normalization keeps every ASCII letter, digit and mark
+        return ()
+
+    def kind(c: str) -> int:  # 0 between words, 1 a word's own, 2 read otherwise
+        if not c.isascii() and (p := plain(c)) != c and p.strip():
+            return 2
+        return int(c.isalnum())
+
+    kinds = [kind(c) for c in text]
+    reads = [plain(c) if k == 2 else c for c, k in zip(text, kinds, strict=True)]
+    words, marks = [], []
+    for m in re.finditer(r"[12]*2[12]*", "".join(map(str, kinds))):
+        start, end = m.span()
+        runs = [(r.start() + start, r.end() + start)
+                for r in re.finditer("2+", m.group())]
+        marks.append([("".join(reads[a:b]), text[a:b]) for a, b in runs
+                      if not any(c.isalnum() for c in "".join(reads[a:b]))])
+        words.append(("".join(reads[start:end]), text[start:end]))
+    read_text = "".join(reads)
+    counts: dict[str, int] = {}
+    for read, _ in (mark for found in marks for mark in found):
+        counts[read] = counts.get(read, 0) + 1
+    return tuple(Form(read, written, tuple(mark for mark in found
+                                           if read_text.count(mark[0]) == counts[mark[0]]))
+                 for (read, written), found in zip(words, marks, strict=True))
+
+
+def written_back(text: str, forms: tuple[Form, ...]) -> str:
+    """text (a translation) with the source's words (`forms`) written back as the source wrote
+    them where it has them as the model reads them, each once and in order, whole words
+    first; then, for a word not found, its marks ("..." -> "…"), wherever they are."""
+    if not forms:
+        return text
+    taken = bytearray(len(text))
+    places: list[tuple[int, int, str]] = []
+    after: dict[tuple[str, bool], int] = {}  # where a read form's next search starts
+
+    def claim(read: str, written: str, whole: bool) -> bool:
+        for m in re.compile(re.escape(read)).finditer(text, after.get((read, whole), 0)):
+            start, end = m.span()
+            if whole and ((start and text[start - 1].isalnum())
+                          or (end < len(text) and text[end].isalnum())):
+                continue
+            if not any(taken[start:end]):
+                taken[start:end] = b"\1" * (end - start)
+                places.append((start, end, written))
+                after[read, whole] = end
+                return True
+        after[read, whole] = len(text)
+        return False
+
+    missed = [form for form in forms if not claim(form.read, form.written, whole=True)]
+    for form in missed:
+        for read, written in form.marks:
+            claim(read, written, whole=False)
+    out, at = [], 0
+    for start, end, written in sorted(places):
+        out += [text[at:start], written]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def _read(sp: spm.SentencePieceProcessor, c: str) -> str:
+    """The character c as the SentencePiece model reads it (its normalization)."""
+    return sp.normalize(c).replace(SPACE, " ").strip()
+
+
 def _surface(piece) -> str:
     """A piece's text as it was in the input, without the space its mark stands for."""
     return piece.surface[1:] if piece.piece.startswith(SPACE) else piece.surface
@@ -120,6 +205,7 @@ class JointTokenizer:
 
     def __init__(self, model_file: str | Path) -> None:
         self.sp = spm.SentencePieceProcessor(model_file=str(model_file))
+        self.plain = functools.lru_cache(maxsize=1 << 16)(lambda c: _read(self.sp, c))
 
     @property
     def vocab_size(self) -> int:
@@ -193,6 +279,7 @@ class SplitTokenizer:
             self.add_source_eos, self.argos_detokenize = True, False
         self.spec = vocab  # as given: what a bundle's vocabulary file holds
         self.source = spm.SentencePieceProcessor(model_proto=source)
+        self.plain = functools.lru_cache(maxsize=1 << 16)(lambda c: _read(self.source, c))
         self.target = spm.SentencePieceProcessor(model_proto=target)
         self.vocab = first_ids(source_pieces)  # source piece -> id
         self.target_ids = first_ids(target_pieces)

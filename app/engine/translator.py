@@ -12,7 +12,7 @@ import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,11 +22,14 @@ from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
 from app.engine.tokenizer import (
+    Form,
     JointTokenizer,
     SplitTokenizer,
     as_written,
     in_capitals,
     one_final_period,
+    written_back,
+    written_forms,
 )
 from app.engine.types import Result, TranslationOptions
 from app.engine.worker_processes import ProcessBatch, WorkerProcesses, WorkerSpec
@@ -101,6 +104,17 @@ def check_consistency(
 def blank_result(options: TranslationOptions) -> Result:
     """The Result of a blank text: empty, without running the model."""
     return Result(text="", score=0.0 if options.return_scores else None)
+
+
+class Source(NamedTuple):
+    """What a sentence's translation needs of its source: the text of its unknown pieces
+    (decode writes them), its words the vocabulary reads otherwise (written back as the source
+    wrote them: tokenizer.written_forms), and whether the translation is given back in
+    capitals (in_capitals)."""
+
+    unknown: tuple[str, ...] = ()
+    forms: tuple[Form, ...] = ()
+    capitals: bool = False
 
 
 class _Queue:
@@ -301,6 +315,12 @@ class Translator:
         """Whether text's translation is given back in capitals (tokenizer.as_written)."""
         return self.bundle.capitalize_lowercase and in_capitals(text)
 
+    def source(self, text: str) -> Source:
+        """What text's translation needs of it (Source)."""
+        return Source(self.unknowns(text),
+                      written_forms(self._as_encoded(text), self.tokenizer.plain),
+                      self.in_capitals(text))
+
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
 
@@ -418,20 +438,19 @@ class Translator:
         hyps = self.translate_ids(self.encode([texts[i] for i in todo]), options)
         results = [blank_result(options) for _ in texts]
         for i, found in zip(todo, hyps, strict=True):
-            results[i] = self.result(found, options, self.unknowns(texts[i]),
-                                     self.in_capitals(texts[i]))
+            results[i] = self.result(found, options, self.source(texts[i]))
         return results
 
     def result(self, hyps: list[Hypothesis], options: TranslationOptions,
-               unknown: tuple[str, ...] = (), capitals: bool = False) -> Result:
-        """The Result of a sentence's hypotheses (best first); `unknown`: its source's unknown
-        pieces (decode); `capitals`: its texts given back in capitals (its source was written
-        so: in_capitals)."""
+               source: Source = Source()) -> Result:
+        """The Result of a sentence's hypotheses (best first), each text as `source` (what
+        Translator.source found in the sentence) asks."""
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:
-            decoded = one_final_period(self.decode(tokens, unknown))
-            return decoded.upper() if capitals else decoded
+            decoded = written_back(self.decode(tokens, source.unknown), source.forms)
+            decoded = one_final_period(decoded)
+            return decoded.upper() if source.capitals else decoded
 
         return Result(
             text=text(best.tokens),
@@ -507,8 +526,7 @@ class RunningBatch:
         self.translator, self.options, self.beside = translator, options, beside
         self.search = translator.start_search(options, beside)
         self._ready: list[tuple[Any, Result]] = []  # blank texts, returned by the next step
-        self._unknown: dict[Any, tuple[str, ...]] = {}  # by key: sources with unknown pieces
-        self._capitals: set = set()  # keys of sources written in capitals
+        self._sources: dict[Any, Source] = {}  # by key: those that ask for more than none
 
     @property
     def running(self) -> int:
@@ -521,10 +539,8 @@ class RunningBatch:
         if todo:
             sources = self.translator.encode([texts[i] for i in todo])
             for i in todo:
-                if unknown := self.translator.unknowns(texts[i]):
-                    self._unknown[keys[i]] = unknown
-                if self.translator.in_capitals(texts[i]):
-                    self._capitals.add(keys[i])
+                if (source := self.translator.source(texts[i])) != Source():
+                    self._sources[keys[i]] = source
             self.translator.admit(self.search, [keys[i] for i in todo], sources, self.options,
                                   self.beside)
 
@@ -542,9 +558,7 @@ class RunningBatch:
         return done
 
     def _result(self, key: Any, hyps: list[Hypothesis]) -> Result:
-        capitals = key in self._capitals
-        self._capitals.discard(key)
-        return self.translator.result(hyps, self.options, self._unknown.pop(key, ()), capitals)
+        return self.translator.result(hyps, self.options, self._sources.pop(key, Source()))
 
 
 # Sentences a translator on another provider must translate about as the CPU does. The CUDA

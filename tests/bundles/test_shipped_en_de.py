@@ -144,3 +144,19 @@ def test_characters_outside_the_vocabulary_come_back_as_they_were(translator):
         for result in (offline[i], running[i]):
             for out in (result.text, *result.alternatives):
                 assert "\u2047" not in out and char in out, (text, out)
+
+
+WRITTEN_FORMS = {  # read by the vocabulary as "m2", "TM", "1⁄2", "H2O", "..."
+    "The room is 20 m² in size.": "m²",
+    "Firefox™ is a browser.": "™",
+    "Add ½ cup of sugar.": "½",
+    "H₂O is water.": "H₂O",
+    "Please wait…": "…",
+}
+
+
+def test_characters_the_vocabulary_reads_otherwise_come_back_as_written(translator):
+    options = TranslationOptions(beam_size=4)
+    texts = list(WRITTEN_FORMS)
+    for text, result in zip(texts, translator.translate_batch(texts, options), strict=True):
+        assert WRITTEN_FORMS[text] in result.text, (text, result.text)

@@ -715,6 +715,31 @@ def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
     assert sum(a != b for a, b in zip(got[False], want, strict=True)) >= len(want) // 2
 
 
+@pytest.mark.parametrize("source, decoded, given", [
+    ("The room is 20 m² in size.", "Der Raum ist 20 m2 groß.", "Der Raum ist 20 m² groß."),
+    ("Add ½ cup of sugar.", "1⁄2-Cup Zucker hinzufügen.", "½-Cup Zucker hinzufügen."),
+    ("Firefox™ is a browser.", "FirefoxTM ist ein Browser.", "Firefox™ ist ein Browser."),
+    ("Please wait…", "Bitte warten ...", "Bitte warten …"),
+    ("H₂O and CO₂ are molecules.", "H2O und CO2 sind Moleküle.", "H₂O und CO₂ sind Moleküle."),
+    ("Step ① of 10", "Schritt 1 von 10", "Schritt ① von 10"),
+    ("Read 2 MB of 4 m².", "2 MB von 4 m2 lesen.", "2 MB von 4 m² lesen."),  # the other 2 stays
+    ("Wait… what... really", "Warte... was... wirklich", "Warte... was... wirklich"),  # which?
+    ("The ﬁle is open.", "Die Datei ist offen.", "Die Datei ist offen."),  # not found: as it is
+    ("It weighs 10\u00a0kg.", "Es wiegt 10 kg.", "Es wiegt 10 kg."),  # a space is a space
+    ("m² and m²", "m2 und m2", "m² und m²"),
+])
+def test_characters_the_vocabulary_reads_otherwise_come_back_as_written(translator, monkeypatch,
+                                                                         source, decoded, given):
+    """SentencePiece reads a compatibility character as its plain form ("m²" as "m2", "™" as
+    "TM", "…" as "..."), and the model writes that form: where the translation has the plain
+    form of a source word that held one (or of the character itself, where nothing else in the
+    source reads so), the source's characters go back, alternatives included."""
+    monkeypatch.setattr(translator, "decode", lambda ids, unknown=None: decoded)
+    options = TranslationOptions(beam_size=3, num_alternatives=1)
+    got = translator.translate_batch([source], options)[0]
+    assert got.text == given and got.alternatives == [given]
+
+
 def test_unknown_pieces_decode_as_the_source_wrote_them(translator):
     # what the model outputs for a character its vocabulary lacks (an unknown piece) is written
     # as that character, in the source's order, never as SentencePiece's " ⁇ "
