@@ -126,20 +126,23 @@ class Form(NamedTuple):
 def written_forms(text: str, plain: Callable[[str], str]) -> tuple[Form, ...]:
     """The words of text (runs of letters, digits and characters the tokenizer reads otherwise)
     that hold a character the tokenizer reads otherwise: `plain(c)` is how it reads c (its
-    normalization: "²" -> "2", "™" -> "TM", "…" -> "..."). A character read as a space or as
-    nothing is a space."""
+    normalization: "²" -> "2", "™" -> "TM", "…" -> "...", a no-break space -> " "). A space
+    read as a space joins the words on its sides ("25\u00a0kg" is read "25 kg"); a character
+    read as nothing parts them."""
     if text.isascii():  # the normalization keeps every ASCII letter, digit and mark
         return ()
 
-    def kind(c: str) -> int:  # 0 between words, 1 a word's own, 2 read otherwise
-        if not c.isascii() and (p := plain(c)) != c and p.strip():
-            return 2
-        return int(c.isalnum())
+    def kind(c: str) -> int:  # 0 between words, 1 a word's own, 2 read otherwise, 3 a space
+        if c.isascii() or (p := plain(c)) == c:
+            return int(c.isalnum())
+        return 3 if p == " " else 2 if p else 0
 
     kinds = [kind(c) for c in text]
-    reads = [plain(c) if k == 2 else c for c, k in zip(text, kinds, strict=True)]
+    reads = [plain(c) if k > 1 else c for c, k in zip(text, kinds, strict=True)]
     words, marks = [], []
-    for m in re.finditer(r"[12]*2[12]*", "".join(map(str, kinds))):
+    for m in re.finditer(r"[123]+", "".join(map(str, kinds))):
+        if not re.search("[23]", m.group()) or not re.search("[12]", m.group()):
+            continue  # nothing read otherwise, or spaces alone
         start, end = m.span()
         runs = [(r.start() + start, r.end() + start)
                 for r in re.finditer("2+", m.group())]
@@ -168,8 +171,8 @@ def written_back(text: str, forms: tuple[Form, ...]) -> str:
     def claim(read: str, written: str, whole: bool) -> bool:
         for m in re.compile(re.escape(read)).finditer(text, after.get((read, whole), 0)):
             start, end = m.span()
-            if whole and ((start and text[start - 1].isalnum())
-                          or (end < len(text) and text[end].isalnum())):
+            if whole and ((read[0].isalnum() and start and text[start - 1].isalnum())
+                          or (read[-1].isalnum() and end < len(text) and text[end].isalnum())):
                 continue
             if not any(taken[start:end]):
                 taken[start:end] = b"\1" * (end - start)
@@ -191,8 +194,10 @@ def written_back(text: str, forms: tuple[Form, ...]) -> str:
 
 
 def _read(sp: spm.SentencePieceProcessor, c: str) -> str:
-    """The character c as the SentencePiece model reads it (its normalization)."""
-    return sp.normalize(c).replace(SPACE, " ").strip()
+    """The character c as the SentencePiece model reads it (its normalization); " " for a
+    space (which the normalization drops at a text's ends: so c is read between two letters)."""
+    read = sp.normalize(c).replace(SPACE, " ").strip()
+    return read or (" " if sp.normalize(f"x{c}x") == f"{SPACE}x{SPACE}x" else "")
 
 
 def _surface(piece) -> str:

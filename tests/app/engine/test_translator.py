@@ -725,7 +725,11 @@ def test_steps_on_a_device_that_copies_inputs_at_bind_time_bind_them_again(
     ("Read 2 MB of 4 m².", "2 MB von 4 m2 lesen.", "2 MB von 4 m² lesen."),  # the other 2 stays
     ("Wait… what... really", "Warte... was... wirklich", "Warte... was... wirklich"),  # which?
     ("The ﬁle is open.", "Die Datei ist offen.", "Die Datei ist offen."),  # not found: as it is
-    ("It weighs 10\u00a0kg.", "Es wiegt 10 kg.", "Es wiegt 10 kg."),  # a space is a space
+    ("It weighs 10\u00a0kg.", "Es wiegt 10 kg.", "Es wiegt 10\u00a0kg."),  # a no-break space
+    ("25\u00a0€ incl.\u00a0VAT", "25 € inkl. MwSt.", "25\u00a0€ inkl. MwSt."),  # VAT: not found
+    ("Fig.\u00a03 shows it", "Abb. 3 zeigt es", "Abb.\u00a03 zeigt es"),
+    ("Hello \u00a0 world", "Hallo Welt", "Hallo Welt"),  # spaces alone are no word
+    ("foo\u00adbar", "foo\u00adbar", "foo\u00adbar"),  # a soft hyphen is read as it is
     ("m² and m²", "m2 und m2", "m² und m²"),
 ])
 def test_characters_the_vocabulary_reads_otherwise_come_back_as_written(translator, monkeypatch,
