@@ -185,9 +185,10 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         found = [(_block(number, item), _join([_clean(line.text) for line in item]))
                  for box, lines in boxes for item in _items(box, lines, pitch)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
+        # (a page past a limit is refused before what lies around its blocks is worked out)
+        budget.spend([text for block, text in found if not block.code])
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
-        first = len(segments)
         aligned = _page_aligned([b for b, _ in found], space)
         for block, (_, text) in zip(aligned, found, strict=True):
             if block.code:
@@ -195,7 +196,6 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
             else:
                 segments.append(text)
                 blocks.append(block)
-        budget.spend(segments[first:])
         reading(number + 1, len(reader.pages))
     if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "

@@ -21,7 +21,7 @@ pytest.importorskip("reportlab")
 
 from pypdf import PdfReader  # noqa: E402
 
-from app.documents import pdf_boxes, pdf_file  # noqa: E402
+from app.documents import DocumentTooLarge, Limits, pdf_boxes, pdf_file  # noqa: E402
 from bench.pdf_hostile import grid_page, piled_page  # noqa: E402
 from tests.app.test_pdf import all_pairs_rooms  # noqa: E402
 
@@ -261,3 +261,14 @@ def test_the_page_s_pitch_for_a_size_is_the_widest_of_its_boxes_in_about_that_si
         for size in [s for s, _ in pitches] + [rnd.uniform(3, 35) for _ in range(20)]:
             assert pitch(size) == max((p for s, p in pitches if not pdf_file._resized(s, size)),
                                       default=None)
+
+
+def test_a_page_past_the_segment_limit_is_refused_before_its_layout_is_worked_out(monkeypatch):
+    """Its segments are counted once its blocks are read, before what lies around them is
+    (the message as ever: all the page's segments)."""
+    laid_out = []
+    space = pdf_file._page_space
+    monkeypatch.setattr(pdf_file, "_page_space", lambda *a: laid_out.append(1) or space(*a))
+    with pytest.raises(DocumentTooLarge, match="at least 300 segments; the limit is 100"):
+        pdf_file.extract(grid_page(300), Limits(max_segments=100))
+    assert not laid_out
