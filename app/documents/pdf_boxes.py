@@ -71,17 +71,14 @@ class Grid:
 
     def _span(self, low: float, high: float, axis: int) -> tuple[int, int]:
         """The first and last cell along `axis` (0: x, 1: y) of the span from low to high
-        (either way round)."""
-        low, high = min(low, high), max(low, high)
-        return self._cell(low, axis), self._cell(high, axis)
-
-    def _cell(self, v: float, axis: int) -> int:
-        v = (v - self.origin[axis]) * self.scale[axis]
-        last = self.shape[axis] - 1
-        return 0 if not v > 0 else last if v >= last else int(v)  # (NaN: the first)
+        (either way round; NaN: the first cell)."""
+        origin, scale, last = self.origin[axis], self.scale[axis], self.shape[axis] - 1
+        a, b = (min(low, high) - origin) * scale, (max(low, high) - origin) * scale
+        return (0 if not a > 0 else last if a >= last else int(a),
+                0 if not b > 0 else last if b >= last else int(b))
 
     def _cells(self, v: np.ndarray, axis: int) -> np.ndarray:
-        """_cell of each of v, worked out the same way."""
+        """The cell along `axis` of each of v, worked out as _span does."""
         v = (v - self.origin[axis]) * self.scale[axis]
         return np.clip(np.floor(np.nan_to_num(v, nan=0.0)), 0, self.shape[axis] - 1).astype(int)
 
