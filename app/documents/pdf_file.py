@@ -74,6 +74,7 @@ from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.pdfgen import canvas
 
 from app.documents import Budget, Document, DocumentTooLarge, InvalidDocument, Limits
+from app.documents.pdf_boxes import Crowded, Grid, held
 
 # decoded stream bytes pdfminer may read: a floor for small files, else this many times the
 # file's size (text content deflates a few times over; a bomb, a thousand times)
@@ -180,22 +181,21 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
         interpreter.process_page(page)
         layout = device.get_result()
         boxes = [(box, _lines(box)) for box in _text_boxes(layout)]
-        pitches = _page_pitches([[line.look for line in lines] for _, lines in boxes])
+        pitch = _page_pitch([[line.look for line in lines] for _, lines in boxes])
         found = [(_block(number, item), _join([_clean(line.text) for line in item]))
-                 for box, lines in boxes for item in _items(box, lines, pitches)]
+                 for box, lines in boxes for item in _items(box, lines, pitch)]
         found = [(block, text) for block, text in found if block.code or text.strip()]
+        # (a page past a limit is refused before what lies around its blocks is worked out)
+        budget.spend([text for block, text in found if not block.code])
         space = _page_space(matrix, page.cropbox, _graphics(layout), [b.box for b, _ in found])
         pages.append(space)
-        first = len(segments)
-        page_blocks = [b for b, _ in found]
-        for block, text in found:
-            block = _aligned(block, space, page_blocks)
+        aligned = _page_aligned([b for b, _ in found], space)
+        for block, (_, text) in zip(aligned, found, strict=True):
             if block.code:
                 kept.append(block)
             else:
                 segments.append(text)
                 blocks.append(block)
-        budget.spend(segments[first:])
         reading(number + 1, len(reader.pages))
     if len(pages) != len(reader.pages):  # pdfminer guessed pages from a broken page tree
         raise InvalidDocument(f"cannot read the file as .pdf: {len(reader.pages)} pages in its "
@@ -306,8 +306,8 @@ def _page_space(matrix: tuple[float, ...], cropbox, graphics: list[Box],
     ys = [b * x + d * y + f for x in (cx0, cx1) for y in (cy0, cy1)]
     crop = (min(xs), min(ys), max(xs), max(ys))
     # a graphic around text (a background, a frame, a table's cell) says nothing of the margins
-    held = _arounds(_columns(graphics)[:, :, None], _columns(texts)[:, None, :]).any(axis=1)
-    loose = [g for g, around in zip(graphics, held, strict=True) if not around]
+    holding = held(_columns(graphics), _columns(texts))
+    loose = [g for g, around in zip(graphics, holding, strict=True) if not around]
     frame = (min((t[0] for t in texts), default=crop[0]),
              min((box[1] for box in texts + loose), default=crop[1]),
              max((t[2] for t in texts), default=crop[2]), crop[3])
@@ -332,20 +332,18 @@ def _columns(boxes) -> np.ndarray:
 
 
 def _items(box: LTTextBox, lines: list[_Line],
-           page_pitches: list[tuple[float, float]]) -> list[list[_Line]]:
+           page_pitch: Callable[[float], float | None]) -> list[list[_Line]]:
     """The box's lines cut into paragraphs: after a line of dot leaders (a table of contents),
     after a sentence's end well short of the box's right edge, before a bullet, and where the
     look changes (pdfminer often boxes a heading with the paragraph under it): a line in
     another size or weight than the line before, or further below it than the box's lines
     usually are (a box of two lines has too few to tell: further below than any box of the
-    page in their size sets its lines, `page_pitches`)."""
+    page in their size sets its lines, `page_pitch`)."""
     known = [line.look for line in lines if line.look is not None]
     usual = _usual_pitch(_steps(known))
     pitch = usual[1] if usual else None
     if usual is None and known and known[0].size:
-        # the widest: a table's rows, set closer than the paragraphs, do not cut them
-        pitch = max((p for size, p in page_pitches if not _resized(size, known[0].size)),
-                    default=None)
+        pitch = page_pitch(known[0].size)
         # judged by the page, a line of a letter or two (a formula's symbol that TeX set apart
         # from its sentence, a matrix's numbers) is no paragraph of its own
         if any(sum(c.isalpha() for c in line.text) < 3 for line in lines):
@@ -417,11 +415,39 @@ def _usual_pitch(steps: list[tuple[float, float]]) -> tuple[float, float] | None
     return steps[(len(steps) - 1) // 2] if len(steps) > 1 else None
 
 
-def _page_pitches(boxes: list[list[_Look | None]]) -> list[tuple[float, float]]:
-    """The (size, usual pitch) of each of the page's boxes (their lines' looks) that has one
-    (three lines or more), which a box of two lines is judged by."""
+def _page_pitch(boxes: list[list[_Look | None]]) -> Callable[[float], float | None]:
+    """What a box of two lines is judged by: for a size, the widest usual pitch among those of
+    the page's boxes (their lines' looks) that have one (three lines or more) in that size, not
+    _resized (a table's rows, set closer than the paragraphs, do not cut them); None if none.
+    The sizes within a tenth of one lie side by side in their order, so each size looks at a
+    range of them, its widest pitch found at once (_range_max)."""
     pitches = (_usual_pitch(_steps([x for x in looks if x is not None])) for looks in boxes)
-    return [p for p in pitches if p is not None]
+    pitches = sorted((p for p in pitches if p is not None), key=lambda p: p[0])
+    sizes = [size for size, _ in pitches]
+    widest = _range_max([pitch for _, pitch in pitches])
+
+    @cache
+    def pitch(size: float) -> float | None:
+        first = bisect_left(sizes, True, key=lambda s: not (s < size and _resized(s, size)))
+        end = bisect_left(sizes, True, key=lambda s: s > size and _resized(s, size))
+        return widest(first, end) if first < end else None
+
+    return pitch
+
+
+def _range_max(values: list[float]) -> Callable[[int, int], float]:
+    """The largest of values[first:end] (first < end), each range at once: the largest of each
+    run of 1, 2, 4 ... values kept, a range covered by two runs (a sparse table)."""
+    runs = [values]  # runs[k][i]: the largest of values[i:i + 2 ** k]
+    while 2 ** len(runs) <= len(values):
+        width = 2 ** (len(runs) - 1)
+        runs.append([max(a, b) for a, b in zip(runs[-1], runs[-1][width:], strict=False)])
+
+    def largest(first: int, end: int) -> float:
+        level = (end - first).bit_length() - 1
+        return max(runs[level][first], runs[level][end - 2 ** level])
+
+    return largest
 
 
 def _new_look(before: _Look | None, look: _Look | None, text: str) -> bool:
@@ -566,22 +592,42 @@ def _same(xs: list[float], size: float) -> bool:
     return max(xs) - min(xs) <= max(1.0, 0.15 * size)
 
 
-def _aligned(block: Block, page: Page, blocks: list[Block]) -> Block:
+def _page_aligned(blocks: list[Block], page: Page) -> list[Block]:
+    """The page's blocks with their one-line blocks' alignment judged (_aligned), the page's
+    graphics and blocks filed in grids once; a block among more boxes than a grid looks
+    through (a crowd of strings on one spot) keeps the alignment its lines gave it."""
+    graphics = Grid(_columns(page.graphics), page.crop)
+    texts = Grid(_columns([b.box for b in blocks]), page.crop)
+    out = []
+    for block in blocks:
+        try:
+            out.append(_aligned(block, page, blocks, graphics, texts))
+        except Crowded:
+            out.append(block)
+    return out
+
+
+def _aligned(block: Block, page: Page, blocks: list[Block], graphics: Grid,
+             texts: Grid) -> Block:
     """A one-line block's alignment, from the ruled box around it (a table's cell) or else the
     page's text: centred if its middle is that box's middle, or the middle of a block close
     above or below that starts elsewhere (a title page's lines); right if it ends at that
-    box's right edge and starts past its middle (a running header, a label in the margin)."""
+    box's right edge and starts past its middle (a running header, a label in the margin).
+    `graphics`, `texts`: the page's graphics and blocks (`blocks`), filed."""
     if block.lines > 1 or block.code:
         return block
     x0, y0, x1, y1 = block.box
     size, middle = block.size, (x0 + x1) / 2
-    around = [g for g in page.graphics if _around(g, block.box)]
+    # (a box around the block meets it; a block whose middle is near the block's, its middle)
+    around = [g for g in (page.graphics[k] for k in graphics.near(x0 - 2, y0 - 2, x1 + 2, y1 + 2))
+              if _around(g, block.box)]
     left, _, right, _ = min(around, key=lambda g: g[2] - g[0]) if around else page.frame
-    # (the block's neighbours above and below found first: a page has many blocks)
+    near = max(1.0, 0.15 * size) + 2  # (as _same, and some)
     if x0 - left > size and (_same([middle, (left + right) / 2], size) or any(
             b.box[1] - 4 * size < y1 and b.box[3] + 4 * size > y0
             and abs(b.box[0] - x0) > size and _same([middle, (b.box[0] + b.box[2]) / 2], size)
-            for b in blocks)):
+            for b in (blocks[k] for k in texts.near(middle - near, y0 - 4 * size - 2,
+                                                      middle + near, y1 + 4 * size + 2)))):
         return replace(block, align="centre")
     if _same([x1, right], size) and x0 > (left + right) / 2:
         return replace(block, align="right")
@@ -813,35 +859,55 @@ def _word_space(line: str, font: str, size: float, width: float) -> float:
 
 
 def _page_rooms(blocks: list[Block], page: Page) -> list[list[Box]]:
-    """The rooms of each of a page's blocks (_rooms), its boxes made into arrays once."""
+    """The rooms of each of a page's blocks (_rooms), its boxes made into arrays and filed in
+    a grid once; a block among more boxes than the grid looks through (a crowd of strings on
+    one spot) keeps its box."""
     texts = _columns([b.box for b in blocks])
     boxes = np.concatenate([texts, _columns(page.graphics)], axis=1)
-    return [_rooms(block, page, texts, boxes) for block in blocks]
+    grid = Grid(boxes, page.crop)
+    # (a box that holds this holds every text: the page's background)
+    extent = (texts[0].min(), texts[1].min(), texts[2].max(), texts[3].max())
+    out = []
+    for block in blocks:
+        try:
+            out.append(_rooms(block, page, boxes, grid, extent))
+        except Crowded:
+            out.append([block.box])
+    return out
 
 
-def _rooms(block: Block, page: Page, texts: np.ndarray, boxes: np.ndarray) -> list[Box]:
+def _rooms(block: Block, page: Page, boxes: np.ndarray, grid: Grid,
+           extent: np.ndarray) -> list[Box]:
     """The boxes the block's translation may take, in the order they are tried: its own box;
     grown down at its width (a paragraph keeps its column's lines); grown down and sideways:
     to the right, a centred block both ways (staying centred), a right-aligned one to the
     left. Growing stops at the page's frame and crop box, at a ruled box around the block,
     and short of another block or a graphic below it or beside it; what lies inside the
-    block's own box (an underline, a highlight) does not count. `texts`: the boxes of the
-    page's blocks, `boxes`: those and its graphics' (as _columns); the block's own box among
-    them lies inside it, so counts for nothing. Each rule looks at all of them at once: the
-    nearest box on a side is the one that stops the growing."""
+    block's own box (an underline, a highlight) does not count. `boxes`: those of the page's
+    blocks and graphics (as _columns), filed in `grid`; `extent`: the box of all its blocks.
+    The rules look at the boxes that may count (those in the block's row, then those below
+    it), all of them at once: the nearest box on a side is the one that stops the growing."""
     x0, y0, x1, y1 = block.box
     gap = GAP * block.size
     left, bottom, right, _ = page.frame
-    others = boxes[:, ~_arounds(block.box, boxes)]
-    holds = _arounds(others, block.box)
-    for ox0, oy0, ox1, oy1 in others[:, holds].T.tolist():  # a cell, a frame
+    middle = (x0 + x1) / 2
+    # its row: what holds the block or lies in it meets it; what stops it growing sideways
+    # lies beside it, within a gap of the page's frame or of the block
+    reach = abs(gap) + 2
+    row = grid.near(min(left, x0, middle) - reach, y0 - 2, max(right, x1, middle) + reach,
+                    y1 + 2)
+    near = boxes[:, row]
+    inside = _arounds(block.box, near)
+    holds = _arounds(near, block.box) & ~inside
+    for ox0, oy0, ox1, oy1 in near[:, holds].T.tolist():  # a cell, a frame
         pad = min(max(x0 - ox0, 1.0), gap)  # as far from its rules as the text was
-        if not _arounds((ox0, oy0, ox1, oy1), texts).all():  # not the background
+        if not _around((ox0, oy0, ox1, oy1), extent):  # not the background
             bottom = oy0 + pad  # the box, not the page's lowest text, ends it
         left, right = max(left, ox0 + pad), min(right, ox1 - pad)
     left, right = max(min(left, x0), page.crop[0]), min(max(right, x1), page.crop[2])
     bottom = max(min(bottom, y0), page.crop[1])
-    ox0, oy0, ox1, oy1 = others[:, ~holds]
+    seen = {row[k] for k in np.flatnonzero(inside | holds).tolist()}
+    ox0, oy0, ox1, oy1 = near[:, ~(inside | holds)]
     beside = (oy0 < y1) & (oy1 > y0)
     after = ox0 + ox1 > x0 + x1
     if (on_right := beside & after).any():
@@ -849,15 +915,28 @@ def _rooms(block: Block, page: Page, texts: np.ndarray, boxes: np.ndarray) -> li
     if (on_left := beside & ~after).any():
         left = max(left, min(float(ox1[on_left].max()) + gap, x0))
 
+    def apart(ax0: float, ay0: float, ax1: float, ay1: float) -> np.ndarray:
+        """The boxes neither in the block nor around it that may meet this rectangle."""
+        return boxes[:, [k for k in grid.near(ax0, ay0, ax1, ay1) if k not in seen]]
+
     def grown(a: float, b: float) -> Box:  # down as far as the span from a to b is free
-        below = (ox0 < b) & (ox1 > a) & (oy0 + oy1 < y0 + y1)
+        # looking further down each time: the highest box below found in a stretch is the
+        # highest of all; one lower than `bottom` less the gap shortens nothing
+        floor, depth = bottom - gap - 2, max(y1 - y0 + gap, 0.0) + 2
+        while True:
+            low = max(y0 - depth, floor)
+            ox0, oy0, ox1, oy1 = apart(a - 2, low, b + 2, y1 + 2)
+            below = (ox0 < b) & (ox1 > a) & (oy0 + oy1 < y0 + y1)
+            if below.any() and float(oy1[below].max()) >= low or not low > floor:
+                break
+            depth *= 2
         if not below.any():
             return a, bottom, b, y1
         return a, max(bottom, min(float(oy1[below].max()) + gap, y0)), b, y1
 
     if block.align == "centre":
-        half = min((x0 + x1) / 2 - left, right - (x0 + x1) / 2)
-        wide = grown((x0 + x1) / 2 - half, (x0 + x1) / 2 + half)
+        half = min(middle - left, right - middle)
+        wide = grown(middle - half, middle + half)
     elif block.align == "right":
         wide = grown(left, x1)
     else:
