@@ -136,3 +136,40 @@ def test_collect_frees_what_the_work_left_in_cycles_once_it_ends(collect, fails,
     asyncio.run(main())
     wait_until(lambda: _thread_gone("nmt-collect-test"), 5)
     assert (refs[0]() is None) is collect
+
+
+AFTER_WORK = """
+import asyncio, sys
+from app.translation.stoppable import Stop, Stopped, run_stoppable
+
+async def main():
+    assert await run_stoppable(lambda stop: 42) == 42  # ended, never stopped
+    async def cancelled():
+        task = asyncio.ensure_future(run_stoppable(lambda stop: [0 for _ in iter(int, 1)]))
+        await asyncio.sleep(0.2)
+        task.cancel()
+    await cancelled()
+    await asyncio.sleep(0.5)
+
+asyncio.run(main())
+sys.settrace(lambda frame, event, arg: None)  # a debugger, a coverage tool, a line counter
+(lambda: None)()
+sys.settrace(None)
+print("went on")
+"""
+
+
+def test_the_interpreter_goes_on_as_before_once_the_work_has_ended():
+    """A thread that ended left the interpreter signalled that a stop was pending for good
+    (it withdrew a request that never came: CPython clears that signal only where it raises
+    one): every thread took the slow path at each check from then on, and one being traced
+    never got past the entry of its next function (a test that counts lines hung)."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", AFTER_WORK], capture_output=True,
+                              text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the traced call never returned")
+    assert done.stdout.strip() == "went on", done.stderr[-2000:]
