@@ -210,6 +210,11 @@ CAPITALIZED = ("A source typed all in lower case that reads as a sentence "
                "learned from written text.")
 
 
+MASKED = ("Symbols the model does not copy (`python -m export.symbols`: each lost in a short "
+          "sentence) are masked before it and put back where it puts the mask "
+          "(`masked_symbols`): {}")
+
+
 def save_manifest(bundle_dir: str | Path, manifest: dict[str, Any]) -> None:
     """Write manifest.json and regenerate MODEL_CARD.md from it."""
     out = Path(bundle_dir)
@@ -471,6 +476,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         f"{d['max_len_offset']} + {d['max_len_ratio']} x source tokens generated.",
         *_tuning_rows(manifest.get("decoding_tuning")),
         *([CAPITALIZED] if manifest.get("capitalize_lowercase") else []),
+        *([MASKED.format(manifest["masked_symbols"])] if manifest.get("masked_symbols") else []),
         "",
         "## Evaluation",
         "",

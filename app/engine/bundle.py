@@ -32,6 +32,10 @@ manifest.json (format_version 3):
                                            its translation given back in capitals
                                            (app.engine.tokenizer.as_written), for a model
                                            trained on written text only
+    masked_symbols                         optional, a string of characters: symbols the
+                                           model does not copy (export.symbols measures
+                                           them); the engine masks them before the model
+                                           and puts them back after (app.engine.translator)
     tokenizer                              or {"source": {"file", "sha256"}, "target": ...,
                                            "vocab": ...}: source/target SentencePiece models
                                            over one shared piece -> id map (JSON)
@@ -161,6 +165,10 @@ class Bundle:
     def capitalize_lowercase(self) -> bool:
         return bool(self.manifest.get("capitalize_lowercase", False))
 
+    @property
+    def masked_symbols(self) -> frozenset[str]:
+        return frozenset(self.manifest.get("masked_symbols", ""))
+
 
 def decoding_section(manifest: dict[str, Any]) -> dict[str, Any]:
     """The manifest's decoding defaults under today's names (older manifests' names mapped)."""
@@ -252,6 +260,9 @@ def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
     _require(isinstance(manifest.get("capitalize_lowercase", False), bool), where,
              f"'capitalize_lowercase' must be true or false, got "
              f"{manifest.get('capitalize_lowercase')!r}")
+    _require(isinstance(manifest.get("masked_symbols", ""), str), where,
+             f"'masked_symbols' must be a string of characters, got "
+             f"{manifest.get('masked_symbols')!r}")
     _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
     variants = manifest.get("variants")
     _require(

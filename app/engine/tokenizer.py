@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -72,6 +73,15 @@ def _sentence_case(text: str) -> str:
     """A lower-case text with its first letter and the pronoun "i" capitalised."""
     first = next(i for i, c in enumerate(text) if c.isalpha())
     return _PRONOUN_I.sub("I", text[:first] + text[first].upper() + text[first + 1:])
+
+
+def is_symbol(c: str) -> bool:
+    """Whether c is a symbol or a mark of the kind the engine may mask for a model that does
+    not read it (app.engine.translator): beyond ASCII, Unicode's symbols (S) and other
+    punctuation (Po); quotes, brackets and dashes are left to the model, which writes them as
+    the target language sets them ("„...“", "»...«", "–")."""
+    return not c.isascii() and (unicodedata.category(c)[0] == "S"
+                                or unicodedata.category(c) == "Po")
 
 
 def one_final_period(text: str) -> str:

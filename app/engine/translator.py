@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,7 @@ from app.engine.tokenizer import (
     SplitTokenizer,
     as_written,
     in_capitals,
+    is_symbol,
     one_final_period,
     written_back,
     written_forms,
@@ -106,15 +108,64 @@ def blank_result(options: TranslationOptions) -> Result:
     return Result(text="", score=0.0 if options.return_scores else None)
 
 
+class Symbols(NamedTuple):
+    """A text's runs of symbols the model does not read (Translator.read), each masked as
+    `{N}` (a number the text's own braces do not use): the masks, the symbols, and where each
+    mask stood (its start over the masked text's length)."""
+
+    masks: tuple[str, ...]
+    originals: tuple[str, ...]
+    places: tuple[float, ...]
+
+    @classmethod
+    def of(cls, text: str, runs: list[tuple[int, int]]) -> tuple[str, Symbols]:
+        """(text with each run masked, the Symbols)."""
+        taken, n = set(_BRACES.findall(text)), 0
+        out, masks, starts, pos, length = [], [], [], 0, 0
+        for start, end in runs:
+            n += 1
+            while f"{{{n}}}" in taken:
+                n += 1
+            out.append(text[pos:start])
+            length += start - pos
+            masks.append(f"{{{n}}}")
+            starts.append(length)
+            out.append(masks[-1])
+            length, pos = length + len(masks[-1]), end
+        out.append(text[pos:])
+        masked = "".join(out)
+        return masked, cls(tuple(masks), tuple(text[a:b] for a, b in runs),
+                           tuple(start / max(1, len(masked)) for start in starts))
+
+    def back(self, translation: str) -> str:
+        """The translation with each mask's symbols where the model put the mask (once: a
+        copy is deleted), or, where it dropped it, at the word boundary nearest the mask's
+        place in the source."""
+        for mask, original, place in zip(self.masks, self.originals, self.places, strict=True):
+            at = translation.find(mask)
+            if at >= 0:
+                translation = translation[:at] + original + translation[at + len(mask):]
+                translation = re.sub(rf" ?{re.escape(mask)}", "", translation)
+                continue
+            spaces = [m.start() for m in re.finditer(" ", translation)] + [len(translation)]
+            at = min(spaces, key=lambda k: abs(k - place * len(translation)))
+            translation = f"{translation[:at]} {original}{translation[at:]}".lstrip()
+        return translation
+
+
+_BRACES = re.compile(r"\{\d+\}")
+
+
 class Source(NamedTuple):
     """What a sentence's translation needs of its source: the text of its unknown pieces
     (decode writes them), its words the vocabulary reads otherwise (written back as the source
-    wrote them: tokenizer.written_forms), and whether the translation is given back in
-    capitals (in_capitals)."""
+    wrote them: tokenizer.written_forms), whether the translation is given back in capitals
+    (in_capitals), and its symbols the model does not read, masked (Translator.read)."""
 
     unknown: tuple[str, ...] = ()
     forms: tuple[Form, ...] = ()
     capitals: bool = False
+    symbols: Symbols | None = None
 
 
 class _Queue:
@@ -212,7 +263,8 @@ class Translator:
         self.start_id = self.bos_id if start is None else start  # the decoder's first input
         self.unk_id = special.get("unk_id")
         self.max_positions = int(bundle.architecture["max_positions"])
-        self._ids = functools.lru_cache(maxsize=IDS_CACHE)(self._source_ids)
+        # (and the caches of what texts read as)
+        self.mask_symbols(bundle.masked_symbols, "masked_symbols" in bundle.manifest)
         a = bundle.architecture
         self.fused = (FusedDecoder(self.sessions.fused_for, int(a["n_decoder_layers"]),
                                    self.start_id, self.eos_id, int(a["vocab_size"]))
@@ -307,9 +359,50 @@ class Translator:
         IDS_CACHE texts are kept, so a text measured and then translated is tokenized once."""
         return [list(self._ids(text)) for text in texts]
 
+    def mask_symbols(self, symbols: frozenset[str], unknown: bool = True) -> None:
+        """Mask these symbols (and, with `unknown`, those the vocabulary lacks) from now on
+        (Translator.read); at first the bundle's `masked_symbols`, and those it lacks where
+        the bundle has that list (export.symbols measured its model)."""
+        self.masked_symbols = frozenset(symbols)
+        self.mask_unknown = unknown
+        self._unread = functools.lru_cache(maxsize=1 << 16)(self._unread_symbol)
+        self.read = functools.lru_cache(maxsize=IDS_CACHE)(self._read)
+        self._ids = functools.lru_cache(maxsize=IDS_CACHE)(self._source_ids)
+
     def _as_encoded(self, text: str) -> str:
-        """The text as the tokenizer gets it (in written case where the bundle says so)."""
-        return as_written(text)[0] if self.bundle.capitalize_lowercase else text
+        """The text as the tokenizer gets it (read)."""
+        return self.read(text)[0]
+
+    def _read(self, text: str) -> tuple[str, Symbols | None]:
+        """(the text as the tokenizer gets it, its symbols' masks): in written case where the
+        bundle says so, each run of symbols the model does not read (_unread_symbol) masked
+        (Symbols): as themselves, the model wrote words for them or nothing ("Die Toleranz ist
+        SCHÄTZER0.5 mm." for "The tolerance is ±0.5 mm."); masked, it copies the mask, as it
+        does app.text.protect's, and the symbols go back where it stands."""
+        written = as_written(text)[0] if self.bundle.capitalize_lowercase else text
+        if written.isascii():
+            return written, None
+        runs: list[tuple[int, int]] = []
+        for i, c in enumerate(written):
+            if not c.isascii() and self._unread(c):
+                if runs and runs[-1][1] == i:
+                    runs[-1] = (runs[-1][0], i + 1)
+                else:
+                    runs.append((i, i + 1))
+        if not runs:
+            return written, None
+        return Symbols.of(written, runs)
+
+    def _unread_symbol(self, c: str) -> bool:
+        """Whether c is a symbol the model does not read: one the bundle names (measured by
+        export.symbols), or (mask_symbols' `unknown`) a symbol or mark (tokenizer.is_symbol)
+        the vocabulary lacks and reads as itself; a letter it lacks stays in its word, an
+        unknown piece (decode), and one read as others ("™" as "TM") is written back
+        (tokenizer.written_forms)."""
+        return c in self.masked_symbols or (
+            self.mask_unknown and is_symbol(c)
+            and self.tokenizer.plain(c) == c  # (not one read as others: "™")
+            and bool(self.tokenizer.unknown_pieces(c)))
 
     def in_capitals(self, text: str) -> bool:
         """Whether text's translation is given back in capitals (tokenizer.as_written)."""
@@ -317,9 +410,9 @@ class Translator:
 
     def source(self, text: str) -> Source:
         """What text's translation needs of it (Source)."""
-        return Source(self.unknowns(text),
-                      written_forms(self._as_encoded(text), self.tokenizer.plain),
-                      self.in_capitals(text))
+        encoded, symbols = self.read(text)
+        return Source(self.unknowns(text), written_forms(encoded, self.tokenizer.plain),
+                      self.in_capitals(text), symbols)
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
@@ -448,8 +541,10 @@ class Translator:
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:
-            decoded = written_back(self.decode(tokens, source.unknown), source.forms)
-            decoded = one_final_period(decoded)
+            decoded = self.decode(tokens, source.unknown)
+            if source.symbols is not None:
+                decoded = source.symbols.back(decoded)
+            decoded = one_final_period(written_back(decoded, source.forms))
             return decoded.upper() if source.capitals else decoded
 
         return Result(

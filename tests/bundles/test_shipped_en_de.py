@@ -160,3 +160,14 @@ def test_characters_the_vocabulary_reads_otherwise_come_back_as_written(translat
     texts = list(WRITTEN_FORMS)
     for text, result in zip(texts, translator.translate_batch(texts, options), strict=True):
         assert WRITTEN_FORMS[text] in result.text, (text, result.text)
+
+
+def test_symbols_the_model_does_not_copy_come_back(translator):
+    """The shipped model wrote a word for "±" ("Die Toleranz ist SCHÄTZER0.5 mm."): the
+    bundle names such symbols (masked_symbols), and the engine masks them."""
+    assert "±" in translator.bundle.masked_symbols
+    texts = {"The tolerance is ±0.5 mm.": "±", "Click the ★ button.": "★",
+             "If x ≠ y, the test fails.": "≠", "Press ← to go back.": "←"}
+    results = translator.translate_batch(list(texts), TranslationOptions(beam_size=4))
+    for (text, symbol), result in zip(texts.items(), results, strict=True):
+        assert result.text.count(symbol) == 1 and "SCHÄTZER" not in result.text, (text, result)

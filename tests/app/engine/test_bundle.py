@@ -73,6 +73,8 @@ def test_missing_or_unparsable_manifest(bundle, tmp_path):
         (lambda m: m.update(variants={}), r"'variants' must be a non-empty object"),
         (lambda m: m.update(capitalize_lowercase="yes"),
          r"'capitalize_lowercase' must be true or false, got 'yes'"),
+        (lambda m: m.update(masked_symbols=["±"]),
+         r"'masked_symbols' must be a string of characters, got \['±'\]"),
     ],
 )
 def test_wrong_manifest_is_refused(bundle, change, message):
