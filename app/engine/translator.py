@@ -7,6 +7,7 @@ greedy or beam search over the decoder's KV cache -> detokenize -> results in in
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import re
@@ -140,17 +141,38 @@ class Symbols(NamedTuple):
     def back(self, translation: str) -> str:
         """The translation with each mask's symbols where the model put the mask (once: a
         copy is deleted), or, where it dropped it, at the word boundary nearest the mask's
-        place in the source."""
-        for mask, original, place in zip(self.masks, self.originals, self.places, strict=True):
-            at = translation.find(mask)
-            if at >= 0:
-                translation = translation[:at] + original + translation[at + len(mask):]
-                translation = re.sub(rf" ?{re.escape(mask)}", "", translation)
-                continue
-            spaces = [m.start() for m in re.finditer(" ", translation)] + [len(translation)]
-            at = min(spaces, key=lambda k: abs(k - place * len(translation)))
-            translation = f"{translation[:at]} {original}{translation[at:]}".lstrip()
-        return translation
+        place in the source; one pass over the translation."""
+        originals = dict(zip(self.masks, self.originals, strict=True))
+        placed: set[str] = set()
+
+        def put(m: re.Match) -> str:
+            mask = m.group().lstrip(" ")
+            if mask not in originals:
+                return m.group()  # braces of the text's own
+            if mask in placed:
+                return ""  # a copy the model made, with the space before it
+            placed.add(mask)
+            return m.group()[: -len(mask)] + originals[mask]
+
+        out = re.sub(r" ?\{\d+\}", put, translation)
+        dropped = [(place, original) for mask, original, place
+                   in zip(self.masks, self.originals, self.places, strict=True)
+                   if mask not in placed]
+        if not dropped:
+            return out
+        spaces = [0] + [m.start() for m in re.finditer(" ", out)] + [len(out)]
+        inserts = []
+        for place, original in dropped:
+            goal = place * len(out)
+            k = bisect.bisect_left(spaces, goal)
+            near = min(spaces[max(0, k - 1):k + 1], key=lambda at: abs(at - goal))
+            inserts.append((near, original))
+        pieces, pos = [], 0
+        for at, original in sorted(inserts, key=lambda item: item[0]):
+            pieces += [out[pos:at], (f"{original} " if out else original) if at == 0
+                       else f" {original}"]
+            pos = at
+        return "".join(pieces) + out[pos:]
 
 
 _BRACES = re.compile(r"\{\d+\}")

@@ -767,11 +767,14 @@ def test_symbols_the_model_does_not_copy_are_masked_and_put_back(tiny_bundle, tm
         ("das {1}0,5 Haus", "das ±0,5 Haus"),  # where the model put it, glued
         ("das {1} Haus {1}", "das ± Haus"),  # a copy is deleted
         ("das rote Haus", "das ± rote Haus"),  # dropped: the word boundary nearest its place
+        ("das {9} rote Haus", "das {9} ± rote Haus"),  # braces not its own stay
     ]:
         monkeypatch.setattr(t, "decode", lambda ids, unknown=None, out=decoded: out)
         got = t.translate_batch(["the red ±0.5 house"], TranslationOptions(beam_size=2,
                                                                          num_alternatives=1))
         assert got[0].text == given and got[0].alternatives == [given]
+    two = t.read("★ the red house ★")[1]  # both dropped: each near its own place
+    assert two.back("das rote Haus") == "★ das rote Haus ★"
     assert t.tokenizer.unknown_pieces("✓")  # a symbol the vocabulary lacks: masked too
     assert t.read("done ✓")[0] == "done {1}"
     assert t.read("open Ω now") == ("open Ω now", None)  # a letter: an unknown piece
