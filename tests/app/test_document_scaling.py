@@ -1,0 +1,42 @@
+"""Each step of reading, translating and writing a document costs time linear in its input (or
+n log n): a step that cost the square of a paragraph's runs, links or line breaks held its
+thread, and in pure Python the GIL, for minutes on a hostile or merely large upload
+(`python -m bench.scaling` measures every reader and writer). Each test counts the work of
+such a step, or, where the work is copying strings, gives it an input the square of whose size
+takes the old code hours, under a deadline that linear code meets a hundred times over."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.documents import html_file
+
+# seconds for a test whose step the old code took hours over (the whole test, linear, takes one)
+DEADLINE = 60
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_many_attribute_values_are_written_back_in_one_pass():
+    """Each translated alt (title ...) value was written into its part by copying the whole
+    part again (a gallery of 100,000 pictures: the square of its size), or, in a translated
+    block, by searching the whole block again for its tag."""
+    n = 100_000
+    tags = [f'<img src="p{k}.png" alt="Picture {k}">' for k in range(n)]
+    gallery = "".join(tags)  # markup only: the part stays as it was in the source
+    block = " ".join(f"word {t}" for t in tags)  # a translated block, its tags put back
+    source = [gallery, "<p>", block, "</p>"]
+    parts = [gallery, "<p>", block.replace("word", "drow"), "</p>"]
+    values, offset = [], 0  # each tag's value, where the tag is in the source
+    for chunk in source:
+        pos = 0
+        for tag in tags if chunk in (gallery, block) else ():
+            pos = chunk.index(tag, pos)
+            value = tag.index("Picture")
+            values.append(html_file.Value(tag, offset + pos, (value, len(tag) - 2), '"'))
+            pos += len(tag)
+        offset += len(chunk)
+    out = html_file.written(source, parts, values, [f"Bild {k}" for k in range(2 * n)])
+    assert out[0] == "".join(f'<img src="p{k}.png" alt="Bild {k}">' for k in range(n))
+    assert out[2] == " ".join(f'drow <img src="p{k}.png" alt="Bild {n + k}">'
+                              for k in range(n))
+    assert out[1::2] == ["<p>", "</p>"]
