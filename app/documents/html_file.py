@@ -144,15 +144,28 @@ def blocks(source: str, probe: Budget | None = None
 def _runs(source: str, events: list[tuple[int, bool]]) -> list[tuple[str, bool]]:
     """The source between these events as (chunk, translatable) runs, each the longest of its
     kind."""
-    out: list[tuple[str, bool]] = []
+    runs = _Runs()
     for (start, kind), (end, _) in itertools.pairwise(events):
-        if start >= end:
-            continue
-        if out and out[-1][1] == kind:
-            out[-1] = (out[-1][0] + source[start:end], kind)
-        else:
-            out.append((source[start:end], kind))
-    return out
+        if start < end:
+            runs.add(source[start:end], kind)
+    return runs.joined()
+
+
+class _Runs:
+    """(chunk, kind) runs built piece by piece, each run's pieces joined once at the end (a run
+    of thousands of tags grew by a copy of itself per tag)."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[list[str], bool]] = []
+
+    def add(self, chunk: str, kind: bool) -> None:
+        if chunk and self.runs and self.runs[-1][1] == kind:
+            self.runs[-1][0].append(chunk)
+        elif chunk:
+            self.runs.append(([chunk], kind))
+
+    def joined(self) -> list[tuple[str, bool]]:
+        return [("".join(pieces), kind) for pieces, kind in self.runs]
 
 
 def _probed(splitter: _BlockSplitter, looked: int, probe: Budget) -> int:
@@ -180,23 +193,16 @@ def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """The runs with the tags that close at a text's start, or open at its end, moved out of
     it into the markup beside it: they belong to what verbatim code (or a block) around the text
     holds, and the model moved them over the text's words (into the code)."""
-    out: list[tuple[str, bool]] = []
-
-    def add(chunk: str, kind: bool) -> None:
-        if chunk and out and out[-1][1] == kind:
-            out[-1] = (out[-1][0] + chunk, kind)
-        elif chunk:
-            out.append((chunk, kind))
-
+    runs = _Runs()
     for chunk, kind in parts:
         head = _CLOSING.match(chunk) if kind else None
         start = head.end() if head else 0
         tail = _OPENING.search(chunk, start) if kind else None
         end = tail.start() if tail else len(chunk)
-        add(chunk[:start], False)
-        add(chunk[start:end], kind)
-        add(chunk[end:], False)
-    return out
+        runs.add(chunk[:start], False)
+        runs.add(chunk[start:end], kind)
+        runs.add(chunk[end:], False)
+    return runs.joined()
 
 
 def readable(source: str) -> list[tuple[int, int]]:

@@ -40,3 +40,17 @@ def test_many_attribute_values_are_written_back_in_one_pass():
     assert out[2] == " ".join(f'drow <img src="p{k}.png" alt="Bild {n + k}">'
                               for k in range(n))
     assert out[1::2] == ["<p>", "</p>"]
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_a_page_is_cut_into_runs_each_joined_once():
+    """A run of markup (a minified page's empty elements, an inline drawing's paths) grew by
+    one copy of itself per tag; so did one made of inline tags alone moved out of a text
+    between block tags."""
+    n = 500_000
+    source = '<div class="icon"></div>' * n
+    events = [(k * 12, False) for k in range(2 * n)]  # a start or end tag each 12 characters
+    assert html_file._runs(source, [(0, False), *events, (len(source), False)]) == [
+        (source, False)]
+    parts = [("<div>", False), ("</b>", True)] * n  # texts that are closing tags only
+    assert html_file._outside(parts) == [("<div></b>" * n, False)]
