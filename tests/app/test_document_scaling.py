@@ -54,3 +54,19 @@ def test_a_page_is_cut_into_runs_each_joined_once():
         (source, False)]
     parts = [("<div>", False), ("</b>", True)] * n  # texts that are closing tags only
     assert html_file._outside(parts) == [("<div></b>" * n, False)]
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_text_without_letters_is_kept_as_one_part_joined_once():
+    """Lines without letters (a table of numbers in a text file, an HTML table's numbers
+    between its tags) are kept verbatim, each merged into the part before it by copying that
+    part again."""
+    from app.text.segment import segment_html, segment_text
+
+    row = " ".join(f"{k:>9}" for k in range(10))
+    text = "Numbers:\n" + f"{row}\n" * 100_000
+    seg = segment_text(text)
+    assert seg.parts == ["Numbers:", text[len("Numbers:"):]] and seg.targets == [0]
+    page = "<p>Numbers</p><table>" + "<tr><td>1</td><td>2</td></tr>" * 200_000 + "</table>"
+    seg = segment_html(page)
+    assert seg.parts == ["<p>", "Numbers", page[len("<p>Numbers"):]] and seg.targets == [1]
