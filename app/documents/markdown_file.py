@@ -268,11 +268,12 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
             quotes = marker.count(">")
     head = front_matter.values(lines, front) if front else []
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
+    cut = _Cut(lines, kinds, starts)
     # each text spent as it is made (its emphasis and references read): a file past a limit
     # is read no further
     texts = itertools.chain(
         (value.text for value in head),
-        (_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels)
+        (_references(_text(lines, cut(i)[k], starts, more)[0].strip(), labels)
          for i, k, more in cells))
     made = (budget or Budget()).each(map(_emphasis, texts), lambda e: e[0])
     segments, markers = zip(*made, strict=True) if made else ((), ())
@@ -280,12 +281,26 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
                     (lines, head, cells, encoding, markers, kinds, starts), wraps=always)
 
 
-def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
-          more: list[int]) -> tuple[str, list[tuple[str, str]]]:
-    """A cell's text with the lines that continue it and the line breaks between, and what
-    stays at each break (`_rejoined`): the backslash of a hard break before it, a quoted
-    line's quote markers after it."""
-    texts = [_pieces(lines[i], kinds.get(i, ""), starts[i])[k]]
+class _Cut:
+    """Each line's `_pieces`, cut once (a row of thousands of cells was cut again for each
+    of its cells)."""
+
+    def __init__(self, lines: list[str], kinds: dict[int, str], starts: dict[int, int]) -> None:
+        self.lines, self.kinds, self.starts = lines, kinds, starts
+        self.cut: dict[int, list[str]] = {}
+
+    def __call__(self, i: int) -> list[str]:
+        if i not in self.cut:
+            self.cut[i] = _pieces(self.lines[i], self.kinds.get(i, ""), self.starts[i])
+        return self.cut[i]
+
+
+def _text(lines: list[str], first: str, starts: dict[int, int], more: list[int]
+          ) -> tuple[str, list[tuple[str, str]]]:
+    """A cell's text (`first`: its piece of its line) with the lines that continue it and the
+    line breaks between, and what stays at each break (`_rejoined`): the backslash of a hard
+    break before it, a quoted line's quote markers after it."""
+    texts = [first]
     texts += [lines[j][starts[j] :] for j in more]
     joins = []
     for n, j in enumerate(more):
@@ -528,9 +543,10 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
     front_matter.write(lines, head, [_markers(text, marks) for text, marks in zip(
         translations[:n], markers[:n], strict=True)])
     translations, markers = translations[n:], markers[n:]
-    pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
+    cut = _Cut(source, kinds, starts)
+    pieces = {i: list(cut(i)) for i in dict.fromkeys(i for i, _, _ in cells)}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original, joins = _text(source, kinds, starts, i, k, more)
+        original, joins = _text(source, cut(i)[k], starts, more)
         text = _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)

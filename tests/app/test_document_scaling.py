@@ -70,3 +70,20 @@ def test_text_without_letters_is_kept_as_one_part_joined_once():
     page = "<p>Numbers</p><table>" + "<tr><td>1</td><td>2</td></tr>" * 200_000 + "</table>"
     seg = segment_html(page)
     assert seg.parts == ["<p>", "Numbers", page[len("<p>Numbers"):]] and seg.targets == [1]
+
+
+def test_a_markdown_row_is_cut_into_cells_once(monkeypatch):
+    """Each cell of a table row cut the whole row at its pipes again, to read the cell's text
+    and to write its translation: a row of thousands of cells cost the square of its size."""
+    from app.documents import markdown_file, translate_document
+
+    read = []
+    pieces = markdown_file._pieces
+    monkeypatch.setattr(markdown_file, "_pieces",
+                        lambda line, *args: read.append(len(line)) or pieces(line, *args))
+    n = 2000
+    row = "|" + "|".join(f" cell {c} " for c in range(n)) + "|\n"
+    table = row + "|" + "---|" * n + "\n" + row
+    out = translate_document(table.encode(), "md", lambda texts: [t.upper() for t in texts])
+    assert out.decode() == row.upper() + "|" + "---|" * n + "\n" + row.upper()
+    assert sum(read) <= 4 * len(table), sum(read)  # each row cut once to read, once to write
