@@ -431,7 +431,8 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
                 stack.pop()
         if length and opens:
             stack.append([index, run[0], start, length, len(run), closes])
-    pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
+    pairs = [p for p, crossed in zip(pairs, _crossing(pairs, links), strict=True)
+             if not crossed] + links
     if not pairs:
         return text, notes
     pairs.sort()
@@ -488,10 +489,31 @@ def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, i
     return pairs
 
 
-def _cross(p: tuple[int, int, int, int], q: tuple[int, int, int, int]) -> bool:
-    """Whether two pairs of markers cross (neither is inside the other, nor apart)."""
-    return not (p[3] <= q[0] or q[3] <= p[0] or (p[1] <= q[0] and q[3] <= p[2])
-                or (q[1] <= p[0] and p[3] <= q[2]))
+def _crossing(pairs: list[tuple[int, int, int, int]], links: list[tuple[int, int, int, int]]
+              ) -> list[bool]:
+    """For each pair of emphasis markers (start and end of its opening marker, of its closing
+    one), whether a link's pair of markers crosses it (neither is inside the other, nor
+    apart). Markers never overlap and links nest (brackets), so a link crosses a pair where it
+    holds one of the pair's content's ends but not the other: where the innermost link
+    around its start is not the one around its end. Found in one sweep over the links by
+    their starts (compared with every link, each pair cost the paragraph the product of its
+    pairs and links)."""
+    if not links:
+        return [False] * len(pairs)
+    order = sorted(range(len(links)), key=lambda k: links[k][0])
+    around: dict[int, int | None] = {}  # a place -> the innermost link around it, by index
+    open_: list[int] = []  # the links around the place swept to, outermost first
+    k = 0
+    for at in sorted({x for _, b, c, _ in pairs for x in (b, c)}):
+        while k < len(order) and links[order[k]][0] < at:
+            while open_ and links[open_[-1]][3] <= links[order[k]][0]:
+                open_.pop()
+            open_.append(order[k])
+            k += 1
+        while open_ and links[open_[-1]][3] <= at:
+            open_.pop()
+        around[at] = open_[-1] if open_ else None
+    return [around[b] != around[c] for _, b, c, _ in pairs]
 
 
 def _matches(opener: list, run: str, opens: bool) -> bool:

@@ -87,3 +87,17 @@ def test_a_markdown_row_is_cut_into_cells_once(monkeypatch):
     out = translate_document(table.encode(), "md", lambda texts: [t.upper() for t in texts])
     assert out.decode() == row.upper() + "|" + "---|" * n + "\n" + row.upper()
     assert sum(read) <= 4 * len(table), sum(read)  # each row cut once to read, once to write
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_emphasis_is_checked_against_the_links_of_its_paragraph_in_one_sweep():
+    """Each emphasis pair was compared with every link of its paragraph (emphasis that crosses
+    a link stays text): a paragraph of thousands of both cost their product."""
+    from app.documents import markdown_file
+
+    n = 40_000
+    text = " ".join(f"See [page {k}](p{k}.md) and **bold {k}** words." for k in range(n))
+    crossing = "a *b [c* d](x.md) e"  # the emphasis crosses the link: it stays text
+    tagged, markers = markdown_file._emphasis(f"{text} {crossing}")
+    assert len(markers) == 2 * n + 1 and tagged.count("<g id=") == 2 * n + 1
+    assert tagged.endswith(f' a *b <g id="{2 * n + 1}">c* d</g> e')
