@@ -235,7 +235,9 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             parent, model = p, base_run
             for k in ids:
                 if k in links:  # a fresh link with the original's target, or the one before
-                    if not len(parent) or parent[-1] is not made.get(k):
+                    # (the last child found from the end: len() counts them all, each time)
+                    last = next(parent.iterchildren(reversed=True), None)
+                    if last is None or last is not made.get(k):
                         made[k] = etree.SubElement(parent, nodes[k].tag,
                                                    attrib=dict(nodes[k].attrib))
                     parent = made[k]

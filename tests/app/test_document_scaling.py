@@ -101,3 +101,25 @@ def test_emphasis_is_checked_against_the_links_of_its_paragraph_in_one_sweep():
     tagged, markers = markdown_file._emphasis(f"{text} {crossing}")
     assert len(markers) == 2 * n + 1 and tagged.count("<g id=") == 2 * n + 1
     assert tagged.endswith(f' a *b <g id="{2 * n + 1}">c* d</g> e')
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_a_docx_paragraph_of_many_links_is_written_in_time_linear_in_it():
+    """Writing each piece of a link's text asked its paragraph how many children it had so
+    far (lxml counts them one by one): a paragraph of thousands of links cost their square."""
+    from app.documents import extract, rebuild
+    from tests.app.hostile import replace_part
+    from tests.app.samples import docx_bytes, docx_document
+
+    n = 80_000
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    r = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    body = "".join(f'<w:r><w:t xml:space="preserve">see </w:t></w:r><w:hyperlink r:id="rId{k}">'
+                   f"<w:r><w:t>link {k}</w:t></w:r></w:hyperlink>" for k in range(n))
+    xml = (f'<w:document xmlns:w="{w}" xmlns:r="{r}"><w:body><w:p>{body}</w:p></w:body>'
+           "</w:document>")
+    data = replace_part(docx_bytes(docx_document()), "word/document.xml", xml.encode())
+    doc = extract(data, "docx")
+    translated = [s.replace("link", "Verweis") for s in doc.segments]
+    assert extract(rebuild(doc, translated), "docx").segments == translated
+    assert translated[0].count("<g id=") == n
