@@ -170,8 +170,10 @@ def _encode(p) -> tuple[str, list]:
         for run in holder.findall(qn("w:r")):
             _split_run(run)
     children = _fields([c for c in p if c.tag != qn("w:pPr")])
-    while children and _is_mark(children[0]):
-        children.pop(0)  # stays first: rebuild puts the translation after it
+    marks = 0  # stay first: rebuild puts the translation after them
+    while marks < len(children) and _is_mark(children[marks]):
+        marks += 1
+    children = children[marks:]  # (taken off one by one, each moved all the others)
     runs = Runs((_text(r), _run_key(r)) for c in children for r in (c if _is_link(c) else [c])
                 if _is_text_run(r))
     for c in children:

@@ -123,3 +123,29 @@ def test_a_docx_paragraph_of_many_links_is_written_in_time_linear_in_it():
     translated = [s.replace("link", "Verweis") for s in doc.segments]
     assert extract(rebuild(doc, translated), "docx").segments == translated
     assert translated[0].count("<g id=") == n
+
+
+def test_note_marks_opening_a_docx_paragraph_are_set_aside_at_once(monkeypatch):
+    """A note's own number at the start of its paragraph stays there; each such mark was taken
+    off the front of the paragraph's list of children, moving all the others: counted here
+    (the children the paragraph's list moved), the square of the marks."""
+    from docx.oxml.parser import parse_xml
+
+    from app.documents import docx_file
+
+    moved = []
+
+    class Children(list):
+        def pop(self, index=-1):
+            moved.append(len(self) - 1 if index == 0 else 0)
+            return super().pop(index)
+
+    fields = docx_file._fields
+    monkeypatch.setattr(docx_file, "_fields", lambda children: Children(fields(children)))
+    n = 20_000
+    w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    p = parse_xml(f'<w:p xmlns:w="{w}">' + "<w:r><w:footnoteRef/></w:r>" * n
+                  + "<w:r><w:t>The note.</w:t></w:r></w:p>")
+    markup, (children, nodes, base) = docx_file._encode(p)
+    assert markup == "The note." and len(children) == 1 and base is children[0]
+    assert sum(moved) <= n, sum(moved)
