@@ -149,3 +149,43 @@ def test_note_marks_opening_a_docx_paragraph_are_set_aside_at_once(monkeypatch):
     markup, (children, nodes, base) = docx_file._encode(p)
     assert markup == "The note." and len(children) == 1 and base is children[0]
     assert sum(moved) <= n, sum(moved)
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_xliff_native_code_goes_back_to_its_target_in_one_pass():
+    """Each code element of a target took its native code from the first of the source's
+    elements of its name and id not used yet, taken off the front of their list (moving all
+    the others): a unit of many placeholders without ids (or with the same one) cost their
+    square. Here the elements are stand-ins with what the step reads of them."""
+    from app.documents import xliff_file
+
+    PH = f"{{{xliff_file._NS12}}}ph"
+
+    class Code:
+        __slots__ = ("tag", "text", "id", "children")
+
+        def __init__(self, text: str | None) -> None:
+            self.tag, self.text, self.id, self.children = PH, text, None, ()
+
+        def get(self, name: str) -> None:
+            return self.id
+
+        def __iter__(self):
+            return iter(self.children)
+
+        def extend(self, more) -> None:
+            self.children = (*self.children, *more)
+
+    class Unit:
+        def __init__(self, codes: list[Code]) -> None:
+            self.codes = codes
+
+        def iter(self, *tags):
+            return iter(self.codes)
+
+    n = 2_000_000
+    source = Unit([Code(f"&lt;br{k}/&gt;") for k in range(n)])
+    target = Unit([Code(None) for _ in range(n)])
+    xliff_file._with_code(target, source)
+    assert [c.text for c in target.codes[:3]] == ["&lt;br0/&gt;", "&lt;br1/&gt;", "&lt;br2/&gt;"]
+    assert target.codes[-1].text == f"&lt;br{n - 1}/&gt;"
