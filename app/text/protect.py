@@ -349,18 +349,19 @@ def _masks_for(spans: list[Span], originals: tuple[str, ...], style: MaskStyle) 
 
 
 def _tag_pairs(spans: list[Span], originals: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
-    pairs, open_tags = [], []  # open_tags: (name, index)
+    """Each end tag with the last start tag of its name still open. The open ones are kept
+    by name: an end tag looking through all of them, most recent first, cost a paragraph of
+    tags never closed (<img>, <br>) and end tags without a start their product."""
+    pairs: list[tuple[int, int]] = []
+    open_tags: dict[str, list[int]] = {}  # name -> the indices of its open start tags
     for i, (span, original) in enumerate(zip(spans, originals, strict=True)):
         if span.kind != "tag" or original.endswith("/>"):
             continue
         name = _TAG_NAME.match(original).group(1).lower()
         if not original.startswith("</"):
-            open_tags.append((name, i))
-            continue
-        for k in range(len(open_tags) - 1, -1, -1):
-            if open_tags[k][0] == name:
-                pairs.append((open_tags.pop(k)[1], i))
-                break
+            open_tags.setdefault(name, []).append(i)
+        elif open_tags.get(name):
+            pairs.append((open_tags[name].pop(), i))
     return tuple(sorted(pairs))
 
 

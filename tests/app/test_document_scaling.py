@@ -189,3 +189,19 @@ def test_xliff_native_code_goes_back_to_its_target_in_one_pass():
     xliff_file._with_code(target, source)
     assert [c.text for c in target.codes[:3]] == ["&lt;br0/&gt;", "&lt;br1/&gt;", "&lt;br2/&gt;"]
     assert target.codes[-1].text == f"&lt;br{n - 1}/&gt;"
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_end_tags_find_their_start_tags_without_going_through_the_others():
+    """An end tag looked for its start tag through every tag left open before it, most recent
+    first: a paragraph of many tags never closed (<img>, <br>) and end tags without a start
+    (stray </b>) cost their product."""
+    from app.text import protect
+
+    n = 200_000
+    tags = ['<img src="a.png">'] * n + ["</b>"] * n + ["<i>", "</i>"]
+    spans, at = [], 0
+    for tag in tags:
+        spans.append(protect.Span(at, at + len(tag), "tag"))
+        at += len(tag) + 1
+    assert protect._tag_pairs(spans, tuple(tags)) == ((2 * n, 2 * n + 1),)
