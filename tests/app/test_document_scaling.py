@@ -205,3 +205,18 @@ def test_end_tags_find_their_start_tags_without_going_through_the_others():
         spans.append(protect.Span(at, at + len(tag), "tag"))
         at += len(tag) + 1
     assert protect._tag_pairs(spans, tuple(tags)) == ((2 * n, 2 * n + 1),)
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_runs_that_look_alike_are_joined_once():
+    """Runs after each other that look alike (not the paragraph's base) are one group; each
+    was added to the group's text by copying the text so far."""
+    from app.documents.inline import Runs, encode
+
+    n = 2_000_000
+    runs = Runs([("x" * 3 * n, "plain"), ("ab" * n, "italic")])
+    runs.run("p", "x" * 3 * n, "plain")
+    for _ in range(n):
+        runs.run("r", "ab", "italic")
+    assert encode(runs.items) == "x" * 3 * n + '<g id="1">' + "ab" * n + "</g>"
+    assert len(runs.nodes) == n + 1 and runs.base_run == "p"
