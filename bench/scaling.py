@@ -537,6 +537,11 @@ def md_cells(n: int) -> bytes:
     return (row(0) + "|" + "---|" * n + "\n" + row(1) + row(2)).encode()
 
 
+def md_separators(n: int) -> bytes:
+    """A table whose every other line reads as a separator."""
+    return ("| A | B |\n|---|---|\n" * n).encode()
+
+
 def md_references(n: int) -> bytes:
     return ("".join(f"See [the page {k}] and [note {k}][] here.\n\n" for k in range(n))
             + "".join(f"[the page {k}]: p{k}.md\n[note {k}]: n{k}.md\n"
@@ -711,6 +716,7 @@ CASES = [
     _document_case("md", "quotes nested", 2000, md_depth),
     _document_case("md", "table rows", 2000, md_rows),
     _document_case("md", "table cells in a row", 1000, md_cells),
+    _document_case("md", "separator lines in a table", 2000, md_separators),
     _document_case("md", "link references", 2000, md_references),
     _document_case("md", "links and emphasis in a paragraph", 500, md_links_and_emphasis),
     _document_case("md", "front matter keys", 4000, md_front_matter),
@@ -853,12 +859,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.against:
         old = against(args.against, ["--scale", str(args.scale), "--only", args.only,
                                      "--repeat", str(args.repeat)])["cases"]
-        print(f"\nagainst {args.against}:\n{'case':45} {'phase':9} {'old':>6} {'new':>6} same")
+        print(f"\nagainst {args.against} (ratios, and T(4N) in seconds):\n{'case':45} "
+              f"{'phase':9} {'old':>6} {'new':>6} {'old s':>8} {'new s':>8} same")
         for name, row in report.items():
             same = row["digests"] == old[name]["digests"]
             for phase in row["ratio"]:
                 print(f"{name:45} {phase:9} {old[name]['ratio'][phase]:6.1f} "
-                      f"{row['ratio'][phase]:6.1f} {'yes' if same else 'NO'}")
+                      f"{row['ratio'][phase]:6.1f} {old[name]['seconds'][phase][1]:8.3f} "
+                      f"{row['seconds'][phase][1]:8.3f} {'yes' if same else 'NO'}")
         result["against"] = {"revision": args.against, "cases": old}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
