@@ -117,13 +117,15 @@ def _rows(lines: list[str]) -> dict[int, str]:
     """The lines of tables (GitHub's: a header row, a separator with a pipe, rows up to a blank
     line), whose rows need no pipe at their ends, as "row"."""
     rows = set()
+    read = 0  # the line where the last table's rows ended: a separator inside it reads on there
     for i in range(2, len(lines), 2):
         if "|" in lines[i] and "|" in lines[i - 2] and _SEPARATOR.match(lines[i]):
             rows.add(i - 2)
-            j = i + 2
+            j = max(i + 2, read)
             while j < len(lines) and "|" in lines[j] and lines[j].strip():
                 rows.add(j)
                 j += 2
+            read = j
     return dict.fromkeys(rows, "row")
 
 

@@ -220,3 +220,23 @@ def test_runs_that_look_alike_are_joined_once():
         runs.run("r", "ab", "italic")
     assert encode(runs.items) == "x" * 3 * n + '<g id="1">' + "ab" * n + "</g>"
     assert len(runs.nodes) == n + 1 and runs.base_run == "p"
+
+
+def test_a_markdown_table_is_read_for_its_rows_once():
+    """Each separator line in a table (a table whose every other line reads as one) read the
+    rest of the table again for its rows: counted here, the lines looked at."""
+    from app.documents import markdown_file
+    from app.documents.txt_file import split_lines
+
+    looked = []
+
+    class Lines(list):
+        def __getitem__(self, i):
+            looked.append(i)
+            return super().__getitem__(i)
+
+    n = 2000
+    lines, _ = split_lines("| a | b |\n|---|---|\n" * n)
+    rows = markdown_file._rows(Lines(lines))
+    assert set(rows) == set(range(0, 4 * n, 2)) - {2} and set(rows.values()) == {"row"}
+    assert len(looked) <= 8 * len(lines), len(looked)
