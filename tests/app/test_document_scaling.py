@@ -240,3 +240,52 @@ def test_a_markdown_table_is_read_for_its_rows_once():
     rows = markdown_file._rows(Lines(lines))
     assert set(rows) == set(range(0, 4 * n, 2)) - {2} and set(rows.values()) == {"row"}
     assert len(looked) <= 8 * len(lines), len(looked)
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_a_sentence_runs_on_over_many_line_breaks_in_time_linear_in_them():
+    """Whether a sentence runs on over a <br> was read from all the text before it since the
+    block's last break that ended one: a block of thousands of lines that one sentence runs
+    on over (a poem, a text file put into a page with a <br> per line) read its text again
+    for each, the square of its size."""
+    from app.text.protect import join_breaks
+
+    n = 100_000
+    for lines in ([f"the line {k} of the poem &amp; its words goes on" for k in range(n)],
+                  ["`make` runs"] + [f"the line {k} goes on" for k in range(n)],  # code first
+                  ["words"] * n):  # no space at all
+        pieces = [piece for line in lines for piece in (line, "<br>")][:-1]
+        parts = [(piece, k % 2 == 0) for k, piece in enumerate(pieces)]
+        assert join_breaks(parts) == [("<br>".join(lines), True)]
+
+
+def test_lines_join_exactly_where_the_text_before_each_break_read_whole_says():
+    """join_breaks keeps what it reads of the text before a break as the text grows; it joins
+    exactly where joins_at_break, reading that text whole, says (random texts of words,
+    blanks, character references cut anywhere, spans and what starts them, punctuation)."""
+    import random
+
+    from app.text.protect import LINE_BREAK_RE, join_breaks, joins_at_break
+
+    def whole(parts):
+        out = []
+        for chunk, kind in parts:
+            if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
+                    and LINE_BREAK_RE.fullmatch(out[-1][0])
+                    and joins_at_break(out[-2][0], chunk)):
+                brk = out.pop()[0]
+                out[-1] = (out[-1][0] + brk + chunk, True)
+            else:
+                out.append((chunk, kind))
+        return out
+
+    words = ["a", "word", "X", " ", " ", "\n", ".", ":", ",", "&", "&am", "p;", "&amp;", "&nbsp;",
+             "&#", "&#x", "4", "1f", ";", "&#96;", "&lt;", "<", "`", "]", "[", "(", ")", "%",
+             "%(n) d", "{x}", "http://", "x.org", "a@b.org", "🎉", "<b>", "</b>", "é"]
+    rng = random.Random(5)
+    for _ in range(3000):
+        texts = ["".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
+                 for _ in range(rng.randint(1, 12))]
+        parts = [(p, k % 2 == 0) for k, p in enumerate(
+            [x for t in texts for x in (rng.choice(["", "a"]) + t, "<br>")][:-1])]
+        assert join_breaks(parts) == whole(parts), parts
