@@ -289,3 +289,31 @@ def test_lines_join_exactly_where_the_text_before_each_break_read_whole_says():
         parts = [(p, k % 2 == 0) for k, p in enumerate(
             [x for t in texts for x in (rng.choice(["", "a"]) + t, "<br>")][:-1])]
         assert join_breaks(parts) == whole(parts), parts
+
+
+def test_a_catalog_message_written_over_many_lines_is_read_in_time_linear_in_them(monkeypatch):
+    """polib adds each line of a message written over several to the message read so far, by
+    copying it: a message of thousands of lines cost their square. Counted here: the
+    characters of the message copied to add a line."""
+    import polib
+
+    from app.documents import extract, rebuild
+
+    copied = []
+    handle = polib._POFileParser.handle_mc
+
+    def counted(parser):
+        entry = parser.current_entry
+        copied.append(len(entry.msgid) + len(entry.msgstr) + len(entry.msgctxt or ""))
+        return handle(parser)
+
+    monkeypatch.setattr(polib._POFileParser, "handle_mc", counted)
+    n = 20_000
+    lines = "".join(f'"line {k} of the message. "\n' for k in range(n))
+    po = ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+          f'#: a.c:1\nmsgid ""\n{lines}msgstr ""\n').encode()
+    doc = extract(po, "po")
+    assert doc.segments == ["".join(f"line {k} of the message. " for k in range(n))]
+    assert sum(copied) <= 10 * len(po), sum(copied)
+    out = rebuild(doc, ["Übersetzt."]).decode()
+    assert out.endswith('line 19999 of the message. "\nmsgstr "Übersetzt."\n')
