@@ -132,6 +132,16 @@ def _dropped(text: object) -> tuple[dict[str, float], str]:
     return clock.phases, _digest(masked.text, out)
 
 
+def _spaced(text: object) -> tuple[dict[str, float], str]:
+    """unmask of a translation that put a space inside each tag pair ("{1} word {2}"), where
+    the source had none: each such space goes."""
+    clock = _Clock()
+    masked = clock("mask", mask, text)
+    spaced = re.sub(r"(\{\d+\})(\w+)(\{\d+\})", r"\1 \2 \3", masked.text)
+    out = clock("unmask", unmask, masked, spaced)
+    return clock.phases, _digest(masked.text, out)
+
+
 def _segments(markup: bool) -> Callable[[object], tuple[dict[str, float], str]]:
     """One text through app.documents.translate_segments (sentences, masks, inline tags)."""
 
@@ -779,6 +789,7 @@ CASES = [
     Case("protect: placeholders in a text", 3000, text_placeholders, _masks),
     Case("protect: emoji in a text", 3000, text_emoji, _masks),
     Case("protect: masks the model dropped", 2000, text_urls, _dropped),
+    Case("protect: tag pairs the model spaced", 1000, text_tags, _spaced),
     Case("segment: sentences in a text", 5000, text_sentences, _segments(False)),
     Case("segment: words without a sentence end", 20000, text_no_end, _segments(False)),
     Case("tags: pairs in a text", 3000, text_tags, _segments(True)),
