@@ -392,14 +392,34 @@ def _tighten_pairs(
     masked: Masked, clean: str, placed: dict[int, int]
 ) -> tuple[str, dict[int, int]]:
     """A tag pair that hugged its text in the source hugs it here too: the model's space just
-    inside `<b> word </b>` is deleted."""
+    inside `<b> word </b>` is deleted. The pairs are taken in turn, each reading `clean` as
+    the pairs before it left it (a character deleted, the places after it one less), but the
+    deletions are made at the end, at once: each made at once copied `clean` and moved every
+    mask's place, the square of a paragraph's pairs."""
+    deleted: set[int] = set()  # in `clean` as it came
+
+    def alive(at: int, step: int) -> int:  # the first character from `at` not deleted
+        while at in deleted:
+            at += step
+        return at
+
     for a, b in masked.pairs:
-        inner = [(placed[a], masked.neighbours[a][1]), (placed[b] - 1, masked.neighbours[b][0])]
-        for at, touched in sorted(inner, reverse=True):  # right first: positions stay valid
-            if placed[a] <= at < placed[b] and clean[at] == " " and touched.strip():
-                clean = clean[:at] + clean[at + 1 :]
-                placed = {i: p - 1 if p > at else p for i, p in placed.items()}
-    return clean, placed
+        start, end = placed[a], placed[b]  # the characters between the pair's masks
+        first, last = alive(start, 1), alive(end - 1, -1)
+        if first >= end or last < start:
+            continue  # none left between them
+        # its last character, then its first (where that is another one), each deleted where
+        # it is a space that was a word's character in the source
+        if clean[last] == " " and masked.neighbours[b][0].strip():
+            deleted.add(last)
+        if (first != last or last not in deleted) and clean[first] == " " and (
+                masked.neighbours[a][1].strip()):
+            deleted.add(first)
+    if not deleted:
+        return clean, placed
+    gone = sorted(deleted)
+    return ("".join(c for k, c in enumerate(clean) if k not in deleted),
+            {i: p - bisect.bisect_left(gone, p) for i, p in placed.items()})
 
 
 # numbered brace masks ("{12}"): beyond this many in one text they are found by their shape,

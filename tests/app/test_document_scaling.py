@@ -317,3 +317,20 @@ def test_a_catalog_message_written_over_many_lines_is_read_in_time_linear_in_the
     assert sum(copied) <= 10 * len(po), sum(copied)
     out = rebuild(doc, ["Übersetzt."]).decode()
     assert out.endswith('line 19999 of the message. "\nmsgstr "Übersetzt."\n')
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_spaces_a_translation_put_inside_many_tag_pairs_go_in_one_pass():
+    """A space the model put just inside a tag pair that hugged its words in the source goes
+    ("<b> word </b>" -> "<b>word</b>"); each went by copying the whole translation and moving
+    every mask's place after it: a paragraph of many such pairs cost their square."""
+    import re
+
+    from app.text.protect import mask, unmask
+
+    n = 100_000
+    text = " ".join(f"the <b>word{k % 10}</b> here" for k in range(n))
+    masked = mask(text)
+    spaced = re.sub(r"(\{\d+\})(\w+)(\{\d+\})", r"\1 \2 \3", masked.text)
+    assert spaced.count(" ") == masked.text.count(" ") + 2 * n
+    assert unmask(masked, spaced) == text
