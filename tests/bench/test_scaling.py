@@ -58,3 +58,22 @@ def test_against_a_revision_runs_the_same_cases_on_its_code(capsys):
     printed = capsys.readouterr().out
     assert "against HEAD" in printed
     assert "srt: cues" in printed.split("against HEAD")[1]
+
+
+def test_a_flagged_case_is_measured_again_and_flagged_only_if_it_stays_so(monkeypatch, capsys):
+    """One slow run at 4N (a busy moment) is measured again; a step that grows with the
+    square stays flagged."""
+    busy = iter([1.0, 9.0, 1.0, 4.0])  # seconds of the runs at N, 4N, then again at N, 4N
+
+    def once(n):
+        return {"read": next(busy)}, "d"
+
+    cases = [scaling.Case("busy once", 10, lambda n: n, once),
+             scaling.Case("square", 10, lambda n: n, lambda n: ({"read": n * n / 100}, "d"))]
+    monkeypatch.setattr(scaling, "CASES", cases)
+    report = scaling.run_cases(["busy once", "square"], 1.0, 1)
+    assert report["busy once"]["ratio"]["read"] == 4.0
+    assert report["busy once"]["seconds"]["read"] == [1.0, 4.0]
+    assert report["square"]["ratio"]["read"] == 16.0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].endswith("4.0 ") and printed[1].endswith("!!")
