@@ -143,29 +143,25 @@ def blocks(source: str, probe: Budget | None = None
 
 def _runs(source: str, events: list[tuple[int, bool]]) -> list[tuple[str, bool]]:
     """The source between these events as (chunk, translatable) runs, each the longest of its
-    kind."""
-    runs = _Runs()
-    for (start, kind), (end, _) in itertools.pairwise(events):
-        if start < end:
-            runs.add(source[start:end], kind)
-    return runs.joined()
-
-
-class _Runs:
-    """(chunk, kind) runs built piece by piece, each run's pieces joined once at the end (a run
-    of thousands of tags grew by a copy of itself per tag)."""
-
-    def __init__(self) -> None:
-        self.runs: list[tuple[list[str], bool]] = []
-
-    def add(self, chunk: str, kind: bool) -> None:
-        if chunk and self.runs and self.runs[-1][1] == kind:
-            self.runs[-1][0].append(chunk)
-        elif chunk:
-            self.runs.append(([chunk], kind))
-
-    def joined(self) -> list[tuple[str, bool]]:
-        return [("".join(pieces), kind) for pieces, kind in self.runs]
+    kind, each cut from the source once (a run of thousands of tags, grown by a copy of
+    itself per tag, cost the square of its size)."""
+    out: list[tuple[str, bool]] = []
+    kind, start, end, before = None, 0, 0, ""  # the run so far: before, then start:end
+    for (a, of), (b, _) in itertools.pairwise(events):
+        if a >= b:
+            continue
+        if of == kind and a == end:  # (a parser's events go forward: one slice of the source)
+            end = b
+            continue
+        if of == kind:
+            before += source[start:end]
+        elif kind is not None:
+            out.append((before + source[start:end], kind))
+            before = ""
+        kind, start, end = of, a, b
+    if kind is not None:
+        out.append((before + source[start:end], kind))
+    return out
 
 
 def _probed(splitter: _BlockSplitter, looked: int, probe: Budget) -> int:
@@ -193,16 +189,23 @@ def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """The runs with the tags that close at a text's start, or open at its end, moved out of
     it into the markup beside it: they belong to what verbatim code (or a block) around the text
     holds, and the model moved them over the text's words (into the code)."""
-    runs = _Runs()
+    pieces: list[str] = []
+    runs: list[tuple[int, bool]] = []  # where each run's pieces start, and its kind
     for chunk, kind in parts:
         head = _CLOSING.match(chunk) if kind else None
         start = head.end() if head else 0
         tail = _OPENING.search(chunk, start) if kind else None
         end = tail.start() if tail else len(chunk)
-        runs.add(chunk[:start], False)
-        runs.add(chunk[start:end], kind)
-        runs.add(chunk[end:], False)
-    return runs.joined()
+        for piece, of in ((chunk, kind),) if start == 0 and end == len(chunk) else (
+                (chunk[:start], False), (chunk[start:end], kind), (chunk[end:], False)):
+            if piece and not (runs and runs[-1][1] == of):
+                runs.append((len(pieces), of))
+            if piece:
+                pieces.append(piece)
+    # each run's pieces joined once (as _runs)
+    ends = [at for at, _ in runs[1:]] + [len(pieces)] if runs else []
+    return [(pieces[at] if end == at + 1 else "".join(pieces[at:end]), kind)
+            for (at, kind), end in zip(runs, ends, strict=True)]
 
 
 def readable(source: str) -> list[tuple[int, int]]:

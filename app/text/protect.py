@@ -652,14 +652,20 @@ def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """(chunk, translatable) runs with each line-break tag that stands alone between two texts
     of one sentence (`joins_at_break`) moved into the text: "Save the file<br>and close it."
     becomes one run with the tag in it."""
-    out: list[tuple[str | _Joined, bool]] = []
+    out: list = []
+    joined: dict[int, _Joined] = {}  # the texts that lines may join, by their place in out
     for chunk, kind in parts:
         if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
-                and LINE_BREAK_RE.fullmatch(out[-1][0]) and out[-2][0].joins(chunk)):
-            out[-2][0].add(out.pop()[0], chunk)
-        else:
-            out.append((_Joined(chunk) if kind else chunk, kind))
-    return [(text.text() if kind else text, kind) for text, kind in out]
+                and LINE_BREAK_RE.fullmatch(out[-1][0])):
+            before = joined.get(len(out) - 2) or joined.setdefault(len(out) - 2,
+                                                                   _Joined(out[-2][0]))
+            if before.joins(chunk):
+                before.add(out.pop()[0], chunk)
+                continue
+        out.append((chunk, kind))
+    for at, text in joined.items():
+        out[at] = (text.text(), True)
+    return out
 
 
 _BLANK_CHARACTERS = " \t\n\r\f\v"

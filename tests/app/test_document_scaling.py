@@ -54,6 +54,8 @@ def test_a_page_is_cut_into_runs_each_joined_once():
         (source, False)]
     parts = [("<div>", False), ("</b>", True)] * n  # texts that are closing tags only
     assert html_file._outside(parts) == [("<div></b>" * n, False)]
+    assert html_file.blocks("") == ([], []) and html_file.blocks("<p></p>") == (
+        [("<p></p>", False)], [])
 
 
 @pytest.mark.timeout(DEADLINE)
