@@ -170,8 +170,10 @@ def _encode(p) -> tuple[str, list]:
         for run in holder.findall(qn("w:r")):
             _split_run(run)
     children = _fields([c for c in p if c.tag != qn("w:pPr")])
-    while children and _is_mark(children[0]):
-        children.pop(0)  # stays first: rebuild puts the translation after it
+    marks = 0  # stay first: rebuild puts the translation after them
+    while marks < len(children) and _is_mark(children[marks]):
+        marks += 1
+    children = children[marks:]  # (taken off one by one, each moved all the others)
     runs = Runs((_text(r), _run_key(r)) for c in children for r in (c if _is_link(c) else [c])
                 if _is_text_run(r))
     for c in children:
@@ -235,7 +237,9 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
             parent, model = p, base_run
             for k in ids:
                 if k in links:  # a fresh link with the original's target, or the one before
-                    if not len(parent) or parent[-1] is not made.get(k):
+                    # (the last child found from the end: len() counts them all, each time)
+                    last = next(parent.iterchildren(reversed=True), None)
+                    if last is None or last is not made.get(k):
                         made[k] = etree.SubElement(parent, nodes[k].tag,
                                                    attrib=dict(nodes[k].attrib))
                     parent = made[k]

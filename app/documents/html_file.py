@@ -143,15 +143,24 @@ def blocks(source: str, probe: Budget | None = None
 
 def _runs(source: str, events: list[tuple[int, bool]]) -> list[tuple[str, bool]]:
     """The source between these events as (chunk, translatable) runs, each the longest of its
-    kind."""
+    kind, each cut from the source once (a run of thousands of tags, grown by a copy of
+    itself per tag, cost the square of its size)."""
     out: list[tuple[str, bool]] = []
-    for (start, kind), (end, _) in itertools.pairwise(events):
-        if start >= end:
+    kind, start, end, before = None, 0, 0, ""  # the run so far: before, then start:end
+    for (a, of), (b, _) in itertools.pairwise(events):
+        if a >= b:
             continue
-        if out and out[-1][1] == kind:
-            out[-1] = (out[-1][0] + source[start:end], kind)
-        else:
-            out.append((source[start:end], kind))
+        if of == kind and a == end:  # (a parser's events go forward: one slice of the source)
+            end = b
+            continue
+        if of == kind:
+            before += source[start:end]
+        elif kind is not None:
+            out.append((before + source[start:end], kind))
+            before = ""
+        kind, start, end = of, a, b
+    if kind is not None:
+        out.append((before + source[start:end], kind))
     return out
 
 
@@ -180,23 +189,23 @@ def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """The runs with the tags that close at a text's start, or open at its end, moved out of
     it into the markup beside it: they belong to what verbatim code (or a block) around the text
     holds, and the model moved them over the text's words (into the code)."""
-    out: list[tuple[str, bool]] = []
-
-    def add(chunk: str, kind: bool) -> None:
-        if chunk and out and out[-1][1] == kind:
-            out[-1] = (out[-1][0] + chunk, kind)
-        elif chunk:
-            out.append((chunk, kind))
-
+    pieces: list[str] = []
+    runs: list[tuple[int, bool]] = []  # where each run's pieces start, and its kind
     for chunk, kind in parts:
         head = _CLOSING.match(chunk) if kind else None
         start = head.end() if head else 0
         tail = _OPENING.search(chunk, start) if kind else None
         end = tail.start() if tail else len(chunk)
-        add(chunk[:start], False)
-        add(chunk[start:end], kind)
-        add(chunk[end:], False)
-    return out
+        for piece, of in ((chunk, kind),) if start == 0 and end == len(chunk) else (
+                (chunk[:start], False), (chunk[start:end], kind), (chunk[end:], False)):
+            if piece and not (runs and runs[-1][1] == of):
+                runs.append((len(pieces), of))
+            if piece:
+                pieces.append(piece)
+    # each run's pieces joined once (as _runs)
+    ends = [at for at, _ in runs[1:]] + [len(pieces)] if runs else []
+    return [(pieces[at] if end == at + 1 else "".join(pieces[at:end]), kind)
+            for (at, kind), end in zip(runs, ends, strict=True)]
 
 
 def readable(source: str) -> list[tuple[int, int]]:
@@ -221,28 +230,92 @@ def written(source: list[str], parts: list[str], values: list[Value], texts: lis
         old = rewritten.get((value.at, value.tag), value.tag)
         rewritten[value.at, value.tag] = old[: value.span[0]] + escaped + old[value.span[1] :]
     starts = list(itertools.accumulate(map(len, source), initial=0))
-    same = [part == chunk for part, chunk in zip(parts, source, strict=True)]
-    out = list(parts)
-    # from the last tag back, so that a part's earlier offsets still hold
-    for (at, tag), new in sorted(rewritten.items(), reverse=True):
+    edits: dict[int, list[tuple[int, str, str]]] = {}  # part -> (offset in it, tag, new)
+    for (at, tag), new in sorted(rewritten.items(), reverse=True):  # the last tag first
         i = bisect.bisect_right(starts, at) - 1
-        if same[i]:
-            at -= starts[i]
-            out[i] = out[i][:at] + new + out[i][at + len(tag) :]
-        else:
-            out[i] = _replaced_outside_whole(out[i], tag, new)
+        edits.setdefault(i, []).append((at - starts[i], tag, new))
+    out = list(parts)
+    # each part written once (a gallery's part holds thousands of tags: rewritten once per
+    # tag, it cost the square of its size)
+    for i, found in edits.items():
+        out[i] = (_at_offsets(out[i], found) if out[i] == source[i]
+                  else _replaced_outside_whole(out[i], [(tag, new) for _, tag, new in found]))
     return out
 
 
-def _replaced_outside_whole(text: str, old: str, new: str) -> str:
-    """text with `old` replaced by `new` outside the elements copied whole (code,
-    translate="no": WHOLE_ELEMENT_RE): a tag in one, written as one outside, keeps its values."""
+def _at_offsets(text: str, edits: list[tuple[int, str, str]]) -> str:
+    """text with each (offset, old, new) of `edits` (the last offset first; the olds, tags of
+    the text, do not overlap) written in place."""
+    pieces, pos = [], 0
+    for at, old, new in reversed(edits):
+        pieces += [text[pos:at], new]
+        pos = at + len(old)
+    pieces.append(text[pos:])
+    return "".join(pieces)
+
+
+def _replaced_outside_whole(text: str, rewrites: list[tuple[str, str]]) -> str:
+    """text with each (old, new) of `rewrites`, one after the other, replaced outside the
+    elements copied whole (code, translate="no": WHOLE_ELEMENT_RE): a tag in one, written as
+    one outside, keeps its values. In one pass over text (`_tokens`) where no replacement can
+    make or unmake what a later one finds: then each place holding an old tag becomes what
+    the rewrites, in turn, make of it."""
+    tokens = _tokens(text, rewrites)
+    if tokens is None:
+        for old, new in rewrites:
+            text = _replaced_each(text, old, new)
+        return text
+    pieces, places = tokens
+    for old, new in rewrites:
+        for k in places.pop(old, ()):
+            pieces[k] = new
+            places.setdefault(new, []).append(k)
+    return "".join(pieces)
+
+
+def _replaced_each(text: str, old: str, new: str) -> str:
     pieces, pos = [], 0
     for m in WHOLE_ELEMENT_RE.finditer(text):
         pieces += [text[pos : m.start()].replace(old, new), m.group()]
         pos = m.end()
     pieces.append(text[pos:].replace(old, new))
     return "".join(pieces)
+
+
+def _tokens(text: str, rewrites: list[tuple[str, str]]
+            ) -> tuple[list[str], dict[str, list[int]]] | None:
+    """text cut into pieces, each old tag of `rewrites` outside the whole elements a piece of
+    its own, and the pieces' places by tag; None where a replacement could make or unmake what
+    another finds: a tag (old or new) with a "<" past its start, or one that is another's head
+    up to one of its ">" (a tag's quoted value may hold one)."""
+    olds = {old for old, _ in rewrites}
+    tags = olds | {new for _, new in rewrites}
+    if any("<" in tag[1:] for tag in tags) or any(
+            tag[: k + 1] in tags for tag in tags for k, c in enumerate(tag[:-1]) if c == ">"):
+        return None
+    pieces: list[str] = []
+    places: dict[str, list[int]] = {}
+    pos = 0
+    for m in [*WHOLE_ELEMENT_RE.finditer(text), None]:
+        end = m.start() if m else len(text)
+        # an old tag starts at a "<" and holds no other: from each "<", the text up to each
+        # ">" before the next "<" is looked up
+        start = text.find("<", pos, end)
+        while start >= 0:
+            stop = text.find("<", start + 1, end)
+            close = text.find(">", start, stop if stop >= 0 else end)
+            while close >= 0 and text[start : close + 1] not in olds:
+                close = text.find(">", close + 1, stop if stop >= 0 else end)
+            if close >= 0:
+                pieces += [text[pos:start], text[start : close + 1]]
+                places.setdefault(pieces[-1], []).append(len(pieces) - 1)
+                pos = close + 1
+            start = stop
+        pieces.append(text[pos:end])
+        if m:
+            pieces.append(m.group())
+            pos = m.end()
+    return pieces, places
 
 
 def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = None

@@ -74,10 +74,17 @@ class Runs:
         for text, key in runs:
             lengths[key] += len(text)
         self.base = lengths.most_common(1)[0][0] if lengths else None
-        self.items: list[Item] = []
+        self._items: list[Item | list] = []  # a group's text as a list of its runs' texts
         self.nodes: list = []
         self.base_run = None
         self._keys: dict[int, Hashable] = {}  # each group's key
+
+    @property
+    def items(self) -> list[Item]:
+        """The items so far, each group's runs' texts joined (once: added to the group's
+        text one by one, thousands of runs that look alike copied it again each)."""
+        return [("".join(item[0]), item[1]) if isinstance(item, list) else item
+                for item in self._items]
 
     def _add(self, node) -> int:
         self.nodes.append(node)
@@ -85,24 +92,24 @@ class Runs:
 
     def run(self, node, text: str, key: Hashable) -> None:
         k = self._add(node)
-        last = self.items[-1] if self.items else None
+        last = self._items[-1] if self._items else None
         if key == self.base:
             self.base_run = node if self.base_run is None else self.base_run
-            self.items.append((text, None))
-        elif isinstance(last, tuple) and last[1] is not None and self._keys[last[1]] == key:
-            self.items[-1] = (last[0] + text, last[1])  # written back as one run
+            self._items.append((text, None))
+        elif isinstance(last, list) and self._keys[last[1]] == key:
+            last[0].append(text)  # written back as one run
         else:
             self._keys[k] = key
-            self.items.append((text, k))
+            self._items.append([[text], k])
 
     def atom(self, node) -> None:
-        self.items.append(Atom(self._add(node)))
+        self._items.append(Atom(self._add(node)))
 
     def open(self, node) -> None:
-        self.items.append(Open(self._add(node)))
+        self._items.append(Open(self._add(node)))
 
     def close(self) -> None:
-        self.items.append(Close())
+        self._items.append(Close())
 
 
 def decode(

@@ -117,13 +117,15 @@ def _rows(lines: list[str]) -> dict[int, str]:
     """The lines of tables (GitHub's: a header row, a separator with a pipe, rows up to a blank
     line), whose rows need no pipe at their ends, as "row"."""
     rows = set()
+    read = 0  # the line where the last table's rows ended: a separator inside it reads on there
     for i in range(2, len(lines), 2):
         if "|" in lines[i] and "|" in lines[i - 2] and _SEPARATOR.match(lines[i]):
             rows.add(i - 2)
-            j = i + 2
+            j = max(i + 2, read)
             while j < len(lines) and "|" in lines[j] and lines[j].strip():
                 rows.add(j)
                 j += 2
+            read = j
     return dict.fromkeys(rows, "row")
 
 
@@ -268,11 +270,12 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
             quotes = marker.count(">")
     head = front_matter.values(lines, front) if front else []
     labels = {_label(m.group(1)) for line in lines if (m := _DEFINITION.match(line))}
+    cut = _Cut(lines, kinds, starts)
     # each text spent as it is made (its emphasis and references read): a file past a limit
     # is read no further
     texts = itertools.chain(
         (value.text for value in head),
-        (_references(_text(lines, kinds, starts, i, k, more)[0].strip(), labels)
+        (_references(_text(lines, cut(i)[k], starts, more)[0].strip(), labels)
          for i, k, more in cells))
     made = (budget or Budget()).each(map(_emphasis, texts), lambda e: e[0])
     segments, markers = zip(*made, strict=True) if made else ((), ())
@@ -280,12 +283,26 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
                     (lines, head, cells, encoding, markers, kinds, starts), wraps=always)
 
 
-def _text(lines: list[str], kinds: dict[int, str], starts: dict[int, int], i: int, k: int,
-          more: list[int]) -> tuple[str, list[tuple[str, str]]]:
-    """A cell's text with the lines that continue it and the line breaks between, and what
-    stays at each break (`_rejoined`): the backslash of a hard break before it, a quoted
-    line's quote markers after it."""
-    texts = [_pieces(lines[i], kinds.get(i, ""), starts[i])[k]]
+class _Cut:
+    """Each line's `_pieces`, cut once (a row of thousands of cells was cut again for each
+    of its cells)."""
+
+    def __init__(self, lines: list[str], kinds: dict[int, str], starts: dict[int, int]) -> None:
+        self.lines, self.kinds, self.starts = lines, kinds, starts
+        self.cut: dict[int, list[str]] = {}
+
+    def __call__(self, i: int) -> list[str]:
+        if i not in self.cut:
+            self.cut[i] = _pieces(self.lines[i], self.kinds.get(i, ""), self.starts[i])
+        return self.cut[i]
+
+
+def _text(lines: list[str], first: str, starts: dict[int, int], more: list[int]
+          ) -> tuple[str, list[tuple[str, str]]]:
+    """A cell's text (`first`: its piece of its line) with the lines that continue it and the
+    line breaks between, and what stays at each break (`_rejoined`): the backslash of a hard
+    break before it, a quoted line's quote markers after it."""
+    texts = [first]
     texts += [lines[j][starts[j] :] for j in more]
     joins = []
     for n, j in enumerate(more):
@@ -416,7 +433,8 @@ def _emphasis(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
                 stack.pop()
         if length and opens:
             stack.append([index, run[0], start, length, len(run), closes])
-    pairs = [p for p in pairs if not any(_cross(p, link) for link in links)] + links
+    pairs = [p for p, crossed in zip(pairs, _crossing(pairs, links), strict=True)
+             if not crossed] + links
     if not pairs:
         return text, notes
     pairs.sort()
@@ -473,10 +491,31 @@ def _links(text: str, spans: list, inside: list[bool]) -> list[tuple[int, int, i
     return pairs
 
 
-def _cross(p: tuple[int, int, int, int], q: tuple[int, int, int, int]) -> bool:
-    """Whether two pairs of markers cross (neither is inside the other, nor apart)."""
-    return not (p[3] <= q[0] or q[3] <= p[0] or (p[1] <= q[0] and q[3] <= p[2])
-                or (q[1] <= p[0] and p[3] <= q[2]))
+def _crossing(pairs: list[tuple[int, int, int, int]], links: list[tuple[int, int, int, int]]
+              ) -> list[bool]:
+    """For each pair of emphasis markers (start and end of its opening marker, of its closing
+    one), whether a link's pair of markers crosses it (neither is inside the other, nor
+    apart). Markers never overlap and links nest (brackets), so a link crosses a pair where it
+    holds one of the pair's content's ends but not the other: where the innermost link
+    around its start is not the one around its end. Found in one sweep over the links by
+    their starts (compared with every link, each pair cost the paragraph the product of its
+    pairs and links)."""
+    if not links:
+        return [False] * len(pairs)
+    order = sorted(range(len(links)), key=lambda k: links[k][0])
+    around: dict[int, int | None] = {}  # a place -> the innermost link around it, by index
+    open_: list[int] = []  # the links around the place swept to, outermost first
+    k = 0
+    for at in sorted({x for _, b, c, _ in pairs for x in (b, c)}):
+        while k < len(order) and links[order[k]][0] < at:
+            while open_ and links[open_[-1]][3] <= links[order[k]][0]:
+                open_.pop()
+            open_.append(order[k])
+            k += 1
+        while open_ and links[open_[-1]][3] <= at:
+            open_.pop()
+        around[at] = open_[-1] if open_ else None
+    return [around[b] != around[c] for _, b, c, _ in pairs]
 
 
 def _matches(opener: list, run: str, opens: bool) -> bool:
@@ -528,9 +567,10 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
     front_matter.write(lines, head, [_markers(text, marks) for text, marks in zip(
         translations[:n], markers[:n], strict=True)])
     translations, markers = translations[n:], markers[n:]
-    pieces = {i: _pieces(lines[i], kinds.get(i, ""), starts[i]) for i, _, _ in cells}
+    cut = _Cut(source, kinds, starts)
+    pieces = {i: list(cut(i)) for i in dict.fromkeys(i for i, _, _ in cells)}
     for (i, k, more), text, marks in zip(cells, translations, markers, strict=True):
-        original, joins = _text(source, kinds, starts, i, k, more)
+        original, joins = _text(source, cut(i)[k], starts, more)
         text = _markers(text, marks)
         if len(pieces[i]) == 2 and not _BLOCK_START.search(original):  # not a table cell
             text = _escaped(text)  # (nor a text whose lines hold a nested list)

@@ -116,6 +116,11 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
         p.childNodes.clear()
         groups = {k for k, n in enumerate(nodes) if n.qname in _GROUPS}
         atoms = {k for k, n in enumerate(nodes) if n.qname not in _GROUPS}
+        # so are the atoms in its spans (two spaces, a frame: a caption inside failed next;
+        # and each removeChild searched the document's list of elements of that kind)
+        for k in atoms:
+            node = nodes[k]
+            node.parentNode = node.previousSibling = node.nextSibling = None
         breaks = {k for k in atoms if nodes[k].qname in _BREAKS}
         made = {}  # the copy written for an id: the pieces after it in that span go into it
         for piece in decode(text, atoms, groups, breaks):

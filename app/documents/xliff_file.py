@@ -12,6 +12,7 @@ segment in state translated, reviewed or final)."""
 
 from __future__ import annotations
 
+import collections
 import copy
 import html
 import re
@@ -77,13 +78,13 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
 def _with_code(target, source) -> None:
     """The native code of the source's code elements back into the target's (by element
     and id, in order)."""
-    codes: dict[tuple[str, str | None], list] = {}
+    codes: dict[tuple[str, str | None], collections.deque] = {}
     for code in source.iter(*_CODE):
-        codes.setdefault((code.tag, code.get("id")), []).append(code)
+        codes.setdefault((code.tag, code.get("id")), collections.deque()).append(code)
     for code in target.iter(*_CODE):
         found = codes.get((code.tag, code.get("id")))
-        if found:
-            original = found.pop(0)
+        if found:  # (a list's first taken off moved the others: many without ids)
+            original = found.popleft()
             code.text = original.text
             code.extend(copy.deepcopy(c) for c in original)
 

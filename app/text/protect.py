@@ -349,18 +349,19 @@ def _masks_for(spans: list[Span], originals: tuple[str, ...], style: MaskStyle) 
 
 
 def _tag_pairs(spans: list[Span], originals: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
-    pairs, open_tags = [], []  # open_tags: (name, index)
+    """Each end tag with the last start tag of its name still open. The open ones are kept
+    by name: an end tag looking through all of them, most recent first, cost a paragraph of
+    tags never closed (<img>, <br>) and end tags without a start their product."""
+    pairs: list[tuple[int, int]] = []
+    open_tags: dict[str, list[int]] = {}  # name -> the indices of its open start tags
     for i, (span, original) in enumerate(zip(spans, originals, strict=True)):
         if span.kind != "tag" or original.endswith("/>"):
             continue
         name = _TAG_NAME.match(original).group(1).lower()
         if not original.startswith("</"):
-            open_tags.append((name, i))
-            continue
-        for k in range(len(open_tags) - 1, -1, -1):
-            if open_tags[k][0] == name:
-                pairs.append((open_tags.pop(k)[1], i))
-                break
+            open_tags.setdefault(name, []).append(i)
+        elif open_tags.get(name):
+            pairs.append((open_tags[name].pop(), i))
     return tuple(sorted(pairs))
 
 
@@ -391,14 +392,34 @@ def _tighten_pairs(
     masked: Masked, clean: str, placed: dict[int, int]
 ) -> tuple[str, dict[int, int]]:
     """A tag pair that hugged its text in the source hugs it here too: the model's space just
-    inside `<b> word </b>` is deleted."""
+    inside `<b> word </b>` is deleted. The pairs are taken in turn, each reading `clean` as
+    the pairs before it left it (a character deleted, the places after it one less), but the
+    deletions are made at the end, at once: each made at once copied `clean` and moved every
+    mask's place, the square of a paragraph's pairs."""
+    deleted: set[int] = set()  # in `clean` as it came
+
+    def alive(at: int, step: int) -> int:  # the first character from `at` not deleted
+        while at in deleted:
+            at += step
+        return at
+
     for a, b in masked.pairs:
-        inner = [(placed[a], masked.neighbours[a][1]), (placed[b] - 1, masked.neighbours[b][0])]
-        for at, touched in sorted(inner, reverse=True):  # right first: positions stay valid
-            if placed[a] <= at < placed[b] and clean[at] == " " and touched.strip():
-                clean = clean[:at] + clean[at + 1 :]
-                placed = {i: p - 1 if p > at else p for i, p in placed.items()}
-    return clean, placed
+        start, end = placed[a], placed[b]  # the characters between the pair's masks
+        first, last = alive(start, 1), alive(end - 1, -1)
+        if first >= end or last < start:
+            continue  # none left between them
+        # its last character, then its first (where that is another one), each deleted where
+        # it is a space that was a word's character in the source
+        if clean[last] == " " and masked.neighbours[b][0].strip():
+            deleted.add(last)
+        if (first != last or last not in deleted) and clean[first] == " " and (
+                masked.neighbours[a][1].strip()):
+            deleted.add(first)
+    if not deleted:
+        return clean, placed
+    gone = sorted(deleted)
+    return ("".join(c for k, c in enumerate(clean) if k not in deleted),
+            {i: p - bisect.bisect_left(gone, p) for i, p in placed.items()})
 
 
 # numbered brace masks ("{12}"): beyond this many in one text they are found by their shape,
@@ -631,13 +652,181 @@ def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """(chunk, translatable) runs with each line-break tag that stands alone between two texts
     of one sentence (`joins_at_break`) moved into the text: "Save the file<br>and close it."
     becomes one run with the tag in it."""
-    out: list[tuple[str, bool]] = []
+    out: list = []
+    joined: dict[int, _Joined] = {}  # the texts that lines may join, by their place in out
     for chunk, kind in parts:
         if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
-                and LINE_BREAK_RE.fullmatch(out[-1][0])
-                and joins_at_break(out[-2][0], chunk)):
-            brk = out.pop()[0]
-            out[-1] = (out[-1][0] + brk + chunk, True)
-        else:
-            out.append((chunk, kind))
+                and LINE_BREAK_RE.fullmatch(out[-1][0])):
+            before = joined.get(len(out) - 2) or joined.setdefault(len(out) - 2,
+                                                                   _Joined(out[-2][0]))
+            if before.joins(chunk):
+                before.add(out.pop()[0], chunk)
+                continue
+        out.append((chunk, kind))
+    for at, text in joined.items():
+        out[at] = (text.text(), True)
     return out
+
+
+_BLANK_CHARACTERS = " \t\n\r\f\v"
+_SETTLING = 400  # characters of a text's start read for a word that stays one (_Joined._settle)
+_NAMED_REFERENCE = 32  # characters of a named character reference's name at most (html.unescape)
+
+
+class _Joined:
+    """A text that join_breaks joins the lines after it to, line by line, and what
+    joins_at_break reads of it as the text before the next break (`head`: tags out, character
+    references read, blanks at the end stripped), kept as it grows: read whole again at each
+    break, a block of thousands of lines that a sentence runs on over cost their square.
+
+    Kept: the head's text as read, but for a character reference at its end that the next
+    line may still go on (`open`); whether it has a letter, and a span's hint (_SPAN_HINT),
+    so that a head without a hint has words where it has a letter (each span holds a hint);
+    and, once found, a word at its start that no span can take, whatever follows it
+    (`_settle`). Where neither tells, the head is read whole, as joins_at_break does."""
+
+    def __init__(self, text: str) -> None:
+        self.pieces = [text]  # as written: texts and line breaks
+        self.read: list[str] | None = None  # the head's text, once read (_start)
+
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def joins(self, after: str) -> bool:
+        """joins_at_break(self.text(), after)."""
+        self._start()
+        self.after = ANY_TAG_RE.sub("", after)  # (added as it is, if it joins)
+        tail = html.unescape(self.after).lstrip()
+        if not tail or not tail[0].islower():
+            return False
+        last = self._last()
+        return bool(last) and last not in ".!?…:;" and self._words()
+
+    def add(self, brk: str, after: str) -> None:
+        """The line break and the text after it (`joins` said yes), joined."""
+        self.pieces += [brk, after]
+        self._read(self.after)  # a line break is a tag: it leaves nothing
+
+    def _start(self) -> None:
+        if self.read is None:
+            self.read, self.open, self.length, self.end = [], "", 0, ""
+            self.letter = self.hint = False
+            self.words: bool | None = None  # True: a word that stays one; False: none to find
+            self._read(ANY_TAG_RE.sub("", self.pieces[0]))
+
+    def _read(self, plain: str) -> None:
+        """More of the head, tags out: read up to its last "&", and past it once the
+        reference there is ended (html.unescape reads it the same way whatever follows)."""
+        raw, self.open = self.open + plain, ""
+        amp = raw.rfind("&")
+        if amp < 0:
+            self._done(raw)
+            return
+        self._done(html.unescape(raw[:amp]))  # (a reference never holds an "&")
+        end = _reference_end(raw, amp)
+        if end is None:
+            self.open = raw[amp:]
+        else:
+            self._done(html.unescape(raw[amp:end]) + raw[end:])
+
+    def _done(self, text: str) -> None:
+        if not text:
+            return
+        self.read.append(text)
+        self.letter = self.letter or bool(_LETTER.search(text))
+        self.hint = self.hint or bool(_SPAN_HINT.search(self.end + text))
+        self.end = (self.end + text)[-3:]  # a hint is four characters at most ("www.")
+        self.length += len(text)
+        if self.words is None and self.length - len(text) < _SETTLING:
+            self._settle()
+
+    def _settle(self) -> None:
+        """A letter of the head's first _SETTLING characters outside its spans, with a blank
+        after it, before which every span able to hold a blank that may start there is read
+        whole (`_decided`): every other span ends at a blank, so whatever follows, the
+        letter stays outside them, and the head has words."""
+        start, size = [], 0
+        for piece in self.read:
+            start.append(piece)
+            size += len(piece)
+            if size >= _SETTLING:
+                break
+        text = "".join(start)[:_SETTLING]
+        text = text[: max(text.rfind(c) for c in _BLANK_CHARACTERS) + 1]
+        spans = list(_spans(SPAN_RE, text))
+        gaps = zip([0] + [m.end() for m in spans], [m.start() for m in spans] + [len(text)],
+                   strict=True)
+        letter = next((found for a, b in gaps if (found := _LETTER.search(text, a, b))), None)
+        if letter:
+            self.words = all(_decided(text, k, spans) for k in range(letter.start())
+                             if _over_blanks(text, k))
+        elif self.length >= _SETTLING:
+            self.words = False
+
+    def _last(self) -> str:
+        """The head's last character ("" where it is empty)."""
+        tail = html.unescape(self.open).rstrip()
+        if tail:
+            return tail[-1]
+        for piece in reversed(self.read):
+            if stripped := piece.rstrip():
+                return stripped[-1]
+        return ""
+
+    def _words(self) -> bool:
+        """has_words(head)."""
+        if self.words:
+            return True
+        tail = html.unescape(self.open)
+        if not self.hint and not _SPAN_HINT.search(self.end + tail):
+            return self.letter or bool(_LETTER.search(tail))
+        return has_words(("".join(self.read) + tail).rstrip())
+
+
+def _over_blanks(text: str, k: int) -> bool:
+    """Whether a span that may hold a blank can start at text[k]: a tag or an element, code,
+    a placeholder with a space among its flags ("%(n) d"), a link's target or label (after a
+    "]"); every other kind of span ends at a blank."""
+    c = text[k]
+    return c in "<`" or (c == "%" and text[k + 1 : k + 2] == "(") or (
+        c in "([" and text[k - 1 : k] == "]")
+
+
+def _decided(text: str, k: int, spans: list[re.Match]) -> bool:
+    """Whether what reading text's spans (`spans`) found at text[k] stays so whatever follows
+    text: k is inside a span that starts before it, or starts one (but a tag: its element may
+    end later and be read whole), that ends before text does (its end read, what follows it
+    seen)."""
+    at = bisect.bisect_right([m.start() for m in spans], k) - 1
+    if at < 0 or spans[at].end() <= k:
+        return False
+    span = spans[at]
+    return span.end() < len(text) and (span.start() < k or text[k] != "<")
+
+
+def _reference_end(text: str, amp: int) -> int | None:
+    """Where the character reference that html.unescape reads from the "&" at `amp` ends
+    (amp + 1 where it reads none), or None where more text after it may still make it
+    longer."""
+    rest = text[amp + 1 :]
+    if rest[:1] == "#":  # &#65; &#x41; (the ";" is optional)
+        hexadecimal = rest[1:2] in ("x", "X")
+        digits = "0123456789abcdefABCDEF" if hexadecimal else "0123456789"
+        k = 2 if hexadecimal else 1
+        if k >= len(rest):
+            return None
+        if rest[k] not in digits:
+            return amp + 1
+        while k < len(rest) and rest[k] in digits:
+            k += 1
+        if k == len(rest):
+            return None
+        return amp + 1 + k + (rest[k] == ";")
+    k = 0
+    while k < len(rest) and k < _NAMED_REFERENCE and rest[k] not in "\t\n\f <&#;":
+        k += 1
+    if k == len(rest):
+        return None
+    if k == 0:
+        return amp + 1
+    return amp + 1 + k + (rest[k] == ";")

@@ -197,15 +197,19 @@ class Segments:
     targets: list[int] = field(default_factory=list)
     html: bool = False
     language: str | None = None  # the source language: its sentence-end rules (rules_for)
+    # verbatim pieces added after the last part, which they join (_flush)
+    _verbatim: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def sentences(self) -> list[str]:
         """What goes to the engine (entities decoded for HTML), each on one line."""
+        self._flush()
         return [_LINE_BREAKS.sub(" ", self._plain(self.parts[i])) for i in self.targets]
 
     def rejoin(self, translations: list[str]) -> str:
         if len(translations) != len(self.targets):
             raise ValueError(f"expected {len(self.targets)} translations, got {len(translations)}")
+        self._flush()
         parts = list(self.parts)
         for index, text in zip(self.targets, translations, strict=True):
             text = rewrap(parts[index], text.strip())
@@ -215,6 +219,7 @@ class Segments:
     def refine(self, fits: Callable[[str], bool]) -> None:
         """Cut the sentences that do not fit the model (`fits` is False) into runs of words that
         do, keeping the whitespace between runs verbatim, so nothing is truncated."""
+        self._flush()
         old_parts, old_targets = self.parts, set(self.targets)
         self.parts, self.targets = [], []
         for index, part in enumerate(old_parts):
@@ -231,6 +236,7 @@ class Segments:
                     self._append(gap, False)
                     run = word
             self._append_cut(run, fits)
+        self._flush()
 
     def _append_cut(self, run: str, fits: Callable[[str], bool]) -> None:
         """A run of words to translate; a single word longer than the model takes (a line of
@@ -252,6 +258,7 @@ class Segments:
 
     def _append(self, text: str, translate: bool) -> None:
         if translate:
+            self._flush()
             self.targets.append(len(self.parts))
             self.parts.append(text)
         else:
@@ -261,9 +268,21 @@ class Segments:
         if not text:
             return
         if translate and any(ch.isalpha() for ch in self._plain(text)):
+            self._flush()
             self.targets.append(len(self.parts))
             self.parts.append(text)
-        elif self.parts and (len(self.parts) - 1) not in self.targets[-1:]:
+        else:
+            self._verbatim.append(text)
+
+    def _flush(self) -> None:
+        """The verbatim pieces added since the last part joined (once: merged one by one,
+        thousands of lines without letters copied their part again each) and merged with
+        the part before them where that is verbatim too."""
+        if not self._verbatim:
+            return
+        text = "".join(self._verbatim)
+        self._verbatim.clear()
+        if self.parts and (len(self.parts) - 1) not in self.targets[-1:]:
             self.parts[-1] += text  # merge neighbouring verbatim parts
         else:
             self.parts.append(text)
@@ -271,6 +290,10 @@ class Segments:
     def add_text(self, text: str, wraps: Wraps = soft_wrap) -> None:
         """Append plain text, split into lines and sentences; lines joined by a break that
         `wraps(line before, line after, longest line)` calls a wrap are split as one."""
+        self._add_text(text, wraps)
+        self._flush()
+
+    def _add_text(self, text: str, wraps: Wraps) -> None:
         pos = start = 0
         lines = text.split("\n")
         width = max(len(line.rstrip()) for line in lines)
@@ -496,9 +519,10 @@ def segment_html(source: str, language: str | None = None) -> Segments:
     for start, end, translatable in zip(bounds, bounds[1:], kinds, strict=False):
         chunk = source[start:end]
         if translatable:
-            segments.add_text(chunk, always)
+            segments._add_text(chunk, always)
         else:
             segments._add(chunk, translate=False)
+    segments._flush()
     return segments
 
 

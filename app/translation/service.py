@@ -493,8 +493,10 @@ class TranslationService:
                 seg.refine(fits)
         sentences = [s for seg, _ in units for s in seg.sentences]
         # inline tags: the model translates the plain sentence and what each pair wrapped, then
-        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags)
-        marks = [tags.tag_marks(m) if m else None for seg, m in units for _ in seg.sentences]
+        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags).
+        # Each unit's tags found once, each sentence given those in it (TagMarks.within)
+        marks = [whole.within(sentence) if whole is not None else None for seg, m in units
+                 for whole in [tags.tag_marks(m) if m else None] for sentence in seg.sentences]
         plans, inputs = tags.plan(sentences, marks)
         results = tags.carried_results(plans, await self.batcher.translate(
             engine, inputs, options, max(timeout, 0.0)))

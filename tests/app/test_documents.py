@@ -1334,6 +1334,31 @@ def test_odt_paragraphs_inside_a_frame_in_a_paragraph_are_translated_too():
     assert [len(p.getElementsByType(odftext.Span)) for p in captions] == [1, 1]
 
 
+def test_odt_a_frame_in_a_span_whose_caption_has_a_space_in_a_span_is_written():
+    """An element inside a span (a frame, two spaces: text:s) was moved into the rebuilt
+    paragraph by odfpy's removeChild, which also took it, and all inside it, out of the
+    document's element caches: the frame's caption paragraph, rebuilt next, then failed on
+    its own space element (ValueError: list.remove(x): x not in list). Each removeChild also
+    searched the document's whole list of elements of its kind."""
+    outer = odftext.P(text="See ")
+    span = odftext.Span(text="the plan ")
+    frame = draw.Frame(width="5cm", height="3cm", anchortype="as-char")
+    box = draw.TextBox()
+    caption = odftext.P(text="Figure ")
+    inner = odftext.Span()
+    teletype.addTextToElement(inner, "one  wide")  # two spaces: a text:s element
+    caption.addElement(inner)
+    box.addElement(caption)
+    frame.addElement(box)
+    span.addElement(frame)
+    outer.addElement(span)
+    teletype.addTextToElement(outer, " below.")
+    out = _odt_translated(outer)
+    caption = out.getElementsByType(draw.Frame)[0].getElementsByType(odftext.P)[0]
+    assert teletype.extractText(caption) == "erugiF eno  ediw"
+    assert len(out.getElementsByType(odftext.S)) == 1
+
+
 def test_odt_with_a_pretty_printed_meta_part_is_written():
     # whitespace between the elements of <office:meta> (a meta.xml written by another tool than
     # LibreOffice): odfpy's write took every child for an element and failed on the text
