@@ -28,6 +28,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -63,17 +64,19 @@ def free_port() -> int:
 
 def start_server(
     models_dir: str, extra: list[str], threads: int, port: int | None = None,
-    launch: tuple[str, ...] = ("-m", "app.server"),
+    launch: tuple[str, ...] = ("-m", "app.server"), output: IO[str] | None = None,
 ) -> tuple[subprocess.Popen, str]:
     """`python -m app.server` on 127.0.0.1:port (a free one by default), once it is ready.
     Without its translation cache unless `extra` turns it on: the benches send the same
     sentences again and again to measure decoding, which the cache would answer from memory.
-    `launch`: Python's arguments that start it (a bench's variant of the server)."""
+    `launch`: Python's arguments that start it (a bench's variant of the server); `output`:
+    where its stdout and stderr go (default: this process's)."""
     port = port or free_port()
     cmd = [sys.executable, *launch, "--models-dir", models_dir, "--port", str(port),
            "--threads", str(threads), "--log-level", "warning", "--queue-size", "4096",
            "--cache-size", "0", *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            stdout=output, stderr=None if output is None else subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
