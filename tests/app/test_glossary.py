@@ -229,6 +229,19 @@ def test_glossary_limits_are_400s_naming_field_and_limit(client, glossary, field
     assert r.status_code == 400 and r.json()["field"] == "glossary"
 
 
+@pytest.mark.parametrize(("path", "status"), [
+    ("/translate", 400), ("/translate_file", 400), ("/v1/documents", 422)])
+def test_a_form_glossary_nested_too_deeply_to_parse_is_refused_naming_it(client, path, status):
+    """The JSON parser gives up on nesting deeper than Python's recursion (RecursionError, no
+    ValueError): a form's glossary of 2,000 brackets was a 500."""
+    fields = {"q": "Open the file", "source": "en", "target": "de", "glossary": "[" * 2000}
+    files = {"file": ("notes.txt", b"Open the file.")} if path != "/translate" else None
+    r = client.post(path, data=fields, files=files)
+    assert r.status_code == status, r.text
+    assert r.json()["field"] == "glossary"
+    assert client.post("/translate", data={**fields, "glossary": "{}"}).status_code == 200
+
+
 def test_documents_use_the_request_and_server_glossaries(client):
     files = {"file": ("notes.txt", b"Open the file manager.\n\nSave it now.\n")}
     r = client.post("/translate_file", files=files, data={
