@@ -19,6 +19,17 @@ CONFIDENCE_DOC = (
     "models'). Ranks translations by how likely they are right (docs/glossaries.md)."
 )
 
+
+
+def json_text(value: str) -> object:
+    """A form field's JSON text, parsed; ValueError where it is no JSON, nesting deeper than
+    the parser's recursion included (it raises RecursionError there)."""
+    try:
+        return json.loads(value)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+
+
 # ---------------------------------------------------------------- v1
 
 
@@ -277,7 +288,7 @@ class LibreTranslateRequest(BaseModel):
         # a form field is a string: the glossary's JSON text
         if isinstance(value, str):
             try:
-                return json.loads(value)
+                return json_text(value)
             except ValueError:
                 raise ValueError("glossary must be a JSON object (source term -> target "
                                  "term)") from None

@@ -8,7 +8,6 @@ Bodies may be JSON, form-urlencoded or multipart (as LibreTranslate accepts); er
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from email.errors import StartBoundaryNotFoundDefect
 from email.message import EmailMessage
@@ -34,7 +33,13 @@ from app.http.access import header_api_key
 from app.http.body import is_json_type, read_json
 from app.http.checks import admit, disconnect_watch, get_state, media_type, ready_state
 from app.http.errors import invalid_input
-from app.http.schemas import GLOSSARY_DOC, ErrorBody, LibreLanguage, LibreTranslateRequest
+from app.http.schemas import (
+    GLOSSARY_DOC,
+    ErrorBody,
+    LibreLanguage,
+    LibreTranslateRequest,
+    json_text,
+)
 from app.http.state import AppState
 from app.text.langid import Detection, libretranslate_detections
 from app.translation.service import (
@@ -382,7 +387,7 @@ def form_glossary(data: dict[str, Any], max_bytes: int,
         raise BadRequest(f"glossary has {size} bytes; the limit is {max_bytes}",
                          field="glossary", limit=max_bytes)
     try:
-        parsed = json.loads(value) if isinstance(value, str) else None
+        parsed = json_text(value) if isinstance(value, str) else None
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
