@@ -511,3 +511,30 @@ def test_a_job_queued_while_the_runner_looks_for_jobs_runs_at_once(tmp_path, mon
         second = submit(srv.url, "a.txt", b"Second one").json()["id"]
         resume.set()
         assert wait_for(srv.url, second, timeout=15)["state"] == "done"
+
+
+def test_a_job_cancelled_as_the_runner_takes_it_ends_quietly(tmp_path, monkeypatch, caplog):
+    """A DELETE between the runner's read of the queue and the job's start (a client that
+    cancels right after its upload) removed the file the runner then read: "document job ...
+    failed" with a traceback in the log, for a job that was only cancelled."""
+    import threading
+
+    pending, cancelled, looked_again = JobStore.pending, [], threading.Event()
+
+    def cancelled_meanwhile(self):
+        rows = pending(self)
+        if rows and not cancelled:  # the runner's read: the job, cancelled right after it
+            cancelled.append(rows[0].id)
+            self.finish(rows[0].id, "cancelled")  # what DELETE does to a queued job
+        elif cancelled:
+            looked_again.set()  # the runner is done with it
+        return rows
+
+    monkeypatch.setattr(JobStore, "pending", cancelled_meanwhile)
+    engine = FakeTranslator()
+    with running(create_app(Settings(max_wait_ms=1, files_dir=tmp_path),
+                            loader=lambda s: [fake_model(engine)])) as srv:
+        job_id = submit(srv.url, "a.txt", b"Open the file.").json()["id"]
+        assert looked_again.wait(10) and cancelled == [job_id]
+        assert job(srv.url, job_id)["state"] == "cancelled"
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
