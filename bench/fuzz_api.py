@@ -405,7 +405,9 @@ def mutated(rng: random.Random, fields: dict[str, Any],
 def libre_fields(rng: random.Random, server: Server) -> tuple[dict[str, Any], str]:
     fields: dict[str, Any] = {"q": rng.choice(PLAIN), "source": server.source,
                               "target": server.target}
-    if rng.random() < 0.3:
+    if rng.random() < 0.2:  # markup, often broken
+        fields.update(q=tag_soup(rng), format="html")
+    elif rng.random() < 0.3:
         fields["format"] = rng.choice(["text", "html"])
     if server.api_key is not None and rng.random() < 0.5:
         fields["api_key"] = server.api_key
@@ -494,6 +496,8 @@ def gen_detect(rng: random.Random, server: Server) -> Case:
 def gen_v1_translate(rng: random.Random, server: Server) -> Case:
     fields: dict[str, Any] = {"text": rng.choice(PLAIN), "source": server.source,
                               "target": server.target}
+    if rng.random() < 0.2:  # markup, often broken
+        fields.update(text=tag_soup(rng), format="html")
     fields, note = mutated(rng, fields, {
         "text": lambda: rng.choice([hostile_string(rng), text_list(rng), hostile_value(rng)]),
         "source": lambda: language(rng, server, "auto"),
@@ -763,7 +767,7 @@ class Report:
     seconds: float = 0.0
     outcomes: collections.Counter = field(default_factory=collections.Counter)
     violations: list[Violation] = field(default_factory=list)
-    slowest: dict[str, float] = field(default_factory=dict)
+    slowest: dict[str, tuple[float, str]] = field(default_factory=dict)  # seconds, note
     probe_max_s: float = 0.0
 
     def table(self) -> str:
@@ -773,12 +777,14 @@ class Report:
         lines = [f"{'route':<{width}} " + " ".join(f"{c:>6}" for c in columns) + "  slowest"]
         for r in routes:
             cells = " ".join(f"{self.outcomes.get((r, c), 0) or '.':>6}" for c in columns)
-            lines.append(f"{r:<{width}} {cells}  {self.slowest.get(r, 0):.2f}s")
+            lines.append(f"{r:<{width}} {cells}  {self.slowest[r][0]:.2f}s")
         return "\n".join(lines)
 
     def as_dict(self, url: str) -> dict[str, Any]:
         return {"requests": self.requests, "seconds": round(self.seconds, 1),
                 "probe_max_s": round(self.probe_max_s, 2),
+                "slowest": {r: {"s": round(t, 2), "case": note}
+                            for r, (t, note) in sorted(self.slowest.items())},
                 "outcomes": {f"{r} {o}": n for (r, o), n in sorted(self.outcomes.items())},
                 "violations": [{"route": v.case.route, "problems": v.problems,
                                 "status": v.status, "answer": v.excerpt,
@@ -792,11 +798,12 @@ class Fuzzer:
 
     def __init__(self, url: str, server: Server, timeout: float = 45.0,
                  probe_seconds: float = 5.0, alive: Callable[[], bool] = lambda: True,
-                 log: Callable[[], str] = str) -> None:
+                 log: Callable[[], str] = str,
+                 transport: httpx.BaseTransport | None = None) -> None:
         """`alive`: whether the server process runs; `log`: what the server has logged since
-        the last call (a started server's), searched for tracebacks."""
+        the last call (a started server's), searched for tracebacks; `transport`: tests'."""
         self.url, self.server = url, server
-        self.client = httpx.Client(base_url=url, timeout=timeout)
+        self.client = httpx.Client(base_url=url, timeout=timeout, transport=transport)
         self.probe_seconds = probe_seconds
         self.alive, self.log = alive, log
 
@@ -878,7 +885,8 @@ class Fuzzer:
             problems, status, text, took = self.problems(case)
             report.requests += 1
             report.probe_max_s = max(report.probe_max_s, self.probe_s)
-            report.slowest[case.route] = max(report.slowest.get(case.route, 0.0), took)
+            if took >= report.slowest.get(case.route, (0.0, ""))[0]:
+                report.slowest[case.route] = (took, case.note[:80])
             report.outcomes[case.route, str(status) if status else "error"] += 1
             if problems:
                 report.outcomes[case.route, "VIOL"] += 1
