@@ -20,7 +20,6 @@ CONFIDENCE_DOC = (
 )
 
 
-
 def json_text(value: str) -> object:
     """A form field's JSON text, parsed; ValueError where it is no JSON, nesting deeper than
     the parser's recursion included (it raises RecursionError there)."""

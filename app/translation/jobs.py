@@ -473,7 +473,12 @@ class JobRunner:
                 store.requeue(job.id)
             elif isinstance(exc, ServiceError):
                 store.finish(job.id, "failed", exc.message)
-            elif not isinstance(exc, _Stopped):  # _Stopped: cancelled, recorded already
+            elif isinstance(exc, _Stopped):  # cancelled, recorded already
+                pass
+            elif (now := await asyncio.to_thread(store.get, job.id)) is None or (
+                    now.state != "running"):  # cancelled meanwhile: its files went under it
+                log.info("document job %s cancelled as it ran: %s", job.id, exc)
+            else:
                 log.exception("document job %s failed", job.id)
                 store.finish(job.id, "failed", "internal error")
         finally:

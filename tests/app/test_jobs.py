@@ -538,3 +538,33 @@ def test_a_job_cancelled_as_the_runner_takes_it_ends_quietly(tmp_path, monkeypat
         assert looked_again.wait(10) and cancelled == [job_id]
         assert job(srv.url, job_id)["state"] == "cancelled"
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+
+def test_a_job_cancelled_while_its_file_is_read_ends_quietly(tmp_path, monkeypatch, caplog):
+    """A DELETE while the runner reads the job's upload (in a thread, the job started)
+    removes the file under it: the read's FileNotFoundError was logged as the job's failure,
+    with a traceback, for a job that was only cancelled."""
+    from pathlib import PosixPath
+
+    source_path, stores, cancelled = JobStore.source_path, [], []
+
+    class Removed(PosixPath):  # the upload, removed by a DELETE as the runner reads it
+        def read_bytes(self):
+            job_id = self.parent.name
+            stores[-1].finish(job_id, "cancelled")  # what DELETE does meanwhile
+            cancelled.append(job_id)
+            raise FileNotFoundError(self)
+
+    def path(self, job_id):
+        stores.append(self)
+        return Removed(source_path(self, job_id))
+
+    monkeypatch.setattr(JobStore, "source_path", path)
+    engine = FakeTranslator()
+    with running(create_app(Settings(max_wait_ms=1, files_dir=tmp_path),
+                            loader=lambda s: [fake_model(engine)])) as srv:
+        job_id = submit(srv.url, "a.txt", b"Open the file.").json()["id"]
+        assert wait_for(srv.url, job_id, timeout=15)["state"] == "cancelled"
+        assert cancelled == [job_id]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
