@@ -15,7 +15,8 @@ The pages, each of --sizes strings:
 
 Seconds are the best of --repeat runs of each code, alternating; peak memory (tracemalloc)
 is measured in a run of its own. `same` says whether both codes read the same blocks and wrote
-the same bytes (on a piled page they need not: the code may give up looking through a crowd).
+the same bytes (on a piled page or rows of many strings they need not: the code may give up
+looking through a crowd).
 
     python -m bench.pdf_hostile --sizes 1000 4000 16000
     python -m bench.pdf_hostile --pages grid --sizes 1000 --base main --repeat 1
