@@ -8,11 +8,15 @@ The pages, each of --sizes strings:
   apart (the page as tall as they need: lines that overlap, pdfminer merges into one box), a
   small rectangle around every fourth;
 - piled: each string in a form XObject of its own, all drawn on one spot (pdfminer lays out
-  each form's text apart: a block each), a rectangle around each.
+  each form's text apart: a block each), a rectangle around each;
+- rows: strings ("word<i>", Helvetica 10 pt) each drawn half a point right of the last, in
+  rows of 500 14 points apart: lines that all reach each other, which pdfminer's grouping
+  into boxes merged with the square of their number (app/documents/pdf_lines.py).
 
 Seconds are the best of --repeat runs of each code, alternating; peak memory (tracemalloc)
 is measured in a run of its own. `same` says whether both codes read the same blocks and wrote
-the same bytes (on a piled page they need not: the code may give up looking through a crowd).
+the same bytes (on a piled page or rows of many strings they need not: the code may give up
+looking through a crowd).
 
     python -m bench.pdf_hostile --sizes 1000 4000 16000
     python -m bench.pdf_hostile --pages grid --sizes 1000 --base main --repeat 1
@@ -67,7 +71,18 @@ def piled_page(n: int) -> bytes:
     return out.getvalue()
 
 
-PAGES = {"grid": grid_page, "piled": piled_page}
+def rows_page(n: int) -> bytes:
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=(600, 800))
+    c.setFont("Helvetica", 10)
+    for i in range(n):
+        c.drawString(20 + (i % 500) * 0.5, 780 - (i // 500) * 14 % 760, f"word{i}")
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
+PAGES = {"grid": grid_page, "piled": piled_page, "rows": rows_page}
 
 
 def peak(call) -> float:

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from pdfminer.converter import PDFPageAggregator
 from pdfminer.layout import (
     LAParams,
     LTChar,
@@ -75,6 +74,7 @@ from reportlab.pdfgen import canvas
 
 from app.documents import Budget, Document, DocumentTooLarge, InvalidDocument, Limits
 from app.documents.pdf_boxes import Crowded, Grid, held
+from app.documents.pdf_lines import Aggregator
 
 # decoded stream bytes pdfminer may read: a floor for small files, else this many times the
 # file's size (text content deflates a few times over; a bomb, a thousand times)
@@ -171,7 +171,8 @@ def extract(data: bytes, limits: Limits = Limits(), budget: Budget | None = None
     # left to right); pdfminer's reading order clusters every pair of boxes of a page, its
     # slowest part on a page of many boxes, and the boxes are the same either way. Each box is
     # translated by itself and drawn in its own place, so their order changes nothing drawn.
-    device = PDFPageAggregator(manager, laparams=LAParams(all_texts=True, boxes_flow=None))
+    # (pdf_lines: pdfminer's grouping of lines into boxes, in bounded work)
+    device = Aggregator(manager, laparams=LAParams(all_texts=True, boxes_flow=None))
     interpreter = PDFPageInterpreter(manager, device)
     segments, blocks, pages, kept = [], [], [], []
     reading = reading or (lambda done, total: None)
