@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
-from itertools import pairwise
+from itertools import count, pairwise
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,6 +58,7 @@ from pdfminer.pdfpage import PDFPage
 from pypdf import PdfReader, PdfWriter
 from pypdf.errors import LimitReachedError, PyPdfError
 from pypdf.generic import (
+    ArrayObject,
     ContentStream,
     DictionaryObject,
     FloatObject,
@@ -680,14 +681,100 @@ def _rebuild(data: bytes, blocks: list[Block], pages: list[Page],
     for number, page in enumerate(writer.pages):
         _strip_text(page, writer, done)
         if drawn := on_page.get(number):
-            overlay = PdfReader(io.BytesIO(_overlay(drawn, pages[number]))).pages[0]
-            overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
-            overlay.cropbox = page.cropbox
-            page.merge_page(overlay)
+            _draw_over(page, PdfReader(io.BytesIO(_overlay(drawn, pages[number]))).pages[0],
+                       writer)
         page.compress_content_streams()
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
+
+
+_RESOURCES = ("/ExtGState", "/ColorSpace", "/Pattern", "/Shading", "/XObject", "/Font",
+              "/Properties")
+
+
+def _draw_over(page, overlay, writer: PdfWriter) -> None:
+    """The overlay page drawn over the page, clipped to its crop box, in the graphics state
+    the page began with: pypdf's merge_page, without its parser. It parsed the overlay's
+    content stream, twice where a resource's name had to change (reportlab's /F1 is common),
+    most of a rebuild's time; here the overlay's resources take names the page does not use
+    and a scan of its stream renames them (merge_page where the scan cannot read it)."""
+    data = overlay.get_contents().get_data()
+    theirs = overlay["/Resources"].get_object()
+    ours = _own_resources(page)
+    kinds = [kind for kind in _RESOURCES if kind in theirs]
+    taken = {name for kind in kinds if kind in ours for name in ours[kind].get_object()}
+    added: dict[str, dict[NameObject, object]] = {kind: {} for kind in kinds}
+    rename: dict[bytes, NameObject] = {}  # (a name of two kinds is one operand: one new name)
+    for kind in kinds:
+        for name, value in theirs[kind].get_object().items():
+            if name.encode() not in rename:
+                rename[name.encode()] = next(n for k in count() if (
+                    n := NameObject(f"/Tr{k}{name[1:]}")) not in taken)
+                taken.add(rename[name.encode()])
+            added[kind][rename[name.encode()]] = value
+    renamed = _renamed(data, {old: new.encode() for old, new in rename.items()})
+    if renamed is None:
+        overlay.mediabox = page.mediabox  # merge_page clips to the overlay's box
+        overlay.cropbox = page.cropbox
+        page.merge_page(overlay)
+        return
+    for kind, entries in added.items():
+        if kind not in ours:
+            ours[NameObject(kind)] = DictionaryObject()
+        target = ours[kind].get_object()
+        for new, value in entries.items():
+            target[new] = value.clone(writer)
+    if "/ProcSet" in theirs:  # (as merge_page: the sets combined)
+        procs = ours.setdefault(NameObject("/ProcSet"), ArrayObject()).get_object()
+        procs.extend(x for x in theirs["/ProcSet"].get_object() if x not in procs)
+    box = page.cropbox
+    clip = b"%s %s %s %s re W n\n" % tuple(
+        _number(v) for v in (box.left, box.bottom, box.width, box.height))
+    contents = page.get_contents()
+    stream = ContentStream(None, writer)
+    stream.set_data(b"q\n" + (contents.get_data() if contents is not None else b"")
+                    + b"\nQ\nq\n" + clip + renamed + b"\nQ\n")
+    page.replace_contents(stream)
+
+
+def _number(value) -> bytes:
+    out = io.BytesIO()
+    FloatObject(value).write_to_stream(out)
+    return out.getvalue()
+
+
+def _own_resources(page) -> DictionaryObject:
+    """The page's resources (a page that inherits them gets a copy of its own first: a name
+    added to its parent's would be every page's)."""
+    resources, node = page.get("/Resources"), page
+    if resources is None:
+        while resources is None and (node := node.get("/Parent")) is not None:
+            node = node.get_object()
+            resources = node.get("/Resources")
+        resources = DictionaryObject(resources.get_object() if resources is not None else {})
+        page[NameObject("/Resources")] = resources
+    return resources.get_object()
+
+
+def _renamed(data: bytes, rename: dict[bytes, bytes]) -> bytes | None:
+    """The content stream with each name given as an operand renamed as `rename` says, the
+    rest as it is; None where the scan cannot read it (as _without_text)."""
+    if len(data) > _SCANNED:
+        return None
+    pieces, end, copied = [], 0, 0
+    while m := _OPERATION.match(data, end):
+        end = m.end()
+        if m["operator"] in (b"BI", b"R"):
+            return None
+        for token in _OPERAND.finditer(data, m.start("operands"), m.start("operator")):
+            if (new := rename.get(token[1])) is not None:
+                pieces += [data[copied : token.start(1)], new]
+                copied = token.end(1)
+    if not _TRAILING.fullmatch(data, end):
+        return None
+    pieces.append(data[copied:])
+    return b"".join(pieces)
 
 
 def _strip_text(page, writer: PdfWriter, done: set[int]) -> None:

@@ -512,6 +512,61 @@ needs_dejavu = pytest.mark.skipif(pdf_file._registered("DejaVuSans") is None,
                                   reason="DejaVu Sans is not installed (fonts-dejavu-core)")
 
 
+def test_the_translation_is_drawn_over_the_page_without_parsing_its_drawing(monkeypatch):
+    """The overlay's content stream (reportlab's drawing of the translation) was parsed by
+    pypdf's merge_page twice per page (its resources renamed into the page's), most of a
+    rebuild's time. Its resources now take names the page does not use, its stream renamed by
+    a scan; the page's own font /F1 and the overlay's stay apart."""
+    parsed = []
+    parse = ContentStream._parse_content_stream
+    monkeypatch.setattr(ContentStream, "_parse_content_stream",
+                        lambda self, stream: parsed.append(1) or parse(self, stream))
+    data = two_columns()
+    assert "/F1" in PdfReader(io.BytesIO(data)).pages[0]["/Resources"]["/Font"]
+    doc = extract(data, "pdf")
+    out = rebuild(doc, upper(doc.segments))
+    assert parsed == []
+    assert sorted(t for t, _ in boxes(out)) == sorted(upper(doc.segments))
+    fonts = PdfReader(io.BytesIO(out)).pages[0]["/Resources"]["/Font"]
+    assert "/F1" in fonts and any(name.startswith("/Tr") for name in fonts)
+
+
+@pytest.mark.parametrize("rotate", [0, 90])
+def test_the_translation_drawn_over_the_page_renders_as_merge_page_draws_it(monkeypatch, rotate):
+    """Rendered by PDFium, a page with the translation drawn over it (resources renamed by a
+    scan of the drawing) is pixel for pixel the page pypdf's merge_page makes."""
+    pdfium = pytest.importorskip("pypdfium2")
+    import numpy as np
+
+    def pixels(data: bytes) -> list:
+        document = pdfium.PdfDocument(data)
+        return [np.asarray(page.render(scale=2).to_pil()) for page in document]
+
+    data = two_columns(rotate)
+    doc = extract(data, "pdf")
+    ours = rebuild(doc, upper(doc.segments))
+    monkeypatch.setattr(pdf_file, "_SCANNED", 0)  # every drawing to merge_page
+    theirs = rebuild(doc, upper(doc.segments))
+    assert ours != theirs
+    drawn, merged = pixels(ours), pixels(theirs)
+    assert all(np.array_equal(a, b) for a, b in zip(drawn, merged, strict=True))
+    assert (drawn[0] < 100).any()  # (the translation's letters, dark on white)
+
+
+def test_a_drawing_the_scan_cannot_read_goes_over_the_page_by_merge_page(monkeypatch):
+    monkeypatch.setattr(pdf_file, "_SCANNED", 0)  # (every stream too long for the scan)
+    doc = extract(two_columns(), "pdf")
+    out = rebuild(doc, upper(doc.segments))
+    assert sorted(t for t, _ in boxes(out)) == sorted(upper(doc.segments))
+
+
+def test_names_in_a_drawing_are_renamed_where_they_are_operands_only():
+    data = b"BT /F1 12 Tf (a /F1 b) Tj [(/F1)] TJ ET /F10 gs q /F1 Do Q"
+    assert pdf_file._renamed(data, {b"/F1": b"/Tr0F1"}) == (
+        b"BT /Tr0F1 12 Tf (a /F1 b) Tj [(/F1)] TJ ET /F10 gs q /Tr0F1 Do Q")
+    assert pdf_file._renamed(b"BI /W 1 ID x EI", {b"/W": b"/X"}) is None
+
+
 @needs_dejavu
 def test_text_helvetica_cannot_encode_is_drawn_in_dejavu_sans():
     doc = extract(two_columns(), "pdf")
