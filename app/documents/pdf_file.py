@@ -13,9 +13,10 @@ Writing: the original page stays (images, vector graphics, backgrounds, links an
 annotations); only the operators that show text (Tj, TJ, ', ") are taken out of its content
 streams and of the form XObjects it draws, so everything else they do (colours, clipping,
 marked content) is unchanged. Each block's translation is drawn on a one-page overlay
-(reportlab) merged onto the page (pypdf), in the block's font size, in its box grown first
-into free space below and beside it (never over another block, a graphic or the rules of a
-box around it), made smaller step by step only where even that is too small; centred,
+(reportlab) that the page draws after its own content (`_draw_over`), in the block's font
+size, in its box grown first into free space below and beside it (never over another block,
+a graphic or the rules of a box around it), made smaller step by step only where even that
+is too small; centred,
 right-aligned and justified blocks stay so (a justified one's lines but the last stretched by
 their word spacing). Fonts are replaced: Helvetica for text it can encode, else
 DejaVu Sans embedded; text neither can draw is refused. Not covered:
