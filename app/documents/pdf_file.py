@@ -16,10 +16,9 @@ marked content) is unchanged. Each block's translation is drawn on a one-page ov
 (reportlab) that the page draws after its own content (`_draw_over`), in the block's font
 size, in its box grown first into free space below and beside it (never over another block,
 a graphic or the rules of a box around it), made smaller step by step only where even that
-is too small; centred,
-right-aligned and justified blocks stay so (a justified one's lines but the last stretched by
-their word spacing). Fonts are replaced: Helvetica for text it can encode, else
-DejaVu Sans embedded; text neither can draw is refused. Not covered:
+is too small; centred, right-aligned and justified blocks stay so (a justified one's lines
+but the last stretched by their word spacing). Fonts are replaced: Helvetica for text it can
+encode, else DejaVu Sans embedded; text neither can draw is refused. Not covered:
 text of annotations (form fields), of Type 3 font glyphs and of tiling patterns is neither
 read nor removed.
 
