@@ -264,7 +264,8 @@ def _score_rows(scores: dict[str, Any]) -> list[str]:
     test = scores.get("test_set", {})
     lines = [
         f"Test set: `{test.get('data', '?')}` ({test.get('sentences', '?')} sentences), "
-        "translated by the ONNX Runtime engine as the service runs it.",
+        "each line translated whole by the ONNX Runtime engine with the service's decoding (the "
+        "service cuts a line of several sentences first).",
         "",
         "| variant | decoding | BLEU | chrF | target tokens/s |",
         "|---|---|---|---|---|",
