@@ -759,9 +759,8 @@ def _own_resources(page) -> DictionaryObject:
 
 def _renamed(data: bytes, rename: dict[bytes, bytes]) -> bytes | None:
     """The content stream with each name given as an operand renamed as `rename` says, the
-    rest as it is; None where the scan cannot read it (as _without_text)."""
-    if len(data) > _SCANNED:
-        return None
+    rest as it is; None where the scan cannot read it (as _without_text, at any length: no
+    parser of pypdf's reads it after)."""
     pieces, end, copied = [], 0, 0
     while m := _OPERATION.match(data, end):
         end = m.end()

@@ -545,7 +545,7 @@ def test_the_translation_drawn_over_the_page_renders_as_merge_page_draws_it(monk
     data = two_columns(rotate)
     doc = extract(data, "pdf")
     ours = rebuild(doc, upper(doc.segments))
-    monkeypatch.setattr(pdf_file, "_SCANNED", 0)  # every drawing to merge_page
+    monkeypatch.setattr(pdf_file, "_renamed", lambda data, rename: None)  # to merge_page
     theirs = rebuild(doc, upper(doc.segments))
     assert ours != theirs
     drawn, merged = pixels(ours), pixels(theirs)
@@ -554,7 +554,7 @@ def test_the_translation_drawn_over_the_page_renders_as_merge_page_draws_it(monk
 
 
 def test_a_drawing_the_scan_cannot_read_goes_over_the_page_by_merge_page(monkeypatch):
-    monkeypatch.setattr(pdf_file, "_SCANNED", 0)  # (every stream too long for the scan)
+    monkeypatch.setattr(pdf_file, "_renamed", lambda data, rename: None)  # (unread)
     doc = extract(two_columns(), "pdf")
     out = rebuild(doc, upper(doc.segments))
     assert sorted(t for t, _ in boxes(out)) == sorted(upper(doc.segments))
