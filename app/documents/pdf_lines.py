@@ -36,6 +36,9 @@ from pdfminer.utils import Plane
 # grid cells' entries a page's (or a form's) neighbour searches may look at in all
 _WORK_FLOOR = 200_000
 _WORK_PER_LINE = 256
+# the searches read pdfminer's Plane from the inside (its cells, to count them); a pdfminer
+# whose Plane is built otherwise groups lines its own way
+_PLANE_READABLE = hasattr(Plane, "_getrange") and hasattr(Plane((0, 0, 1, 1)), "_grid")
 
 
 class Aggregator(PDFPageAggregator):
@@ -59,6 +62,8 @@ class _Grouped:
 
     def group_textlines(self, laparams: LAParams, lines: Iterable[LTTextLine]
                         ) -> Iterator[LTTextBox]:
+        if not _PLANE_READABLE:
+            return super().group_textlines(laparams, lines)
         return grouped(self.bbox, laparams, list(lines))
 
 

@@ -125,3 +125,19 @@ def test_a_page_of_strings_piled_in_rows_is_read_within_the_bound(monkeypatch):
     read = sorted("".join(doc.segments).replace(" ", ""))  # (the strings overlap: jumbled)
     assert read == sorted("".join(f"word{i}" for i in range(n)))
     assert looked and sum(looked) <= 20_000 + max(looked), sum(looked)
+
+
+def test_a_pdfminer_whose_plane_is_built_otherwise_groups_lines_its_own_way(monkeypatch):
+    from pdfminer.layout import LTPage
+
+    lines = [_line(20, 700 - k * 12, 200, 10) for k in range(5)]
+    page = pdf_lines._Page(1, PAGE)
+    assert _shape(page.group_textlines(LAParams(), lines)) == _shape(
+        LTPage(1, PAGE).group_textlines(LAParams(), lines))
+    called = []
+    monkeypatch.setattr(pdf_lines, "grouped", lambda *args: called.append(1) or iter(()))
+    list(page.group_textlines(LAParams(), lines))
+    monkeypatch.setattr(pdf_lines, "_PLANE_READABLE", False)
+    assert _shape(page.group_textlines(LAParams(), lines)) == _shape(
+        LTPage(1, PAGE).group_textlines(LAParams(), lines))
+    assert called == [1]
