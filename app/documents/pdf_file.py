@@ -703,7 +703,7 @@ def _draw_over(page, overlay, writer: PdfWriter) -> None:
     theirs = overlay["/Resources"].get_object()
     ours = _own_resources(page)
     kinds = [kind for kind in _RESOURCES if kind in theirs]
-    taken = {name for kind in kinds if kind in ours for name in ours[kind].get_object()}
+    taken = {name for kind in kinds for name in _dictionary(ours, kind)}
     added: dict[str, dict[NameObject, object]] = {kind: {} for kind in kinds}
     rename: dict[bytes, NameObject] = {}  # (a name of two kinds is one operand: one new name)
     for kind in kinds:
@@ -720,13 +720,11 @@ def _draw_over(page, overlay, writer: PdfWriter) -> None:
         page.merge_page(overlay)
         return
     for kind, entries in added.items():
-        if kind not in ours:
-            ours[NameObject(kind)] = DictionaryObject()
-        target = ours[kind].get_object()
+        target = _dictionary(ours, kind)
         for new, value in entries.items():
             target[new] = value.clone(writer)
-    if "/ProcSet" in theirs:  # (as merge_page: the sets combined)
-        procs = ours.setdefault(NameObject("/ProcSet"), ArrayObject()).get_object()
+    procs = ours.setdefault(NameObject("/ProcSet"), ArrayObject()).get_object()
+    if "/ProcSet" in theirs and isinstance(procs, ArrayObject):  # (as merge_page: combined)
         procs.extend(x for x in theirs["/ProcSet"].get_object() if x not in procs)
     box = page.cropbox
     clip = b"%s %s %s %s re W n\n" % tuple(
@@ -746,15 +744,26 @@ def _number(value) -> bytes:
 
 def _own_resources(page) -> DictionaryObject:
     """The page's resources (a page that inherits them gets a copy of its own first: a name
-    added to its parent's would be every page's)."""
+    added to its parent's would be every page's; one whose entry is no dictionary, an empty
+    one)."""
     resources, node = page.get("/Resources"), page
     if resources is None:
         while resources is None and (node := node.get("/Parent")) is not None:
             node = node.get_object()
             resources = node.get("/Resources")
-        resources = DictionaryObject(resources.get_object() if resources is not None else {})
-        page[NameObject("/Resources")] = resources
-    return resources.get_object()
+        inherited = resources.get_object() if resources is not None else None
+        page[NameObject("/Resources")] = DictionaryObject(
+            inherited if isinstance(inherited, DictionaryObject) else {})
+    return _dictionary(page, "/Resources")
+
+
+def _dictionary(holder: DictionaryObject, key: str) -> DictionaryObject:
+    """holder[key] (an indirect one read), made an empty dictionary where it is none."""
+    value = holder.get(key)
+    value = value.get_object() if value is not None else None
+    if not isinstance(value, DictionaryObject):
+        value = holder[NameObject(key)] = DictionaryObject()
+    return value
 
 
 def _renamed(data: bytes, rename: dict[bytes, bytes]) -> bytes | None:

@@ -914,3 +914,21 @@ def test_a_justified_line_of_one_word_or_nearly_empty_is_not_stretched():
     assert space("Datenbank", "Helvetica", 11, width + 10) == 0
     assert space("Die Datenbank wird", "Helvetica", 11, 1.9 * width) > 0  # wide spaces
     assert space("Die Datenbank wird", "Helvetica", 11, 2.1 * width) == 0  # nearly empty
+
+
+def test_a_page_whose_resources_are_malformed_still_gets_its_translation():
+    """A page whose /Resources, or whose /Font in them, is no dictionary (null) gets
+    dictionaries of its own for the translation's fonts."""
+    doc = extract(two_columns(), "pdf")
+    data, blocks, pages = doc.state
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    from pypdf.generic import NullObject
+
+    writer.pages[0]["/Resources"][NameObject("/Font")] = NullObject()
+    broken = io.BytesIO()
+    writer.write(broken)
+    import dataclasses
+
+    doc = dataclasses.replace(doc, state=(broken.getvalue(), blocks, pages))
+    out = rebuild(doc, upper(doc.segments))
+    assert sorted(t for t, _ in boxes(out)) == sorted(upper(doc.segments))
