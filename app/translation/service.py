@@ -55,6 +55,10 @@ AUTO_UNREAD_CONFIDENCE = 90.0
 # its own, a shorter one takes the language of all texts together (a few words say too little;
 # LibreTranslate draws the line at the same length)
 OWN_DETECTION_CHARS = 40
+# a request's texts longer than this in all are read (masks, sentences, tags) and written back
+# in a thread, not on the event loop (TranslationService._run); shorter ones are not worth
+# the hop
+OFF_LOOP_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -482,29 +486,43 @@ class TranslationService:
         # placeholders, inline tags, URLs and addresses are masked before the model
         # (app.text.protect), on every hop: plain text whole, HTML block by block (_layout)
         protect = self.settings.protect_spans
-        # sentences are split by the rules of the language this model reads (a pivot's second
-        # hop reads the pivot language)
-        layouts = [_layout(text, fmt, protect, model.source) for text in texts]
-        units = [u for layout in layouts for u in layout.units]
         engine = model.translator
-        fits = fits_engine(engine)
-        if fits:  # sentences longer than the encoder takes are cut, not truncated
-            for seg, _ in units:
-                seg.refine(fits)
-        sentences = [s for seg, _ in units for s in seg.sentences]
-        # inline tags: the model translates the plain sentence and what each pair wrapped, then
-        # the pairs are carried over; tags that stand alone leave the sentence (app.text.tags).
-        # Each unit's tags found once, each sentence given those in it (TagMarks.within)
-        marks = [whole.within(sentence) if whole is not None else None for seg, m in units
-                 for whole in [tags.tag_marks(m) if m else None] for sentence in seg.sentences]
-        plans, inputs = tags.plan(sentences, marks)
-        results = tags.carried_results(plans, await self.batcher.translate(
-            engine, inputs, options, max(timeout, 0.0)))
-        out, pos = [], 0
-        for layout in layouts:
-            n = sum(len(seg.targets) for seg, _ in layout.units)
-            out.append(_assemble(layout, results[pos : pos + n], options))
-            pos += n
+
+        def read() -> tuple[list[Layout], list[str], list, list[str]]:
+            # sentences are split by the rules of the language this model reads (a pivot's
+            # second hop reads the pivot language)
+            layouts = [_layout(text, fmt, protect, model.source) for text in texts]
+            units = [u for layout in layouts for u in layout.units]
+            fits = fits_engine(engine)
+            if fits:  # sentences longer than the encoder takes are cut, not truncated
+                for seg, _ in units:
+                    seg.refine(fits)
+            sentences = [s for seg, _ in units for s in seg.sentences]
+            # inline tags: the model translates the plain sentence and what each pair wrapped,
+            # then the pairs are carried over; tags that stand alone leave the sentence
+            # (app.text.tags). Each unit's tags found once, each sentence given those in it
+            marks = [whole.within(sentence) if whole is not None else None for seg, m in units
+                     for whole in [tags.tag_marks(m) if m else None]
+                     for sentence in seg.sentences]
+            plans, inputs = tags.plan(sentences, marks)
+            return layouts, sentences, plans, inputs
+
+        def written(translated: list[Result]) -> list[TextResult]:
+            results = tags.carried_results(plans, translated)
+            out, pos = [], 0
+            for layout in layouts:
+                n = sum(len(seg.targets) for seg, _ in layout.units)
+                out.append(_assemble(layout, results[pos : pos + n], options))
+                pos += n
+            return out
+
+        # long texts are read and written in a thread: pure Python, they held the event loop
+        # (every other client of this process) for as long as they took
+        off_loop = sum(map(len, texts)) > OFF_LOOP_CHARS
+        layouts, sentences, plans, inputs = (
+            await asyncio.to_thread(read) if off_loop else read())
+        translated = await self.batcher.translate(engine, inputs, options, max(timeout, 0.0))
+        out = await asyncio.to_thread(written, translated) if off_loop else written(translated)
         return out, len(sentences)
 
 

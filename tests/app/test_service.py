@@ -53,3 +53,39 @@ def test_each_sentence_is_planned_with_its_own_tags_only(monkeypatch, fmt):
     assert _run(text, fmt) == text
     assert sum(read) <= 2 * 3 * n, sum(read)  # each mask (two tags, a URL) read once
     assert sum(looked) <= 2 * n, sum(looked)  # each sentence: its own pair
+
+
+def test_a_long_text_is_read_and_written_off_the_event_loop(monkeypatch):
+    """Reading a text (masks, sentences, tags) and writing its translation back is pure
+    Python: done on the event loop, a long text held every other client of the process for
+    as long as it took (an HTML text of short lines joined over <br>, lines of a URL each,
+    still costs the square of its lines there). Past OFF_LOOP_CHARS it is done in a thread;
+    a short text, not worth the hop, stays on the loop."""
+    import threading
+
+    from app.translation import service
+
+    where = []
+    layout, assemble = service._layout, service._assemble
+    monkeypatch.setattr(service, "_layout",
+                        lambda *a: where.append(threading.get_ident()) or layout(*a))
+    monkeypatch.setattr(service, "_assemble",
+                        lambda *a: where.append(threading.get_ident()) or assemble(*a))
+    loop_thread = []
+
+    async def run(text):
+        loop_thread.append(threading.get_ident())
+        svc = TranslationService(None, _Batcher(), Settings())
+        model = types.SimpleNamespace(
+            translator=types.SimpleNamespace(max_source_tokens=None), source="en")
+        results, _ = await svc._run([text], "html", model, TranslationOptions(), 60.0)
+        return results[0].text
+
+    short = "Open the <b>file</b>."
+    assert asyncio.run(run(short)) == short
+    assert where == [loop_thread[-1]] * 2
+    where.clear()
+    long = "<br>".join(["1 " * 210 + "w"] + ["a www.b"] * 300)
+    assert len(long) > service.OFF_LOOP_CHARS
+    assert asyncio.run(run(long)).count("www.b") == 300
+    assert len(where) == 2 and loop_thread[-1] not in where
