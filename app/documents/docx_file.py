@@ -23,18 +23,23 @@ of its paragraph stays there without going to the model, which could move it int
 from __future__ import annotations
 
 import copy
+import functools
 import io
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
 from docx.opc.oxml import serialize_part_xml
 from docx.opc.part import XmlPart
-from docx.oxml.ns import qn
+from docx.oxml.ns import qn as docx_qn
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
 from app.documents import Budget, Document
 from app.documents.inline import Atom, Runs, decode, encode
+
+# python-docx's qn splits and formats the name at each call, and reading a paragraph asks it
+# for every run and child: the few names used here are worked out once each
+qn = functools.cache(docx_qn)
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
 _DROPPED = {qn("w:proofErr"), qn("w:lastRenderedPageBreak")}
