@@ -179,16 +179,19 @@ def _encode(p) -> tuple[str, list]:
     while marks < len(children) and _is_mark(children[marks]):
         marks += 1
     children = children[marks:]  # (taken off one by one, each moved all the others)
-    runs = Runs((_text(r), _run_key(r)) for c in children for r in (c if _is_link(c) else [c])
-                if _is_text_run(r))
+    # each text run's (text, key), worked out once: Runs needs them all to choose its base
+    # before the runs are added one by one
+    found = {r: (_text(r), _run_key(r)) for c in children
+             for r in (c if _is_link(c) else [c]) if _is_text_run(r)}
+    runs = Runs(found.values())
     for c in children:
         if _is_link(c):
             runs.open(c)
             for run in c:
-                runs.run(run, _text(run), _run_key(run))
+                runs.run(run, *found[run])
             runs.close()
         elif _is_text_run(c):
-            runs.run(c, _text(c), _run_key(c))
+            runs.run(c, *found[c])
         else:
             runs.atom(c)
     return encode(runs.items), [children, runs.nodes, runs.base_run]
