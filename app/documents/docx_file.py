@@ -211,20 +211,30 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
                     (document, paragraphs, [e[1] for e in encoded], changed), markup=True)
 
 
-def _new_run(model, text: str):
-    run = copy.deepcopy(model) if model is not None else docx.oxml.OxmlElement("w:r")
+def _new_run(model, text: str, template):
+    """A run of `text` with the properties of `model` (a run, or None); `template`: an empty
+    w:t with xml:space="preserve", copied for the text (lxml's own copy of an element: made by
+    python-docx's parser for each run, or through copy.deepcopy's memo, they were a large
+    share of the rebuild)."""
+    run = model.__deepcopy__(None) if model is not None else docx.oxml.OxmlElement("w:r")
     for child in list(run):
         if child.tag != qn("w:rPr"):
             run.remove(child)
-    t = docx.oxml.OxmlElement("w:t")
+    t = template.__deepcopy__(None)
     t.text = text
-    t.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
     run.append(t)
     return run
 
 
+def _text_template():
+    t = docx.oxml.OxmlElement("w:t")
+    t.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+    return t
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     document, paragraphs, states, changed = doc.state
+    template = _text_template()
     for p, (children, nodes, base_run), text in zip(
         paragraphs, states, translations, strict=True
     ):
@@ -253,7 +263,7 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
                     parent = made[k]
                 else:
                     model = nodes[k]
-            parent.append(_new_run(model, words))
+            parent.append(_new_run(model, words, template))
     for part, root in changed:
         part._blob = serialize_part_xml(root)  # what a bytes part saves; it has no setter
     out = io.BytesIO()
