@@ -23,18 +23,23 @@ of its paragraph stays there without going to the model, which could move it int
 from __future__ import annotations
 
 import copy
+import functools
 import io
 
 import docx
 from docx.opc.constants import RELATIONSHIP_TYPE as RT
 from docx.opc.oxml import serialize_part_xml
 from docx.opc.part import XmlPart
-from docx.oxml.ns import qn
+from docx.oxml.ns import qn as docx_qn
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
 from app.documents import Budget, Document
 from app.documents.inline import Atom, Runs, decode, encode
+
+# python-docx's qn splits and formats the name at each call, and reading a paragraph asks it
+# for every run and child: the few names used here are worked out once each
+qn = functools.cache(docx_qn)
 
 _TEXT_CHILDREN = {qn("w:rPr"), qn("w:t")}
 _DROPPED = {qn("w:proofErr"), qn("w:lastRenderedPageBreak")}
@@ -174,16 +179,19 @@ def _encode(p) -> tuple[str, list]:
     while marks < len(children) and _is_mark(children[marks]):
         marks += 1
     children = children[marks:]  # (taken off one by one, each moved all the others)
-    runs = Runs((_text(r), _run_key(r)) for c in children for r in (c if _is_link(c) else [c])
-                if _is_text_run(r))
+    # each text run's (text, key), worked out once: Runs needs them all to choose its base
+    # before the runs are added one by one
+    found = {r: (_text(r), _run_key(r)) for c in children
+             for r in (c if _is_link(c) else [c]) if _is_text_run(r)}
+    runs = Runs(found.values())
     for c in children:
         if _is_link(c):
             runs.open(c)
             for run in c:
-                runs.run(run, _text(run), _run_key(run))
+                runs.run(run, *found[run])
             runs.close()
         elif _is_text_run(c):
-            runs.run(c, _text(c), _run_key(c))
+            runs.run(c, *found[c])
         else:
             runs.atom(c)
     return encode(runs.items), [children, runs.nodes, runs.base_run]
@@ -203,20 +211,30 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
                     (document, paragraphs, [e[1] for e in encoded], changed), markup=True)
 
 
-def _new_run(model, text: str):
-    run = copy.deepcopy(model) if model is not None else docx.oxml.OxmlElement("w:r")
+def _new_run(model, text: str, template):
+    """A run of `text` with the properties of `model` (a run, or None); `template`: an empty
+    w:t with xml:space="preserve", copied for the text (lxml's own copy of an element: made by
+    python-docx's parser for each run, or through copy.deepcopy's memo, they were a large
+    share of the rebuild)."""
+    run = model.__deepcopy__(None) if model is not None else docx.oxml.OxmlElement("w:r")
     for child in list(run):
         if child.tag != qn("w:rPr"):
             run.remove(child)
-    t = docx.oxml.OxmlElement("w:t")
+    t = template.__deepcopy__(None)
     t.text = text
-    t.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
     run.append(t)
     return run
 
 
+def _text_template():
+    t = docx.oxml.OxmlElement("w:t")
+    t.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+    return t
+
+
 def rebuild(doc: Document, translations: list[str]) -> bytes:
     document, paragraphs, states, changed = doc.state
+    template = _text_template()
     for p, (children, nodes, base_run), text in zip(
         paragraphs, states, translations, strict=True
     ):
@@ -245,7 +263,7 @@ def rebuild(doc: Document, translations: list[str]) -> bytes:
                     parent = made[k]
                 else:
                     model = nodes[k]
-            parent.append(_new_run(model, words))
+            parent.append(_new_run(model, words, template))
     for part, root in changed:
         part._blob = serialize_part_xml(root)  # what a bytes part saves; it has no setter
     out = io.BytesIO()

@@ -19,9 +19,11 @@ blocks and Sphinx's API signatures) is copied byte for byte."""
 from __future__ import annotations
 
 import bisect
+import functools
 import html
 import itertools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.documents import Budget, Document, charset
@@ -114,22 +116,26 @@ class Value:
         return self.tag[self.span[0] : self.span[1]]
 
 
+def _words(chunk: str) -> bool:
+    return has_words(chunk, markup=True)
+
+
 _STEP = 1 << 16  # characters parsed between two looks at the texts found so far
 
 
-def blocks(source: str, probe: Budget | None = None
-           ) -> tuple[list[tuple[str, bool]], list[Value]]:
+def blocks(source: str, probe: Budget | None = None,
+           words: Callable[[str], bool] = _words) -> tuple[list[tuple[str, bool]], list[Value]]:
     """The source cut into (chunk, translatable) runs whose concatenation is the source, and the
     values of the attributes people read that have words (has_words), in source order.
     `probe`: spent, as the source is parsed, with texts the page surely holds (at most what it
-    holds): a page past a limit is parsed no further."""
+    holds): a page past a limit is parsed no further; `words`: has_words of a chunk (markup)."""
     splitter = _BlockSplitter(source)
     looked = 0  # the events whose texts the probe has had
     step = _STEP if probe else max(len(source), 1)
     for at in range(0, len(source), step):
         splitter.feed(source[at : at + step])
         if probe:
-            looked = _probed(splitter, looked, probe)
+            looked = _probed(splitter, looked, probe, words)
     splitter.close()
     out = _runs(source, [(0, False)] + splitter.events + [(len(source), False)])
     values = []
@@ -164,7 +170,8 @@ def _runs(source: str, events: list[tuple[int, bool]]) -> list[tuple[str, bool]]
     return out
 
 
-def _probed(splitter: _BlockSplitter, looked: int, probe: Budget) -> int:
+def _probed(splitter: _BlockSplitter, looked: int, probe: Budget,
+            words: Callable[[str], bool]) -> int:
     """The texts between the events from `looked` to the last that can no longer change (the
     last one's text may go on; an open inline element read whole may still turn its events into
     text) spent from `probe`, but the first and the last: either may be part of a text that goes
@@ -176,7 +183,7 @@ def _probed(splitter: _BlockSplitter, looked: int, probe: Budget) -> int:
         return looked
     texts = [chunk.strip() for chunk, kind in
              _outside(join_breaks(_runs(splitter.source, events[looked : end + 1])))
-             if kind and has_words(chunk, markup=True)]
+             if kind and words(chunk)]
     probe.spend(texts[1:-1])
     return end
 
@@ -323,8 +330,10 @@ def extract(data: bytes, legacy: str | None = "cp1252", budget: Budget | None = 
     """The page's segments, spent from `budget` if given (a book's pages share one)."""
     source, encoding = charset.decode(data, legacy, charset.declared_in_html(data))
     budget = budget or Budget()
-    parts, values = blocks(source, budget.copy())
-    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and has_words(chunk, markup=True)]
+    # each text's has_words once: the probe asked it of (almost) every text already
+    words = functools.cache(_words)
+    parts, values = blocks(source, budget.copy(), words)
+    targets = [i for i, (chunk, kind) in enumerate(parts) if kind and words(chunk)]
     # the values as written (escaped), as the other segments
     segments = [parts[i][0].strip() for i in targets] + [v.text for v in values]
     budget.spend(segments)

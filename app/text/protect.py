@@ -207,8 +207,21 @@ def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
 def has_words(text: str, markup: bool = False) -> bool:
     """Whether text has a letter outside its protected spans; with markup (HTML-escaped text),
     read with its character references as the characters they stand for: "&nbsp;" has none."""
-    plain = SPAN_RE.sub("", text) if _SPAN_HINT.search(text) else text
-    return bool(_LETTER.search(html.unescape(plain) if markup else plain))
+    if not _SPAN_HINT.search(text):
+        return bool(_LETTER.search(html.unescape(text) if markup else text))
+    if markup and "&" in text:  # a reference may stand for a letter, or hide one, across spans
+        return bool(_LETTER.search(html.unescape(SPAN_RE.sub("", text))))
+    # the spans looked for only as far as the first letter outside them: SPAN_RE tries each of
+    # its alternatives at every position, and most texts have a word before their first span
+    letter, pos = _LETTER.search(text), 0
+    while letter:
+        span = SPAN_RE.search(text, pos)
+        if span is None or span.start() > letter.start():
+            return True
+        pos = max(span.end(), span.start() + 1)  # (past an empty match, as sub goes on)
+        if span.end() > letter.start():
+            letter = _LETTER.search(text, span.end())
+    return False
 
 
 def find_spans(text: str) -> list[Span]:

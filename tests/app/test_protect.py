@@ -13,6 +13,7 @@ from app.text.protect import (
     QT_STYLE,
     SPAN_RE,
     find_spans,
+    has_words,
     mask,
     protect,
     unmask,
@@ -340,3 +341,16 @@ def test_a_mask_deleted_after_one_placed_at_a_space_does_not_leave_it_past_the_e
     out = unmask(mask(source), "..%%s Wort%Wort%{2}%Wort {1}%x")
     assert Counter(spans(out)) == Counter(spans(source))
     assert unmask(mask("Open <b>it</b> now"), "es {1}{2}{9}") == "es <b></b>"
+
+
+@pytest.mark.parametrize(("text", "markup", "words"), [
+    ("Returns <code>x</code> when", True, True),  # a word before the first span
+    ("<b>x</b> and <code>y</code>", False, True),  # a word between spans
+    ("<code>x</code> https://example.org/a <b></b>", False, False),  # letters only in spans
+    ("<b></b>&nbsp;<i></i>", True, False),  # a reference without a letter
+    ("&am<b></b>p;", True, False),  # a reference written across a span, read as the text is
+    ("&#<b></b>65;", True, True),  # a reference standing for a letter
+    ("&am<b></b>p;", False, True),  # without markup, its letters are letters
+])
+def test_words_are_letters_outside_the_spans_with_references_read(text, markup, words):
+    assert has_words(text, markup) is words
