@@ -664,14 +664,18 @@ def joins_at_break(before: str, after: str) -> bool:
 def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     """(chunk, translatable) runs with each line-break tag that stands alone between two texts
     of one sentence (`joins_at_break`) moved into the text: "Save the file<br>and close it."
-    becomes one run with the tag in it."""
+    becomes one run with the tag in it. What is read of heads whole is bounded
+    (`_JOIN_WORK_FLOOR`, `_JOIN_WORK_PER_CHARACTER`): past it, a line whose head must be read
+    whole does not join (a block made for it, a head of thousands of spans before its first
+    word and thousands of short lines after it, cost the product)."""
     out: list = []
     joined: dict[int, _Joined] = {}  # the texts that lines may join, by their place in out
+    work = [max(_JOIN_WORK_FLOOR, _JOIN_WORK_PER_CHARACTER * sum(len(c) for c, _ in parts))]
     for chunk, kind in parts:
         if (kind and len(out) >= 2 and out[-2][1] and not out[-1][1]
                 and LINE_BREAK_RE.fullmatch(out[-1][0])):
             before = joined.get(len(out) - 2) or joined.setdefault(len(out) - 2,
-                                                                   _Joined(out[-2][0]))
+                                                                   _Joined(out[-2][0], work))
             if before.joins(chunk):
                 before.add(out.pop()[0], chunk)
                 continue
@@ -681,6 +685,9 @@ def join_breaks(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     return out
 
 
+# characters of heads join_breaks may read whole in all, at least and for each of its own
+_JOIN_WORK_FLOOR = 1_000_000
+_JOIN_WORK_PER_CHARACTER = 16
 _BLANK_CHARACTERS = " \t\n\r\f\v"
 _SETTLING = 400  # characters of a text's start read for a word that stays one (_Joined._settle)
 _NAMED_REFERENCE = 32  # characters of a named character reference's name at most (html.unescape)
@@ -696,10 +703,12 @@ class _Joined:
     line may still go on (`open`); whether it has a letter, and a span's hint (_SPAN_HINT),
     so that a head without a hint has words where it has a letter (each span holds a hint);
     and, once found, a word at its start that no span can take, whatever follows it
-    (`_settle`). Where neither tells, the head is read whole, as joins_at_break does."""
+    (`_settle`). Where neither tells, the head is read whole, as joins_at_break does, within
+    join_breaks's bound."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, work: list[int]) -> None:
         self.pieces = [text]  # as written: texts and line breaks
+        self.work = work  # what join_breaks may still read of heads whole (shared)
         self.read: list[str] | None = None  # the head's text, once read (_start)
 
     def text(self) -> str:
@@ -787,13 +796,15 @@ class _Joined:
         return ""
 
     def _words(self) -> bool:
-        """has_words(head)."""
+        """has_words(head); False once join_breaks may read no more heads whole."""
         if self.words:
             return True
         tail = html.unescape(self.open)
         if not self.hint and not _SPAN_HINT.search(self.end + tail):
             return self.letter or bool(_LETTER.search(tail))
-        return has_words(("".join(self.read) + tail).rstrip())
+        head = ("".join(self.read) + tail).rstrip()
+        self.work[0] -= len(head)
+        return self.work[0] >= 0 and has_words(head)
 
 
 def _over_blanks(text: str, k: int) -> bool:

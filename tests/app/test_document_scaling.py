@@ -336,3 +336,26 @@ def test_spaces_a_translation_put_inside_many_tag_pairs_go_in_one_pass():
     spaced = re.sub(r"(\{\d+\})(\w+)(\{\d+\})", r"\1 \2 \3", masked.text)
     assert spaced.count(" ") == masked.text.count(" ") + 2 * n
     assert unmask(masked, spaced) == text
+
+
+def test_heads_read_whole_to_join_lines_are_bounded(monkeypatch):
+    """A head whose first word comes after thousands of spans (URLs) is read whole at each
+    break to know whether a sentence runs on: thousands of short lines after it cost the
+    product (hours for a large upload). What join_breaks reads of heads whole is bounded;
+    past it the lines are kept apart, each a run of its own, none lost."""
+    from app.text import protect
+
+    read = []
+    has_words = protect.has_words
+    monkeypatch.setattr(protect, "has_words", lambda text, *a: read.append(len(text))
+                        or has_words(text, *a))
+    head = " ".join(f"http://x{k}.org" for k in range(1500)) + " word"
+    lines = [head] + [f"see www.example{k}.org and more" for k in range(2000)]
+    pieces = [piece for line in lines for piece in (line, "<br>")][:-1]
+    parts = [(piece, k % 2 == 0) for k, piece in enumerate(pieces)]
+    bound = max(protect._JOIN_WORK_FLOOR,
+                protect._JOIN_WORK_PER_CHARACTER * sum(map(len, pieces)))
+    out = protect.join_breaks(parts)
+    assert sum(read) <= bound + len("<br>".join(lines)), sum(read)
+    assert "".join(chunk for chunk, _ in out) == "".join(pieces)
+    assert 1 < len(out) < len(parts)  # joined while the bound lasted, then kept apart
