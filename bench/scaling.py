@@ -495,6 +495,13 @@ def html_breaks_code(n: int) -> bytes:
                  + "on.</p>")
 
 
+def html_breaks_spans(n: int) -> bytes:
+    """A paragraph opening with n URLs before its first word, then n short lines over <br>,
+    each with an address in it (a head read whole at each break: join_breaks's bound)."""
+    return _html("<p>" + " ".join(f"http://x{k}.org" for k in range(n)) + " word<br>"
+                 + "".join(f"see www.e{k}.org and more<br>" for k in range(n)) + "on.</p>")
+
+
 def html_depth(n: int) -> bytes:
     """Spans nested n deep, each with a word."""
     return _html("<p>" + "".join(f"<span>w{k % 10} " for k in range(n)) + "</span>" * n
@@ -751,6 +758,7 @@ CASES = [
     _document_case("html", "inline tags in a paragraph", 3000, html_tags),
     _document_case("html", "line breaks in a paragraph", 2000, html_breaks),
     _document_case("html", "line breaks after a backtick", 1000, html_breaks_code),
+    _document_case("html", "line breaks after URLs", 1000, html_breaks_spans),
     _document_case("html", "nesting depth", 2000, html_depth),
     _document_case("html", "table rows", 500, html_table),
     _document_case("html", "elements without text", 20000, html_empty),
