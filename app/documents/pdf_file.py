@@ -768,8 +768,8 @@ def _dictionary(holder: DictionaryObject, key: str) -> DictionaryObject:
 
 def _renamed(data: bytes, rename: dict[bytes, bytes]) -> bytes | None:
     """The content stream with each name given as an operand renamed as `rename` says, the
-    rest as it is; None where the scan cannot read it (as _without_text, at any length: no
-    parser of pypdf's reads it after)."""
+    rest as it is; None where the scan cannot read it. (The tokens `_without_text` reads, at
+    any length: its bound is pypdf's parser's, which never reads this stream.)"""
     pieces, end, copied = [], 0, 0
     while m := _OPERATION.match(data, end):
         end = m.end()
