@@ -40,46 +40,51 @@ from bench.pdf_rebuild import base_module, cpu, state
 COLUMNS = 60
 
 
+def _page(size: tuple[float, float], draw) -> bytes:
+    """A one-page PDF of that size, drawn by draw(canvas)."""
+    out = io.BytesIO()
+    c = canvas.Canvas(out, pagesize=size)
+    draw(c)
+    c.showPage()
+    c.save()
+    return out.getvalue()
+
+
 def grid_page(n: int) -> bytes:
     rows = -(-n // COLUMNS)
     height = max(3000, 12 * rows + 40)
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(3000, height))
-    c.setFont("Helvetica", 4)
-    for i in range(n):
-        x, y = 20 + (i % COLUMNS) * 48, height - 20 - (i // COLUMNS) * 12
-        c.drawString(x, y, f"word{i}")
-        if i % 4 == 0:
-            c.rect(x - 2, y - 3, 40, 10)
-    c.showPage()
-    c.save()
-    return out.getvalue()
+
+    def draw(c: canvas.Canvas) -> None:
+        c.setFont("Helvetica", 4)
+        for i in range(n):
+            x, y = 20 + (i % COLUMNS) * 48, height - 20 - (i // COLUMNS) * 12
+            c.drawString(x, y, f"word{i}")
+            if i % 4 == 0:
+                c.rect(x - 2, y - 3, 40, 10)
+
+    return _page((3000, height), draw)
 
 
 def piled_page(n: int) -> bytes:
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(600, 600))
-    for i in range(n):
-        c.beginForm(f"f{i}")
-        c.setFont("Helvetica", 10)
-        c.drawString(100 + (i % 7) * 0.3, 300, f"word{i}")
-        c.endForm()
-        c.doForm(f"f{i}")
-        c.rect(98, 296 + (i % 5) * 0.1, 60, 16)
-    c.showPage()
-    c.save()
-    return out.getvalue()
+    def draw(c: canvas.Canvas) -> None:
+        for i in range(n):
+            c.beginForm(f"f{i}")
+            c.setFont("Helvetica", 10)
+            c.drawString(100 + (i % 7) * 0.3, 300, f"word{i}")
+            c.endForm()
+            c.doForm(f"f{i}")
+            c.rect(98, 296 + (i % 5) * 0.1, 60, 16)
+
+    return _page((600, 600), draw)
 
 
 def rows_page(n: int) -> bytes:
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(600, 800))
-    c.setFont("Helvetica", 10)
-    for i in range(n):
-        c.drawString(20 + (i % 500) * 0.5, 780 - (i // 500) * 14 % 760, f"word{i}")
-    c.showPage()
-    c.save()
-    return out.getvalue()
+    def draw(c: canvas.Canvas) -> None:
+        c.setFont("Helvetica", 10)
+        for i in range(n):
+            c.drawString(20 + (i % 500) * 0.5, 780 - (i // 500) * 14 % 760, f"word{i}")
+
+    return _page((600, 800), draw)
 
 
 PAGES = {"grid": grid_page, "piled": piled_page, "rows": rows_page}

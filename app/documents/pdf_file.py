@@ -723,9 +723,10 @@ def _draw_over(page, overlay, writer: PdfWriter) -> None:
         target = _dictionary(ours, kind)
         for new, value in entries.items():
             target[new] = value.clone(writer)
-    procs = ours.setdefault(NameObject("/ProcSet"), ArrayObject()).get_object()
-    if "/ProcSet" in theirs and isinstance(procs, ArrayObject):  # (as merge_page: combined)
-        procs.extend(x for x in theirs["/ProcSet"].get_object() if x not in procs)
+    if "/ProcSet" in theirs:  # (as merge_page: the sets combined)
+        procs = ours.setdefault(NameObject("/ProcSet"), ArrayObject()).get_object()
+        if isinstance(procs, ArrayObject):
+            procs.extend(x for x in theirs["/ProcSet"].get_object() if x not in procs)
     box = page.cropbox
     clip = b"%s %s %s %s re W n\n" % tuple(
         _number(v) for v in (box.left, box.bottom, box.width, box.height))

@@ -449,7 +449,6 @@ class JobRunner:
 
         try:
             store.start(job.id)
-            running()  # not when cancelled since the queue was read: its file is gone
             if read is not None and read.pages:  # read by the upload's check
                 await asyncio.to_thread(store.reading, job.id, read.pages, read.pages)
             data = await asyncio.to_thread(store.source_path(job.id).read_bytes)

@@ -5,7 +5,6 @@ look at."""
 
 from __future__ import annotations
 
-import io
 import random
 
 from pdfminer.layout import LAParams, LTLayoutContainer, LTTextLineHorizontal
@@ -98,9 +97,8 @@ def test_a_page_of_strings_piled_in_rows_is_read_within_the_bound(monkeypatch):
     """A page of short strings drawn a little apart in rows that overlap (pdfminer's grouping
     took about a minute for a few thousand): the reader groups its lines here, its searches
     stop at the page's bound, and every string is read."""
-    from reportlab.pdfgen import canvas
-
     from app.documents import pdf_file
+    from bench.pdf_hostile import rows_page
 
     looked = []
     neighbours = pdf_lines._neighbours
@@ -113,15 +111,8 @@ def test_a_page_of_strings_piled_in_rows_is_read_within_the_bound(monkeypatch):
     monkeypatch.setattr(pdf_lines, "_neighbours", counted)
     monkeypatch.setattr(pdf_lines, "_WORK_FLOOR", 20_000)
     monkeypatch.setattr(pdf_lines, "_WORK_PER_LINE", 4)
-    out = io.BytesIO()
-    c = canvas.Canvas(out, pagesize=(600, 800))
-    c.setFont("Helvetica", 10)
     n = 1500
-    for i in range(n):
-        c.drawString(20 + (i % 500) * 0.5, 780 - (i // 500) * 14, f"word{i}")
-    c.showPage()
-    c.save()
-    doc = pdf_file.extract(out.getvalue())
+    doc = pdf_file.extract(rows_page(n))
     read = sorted("".join(doc.segments).replace(" ", ""))  # (the strings overlap: jumbled)
     assert read == sorted("".join(f"word{i}" for i in range(n)))
     assert looked and sum(looked) <= 20_000 + max(looked), sum(looked)
