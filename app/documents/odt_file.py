@@ -11,9 +11,12 @@ in it (a link stays one link), and styles, page layout and metadata are untouche
 from __future__ import annotations
 
 import io
+import threading
 import zipfile
+from contextlib import contextmanager
 
 from lxml import etree
+from odf import element as odf_element
 from odf import opendocument
 from odf import text as odftext
 from odf.element import Element, Node
@@ -52,6 +55,36 @@ def _items(node, nodes: list, items: list) -> None:
 
 _PRESENTATION = "application/vnd.oasis.opendocument.presentation"
 
+# odfpy keeps two registries for the whole process: the prefix of every namespace URI it has
+# read (odf.element.nsdict) and the namespaces every written part declares (a dict on the
+# Element class). Left alone, one user's namespace URIs were declared in every later file the
+# process wrote, both grew with every new URI uploaded, and a write reading them while another
+# thread's read added to them could fail. Each read here starts from odfpy's own namespaces
+# and keeps what it added with its document; the write puts back just those, as a process that
+# had read only this file would have them. All use of odfpy holds the lock.
+_ODFPY = threading.Lock()
+_OWN_PREFIXES = dict(odf_element.nsdict)
+
+
+@contextmanager
+def _registries(prefixes: dict[str, str], declared: dict[str, str]):
+    """odfpy's registries set to these for the block (set in full on entry: a read or write
+    stopped in the middle of putting them back leaves nothing behind for the next)."""
+    with _ODFPY:
+        saved = dict(odf_element.nsdict), dict(Element.namespaces)
+        _set(prefixes, declared)
+        try:
+            yield
+        finally:
+            _set(*saved)
+
+
+def _set(prefixes: dict[str, str], declared: dict[str, str]) -> None:
+    odf_element.nsdict.clear()
+    odf_element.nsdict.update(prefixes)
+    Element.namespaces.clear()
+    Element.namespaces.update(declared)
+
 
 def _paragraphs(document) -> list:
     # a text document's master pages (in styles.xml) hold its headers and footers: content
@@ -89,7 +122,9 @@ def _own_text(el) -> int:
 def extract(data: bytes, budget: Budget | None = None) -> Document:
     budget = budget or Budget()
     _probe(data, budget.copy())
-    document = opendocument.load(io.BytesIO(data))
+    with _registries(_OWN_PREFIXES, {}):
+        document = opendocument.load(io.BytesIO(data))
+        namespaces = dict(odf_element.nsdict), dict(Element.namespaces)
     paragraphs = _paragraphs(document)
     segments, states = [], []
     for p in paragraphs:
@@ -98,7 +133,7 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
         segments.append(encode(items))
         states.append(nodes)
     return Document("odp" if document.mimetype == _PRESENTATION else "odt", segments,
-                    (document, paragraphs, states), markup=True)
+                    (document, paragraphs, states, namespaces), markup=True)
 
 
 def _shallow_copy(el):
@@ -106,7 +141,12 @@ def _shallow_copy(el):
 
 
 def rebuild(doc: Document, translations: list[str]) -> bytes:
-    document, paragraphs, states = doc.state
+    document, paragraphs, states, namespaces = doc.state
+    with _registries(*namespaces):
+        return _rebuild(document, paragraphs, states, translations)
+
+
+def _rebuild(document, paragraphs: list, states: list, translations: list[str]) -> bytes:
     for p, nodes, text in zip(paragraphs, states, translations, strict=True):
         # taken out by hand: odfpy's removeChild also takes them (and all inside) out of the
         # document's element caches, which appendChild does not put them back into, so the

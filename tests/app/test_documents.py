@@ -1373,6 +1373,38 @@ def test_odt_with_a_pretty_printed_meta_part_is_written():
     assert teletype.extractText(out.getElementsByType(odftext.H)[0]) == "ylretrauQ nalp"
 
 
+
+def _with_namespaces(data: bytes, uris: list[str]) -> bytes:
+    """data's first paragraph with an attribute in each of these namespaces."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        content = archive.read("content.xml").decode()
+    marks = "".join(f' xmlns:u{k}="{uri}" u{k}:mark="v"' for k, uri in enumerate(uris))
+    content = content.replace("<text:p", "<text:p" + marks, 1)
+    return replace_part(data, "content.xml", content.encode())
+
+
+def test_odt_namespaces_of_one_file_stay_out_of_the_next():
+    # odfpy keeps the namespaces it has read in registries shared by the whole process, and a
+    # written file declared all of them: one user's namespace URIs came out in every later
+    # user's file, and the registries grew with every new URI uploaded
+    from odf import element
+
+    clean = run(odt_file(), "odt")
+    before = len(element.nsdict), len(element.Element.namespaces)
+    private = [f"urn:private-of-user-a:{k}" for k in range(300)]
+    theirs = run(_with_namespaces(odt_file(), private), "odt")
+    with zipfile.ZipFile(io.BytesIO(theirs)) as archive:
+        root = etree.fromstring(archive.read("content.xml"))  # their prefixes are declared
+    assert len([v for v in root.iter() if "{urn:private-of-user-a:7}mark" in v.attrib]) == 1
+    again = run(odt_file(), "odt")
+    with zipfile.ZipFile(io.BytesIO(again)) as a, zipfile.ZipFile(io.BytesIO(clean)) as b:
+        assert a.namelist() == b.namelist()
+        for name in a.namelist():
+            assert b"private-of-user-a" not in a.read(name), name
+            assert a.read(name) == b.read(name), name
+    assert (len(element.nsdict), len(element.Element.namespaces)) == before
+
+
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 
 
