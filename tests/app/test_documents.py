@@ -8,6 +8,7 @@ the tests compare structure, not wording."""
 import copy
 import functools
 import io
+import random
 import re
 import zipfile
 from pathlib import Path
@@ -36,6 +37,7 @@ from app.documents import (
     format_of,
     html_file,
     markdown_file,
+    srt_file,
     translate_document,
     translate_segments,
     xliff_file,
@@ -43,6 +45,7 @@ from app.documents import (
 from app.documents import odt_file as odt_reader
 from app.documents import pptx_file as pptx_reader
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from bench.fuzz_documents import run_case
 from tests.app import hostile
 from tests.app.hostile import entity_expansion_xliff, replace_part
 from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
@@ -1568,6 +1571,48 @@ def test_subtitles_over_a_limit_are_read_no_further():
         extract(data, "srt")
     with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
         extract(data, "srt", Limits(max_chars=100))
+
+
+def _parsed(text: str):
+    """srt_file._parse's subtitles, or the error's type when it refuses the text."""
+    try:
+        return list(srt_file._parse(text))
+    except ValueError as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_subtitles_are_parsed_as_the_srt_library_parses_them(seed):
+    """Texts put together at random from the pieces of cues (numbers with and without a dot,
+    times written the ways the library takes, blank lines in and between cues, a byte order
+    mark, spaces): the cues read are the library's, and a text the library refuses is
+    refused."""
+    rng = random.Random(seed)
+    pieces = ["1", "-2", "3.5", "12.", "\n", "\r\n", "\n\n", " ", "  \t", "\ufeff", "x",
+              "00:00:01,000 --> 00:00:02,000", "0:0:3.5 -> 0:0:4", "00:00:05:000 --> 00:01:00",
+              "Hello there", "- Who?", "<i>Oh</i>", "99", "00:00:01,000"]
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        try:
+            expected = list(srt.parse(text))
+        except srt.SRTParseError:
+            expected = ValueError
+        assert _parsed(text) == expected, repr(text)
+
+
+def test_subtitles_with_long_runs_of_digits_or_spaces_are_read_in_linear_time():
+    """The srt library's pattern splits a run of digits (a cue's number, a line of digits in a
+    cue) between two of its parts in every way before it gives up, and its search starts again
+    at every character of a run of spaces it cannot match: n squared steps, hours for these
+    (in one thread holding the GIL). Each file in a child process given half a minute."""
+    cue = "1\n00:00:01,000 --> 00:00:02,000\n"
+    files = {
+        cue + "Count on\n" + "7" * 300_000 + "\n": "ok",
+        cue + "Hello.\n\n" + "1" * 300_000: "ok",
+        "1\n" + " " * 300_000 + "x": "refused",
+    }
+    for text, outcome in files.items():
+        assert run_case(text.encode(), "srt", timeout=30, checks=False).kind == outcome
 
 
 def test_formats_limits_and_broken_files():
