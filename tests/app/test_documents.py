@@ -1573,6 +1573,29 @@ def test_subtitles_over_a_limit_are_read_no_further():
         extract(data, "srt", Limits(max_chars=100))
 
 
+def _docx_with(part: str, old: str, new: str) -> bytes:
+    data = docx_bytes(docx_document())
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    assert old in xml
+    return replace_part(data, part, xml.replace(old, new, 1).encode())
+
+
+@pytest.mark.parametrize(("part", "old", "new", "message"), [
+    ("word/_rels/document.xml.rels", 'Id="rId3" ', "",
+     "/word/document.xml has a relationship without an Id"),
+    ("customXml/_rels/item1.xml.rels", 'Type="http', 'Kind="http',
+     "/customXml/item1.xml has a relationship without a Type"),
+    ("[Content_Types].xml", 'ContentType="application/vnd.openxmlformats-officedocument.theme',
+     'Kind="x', "/word/theme/theme1.xml has no content type"),
+])
+def test_a_docx_package_python_docx_could_not_write_back_is_refused(part, old, new, message):
+    """python-docx reads a relationship without an Id or a Type, and a part without a content
+    type, and fails only when it writes the package again (TypeError: a 500)."""
+    with pytest.raises(InvalidDocument, match=re.escape(message)):
+        extract(_docx_with(part, old, new), "docx")
+
+
 def _parsed(text: str):
     """srt_file._parse's subtitles, or the error's type when it refuses the text."""
     try:
