@@ -48,7 +48,15 @@ from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
 from bench.fuzz_documents import run_case
 from tests.app import hostile
 from tests.app.hostile import entity_expansion_xliff, replace_part
-from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
+from tests.app.samples import (
+    docx_bytes,
+    docx_document,
+    epub_bytes,
+    epub_parts,
+    odp_file,
+    odt_file,
+    pptx_file,
+)
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 
@@ -1571,6 +1579,24 @@ def test_subtitles_over_a_limit_are_read_no_further():
         extract(data, "srt")
     with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
         extract(data, "srt", Limits(max_chars=100))
+
+
+@pytest.mark.parametrize("fmt", ["pptx", "docx", "odt", "epub"])
+@pytest.mark.parametrize("damage", ["header", "data"])
+def test_a_zipped_file_with_a_part_that_cannot_be_unpacked_is_refused_naming_it(fmt, damage):
+    """The zip's directory is whole but one part's own header or its data is damaged: a
+    presentation's reader left the parts it does not translate to its writer, which copied
+    them and failed there (a 500). Each format's last part (a master page, a picture ...)."""
+    data = {"pptx": pptx_file, "docx": lambda: docx_bytes(docx_document()), "odt": odt_file,
+            "epub": lambda: epub_bytes(epub_parts())}[fmt]()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        info = archive.infolist()[-1]
+    at = info.header_offset if damage == "header" else (
+        info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 2)
+    broken = data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1 :]
+    message = f"the entry {info.filename} cannot be unpacked"
+    with pytest.raises(InvalidDocument, match=re.escape(message)):
+        run(broken, fmt)
 
 
 def _docx_with(part: str, old: str, new: str) -> bytes:
