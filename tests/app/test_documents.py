@@ -1599,6 +1599,21 @@ def test_a_zipped_file_with_a_part_that_cannot_be_unpacked_is_refused_naming_it(
         run(broken, fmt)
 
 
+@pytest.mark.parametrize("part", ["content.xml", "styles.xml"])
+def test_an_odf_file_nested_too_deep_to_write_back_is_refused(part):
+    """odfpy reads elements nested thousands deep (its parser is expat's) and writes them back
+    one call per level: RecursionError after the translation, a 500."""
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    end = "</office:text>" if part == "content.xml" else "</office:automatic-styles>"
+    deep = "<text:section>" * 3000 + "<text:p>Deep words</text:p>" + "</text:section>" * 3000
+    assert end in xml
+    broken = replace_part(data, part, xml.replace(end, deep + end).encode())
+    with pytest.raises(InvalidDocument, match="nests elements more than 200 deep"):
+        run(broken, "odt")
+
+
 def _docx_with(part: str, old: str, new: str) -> bytes:
     data = docx_bytes(docx_document())
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
