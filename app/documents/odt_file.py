@@ -129,6 +129,11 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
     with _registries(_OWN_PREFIXES, {}):
         document = opendocument.load(io.BytesIO(data))
         namespaces = dict(odf_element.nsdict), dict(Element.namespaces)
+    if "" in namespaces[1]:
+        # odfpy would declare a prefix for it (xmlns:ns42=""), which XML forbids: the file
+        # written back would open nowhere
+        raise InvalidDocument("the file has elements or attributes in no namespace (ODF "
+                              "names each of its own in one); it cannot be written back")
     _check_depth(document.topnode)
     paragraphs = _paragraphs(document)
     segments, states = [], []

@@ -1614,6 +1614,22 @@ def test_an_odf_file_nested_too_deep_to_write_back_is_refused(part):
         run(broken, "odt")
 
 
+@pytest.mark.parametrize(("part", "old", "new"), [
+    ("content.xml", "<text:h ", '<text:h style="x" '),  # an attribute in no namespace
+    ("meta.xml", "<office:meta>", "<office:meta><generator>x</generator>"),  # an element
+])
+def test_an_odf_file_with_names_in_no_namespace_is_refused(part, old, new):
+    """odfpy gives the empty namespace a prefix and declares it (xmlns:ns42=""), which XML
+    forbids: the file written back opened nowhere, odfpy included."""
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    assert old in xml
+    broken = replace_part(data, part, xml.replace(old, new, 1).encode())
+    with pytest.raises(InvalidDocument, match="in no namespace"):
+        run(broken, "odt")
+
+
 def _docx_with(part: str, old: str, new: str) -> bytes:
     data = docx_bytes(docx_document())
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
