@@ -234,8 +234,8 @@ def _check_unpacked(data: bytes, limit: int) -> None:
     that fails there fails after the translation, as an error of the service."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
-        return  # the format's reader says what is wrong with it
+    except Exception:  # BadZipFile, NotImplementedError (a zip version it does not know) ...
+        return  # the format's reader, opening it again, says what is wrong with it
     with archive:
         unpacked = sum(info.file_size for info in archive.infolist())
         if unpacked > limit:

@@ -1630,6 +1630,21 @@ def test_an_odf_file_with_names_in_no_namespace_is_refused(part, old, new):
         run(broken, "odt")
 
 
+def test_a_zip_whose_directory_needs_a_newer_zip_version_is_refused():
+    """zipfile refuses to open an archive whose directory says an entry needs a zip version past
+    the ones it knows (NotImplementedError, not BadZipFile): the zip check before the reader
+    let it through as an error of the service."""
+    data = odt_file()
+    at = data.index(b"PK\x01\x02") + 6  # the first directory entry's version needed
+    broken = data[:at] + (148).to_bytes(2, "little") + data[at + 2 :]
+    with pytest.raises(InvalidDocument, match="zip file version 14.8"):
+        run(broken, "odt")
+
+
+def html_file_page(body: str) -> bytes:
+    return f"<html><head><title>A page</title></head><body>{body}</body></html>".encode()
+
+
 def _docx_with(part: str, old: str, new: str) -> bytes:
     data = docx_bytes(docx_document())
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -1651,6 +1666,26 @@ def test_a_docx_package_python_docx_could_not_write_back_is_refused(part, old, n
     type, and fails only when it writes the package again (TypeError: a 500)."""
     with pytest.raises(InvalidDocument, match=re.escape(message)):
         extract(_docx_with(part, old, new), "docx")
+
+
+def test_a_text_after_thousands_of_unclosed_tags_is_read_in_linear_time():
+    """The search for the tags that open at a text's end (to move them out of it) started at
+    each tag of a run before the text and matched to the run's end each time: the square of the
+    tags (200,000 in a heading: ten minutes, holding the GIL). In a child given half a
+    minute."""
+    page = html_file_page("<h1>" + "<b>" * 200_000 + "Quarterly plan</h1>")
+    assert run_case(page, "html", timeout=30, checks=False).kind == "ok"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_tags_opening_at_a_texts_end_are_those_the_pattern_finds(seed):
+    rng = random.Random(seed)
+    pieces = ["<b>", "</b>", "<a href='x'>", "<!-- c -->", "<br/>", "word", " ", ">", "<", "<>"]
+    for _ in range(2000):
+        chunk = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        start = rng.randint(0, len(chunk))
+        found = re.compile(r"(?:<[^/!<>][^<>]*>)+$").search(chunk, start)
+        assert html_file._opening_tags(chunk, start) == (found.start() if found else len(chunk))
 
 
 def _parsed(text: str):
