@@ -1641,6 +1641,18 @@ def test_a_zip_whose_directory_needs_a_newer_zip_version_is_refused():
         run(broken, "odt")
 
 
+def test_an_xliff_source_with_a_long_run_of_spaces_is_read_in_linear_time():
+    """The pattern that takes namespace declarations out of a source's markup began with \\s+
+    and was tried from every space of a run, each time to the run's end: the square of the
+    run (an attribute of 300,000 spaces: hours). In a child given half a minute."""
+    unit = f'<g id="b" note="{" " * 300_000}">next week</g>'
+    data = XLIFF12.replace(b"<source>Hello", f"<source>{unit} Hello".encode())
+    assert run_case(data, "xliff", timeout=30, checks=False).kind == "ok"
+    assert xliff_file._inner(etree.fromstring(
+        '<s xmlns="urn:x"><g xmlns:a="urn:a" id="1">a</g>\t <b xmlns="urn:x"/></s>')) == (
+        '<g id="1">a</g>\t <b/>')
+
+
 def html_file_page(body: str) -> bytes:
     return f"<html><head><title>A page</title></head><body>{body}</body></html>".encode()
 
