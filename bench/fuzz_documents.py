@@ -883,6 +883,14 @@ def _where(exc: BaseException) -> str:
 def _opens(fmt: str, data: bytes) -> bool:
     try:
         SHAPES[fmt](data)
+    except documents.DocumentError:
+        # a text format's check decodes a file that is not UTF-8 as windows-1252, where the
+        # path (given no source language) guessed its code page and wrote it in that: read it
+        # as the path reads it
+        try:
+            documents.extract(data, fmt)
+        except documents.DocumentError:
+            return False
     except Exception:
         return False
     return True
