@@ -227,15 +227,29 @@ def extract(data: bytes, fmt: str, limits: Limits = Limits(),
 
 
 def _check_unpacked(data: bytes, limit: int) -> None:
+    """A zipped file that unpacks to more than `limit` bytes (a zip bomb) is refused before any
+    of it is unpacked; one with an entry that cannot be unpacked (its header or its data
+    damaged, encrypted, compressed in a way zipfile does not read) is refused naming it:
+    the readers copy the entries they do not translate into the file they write, and one
+    that fails there fails after the translation, as an error of the service."""
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            unpacked = sum(info.file_size for info in archive.infolist())
-    except zipfile.BadZipFile:
-        return  # the format's reader says what is wrong with it
-    if unpacked > limit:
-        raise DocumentTooLarge(
-            f"the file unpacks to {unpacked} bytes; the limit is {limit}", limit=limit
-        )
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except Exception:  # BadZipFile, NotImplementedError (a zip version it does not know) ...
+        return  # the format's reader, opening it again, says what is wrong with it
+    with archive:
+        unpacked = sum(info.file_size for info in archive.infolist())
+        if unpacked > limit:
+            raise DocumentTooLarge(
+                f"the file unpacks to {unpacked} bytes; the limit is {limit}", limit=limit
+            )
+        for info in archive.infolist():
+            try:
+                with archive.open(info) as entry:  # (it reads no more than its stated size)
+                    while entry.read(1 << 20):
+                        pass
+            except Exception as exc:  # zipfile's and zlib's errors, each its own type
+                raise InvalidDocument(f"the entry {info.filename[:200]} cannot be unpacked: "
+                                      f"{str(exc)[:200]}") from exc
 
 
 def rebuild(doc: Document, translations: list[str], target_lang: str | None = None) -> bytes:

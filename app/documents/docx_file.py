@@ -34,7 +34,7 @@ from docx.oxml.ns import qn as docx_qn
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
-from app.documents import Budget, Document
+from app.documents import Budget, Document, InvalidDocument
 from app.documents.inline import Atom, Runs, decode, encode
 
 # python-docx's qn splits and formats the name at each call, and reading a paragraph asks it
@@ -199,6 +199,7 @@ def _encode(p) -> tuple[str, list]:
 
 def extract(data: bytes, budget: Budget | None = None) -> Document:
     document = docx.Document(io.BytesIO(data))
+    _check_package(document.part.package)
     paragraphs = _paragraphs(document)
     changed = []  # parts kept as bytes whose XML changes
     for part, root in _note_parts(document):
@@ -209,6 +210,23 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
     encoded = (budget or Budget()).each((_encode(p) for p in paragraphs), lambda e: e[0])
     return Document("docx", [e[0] for e in encoded],
                     (document, paragraphs, [e[1] for e in encoded], changed), markup=True)
+
+
+def _check_package(package) -> None:
+    """InvalidDocument where python-docx read what it cannot write back: a relationship without
+    an Id, a Type or (pointing outside) a Target, a part without a content type fail only when
+    the package is saved."""
+    for part in package.iter_parts():
+        if part.content_type is None:
+            raise InvalidDocument(f"the part {part.partname} has no content type (in "
+                                  "[Content_Types].xml)")
+    for name, rels in [("the package", package.rels),
+                       *((f"the part {p.partname}", p.rels) for p in package.iter_parts())]:
+        for rel in rels.values():
+            for missing, value in (("an Id", rel.rId), ("a Type", rel.reltype),
+                                   ("a Target", rel.target_ref)):
+                if value is None:
+                    raise InvalidDocument(f"{name} has a relationship without {missing}")
 
 
 def _new_run(model, text: str, template):

@@ -41,8 +41,6 @@ _DC = "{http://purl.org/dc/elements/1.1/}"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 # fonts are obfuscated with these (not DRM): they are copied, the pages stay readable
 _FONT_OBFUSCATION = {"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"}
-# the compressions zipfile reads (others, and encrypted entries, fail when the book is written)
-_READABLE = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
 
 def _parser(recover: bool = False) -> etree.XMLParser:
@@ -214,20 +212,13 @@ def _encrypted(archive: zipfile.ZipFile) -> set[str]:
 
 
 def _checked(archive: zipfile.ZipFile) -> None:
-    """The archive is an EPUB that can be written back: mimetype (if any) says so, and every
-    entry can be read (the book is written only after its translation)."""
+    """The archive is an EPUB: mimetype (if any) says so. (That every entry can be read, so that
+    the book can be written back, app.documents checks for every zipped file.)"""
     if "mimetype" in archive.NameToInfo:
         said = archive.read("mimetype").strip()
         if said != _MIMETYPE:
             raise InvalidDocument(f"the mimetype entry says {said[:100]!r}, not "
                                   f"{_MIMETYPE.decode()}")
-    for info in archive.infolist():
-        if info.flag_bits & 1 or info.compress_type not in _READABLE:
-            raise InvalidDocument(f"{info.filename} is encrypted or compressed in a way that "
-                                  "cannot be read")
-    bad = archive.testzip()
-    if bad is not None:
-        raise InvalidDocument(f"{bad} is damaged (its checksum does not match)")
 
 
 def _parts(archive: zipfile.ZipFile, budget: Budget) -> list[_Texts | _Page]:

@@ -189,7 +189,21 @@ def _probed(splitter: _BlockSplitter, looked: int, probe: Budget,
 
 
 _CLOSING = re.compile(r"(?:</[^<>]*>)+")  # tags that close at a text's start
-_OPENING = re.compile(r"(?:<[^/!<>][^<>]*>)+$")  # tags that open at its end
+_OPENING = re.compile(r"<[^/!<>][^<>]*>")  # a tag that opens
+
+
+def _opening_tags(chunk: str, start: int) -> int:
+    """Where the run of opening tags that ends the chunk starts (not before `start`; the
+    chunk's length where it ends in none), found from the end: the pattern of the run searched
+    from the front tried each tag of a run that does not reach the end to its last tag, the
+    square of the tags before a text."""
+    end = len(chunk)
+    while end > start and chunk[end - 1] == ">":
+        at = chunk.rfind("<", start, end)
+        if at < 0 or not _OPENING.fullmatch(chunk, at, end):
+            break
+        end = at
+    return end
 
 
 def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
@@ -201,8 +215,7 @@ def _outside(parts: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
     for chunk, kind in parts:
         head = _CLOSING.match(chunk) if kind else None
         start = head.end() if head else 0
-        tail = _OPENING.search(chunk, start) if kind else None
-        end = tail.start() if tail else len(chunk)
+        end = _opening_tags(chunk, start) if kind else len(chunk)
         for piece, of in ((chunk, kind),) if start == 0 and end == len(chunk) else (
                 (chunk[:start], False), (chunk[start:end], kind), (chunk[end:], False)):
             if piece and not (runs and runs[-1][1] == of):

@@ -23,7 +23,7 @@ from odf.element import Element, Node
 from odf.element import Text as TextNode
 from odf.namespaces import OFFICENS, TEXTNS
 
-from app.documents import Budget, Document
+from app.documents import Budget, Document, InvalidDocument
 from app.documents.inline import Atom, Close, Open, decode, encode
 
 _GROUPS = {(TEXTNS, "span"), (TEXTNS, "a")}
@@ -54,6 +54,10 @@ def _items(node, nodes: list, items: list) -> None:
 
 
 _PRESENTATION = "application/vnd.oasis.opendocument.presentation"
+# elements in elements a file may nest: odfpy reads any depth (expat) but writes each level
+# in a call of its own, so a file nested about a thousand deep failed when written back
+# (RecursionError); real documents (lists in lists in tables in frames) stay far below it
+_DEEPEST = 200
 
 # odfpy keeps two registries for the whole process: the prefix of every namespace URI it has
 # read (odf.element.nsdict) and the namespaces every written part declares (a dict on the
@@ -125,6 +129,12 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
     with _registries(_OWN_PREFIXES, {}):
         document = opendocument.load(io.BytesIO(data))
         namespaces = dict(odf_element.nsdict), dict(Element.namespaces)
+    if "" in namespaces[1]:
+        # odfpy would declare a prefix for it (xmlns:ns42=""), which XML forbids: the file
+        # written back would open nowhere
+        raise InvalidDocument("the file has elements or attributes in no namespace (ODF "
+                              "names each of its own in one); it cannot be written back")
+    _check_depth(document.topnode)
     paragraphs = _paragraphs(document)
     segments, states = [], []
     for p in paragraphs:
@@ -134,6 +144,17 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
         states.append(nodes)
     return Document("odp" if document.mimetype == _PRESENTATION else "odt", segments,
                     (document, paragraphs, states, namespaces), markup=True)
+
+
+def _check_depth(top) -> None:
+    """InvalidDocument where elements nest more than _DEEPEST deep (looked at without
+    recursion: the file's depth is what is in question)."""
+    stack = [(top, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _DEEPEST:
+            raise InvalidDocument(f"the file nests elements more than {_DEEPEST} deep")
+        stack.extend((c, depth + 1) for c in node.childNodes if c.nodeType == Node.ELEMENT_NODE)
 
 
 def _shallow_copy(el):

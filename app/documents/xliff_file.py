@@ -23,7 +23,9 @@ from app.documents import Budget, Document
 from app.text.protect import ANY_TAG_RE
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
-_NS_DECL = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
+# starting only where a run of spaces starts, and taking it whole: tried from every space of
+# a run, each try to its end, it cost the square of the run (an attribute of spaces)
+_NS_DECL = re.compile(r'(?<!\s)\s++xmlns(?::\w+)?="[^"]*"')
 _NS12 = "urn:oasis:names:tc:xliff:document:1.2"
 
 

@@ -8,6 +8,7 @@ the tests compare structure, not wording."""
 import copy
 import functools
 import io
+import random
 import re
 import zipfile
 from pathlib import Path
@@ -36,6 +37,7 @@ from app.documents import (
     format_of,
     html_file,
     markdown_file,
+    srt_file,
     translate_document,
     translate_segments,
     xliff_file,
@@ -43,9 +45,18 @@ from app.documents import (
 from app.documents import odt_file as odt_reader
 from app.documents import pptx_file as pptx_reader
 from app.errors import InvalidInput, TooLarge, UnsupportedMediaType
+from bench.fuzz_documents import run_case
 from tests.app import hostile
 from tests.app.hostile import entity_expansion_xliff, replace_part
-from tests.app.samples import docx_bytes, docx_document, odp_file, odt_file, pptx_file
+from tests.app.samples import (
+    docx_bytes,
+    docx_document,
+    epub_bytes,
+    epub_parts,
+    odp_file,
+    odt_file,
+    pptx_file,
+)
 
 SHIPPED = Path(__file__).resolve().parents[2] / "bundles" / "en-de"
 
@@ -1568,6 +1579,167 @@ def test_subtitles_over_a_limit_are_read_no_further():
         extract(data, "srt")
     with pytest.raises(DocumentTooLarge, match="characters to translate; the limit is 100"):
         extract(data, "srt", Limits(max_chars=100))
+
+
+@pytest.mark.parametrize("fmt", ["pptx", "docx", "odt", "epub"])
+@pytest.mark.parametrize("damage", ["header", "data"])
+def test_a_zipped_file_with_a_part_that_cannot_be_unpacked_is_refused_naming_it(fmt, damage):
+    """The zip's directory is whole but one part's own header or its data is damaged: a
+    presentation's reader left the parts it does not translate to its writer, which copied
+    them and failed there (a 500). Each format's last part (a master page, a picture ...)."""
+    data = {"pptx": pptx_file, "docx": lambda: docx_bytes(docx_document()), "odt": odt_file,
+            "epub": lambda: epub_bytes(epub_parts())}[fmt]()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        info = archive.infolist()[-1]
+    at = info.header_offset if damage == "header" else (
+        info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 2)
+    broken = data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1 :]
+    message = f"the entry {info.filename} cannot be unpacked"
+    with pytest.raises(InvalidDocument, match=re.escape(message)):
+        run(broken, fmt)
+
+
+@pytest.mark.parametrize("part", ["content.xml", "styles.xml"])
+def test_an_odf_file_nested_too_deep_to_write_back_is_refused(part):
+    """odfpy reads elements nested thousands deep (its parser is expat's) and writes them back
+    one call per level: RecursionError after the translation, a 500."""
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    end = "</office:text>" if part == "content.xml" else "</office:automatic-styles>"
+    deep = "<text:section>" * 3000 + "<text:p>Deep words</text:p>" + "</text:section>" * 3000
+    assert end in xml
+    broken = replace_part(data, part, xml.replace(end, deep + end).encode())
+    with pytest.raises(InvalidDocument, match="nests elements more than 200 deep"):
+        run(broken, "odt")
+
+
+@pytest.mark.parametrize(("part", "old", "new"), [
+    ("content.xml", "<text:h ", '<text:h style="x" '),  # an attribute in no namespace
+    ("meta.xml", "<office:meta>", "<office:meta><generator>x</generator>"),  # an element
+])
+def test_an_odf_file_with_names_in_no_namespace_is_refused(part, old, new):
+    """odfpy gives the empty namespace a prefix and declares it (xmlns:ns42=""), which XML
+    forbids: the file written back opened nowhere, odfpy included."""
+    data = odt_file()
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    assert old in xml
+    broken = replace_part(data, part, xml.replace(old, new, 1).encode())
+    with pytest.raises(InvalidDocument, match="in no namespace"):
+        run(broken, "odt")
+
+
+def test_a_zip_whose_directory_needs_a_newer_zip_version_is_refused():
+    """zipfile refuses to open an archive whose directory says an entry needs a zip version past
+    the ones it knows (NotImplementedError, not BadZipFile): the zip check before the reader
+    let it through as an error of the service."""
+    data = odt_file()
+    at = data.index(b"PK\x01\x02") + 6  # the first directory entry's version needed
+    broken = data[:at] + (148).to_bytes(2, "little") + data[at + 2 :]
+    with pytest.raises(InvalidDocument, match="zip file version 14.8"):
+        run(broken, "odt")
+
+
+def test_an_xliff_source_with_a_long_run_of_spaces_is_read_in_linear_time():
+    """The pattern that takes namespace declarations out of a source's markup began with \\s+
+    and was tried from every space of a run, each time to the run's end: the square of the
+    run (an attribute of 300,000 spaces: hours). In a child given half a minute."""
+    unit = f'<g id="b" note="{" " * 300_000}">next week</g>'
+    data = XLIFF12.replace(b"<source>Hello", f"<source>{unit} Hello".encode())
+    assert run_case(data, "xliff", timeout=30, checks=False).kind == "ok"
+    assert xliff_file._inner(etree.fromstring(
+        '<s xmlns="urn:x"><g xmlns:a="urn:a" id="1">a</g>\t <b xmlns="urn:x"/></s>')) == (
+        '<g id="1">a</g>\t <b/>')
+
+
+def html_file_page(body: str) -> bytes:
+    return f"<html><head><title>A page</title></head><body>{body}</body></html>".encode()
+
+
+def _docx_with(part: str, old: str, new: str) -> bytes:
+    data = docx_bytes(docx_document())
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        xml = archive.read(part).decode()
+    assert old in xml
+    return replace_part(data, part, xml.replace(old, new, 1).encode())
+
+
+@pytest.mark.parametrize(("part", "old", "new", "message"), [
+    ("word/_rels/document.xml.rels", 'Id="rId3" ', "",
+     "/word/document.xml has a relationship without an Id"),
+    ("customXml/_rels/item1.xml.rels", 'Type="http', 'Kind="http',
+     "/customXml/item1.xml has a relationship without a Type"),
+    ("[Content_Types].xml", 'ContentType="application/vnd.openxmlformats-officedocument.theme',
+     'Kind="x', "/word/theme/theme1.xml has no content type"),
+])
+def test_a_docx_package_python_docx_could_not_write_back_is_refused(part, old, new, message):
+    """python-docx reads a relationship without an Id or a Type, and a part without a content
+    type, and fails only when it writes the package again (TypeError: a 500)."""
+    with pytest.raises(InvalidDocument, match=re.escape(message)):
+        extract(_docx_with(part, old, new), "docx")
+
+
+def test_a_text_after_thousands_of_unclosed_tags_is_read_in_linear_time():
+    """The search for the tags that open at a text's end (to move them out of it) started at
+    each tag of a run before the text and matched to the run's end each time: the square of the
+    tags (200,000 in a heading: ten minutes, holding the GIL). In a child given half a
+    minute."""
+    page = html_file_page("<h1>" + "<b>" * 200_000 + "Quarterly plan</h1>")
+    assert run_case(page, "html", timeout=30, checks=False).kind == "ok"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_tags_opening_at_a_texts_end_are_those_the_pattern_finds(seed):
+    rng = random.Random(seed)
+    pieces = ["<b>", "</b>", "<a href='x'>", "<!-- c -->", "<br/>", "word", " ", ">", "<", "<>"]
+    for _ in range(2000):
+        chunk = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        start = rng.randint(0, len(chunk))
+        found = re.compile(r"(?:<[^/!<>][^<>]*>)+$").search(chunk, start)
+        assert html_file._opening_tags(chunk, start) == (found.start() if found else len(chunk))
+
+
+def _parsed(text: str):
+    """srt_file._parse's subtitles, or the error's type when it refuses the text."""
+    try:
+        return list(srt_file._parse(text))
+    except ValueError as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_subtitles_are_parsed_as_the_srt_library_parses_them(seed):
+    """Texts put together at random from the pieces of cues (numbers with and without a dot,
+    times written the ways the library takes, blank lines in and between cues, a byte order
+    mark, spaces): the cues read are the library's, and a text the library refuses is
+    refused."""
+    rng = random.Random(seed)
+    pieces = ["1", "-2", "3.5", "12.", "\n", "\r\n", "\n\n", " ", "  \t", "\ufeff", "x",
+              "00:00:01,000 --> 00:00:02,000", "0:0:3.5 -> 0:0:4", "00:00:05:000 --> 00:01:00",
+              "Hello there", "- Who?", "<i>Oh</i>", "99", "00:00:01,000"]
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        try:
+            expected = list(srt.parse(text))
+        except srt.SRTParseError:
+            expected = ValueError
+        assert _parsed(text) == expected, repr(text)
+
+
+def test_subtitles_with_long_runs_of_digits_or_spaces_are_read_in_linear_time():
+    """The srt library's pattern splits a run of digits (a cue's number, a line of digits in a
+    cue) between two of its parts in every way before it gives up, and its search starts again
+    at every character of a run of spaces it cannot match: n squared steps, hours for these
+    (in one thread holding the GIL). Each file in a child process given half a minute."""
+    cue = "1\n00:00:01,000 --> 00:00:02,000\n"
+    files = {
+        cue + "Count on\n" + "7" * 300_000 + "\n": "ok",
+        cue + "Hello.\n\n" + "1" * 300_000: "ok",
+        "1\n" + " " * 300_000 + "x": "refused",
+    }
+    for text, outcome in files.items():
+        assert run_case(text.encode(), "srt", timeout=30, checks=False).kind == outcome
 
 
 def test_formats_limits_and_broken_files():
