@@ -105,7 +105,9 @@ FLUSH = 0.1
 STRETCH = 1.0
 _SHOW_TEXT = {b"Tj", b"TJ", b"'", b'"'}
 _BULLET = re.compile(r"[•◦▪‣∙·\-–—*] ")
-_LEADERS = re.compile(r"(\. ?){4,}\s*\w+$")  # "Naming . . . . 3"
+# dot leaders before a number at a line's end ("Naming . . . . 3"), matched in the line read
+# backwards: searched for from the front, each dot of a long run began a try to its end
+_LEADERS_BACKWARDS = re.compile(r"\w+\s*( ?\.){4}")
 _WORD = re.compile(r"[^\W\d_]+")  # letters: not a number, not dot leaders
 _LIGATURES = re.compile("[\ufb00-\ufb06]")
 _UNMAPPED = re.compile(r"\(cid:\d+\)")  # pdfminer's text for a glyph without a character
@@ -472,9 +474,14 @@ def _apart(before: _Look | None, look: _Look | None, pitch: float | None) -> boo
             and before.base - look.base > GAP_PITCH * pitch)
 
 
+def _leaders(text: str) -> bool:
+    """The text ends in dot leaders (four or more) and a word."""
+    return _LEADERS_BACKWARDS.match(text[::-1]) is not None
+
+
 def _ends(line: _Line, box: LTTextBox) -> bool:
     text = line.text.strip()
-    if _LEADERS.search(text):
+    if _leaders(text):
         return True
     return text.endswith((".", "!", "?", ":")) and box.x1 - line.line.x1 > 0.15 * box.width
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import sys
 import time
 import zlib
@@ -41,6 +42,7 @@ from app.documents import (  # noqa: E402
     rebuild,
     translate_document,
 )
+from bench.fuzz_documents import run_case  # noqa: E402
 
 LEFT = ["The service reads every page of the file", "and writes the translation in the same",
         "place. Long words are hyphen-", "ated at the end of a line."]
@@ -932,3 +934,28 @@ def test_a_page_whose_resources_are_malformed_still_gets_its_translation():
     doc = dataclasses.replace(doc, state=(broken.getvalue(), blocks, pages))
     out = rebuild(doc, upper(doc.segments))
     assert sorted(t for t, _ in boxes(out)) == sorted(upper(doc.segments))
+
+
+def test_dot_leaders_are_found_as_the_pattern_searched_for_them_finds_them():
+    # the pattern searched from every dot of a long run of them to its end: the square of the
+    # run; read from the end now, it must still say the same of every text
+    searched = re.compile(r"(\. ?){4,}\s*\w+$")
+    rng = random.Random(3)
+    pieces = [".", " ", ". ", "a", "7", "\t", "é", "_", "-", "Naming"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14))).strip()
+        assert pdf_file._leaders(text) == (searched.search(text) is not None), repr(text)
+    assert pdf_file._leaders("Naming . . . . 3") and not pdf_file._leaders("a . . . 3")
+
+
+def test_a_line_of_a_great_many_dots_is_read_in_linear_time():
+    # a 3 KB file: a block whose first line is 60,000 dots (drawn small), read with the search
+    # above for dot leaders at the line's end took minutes of CPU holding the GIL; a deadline,
+    # in a child process, far above what the read takes
+    def draw(c):
+        text = c.beginText(40, 300)
+        text.setFont("Helvetica", 0.5)
+        for line in ("Intro " + "." * 60000, "The next line of the block.", "And a third."):
+            text.textLine(line)
+        c.drawText(text)
+    assert run_case(page_of(draw), "pdf", timeout=30, checks=False).kind == "ok"
