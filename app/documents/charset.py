@@ -217,8 +217,10 @@ _DOUBLE_BYTE = {"cp932": range(0x81, 0xA0), "cp949": range(0xB0, 0xC9),
 _NOT_KANJI = range(0x84, 0x88)  # cp932's rows of Cyrillic, Greek, box drawing: no letters of it
 # a decoding whose letters are explained at least this share looks right
 LOOKS_RIGHT = 0.9
-# words of ASCII letters and bytes past ASCII, at least one of those; the first this many
-_WORD = re.compile(rb"[A-Za-z\x80-\xff]*[\x80-\xff][A-Za-z\x80-\xff]*")
+# words of ASCII letters and bytes past ASCII, at least one of those; the first this many.
+# A word is tried only where one begins, its ASCII letters taken without giving any back: tried
+# from every letter of a long run of ASCII letters to the run's end, it cost the run's square
+_WORD = re.compile(rb"(?<![A-Za-z\x80-\xff])[A-Za-z]*+[\x80-\xff][A-Za-z\x80-\xff]*+")
 _ASCII_WORD = re.compile(rb"(?<![A-Za-z\x80-\xff])[A-Za-z]+(?![A-Za-z\x80-\xff])")
 _SAMPLE_WORDS = 2_000
 _SAMPLE_LETTERS = 20_000

@@ -789,6 +789,26 @@ def test_subtitles_in_a_code_page_with_the_source_auto_are_read_in_the_page_of_t
         line.encode(page).decode("cp1252") for line in lines]
 
 
+def test_the_words_a_code_page_is_guessed_from_are_found_as_the_pattern_found_them():
+    # the words with a byte past ASCII: the pattern, tried from every letter of a long run of
+    # ASCII letters to its end, cost the square of the run; each run is looked at once now
+    from app.documents import charset
+
+    searched = re.compile(rb"[A-Za-z\x80-\xff]*[\x80-\xff][A-Za-z\x80-\xff]*")
+    rng = random.Random(5)
+    pieces = [b"a", b"Z", b"\xe9", b"\xff", b"\x80", b" ", b"1", b".", b"\n", b"ab\xfc"]
+    for _ in range(20000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        assert charset._sample(data) == [m.group() for m in searched.finditer(data)], data
+
+
+def test_a_file_of_one_long_ascii_word_and_a_byte_past_ascii_is_read_in_linear_time():
+    # 400,000 letters and one byte that is not UTF-8: the code page's guess took a quarter of
+    # an hour of CPU holding the GIL; a deadline, in a child process
+    data = b"a" * 400_000 + b" caf\xe9\n"
+    assert run_case(data, "txt", timeout=30, checks=False).kind == "ok"
+
+
 @pytest.mark.parametrize(("page", "lines"), [
     ("cp949", ["파일을 열 수 없습니다", "설정을 저장했습니다."]),
     ("cp936", ["无法打开文件", "设置已保存。"]),
