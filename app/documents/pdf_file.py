@@ -35,7 +35,7 @@ import re
 import unicodedata
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from itertools import count, pairwise
@@ -783,7 +783,7 @@ def _renamed(data: bytes, rename: dict[bytes, bytes]) -> bytes | None:
         end = m.end()
         if m["operator"] in (b"BI", b"R"):
             return None
-        for token in _OPERAND.finditer(data, m.start("operands"), m.start("operator")):
+        for token in _operands(data, m):
             if (new := rename.get(token[1])) is not None:
                 pieces += [data[copied : token.start(1)], new]
                 copied = token.end(1)
@@ -871,6 +871,16 @@ _TRAILING = re.compile(_SPACE)
 _SCANNED = 1_000_000
 
 
+def _operands(data: bytes, operation: re.Match) -> Iterator[re.Match]:
+    """An operation's operands, each read where the last one ended. (Searched for, the space
+    after the last one was tried again from each of its bytes, the square of it, and words of
+    a comment there were taken for operands.)"""
+    pos, stop = operation.start("operands"), operation.start("operator")
+    while token := _OPERAND.match(data, pos, stop):
+        yield token
+        pos = token.end()
+
+
 def _without_text(data: bytes) -> bytes | None:
     """The content stream as pypdf writes it once it has parsed it and the text-showing
     operations are taken out, made without pypdf's parser, which reads a byte at a time: the
@@ -894,7 +904,7 @@ def _without_text(data: bytes) -> bytes | None:
         # as pypdf's ContentStream.get_data writes an operation: each operand and a space,
         # the operator, a line's end
         line = [written.get(token) or _written(token, written)
-                for token in _OPERAND.findall(data, m.start("operands"), m.start("operator"))]
+                for token in (t[1] for t in _operands(data, m))]
         lines.append(b"".join([*line, operator, b"\n"]))
     return b"".join(lines) if _TRAILING.fullmatch(data, end) else None
 

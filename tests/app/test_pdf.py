@@ -378,6 +378,7 @@ def parsed(data: bytes) -> bytes | str:
 SCANNED = [
     b"BT /F1 12 Tf 72 700 Td (Hello) Tj ET",
     b"BT[(A)-250(B)]TJ/F2 9 Tf(C)Tj ET",  # no spaces
+    b"q 1 0 0 1 0 0 %note 5 /F2\ncm Q",  # a comment's words before an operator: no operands
     b"BT (a \\) b) Tj (c(d)e) Tj (x\\\\) Tj (\\(\\() Tj (\\\n) Tj ET",  # escapes, nesting
     b"BT <48 65 6c6C6f> Tj <> Tj <4> Tj ET",
     b"BT 1 2 (x) \" (y) ' T* 0 -12 TD ET",
@@ -959,3 +960,29 @@ def test_a_line_of_a_great_many_dots_is_read_in_linear_time():
             text.textLine(line)
         c.drawText(text)
     assert run_case(page_of(draw), "pdf", timeout=30, checks=False).kind == "ok"
+
+
+def test_a_comment_before_an_operator_is_no_operand_of_it_when_names_are_renamed():
+    assert pdf_file._renamed(b"q /F1 % /F1 x\n gs Q", {b"/F1": b"/Tr1F1"}) == \
+        b"q /Tr1F1 % /F1 x\n gs Q"
+
+
+def test_a_page_whose_operation_has_a_great_many_spaces_before_its_operator_is_rebuilt_in_time():
+    # the space after an operation's last operand was searched for one more from every byte
+    # of it: the square of the space, minutes for a stream of a few KB compressed; a deadline,
+    # in a child process
+    writer = PdfWriter()
+    page = writer.add_blank_page(400, 400)
+    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"),
+                             NameObject("/Subtype"): NameObject("/Type1"),
+                             NameObject("/BaseFont"): NameObject("/Helvetica")})
+    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): DictionaryObject(
+        {NameObject("/F1"): writer._add_object(font)})})
+    contents = StreamObject()
+    contents.set_data(b"q 1 0 0 1 0 0" + b" " * 500_000 + b"cm BT /F1 12 Tf 40 100 Td "
+                      b"(Hello there, friend.) Tj ET Q")
+    contents = contents.flate_encode()
+    page[NameObject("/Contents")] = writer._add_object(contents)
+    out = io.BytesIO()
+    writer.write(out)
+    assert run_case(out.getvalue(), "pdf", timeout=30, checks=False).kind == "ok"
