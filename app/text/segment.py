@@ -41,7 +41,9 @@ from app.text.protect import INLINE_CODE_TAGS, KEPT_CLASSES, find_spans
 
 MAX_SENTENCE_CHARS = 400  # longer "sentences" are cut at clause or word boundaries
 
-_LINE_BREAKS = re.compile(r"\s*\n\s*")  # a line break with the whitespace around it
+# a line break with the whitespace around it, tried only where a run of whitespace begins and
+# taken without giving back: tried from every space of a run without one, it cost the square
+_LINE_BREAKS = re.compile(r"(?<!\s)[^\S\n]*+\n\s*+")
 _INDENT = re.compile(r"[ \t]*(?:(?:[-*+•‣◦]|\d{1,3}[.)])[ \t]+)?")  # indentation, list marker
 _LETTER_ITEM = re.compile(r"[a-z][.)]\s")  # "a) ", "b. ": a list item, not a continuation
 # which line breaks fall inside a sentence: (line before, line after, longest line) -> bool

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
@@ -295,6 +296,21 @@ def test_subtitle_lines_join_unless_a_speaker_turn_starts():
     assert seg.sentences == ["I don't know if I can do it."]
     assert segment_text("- Hi there.\n- Hello.", subtitle_wrap).sentences == [
         "- Hi there.", "- Hello."]
+
+
+def test_line_breaks_are_found_as_the_pattern_searched_for_them_finds_them():
+    # a line break with the whitespace around it: searched for from every space of a run
+    # without one to the run's end, the square of the run; tried only where a run begins now
+    from app.text import segment
+
+    searched = re.compile(r"\s*\n\s*")
+    rng = random.Random(11)
+    pieces = [" ", "\t", "\n", "\r\n", "a", "b c", "\u00a0", "\u2028", "."]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert ([m.span() for m in segment._LINE_BREAKS.finditer(text)]
+                == [m.span() for m in searched.finditer(text)]), repr(text)
+        assert segment._LINE_BREAKS.sub(" ", text) == searched.sub(" ", text)
 
 
 def test_rewrap_keeps_order_and_drops_a_break_with_no_space_left():
