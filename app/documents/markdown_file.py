@@ -41,7 +41,11 @@ _ITEM_MARKER = re.compile(r"(?:[-*+]|\d{1,9}[.)])[ \t]+")  # a list item's, with
 # an admonition's marker (Python-Markdown's `!!! note`, pymdownx's collapsible `???` and `???+`
 # and tabs `=== "Title"`), up to its title's opening quote: the keyword and classes stay
 _NOTE = re.compile(r'[ \t]{0,3}(?:(?:!!!|\?\?\?\+?)(?:[ \t]+[\w-]+)+|===\+?)(?:[ \t]+"|[ \t]*$)')
-_TITLE = re.compile(r'(.*?)("?[ \t]*)$')  # its title, then the closing quote
+# an admonition's title, then the closing quote, and a heading's text, then its closing hashes
+# and attribute list: each end matched in the line read backwards (the text taken a character
+# at a time with the end tried from each read a long run of spaces again every time)
+_TITLE_END = re.compile(r'[ \t]*"?')
+_HEADING_END = re.compile(r"[ \t]*(?:\}[^{}]*[:#.]\{[ \t]*)?(?:#+[ \t]+)?")
 _QUOTE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -54,7 +58,6 @@ _VERBATIM = re.compile(
     r"|^\s{0,3}\{[:#.][^{}]*\}\s*$"  # an attribute list on its own line ({: .class})
 )
 # a heading's text, then its closing hashes and attribute list ({#id}), which stay
-_ATTRIBUTES = re.compile(r"(.*?)((?:[ \t]+#+)?(?:[ \t]*\{[:#.][^{}]*\})?[ \t]*)$")
 # an HTML block's first line (CommonMark's kinds 1 and 6): it runs to its element's end tag
 # (pre, script, style, textarea: their text may have blank lines) or to a blank line
 _HTML_BLOCK = re.compile(
@@ -97,6 +100,19 @@ _TEMPLATE_TARGET = re.compile(rf"(?<=\])\((?:{_TEMPLATE.pattern}|[^()\s{{}}]|\([
 _ATOM = re.compile(rf"{_FOOTNOTE.pattern}|{_TEMPLATE.pattern}")
 
 
+def _split_end(text: str, end: re.Pattern) -> tuple[str, str]:
+    cut = len(text) - end.match(text[::-1]).end()
+    return text[:cut], text[cut:]
+
+
+def _title_end(rest: str) -> tuple[str, str]:
+    return _split_end(rest, _TITLE_END)
+
+
+def _heading_end(rest: str) -> tuple[str, str]:
+    return _split_end(rest, _HEADING_END)
+
+
 def _pieces(line: str, kind: str, start: int) -> list[str]:
     """A line cut into its marker (its first `start` characters: indentation, block markers),
     then text pieces and separators (even positions after the marker are text): a table row
@@ -105,11 +121,11 @@ def _pieces(line: str, kind: str, start: int) -> list[str]:
     list."""
     marker, rest = line[:start], line[start:]
     if kind == "note":
-        return [marker, *_TITLE.match(rest).groups()]
+        return [marker, *_title_end(rest)]
     if kind == "row" or rest.lstrip().startswith("|"):
         return [marker, *_CELL.split(rest)]
-    if "#" in marker and (heading := _ATTRIBUTES.match(rest)).group(2):
-        return [marker, *heading.groups()]
+    if "#" in marker and (heading := _heading_end(rest))[1]:
+        return [marker, *heading]
     return [marker, rest]
 
 

@@ -538,6 +538,26 @@ def test_markdown_admonitions_keep_their_keyword_and_translate_title_and_body():
         "kcaB ta eht pot.\n")
 
 
+def test_a_heading_and_a_title_end_where_the_patterns_ended_them():
+    # a heading's closing hashes and attributes, an admonition title's closing quote: the
+    # patterns took the text one character at a time and tried the end from each, reading a
+    # long run of spaces again every time; they are read from the line's end now
+    ended = re.compile(r"(.*?)((?:[ \t]+#+)?(?:[ \t]*\{[:#.][^{}]*\})?[ \t]*)$")
+    titled = re.compile(r'(.*?)("?[ \t]*)$')
+    rng = random.Random(13)
+    pieces = [" ", "\t", "#", "##", "{", "}", "{#id}", "{.c}", "{:x}", ".", ":", "a", "b c", '"']
+    for _ in range(20000):
+        rest = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert markdown_file._heading_end(rest) == ended.match(rest).groups(), repr(rest)
+        assert markdown_file._title_end(rest) == titled.match(rest).groups(), repr(rest)
+
+
+def test_a_heading_with_a_long_run_of_spaces_is_read_in_linear_time():
+    data = b"# Quart" + b" " * 200_000 + b"erly plan\n\n!!! note \"Mind" + b" " * 200_000 + \
+        b'the gap"\n    Text.\n'
+    assert run_case(data, "md", timeout=30, checks=False).kind == "ok"
+
+
 def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
     """A footnote reference (`[^1]`) was read as a reference link to the definition `[^1]:`,
     and came back as `[and][^1]`, a link on the next word; the definitions were kept as link
