@@ -48,7 +48,9 @@ _TITLE_END = re.compile(r'[ \t]*"?')
 _HEADING_END = re.compile(r"[ \t]*(?:\}[^{}]*[:#.]\{[ \t]*)?(?:#+[ \t]+)?")
 _QUOTE = re.compile(r"[ \t]{0,3}(?:>[ \t]?)+")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+# (runs taken without giving back: a long run of spaces was shared in every way between two
+# \s* side by side before a line that is no separator was given up)
+_SEPARATOR = re.compile(r"^\s*+\|?\s*+:?-{3,}+:?\s*+(?:\|\s*+:?-{3,}+:?\s*+)*+\|?\s*+$")
 _VERBATIM = re.compile(
     r"^(?:\s{4,}|\t)\S"  # indented code
     r"|^\s{0,3}\[(?!\^)[^\]]+\]:\s"  # link reference definition (not a footnote's)

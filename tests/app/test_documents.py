@@ -35,6 +35,7 @@ from app.documents import (
     docx_file,
     extract,
     format_of,
+    front_matter,
     html_file,
     markdown_file,
     srt_file,
@@ -556,6 +557,27 @@ def test_a_heading_with_a_long_run_of_spaces_is_read_in_linear_time():
     data = b"# Quart" + b" " * 200_000 + b"erly plan\n\n!!! note \"Mind" + b" " * 200_000 + \
         b'the gap"\n    Text.\n'
     assert run_case(data, "md", timeout=30, checks=False).kind == "ok"
+
+
+def test_table_separators_and_json_front_matter_ends_are_matched_as_before():
+    # two runs of spaces side by side in each pattern: a long run not followed by what the
+    # pattern needs was shared between them in every way before the match failed
+    separator = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+    json_rest = re.compile(r"[ \t]*,?[ \t]*$")
+    rng = random.Random(17)
+    pieces = [" ", "\t", "|", "-", "---", ":", ",", "a", "\n"]
+    for _ in range(20000):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert bool(markdown_file._SEPARATOR.match(line)) == bool(separator.match(line)), line
+        assert ((m := front_matter._JSON_REST.match(line)) and m.span()) == (
+            (m := json_rest.match(line)) and m.span()), repr(line)
+
+
+def test_a_table_row_and_json_front_matter_with_long_runs_of_spaces_are_read_in_linear_time():
+    table = b"| a | b |\n" + b" " * 200_000 + b"x |\n| c | d |\n"
+    front = b'{\n  "title": "The plan"' + b" " * 200_000 + b', "draft": false\n}\n\nText.\n'
+    for data in (table, front):
+        assert run_case(data, "md", timeout=30, checks=False).kind == "ok"
 
 
 def test_markdown_footnotes_keep_their_labels_and_translate_their_text():
