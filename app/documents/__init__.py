@@ -155,6 +155,15 @@ class Document:
     wraps: Wraps = soft_wrap
 
 
+def check_no_dtd(root, part: str) -> None:
+    """InvalidDocument where an Office Open XML part (its root element, read by lxml) declares a
+    DTD: its entities, read as references, would be written back without their declarations,
+    a file that opens nowhere. The format allows no DTD (Word refuses one too)."""
+    if root.getroottree().docinfo.doctype:
+        raise InvalidDocument(f"the part {part} declares a DTD (<!DOCTYPE ...>), which Office "
+                              "Open XML does not allow")
+
+
 def format_of(filename: str) -> str:
     """The format name for a file name (by extension); UnsupportedFormat if none."""
     ext = PurePath(filename).suffix.lower().lstrip(".")

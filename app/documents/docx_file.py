@@ -34,7 +34,7 @@ from docx.oxml.ns import qn as docx_qn
 from docx.oxml.parser import parse_xml
 from lxml import etree
 
-from app.documents import Budget, Document, InvalidDocument
+from app.documents import Budget, Document, InvalidDocument, check_no_dtd
 from app.documents.inline import Atom, Runs, decode, encode
 
 # python-docx's qn splits and formats the name at each call, and reading a paragraph asks it
@@ -215,11 +215,13 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
 def _check_package(package) -> None:
     """InvalidDocument where python-docx read what it cannot write back: a relationship without
     an Id, a Type or (pointing outside) a Target, a part without a content type fail only when
-    the package is saved."""
+    the package is saved, and a part that declares a DTD is saved without it (check_no_dtd)."""
     for part in package.iter_parts():
         if part.content_type is None:
             raise InvalidDocument(f"the part {part.partname} has no content type (in "
                                   "[Content_Types].xml)")
+        if (root := getattr(part, "_element", None)) is not None:  # a part python-docx writes
+            check_no_dtd(root, part.partname.lstrip("/"))
     for name, rels in [("the package", package.rels),
                        *((f"the part {p.partname}", p.rels) for p in package.iter_parts())]:
         for rel in rels.values():

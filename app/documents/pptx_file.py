@@ -24,7 +24,7 @@ import zipfile
 
 from lxml import etree
 
-from app.documents import Budget, Document
+from app.documents import Budget, Document, check_no_dtd
 from app.documents.inline import Atom, Runs, decode, encode
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, remove_comments=False)
@@ -111,6 +111,7 @@ def extract(data: bytes, budget: Budget | None = None) -> Document:
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for name in _content_parts(archive):
             roots[name] = root = etree.fromstring(archive.read(name), _PARSER)
+            check_no_dtd(root, name)  # (a part written back)
             found = [(name, p) for p in root.iter(f"{_A}p")
                      if "".join(_text(r) for r in p.iterchildren(f"{_A}r")).strip()]
             paragraphs += found
