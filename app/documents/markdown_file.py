@@ -59,7 +59,6 @@ _VERBATIM = re.compile(
     r"|^\s{0,3}=+\s*$"  # setext heading underline
     r"|^\s{0,3}\{[:#.][^{}]*\}\s*$"  # an attribute list on its own line ({: .class})
 )
-# a heading's text, then its closing hashes and attribute list ({#id}), which stay
 # an HTML block's first line (CommonMark's kinds 1 and 6): it runs to its element's end tag
 # (pre, script, style, textarea: their text may have blank lines) or to a blank line
 _HTML_BLOCK = re.compile(
