@@ -209,7 +209,7 @@ async def drive(
             try:
                 status = await asyncio.wait_for(connection.post(request), 60)
                 failure = None if status == 200 else str(status)
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError,
+            except (TimeoutError, OSError, asyncio.IncompleteReadError,
                     asyncio.LimitOverrunError, ValueError) as exc:
                 connection.close()
                 failure = type(exc).__name__

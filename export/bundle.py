@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -167,7 +167,7 @@ def write_bundle(
         "name": name,
         "source_lang": src_lang,
         "target_lang": tgt_lang,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "architecture": architecture(model),
         "special_tokens": special,
         "tokenizer": (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.engine.bundle import file_entry, load_bundle
@@ -32,7 +32,7 @@ def requantize(bundle_dir: Path, per_channel: bool = True) -> dict:
         settings = quantize_int8(bundle_dir / fp32[graph]["file"], bundle_dir / name, per_channel)
         entry[graph] = file_entry(bundle_dir, name)
     entry.update(providers=PROVIDERS["int8"], quantization=settings,
-                 requantized=datetime.now(timezone.utc).strftime("%Y-%m-%d"))
+                 requantized=datetime.now(UTC).strftime("%Y-%m-%d"))
     if "weights" in fp32:  # a bundle that stores each weight once: so does its int8 variant
         share_variant(bundle_dir, entry, "int8")
     manifest["variants"]["int8"] = entry

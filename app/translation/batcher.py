@@ -239,7 +239,7 @@ class Batcher:
         self._enqueue(engine, texts, counts, options, request, Priority(priority))
         try:
             return await asyncio.wait_for(asyncio.shield(request.future), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._cancel(request)
             raise DeadlineExceeded(
                 f"the translation took longer than the request timeout of {timeout:g} s",

@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+import tomllib
 
 import jsonschema
 import pytest
-import tomllib
 import yaml
 
 from app.config import Settings

@@ -4,7 +4,7 @@ DELETE /v1/documents/{id} (the jobs themselves: app.translation.jobs)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -87,7 +87,7 @@ def _job(request: Request, state: AppState, job_id: str) -> tuple[JobRunner, Job
 def _when(seconds: float | None) -> str | None:
     if seconds is None:
         return None
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _view(request: Request, job: Job) -> DocumentJob:
