@@ -35,7 +35,7 @@ FLAGGED = 3.0
 NOTICED = 0.02
 
 
-def scanned(package: str) -> dict[str, tuple[re.Pattern, bool]]:
+def used(package: str) -> dict[str, tuple[re.Pattern, bool]]:
     """module.NAME -> (the pattern, whether it is searched for), for every module-level compiled
     pattern of the package that its module searches for or matches."""
     found = {}
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fills", help="comma-separated runs' characters (default: a built-in set)")
     args = ap.parse_args(argv)
     fills = args.fills.split(",") if args.fills else FILLS
-    patterns = scanned(args.package)
+    patterns = used(args.package)
     searched = sum(s for _, s in patterns.values())
     print(f"{searched} patterns searched for and {len(patterns) - searched} matched in "
           f"{args.package}, runs of {len(fills)} fills at {args.size} and {2 * args.size} "

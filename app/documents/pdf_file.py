@@ -903,8 +903,7 @@ def _without_text(data: bytes) -> bytes | None:
             continue
         # as pypdf's ContentStream.get_data writes an operation: each operand and a space,
         # the operator, a line's end
-        line = [written.get(token) or _written(token, written)
-                for token in (t[1] for t in _operands(data, m))]
+        line = [written.get(t[1]) or _written(t[1], written) for t in _operands(data, m)]
         lines.append(b"".join([*line, operator, b"\n"]))
     return b"".join(lines) if _TRAILING.fullmatch(data, end) else None
 

@@ -21,7 +21,7 @@ def test_module_level_patterns_searched_for_or_matched_are_looked_at(tmp_path, m
         "    return SEARCHED.search(t), MATCHED.match(t), SPLIT.split(b)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        found = patterns.scanned("fakepkg")
+        found = patterns.used("fakepkg")
     finally:
         for name in [m for m in sys.modules if m.startswith("fakepkg")]:
             del sys.modules[name]
