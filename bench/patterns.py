@@ -9,11 +9,14 @@ holds such runs. A pattern matched once (match, fullmatch) can cost as much in t
 lazy `(.*?)` before an end tried from each of its characters. bench.scaling times the
 documented paths with inputs built by hand; this looks at every pattern instead: each compiled
 at module level in the package and used in its module (an attribute call above on its name),
-timed in CPU seconds at N and 2N characters, with finditer over runs of each fill where it is
-searched for, with match on the run and one more character where it is matched. T(2N)/T(N) is
-about 2 where the cost is linear and 4 where it grows with the square; a ratio above FLAGGED
-(where the longer run took at least NOTICED seconds) is flagged, after a second timing of both
-sizes agrees.
+and each written out in a call of `re` itself (`re.sub(r"...", ...)`, `re.compile(r"...")` in a
+function: searched for), timed in CPU seconds at N and 2N characters, with finditer over runs of
+each fill where it is searched for (the run alone, and the run with a space and one more
+character after it: a pattern for the text's last word tries each start to the run's end only
+where the text goes on), with match on the run and one more character where it is matched.
+T(2N)/T(N) is about 2 where the cost is linear and 4 where it grows with the square; a ratio
+above FLAGGED (where the longer run took at least NOTICED seconds) is flagged, after a second
+timing of both sizes agrees.
 """
 
 from __future__ import annotations
@@ -31,13 +34,17 @@ SCANS = {"search", "finditer", "findall", "sub", "subn", "split"}
 MATCHES = {"match", "fullmatch"}
 FILLS = [" ", "\t", "\n", "a", "ab", "1", ".", "-", "<", "<b>", "&", "%", "%s", "{", "{{",
          "é", "x ", "a.", "a:", "http://"]
+# where a call of `re` takes its flags when they are not given by name
+FLAGS_AT = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "finditer": 2, "findall": 2,
+            "split": 3, "sub": 4, "subn": 4}
 FLAGGED = 3.0
 NOTICED = 0.02
 
 
 def used(package: str) -> dict[str, tuple[re.Pattern, bool]]:
     """module.NAME -> (the pattern, whether it is searched for), for every module-level compiled
-    pattern of the package that its module searches for or matches."""
+    pattern of the package that its module searches for or matches; module:LINE -> the same for
+    every pattern written out in a call of `re`."""
     found = {}
     root = importlib.import_module(package)
     for info in pkgutil.walk_packages(root.__path__, package + "."):
@@ -52,11 +59,37 @@ def used(package: str) -> dict[str, tuple[re.Pattern, bool]]:
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern) and ((name, True) in calls or (name, False) in calls):
                 found[f"{info.name}.{name}"] = (value, (name, True) in calls)
+        found.update((f"{info.name}:{line}", used) for line, used in _written_out(tree))
     return found
 
 
-def cost(pattern: re.Pattern, searched: bool, fill: str, size: int) -> float:
-    text = fill * max(1, size // len(fill))
+def _written_out(tree: ast.AST) -> list[tuple[int, tuple[re.Pattern, bool]]]:
+    """(line, (pattern, searched)) for each call `re.FUNCTION(literal, ...)` in the tree but
+    a module-level `NAME = re.compile(...)` (`used` follows those); one compiled in a function is
+    taken as searched for (how it is used there is not followed)."""
+    named = {id(node.value) for node in tree.body if isinstance(node, ast.Assign)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in named or not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+                and node.func.attr in FLAGS_AT and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str | bytes)):
+            continue
+        flags = 0
+        given = ([k.value for k in node.keywords if k.arg == "flags"]
+                 + node.args[FLAGS_AT[node.func.attr]:][:1])
+        for flag in given:  # re.I, re.I | re.M
+            names = [n.attr for n in ast.walk(flag) if isinstance(n, ast.Attribute)]
+            flags |= sum((getattr(re, n) for n in names), re.NOFLAG)
+        out.append((node.lineno, (re.compile(node.args[0].value, flags),
+                                  node.func.attr not in MATCHES)))
+    return out
+
+
+def cost(pattern: re.Pattern, searched: bool, fill: str, size: int, end: str = "") -> float:
+    text = fill * max(1, size // len(fill)) + end
     if not searched:
         text += "\x01"  # (a run to its end might match where the pattern ends in `$`)
     subject = text.encode() if isinstance(pattern.pattern, bytes) else text
@@ -70,10 +103,13 @@ def cost(pattern: re.Pattern, searched: bool, fill: str, size: int) -> float:
 
 
 def ratio(pattern: re.Pattern, searched: bool, fill: str, size: int) -> tuple[float, float]:
-    """(T(2N)/T(N), T(2N)) for one fill."""
-    small = cost(pattern, searched, fill, size)
-    large = cost(pattern, searched, fill, 2 * size)
-    return large / max(small, 1e-6), large
+    """(T(2N)/T(N), T(2N)) for one fill, the larger of the ends tried after the run."""
+    worst = (0.0, 0.0)
+    for end in (("", " \x01") if searched else ("",)):
+        small = cost(pattern, searched, fill, size, end)
+        large = cost(pattern, searched, fill, 2 * size, end)
+        worst = max(worst, (large / max(small, 1e-6), large))
+    return worst
 
 
 def audit(patterns: dict[str, tuple[re.Pattern, bool]], fills: list[str], size: int

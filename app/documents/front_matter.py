@@ -55,6 +55,9 @@ _TOML_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", "e": "\x
 # what a double-quoted string (YAML's, TOML's basic) escapes when it is written
 _WRITE_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f]')
 _SHORT = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+# a line break with the spaces around it, tried only where a run of spaces begins (from each
+# space of a run with no break after it, a try read to the run's end)
+_LINE_BREAK = re.compile(r"(?:(?<![ \t])[ \t]+)?[\r\n]+[ \t]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # what only a double-quoted string can hold
 _PLAIN = re.compile(r".*?(?=[ \t]*(?:[ \t]#|$))")  # up to a comment
 _PLAIN_ITEM = re.compile(r"[^,\[\]{}]*?(?=[ \t]*(?:[,\]]|[ \t]#|$))")  # in a flow sequence
@@ -139,7 +142,7 @@ def write(lines: list[str], found: list[Value], translations: list[str]) -> None
 
 def _written(value: Value, text: str) -> str:
     """A one-line value's translation as its style writes it."""
-    text = re.sub(r"[ \t]*[\r\n]+[ \t]*", " ", text)
+    text = _LINE_BREAK.sub(" ", text)
     if value.style == "single":
         return "'" + text.replace("'", "''") + "'"
     if value.style == "literal" and "'" not in text and not _CONTROL.search(text):

@@ -72,6 +72,9 @@ COPIED_SIMILARITY = 0.8  # a source word found as it is inside a window
 DISTANCE_WEIGHT = 0.25  # similarity given up per unit of relative distance (0..1)
 SIZE_WEIGHT = 0.05  # and per word more or less than the wrapped text's translation has
 _WORD = re.compile(r"\{\d+\}|(?:[^\s{]|\{(?!\d+\}))+")  # a mask ("{3}") is a word of its own
+# the last word of a text that ends in one: a try begins only where a word does (from each
+# character of a long word earlier in the text, a try read to that word's end)
+_LAST_WORD = re.compile(r"(?<!\S)\S+$")
 _BRACE_MASK = re.compile(r"\{\d+\}")  # a numbered mask of app.text.protect's default style
 _MANY_MARKS = 64  # marks in a text beyond which each sentence gets only its own (`within`)
 _PUNCT = "\"'.,;:!?()[]{}«»„“”‘’‚‹›¡¿…-–—/"
@@ -596,7 +599,7 @@ def _atoms(sentence: str, plain: str, moved: Callable[[int], int],
             out.append(_Atom(sentence[a:b], "end", neighbours))
         elif glued[0] and not neighbours[1].isalnum():  # "manual<x/> for", "manual<x/>."
             out.append(_anchored(sentence[a:b], "after", neighbours, plain,
-                                 re.search(r"\S+$", plain[:at]).span()))
+                                 _LAST_WORD.search(plain, 0, at).span()))
         elif glued[1] and not glued[0]:  # "the <x/>Save button"
             out.append(_anchored(sentence[a:b], "before", neighbours, plain,
                                  _WORD.search(plain, at).span()))

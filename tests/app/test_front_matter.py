@@ -172,3 +172,26 @@ def test_json_front_matter_is_read_as_hugo_reads_it():
     assert extract(deep.encode(), "md").segments[-1] == "Text."
     long = "{\n" + '"a": {\n' * 20 + '"b": 1,\n' * 20_000 + '"c": 2\n' + "}\n" * 21 + "\nText.\n"
     assert extract(long.encode(), "md").segments[0].startswith('{\n"a"')
+
+
+def test_a_value_is_written_on_one_line_as_the_pattern_searched_for_its_breaks_wrote_it():
+    # each space of a run without a line break after it began a try to the run's end: the
+    # square of the run; a try starts only where a run of spaces, or a line break, begins now
+    import random
+    import re
+
+    from app.documents import front_matter
+
+    searched = re.compile(r"[ \t]*[\r\n]+[ \t]*")
+    rng = random.Random(5)
+    pieces = [" ", "\t", "\n", "\r\n", "\r", "a", "b c", "\u00a0", "."]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert front_matter._LINE_BREAK.sub(" ", text) == searched.sub(" ", text), repr(text)
+
+
+def test_a_title_with_a_long_run_of_spaces_is_written_in_linear_time():
+    from bench.fuzz_documents import run_case
+
+    page = b'---\ntitle: "The ' + b" " * 200_000 + b'plan"\n---\n\nText.\n'
+    assert run_case(page, "md", timeout=30, checks=False).kind == "ok"

@@ -605,3 +605,29 @@ def test_an_atom_glued_to_a_mark_goes_back_glued_to_it():
         'SEE PAGE <x id="1"/>. THEN GO.', 'TOTAL: <x id="2"/>, DONE.',
         'PAGE <x id="1"/> OF <x id="2"/>.', '(<x id="3"/> PAGES) ARE HERE.']
     assert "See page." in sent and "Total:, done." in sent
+
+
+def test_the_word_an_atom_was_glued_to_is_found_as_the_pattern_searched_for_it_found_it():
+    # searched for with `\S+$` in the text before the atom, each character of a long word
+    # earlier in the sentence began a try to that word's end: the square of the word
+    import random
+
+    searched = re.compile(r"\S+$")
+    rng = random.Random(3)
+    pieces = [" ", "\t", "\n", "a", "bc", "\u00a0", ".", "<", "é"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) + "x"
+        at = rng.randint(1, len(text))
+        if not text[:at].rstrip() or text[at - 1].isspace():
+            continue  # (the caller's text ends in a word)
+        assert tags._LAST_WORD.search(text, 0, at).span() == searched.search(text[:at]).span()
+
+
+def test_an_atom_after_a_sentence_with_a_long_word_is_planned_in_linear_time():
+    import subprocess
+    import sys
+
+    code = ("from app.text.tags import TagPlan\n"
+            "TagPlan.of('a' * 200_000 + ' manual<x/>. More', [], ['<x/>'])")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30,
+                   cwd=Path(__file__).resolve().parents[2])
