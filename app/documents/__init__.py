@@ -258,7 +258,27 @@ def _check_unpacked(data: bytes, limit: int) -> None:
                         pass
             except Exception as exc:  # zipfile's and zlib's errors, each its own type
                 raise InvalidDocument(f"the entry {info.filename[:200]} cannot be unpacked: "
-                                      f"{str(exc)[:200]}") from exc
+                                      f"{_unpacking_fault(exc, info)}") from exc
+
+
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
+def _unpacking_fault(exc: Exception, info: zipfile.ZipInfo) -> str:
+    """What is wrong with a zip entry that failed to unpack, in words a user can act on (the
+    libraries' own say "negative seek value -8", "Error -3 while decompressing data")."""
+    if info.flag_bits & 0x41:  # (bit 6: strong encryption)
+        return "it is encrypted"
+    if isinstance(exc, NotImplementedError):
+        if info.compress_type not in _ZIP_METHODS:
+            return ("it is compressed with a method this service does not read "
+                    f"({info.compress_type})")
+        return "it uses a zip feature this service does not read"  # a patch (flag bit 5)
+    if isinstance(exc, zipfile.BadZipFile) and str(exc).startswith("Bad CRC-32"):
+        return "its data does not match its checksum"
+    if isinstance(exc, zipfile.BadZipFile | ValueError):  # its header: its magic, its name
+        return "its header is damaged"
+    return "its compressed data is damaged"  # zlib's, bz2's, lzma's errors; ending early
 
 
 def rebuild(doc: Document, translations: list[str], target_lang: str | None = None) -> bytes:

@@ -1673,9 +1673,33 @@ def test_a_zipped_file_with_a_part_that_cannot_be_unpacked_is_refused_naming_it(
     at = info.header_offset if damage == "header" else (
         info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + 2)
     broken = data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1 :]
-    message = f"the entry {info.filename} cannot be unpacked"
-    with pytest.raises(InvalidDocument, match=re.escape(message)):
+    # the reason in the service's words, not the library's ("negative seek value -8")
+    reason = ("its header is damaged" if damage == "header" else
+              "(its compressed data is damaged|its data does not match its checksum)")
+    message = re.escape(f"the entry {info.filename} cannot be unpacked: ") + reason + "$"
+    with pytest.raises(InvalidDocument, match=message):
         run(broken, fmt)
+
+
+@pytest.mark.parametrize(("bits", "method", "reason"), [
+    (1, None, "it is encrypted"),
+    (0, 99, "it is compressed with a method this service does not read (99)"),
+])
+def test_an_encrypted_or_unknown_compressed_part_is_refused_saying_so(bits, method, reason):
+    data = docx_bytes(docx_document())
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        info = archive.infolist()[-1]
+    # its entry in the zip's directory: the flags at byte 8, the method at byte 10
+    at = data.rindex(b"PK\x01\x02", 0, data.rindex(info.filename.encode()))
+    assert data[at + 46 : at + 46 + len(info.filename)] == info.filename.encode()
+    entry = bytearray(data[at : at + 12])
+    entry[8] |= bits
+    if method is not None:
+        entry[10:12] = method.to_bytes(2, "little")
+    broken = data[:at] + bytes(entry) + data[at + 12 :]
+    with pytest.raises(InvalidDocument, match=re.escape(
+            f"the entry {info.filename} cannot be unpacked: {reason}") + "$"):
+        run(broken, "docx")
 
 
 @pytest.mark.parametrize("part", ["content.xml", "styles.xml"])
