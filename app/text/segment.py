@@ -30,6 +30,7 @@ code and inline translate="no" elements: app.translation.service._layout.)
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import html
 import re
@@ -185,7 +186,11 @@ def rewrap(source: str, translation: str) -> str:
         shift += len(brk.group()) - 1  # the break is one space in the flat text
         if used + 1 == len(spaces):
             break  # no space left
-        used = min(range(used + 1, len(spaces)), key=lambda i: abs(spaces[i] - place))
+        # the nearest space after the last one used (the first of two as near): the spaces
+        # are in order, so it is one of the two around `place`
+        at = bisect.bisect_left(spaces, place, used + 1)
+        used = at - 1 if at == len(spaces) or (
+            at > used + 1 and place - spaces[at - 1] <= spaces[at] - place) else at
         out += [translation[pos : spaces[used]], brk.group()]
         pos = spaces[used] + 1
     return "".join(out) + translation[pos:]
