@@ -186,14 +186,20 @@ def rewrap(source: str, translation: str) -> str:
         shift += len(brk.group()) - 1  # the break is one space in the flat text
         if used + 1 == len(spaces):
             break  # no space left
-        # the nearest space after the last one used (the first of two as near): the spaces
-        # are in order, so it is one of the two around `place`
-        at = bisect.bisect_left(spaces, place, used + 1)
-        used = at - 1 if at == len(spaces) or (
-            at > used + 1 and place - spaces[at - 1] <= spaces[at] - place) else at
+        used = _nearest(spaces, place, used + 1)
         out += [translation[pos : spaces[used]], brk.group()]
         pos = spaces[used] + 1
     return "".join(out) + translation[pos:]
+
+
+def _nearest(spaces: list[int], place: float, first: int) -> int:
+    """The index of the space nearest `place` from spaces[first] on (the first of two as near):
+    they are in order, so it is one of the two around it (a scan of them all, once per line
+    break, cost the square of a sentence's lines)."""
+    at = bisect.bisect_left(spaces, place, first)
+    if at == len(spaces) or (at > first and place - spaces[at - 1] <= spaces[at] - place):
+        return at - 1
+    return at
 
 
 @dataclass

@@ -321,35 +321,19 @@ def test_rewrap_keeps_order_and_drops_a_break_with_no_space_left():
     assert rewrap("no break", "kein Umbruch") == "kein Umbruch"
 
 
-def test_rewrap_puts_each_break_where_a_scan_of_every_space_left_put_it():
+def test_each_break_takes_the_space_a_scan_of_every_space_left_took():
     # each break took the nearest of all the spaces after the last one used: a scan of them
     # all per break, the square of a sentence's lines (a page of one-word lines)
-    def scanned(source: str, translation: str) -> str:
-        from app.text.segment import _LINE_BREAKS
-
-        breaks = list(_LINE_BREAKS.finditer(source))
-        if not breaks:
-            return translation
-        flat = len(_LINE_BREAKS.sub(" ", source)) or 1
-        spaces = [m.start() for m in re.finditer(" ", translation)]
-        out, pos, used, shift = [], 0, -1, 0
-        for brk in breaks:
-            place = (brk.start() - shift) / flat * len(translation)
-            shift += len(brk.group()) - 1
-            if used + 1 == len(spaces):
-                break
-            used = min(range(used + 1, len(spaces)), key=lambda i: abs(spaces[i] - place))
-            out += [translation[pos : spaces[used]], brk.group()]
-            pos = spaces[used] + 1
-        return "".join(out) + translation[pos:]
+    from app.text.segment import _nearest
 
     rng = random.Random(13)
-    words = ["a", "bb", "ccc", "dddd", "eeeeeeee"]
     for _ in range(20000):
-        source = "".join(rng.choice(words) + rng.choice([" ", " ", "\n", " \n  ", "\n\n"])
-                         for _ in range(rng.randint(1, 12))).strip()
-        translation = " ".join(rng.choice(words) for _ in range(rng.randint(1, 14)))
-        assert rewrap(source, translation) == scanned(source, translation), (source, translation)
+        spaces = sorted(rng.sample(range(60), rng.randint(1, 12)))
+        first = rng.randrange(len(spaces))
+        place = rng.choice([rng.uniform(-5, 65), float(rng.randint(0, 60)), rng.randint(0, 60)
+                            + 0.5])
+        scanned = min(range(first, len(spaces)), key=lambda i: abs(spaces[i] - place))
+        assert _nearest(spaces, place, first) == scanned, (spaces, place, first)
 
 
 def test_html_text_joins_every_break():
