@@ -116,6 +116,12 @@ class TrainConfig:
 
 def load_train_config(path: str | None, overrides: list[str]) -> TrainConfig:
     """Read a YAML/JSON recipe, then apply key=value overrides (values parsed as YAML/JSON)."""
+    return train_config_from_dict(read_recipe(path, overrides))
+
+
+def read_recipe(path: str | None, overrides: list[str]) -> dict:
+    """A YAML/JSON recipe as a dict, with key=value overrides applied (values parsed as JSON,
+    else kept as strings)."""
     data: dict = {}
     if path:
         text = Path(path).read_text(encoding="utf-8")
@@ -139,7 +145,7 @@ def load_train_config(path: str | None, overrides: list[str]) -> TrainConfig:
             data[key] = json.loads(value)
         except json.JSONDecodeError:
             data[key] = value
-    return train_config_from_dict(data)
+    return data
 
 
 MODEL_FIELDS = {f.name for f in fields(ModelConfig)}
@@ -155,7 +161,7 @@ def train_config_from_dict(data: dict) -> TrainConfig:
     unknown = sorted(set(data) - known) + sorted(f"model.{k}" for k in set(model) - MODEL_FIELDS)
     if unknown:
         raise SystemExit(f"unknown training options: {unknown}; see TrainConfig in {__file__}")
-    wrong = _wrong_types(TrainConfig, data) + _wrong_types(ModelConfig, model, "model.")
+    wrong = wrong_types(TrainConfig, data) + wrong_types(ModelConfig, model, "model.")
     if wrong:
         raise SystemExit(f"training options of the wrong type: {', '.join(wrong)}")
     if "adam_betas" in data:
@@ -173,7 +179,7 @@ def train_config_from_dict(data: dict) -> TrainConfig:
 _PLAIN_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,)}
 
 
-def _wrong_types(cls: type, values: dict, prefix: str = "") -> list[str]:
+def wrong_types(cls: type, values: dict, prefix: str = "") -> list[str]:
     """The options whose value a plain field cannot take (`--set batch_tokens=abc`), so that the
     recipe is refused before training rather than failing somewhere in it."""
     types = {f.name: str(f.type) for f in fields(cls)}

@@ -359,6 +359,12 @@ def test_plain_mistakes_are_named_without_a_traceback(tmp_path, capsys):
 @pytest.mark.parametrize("recipe", sorted(Path(__file__).parents[2].glob("recipes/*.yaml")),
                          ids=lambda p: p.name)
 def test_every_recipe_reads_and_builds_its_architecture(recipe):
+    if recipe.name.endswith("-lm.yaml"):  # a reranking language model's (model/lm.py)
+        from model.lm import load_lm_config
+
+        lm = load_lm_config(str(recipe), [])
+        assert lm.d_model % lm.n_heads == 0 and lm.batch_tokens > 0
+        return
     cfg = load_train_config(str(recipe), [])
     model = cfg.model_config(8000)  # validates the architecture numbers
     assert model.d_model % model.n_heads == 0 and cfg.batch_tokens > 0
