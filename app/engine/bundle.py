@@ -127,6 +127,7 @@ class Bundle:
     encoder_path: Path
     decoder_path: Path
     tokenizer_files: dict[str, Path]  # {"model"} (joint) or {"source", "target", "vocab"}
+    language_model_path: Path | None = None  # the reranking language model (export.lm)
 
     @property
     def tokenizer_path(self) -> Path | None:
@@ -264,6 +265,8 @@ def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
              f"'masked_symbols' must be a string of characters, got "
              f"{manifest.get('masked_symbols')!r}")
     _require(isinstance(manifest.get("scores"), dict), where, "'scores' must be an object")
+    if "rerank" in manifest:
+        _check_rerank(manifest["rerank"], where)
     variants = manifest.get("variants")
     _require(
         isinstance(variants, dict) and bool(variants),
@@ -281,6 +284,19 @@ def validate_manifest(manifest: Any, where: Path, legacy: bool = False) -> None:
         where,
         f"default_variant {manifest['default_variant']!r} is not one of {sorted(variants)}",
     )
+
+
+def _check_rerank(entry: Any, where: Path) -> None:
+    """The reranking language model's entry (export.lm): its file, a weight >= 0 and a count of
+    candidates >= 2."""
+    _require(isinstance(entry, dict), where, "'rerank' must be an object")
+    _check_file_entry(entry.get("language_model"), where, "rerank.language_model")
+    weight, candidates = entry.get("weight"), entry.get("candidates")
+    _require(isinstance(weight, int | float) and not isinstance(weight, bool) and weight >= 0,
+             where, f"'rerank.weight' must be a number >= 0, got {weight!r}")
+    _require(isinstance(candidates, int) and not isinstance(candidates, bool)
+             and candidates >= 2, where,
+             f"'rerank.candidates' must be an integer >= 2, got {candidates!r}")
 
 
 def tokenizer_entries(tokenizer: Any, where: Path) -> dict[str, Any]:
@@ -376,6 +392,9 @@ def load_bundle(
             )
             for label, entry in tokenizer_entries(manifest["tokenizer"], root / MANIFEST).items()
         },
+        language_model_path=(_checked_file(root, manifest["rerank"]["language_model"],
+                                           verify_checksums)
+                             if "rerank" in manifest else None),
     )
 
 

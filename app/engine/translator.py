@@ -20,6 +20,7 @@ import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.fused import FusedDecoder
+from app.engine.rerank import Reranker
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
@@ -291,6 +292,7 @@ class Translator:
         self.fused = (FusedDecoder(self.sessions.fused_for, int(a["n_decoder_layers"]),
                                    self.start_id, self.eos_id, int(a["vocab_size"]))
                       if self.sessions.fused else None)
+        self.reranker = Reranker.of(bundle)
         d = bundle.decoding
         self.default_options = TranslationOptions(
             beam_size=int(d["beam_size"]),
@@ -516,7 +518,7 @@ class Translator:
         return self.fused.search(cross_k, cross_v, src_mask,
                                  int(self.output_limits(sources, options)[0]),
                                  options.beam_size, options.length_penalty,
-                                 1 + options.num_alternatives)
+                                 self.n_best(options))
 
     def _decode(self, queue: _Queue, sources: list[list[int]], options: TranslationOptions,
                 size: int, results: list, beside: bool) -> None:
@@ -556,10 +558,26 @@ class Translator:
             results[i] = self.result(found, options, self.source(texts[i]))
         return results
 
+    def reranks(self, options: TranslationOptions) -> bool:
+        """Whether a search with these options has its hypotheses ranked again by the bundle's
+        language model (app.engine.rerank)."""
+        return self.reranker is not None and options.rerank and options.beam_size > 1
+
+    def n_best(self, options: TranslationOptions) -> int:
+        """The hypotheses a search keeps per sentence: those asked for, or the reranker's
+        candidates (at most the beam size)."""
+        n = 1 + options.num_alternatives
+        if self.reranks(options):
+            n = max(n, min(self.reranker.candidates, options.beam_size))
+        return n
+
     def result(self, hyps: list[Hypothesis], options: TranslationOptions,
                source: Source = Source()) -> Result:
-        """The Result of a sentence's hypotheses (best first), each text as `source` (what
-        Translator.source found in the sentence) asks."""
+        """The Result of a sentence's hypotheses (best first, ranked again where the bundle's
+        language model reranks), each text as `source` (what Translator.source found in the
+        sentence) asks."""
+        if self.reranks(options):
+            hyps = self.reranker.order(hyps)
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:
@@ -615,7 +633,7 @@ class Translator:
         return Search(step, state, self.start_id, self.eos_id,
                       int(a["vocab_size"]), beam_size=options.beam_size,
                       length_penalty=options.length_penalty,
-                      n_best=1 + options.num_alternatives, advance=advance)
+                      n_best=self.n_best(options), advance=advance)
 
     def admit(self, search: Search, keys: list, sources: list[list[int]],
               options: TranslationOptions, beside: bool = False) -> None:

@@ -25,6 +25,9 @@ class TranslationOptions:
     max_len_ratio: float = DEFAULT_DECODING["max_len_ratio"]
     num_alternatives: int = 0
     return_scores: bool = False
+    # rank the beam's best hypotheses again with the bundle's language model, where it has one
+    # (app.engine.rerank; beam search only)
+    rerank: bool = True
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:

@@ -1,0 +1,78 @@
+"""Reranking a sentence's hypotheses with the bundle's language model (export.lm).
+
+The beam search ranks hypotheses by how well each follows the source (its score per token,
+length-normalized). A small translation model often finds the right sentence but ranks it
+below one that reads wrong ("der nächstgelegene Zugstation" above "die nächstgelegene
+Zugstation"). A language model of the target language, trained on the same pieces, scores each
+of the `candidates` best hypotheses: they are ranked again by
+
+    score + weight * (language model log-probability per token, EOS included)
+
+with the weight chosen on dev sets at export (export.lm). One ONNX Runtime call per sentence,
+its hypotheses as one batch; the graph runs on the CPU whatever the translation graphs' provider
+(it is small, and int8).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from app.engine.search import Hypothesis
+
+if TYPE_CHECKING:
+    from app.engine.bundle import Bundle
+
+
+def lm_rows(token_lists: list[list[int]], bos: int, eos: int, pad: int) -> np.ndarray:
+    """Hypotheses' tokens (no BOS/EOS) -> the graph's input (B, T): BOS, tokens, EOS, padding."""
+    width = max(len(t) for t in token_lists) + 2
+    out = np.full((len(token_lists), width), pad, dtype=np.int64)
+    for r, tokens in enumerate(token_lists):
+        out[r, : len(tokens) + 2] = [bos, *tokens, eos]
+    return out
+
+
+class Reranker:
+    """The language model's session and the manifest's weight and candidate count."""
+
+    def __init__(self, path: str | Path, weight: float, candidates: int, bos: int = 1,
+                 eos: int = 2, pad: int = 0) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        # a few short rows per call: one thread, and none spinning between calls
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(path), options,
+                                            providers=["CPUExecutionProvider"])
+        self.weight, self.candidates = float(weight), int(candidates)
+        self.bos, self.eos, self.pad = bos, eos, pad
+
+    @classmethod
+    def of(cls, bundle: Bundle) -> Reranker | None:
+        """The bundle's reranker, or None where it has no language model or its weight is 0."""
+        entry = bundle.manifest.get("rerank")
+        if bundle.language_model_path is None or not entry or not entry["weight"]:
+            return None
+        special = bundle.special_tokens
+        return cls(bundle.language_model_path, entry["weight"], entry["candidates"],
+                   special["bos_id"], special["eos_id"], special["pad_id"])
+
+    def per_token(self, token_lists: list[list[int]]) -> np.ndarray:
+        """(N,) each hypothesis' log-probability per token (EOS counted)."""
+        rows = lm_rows(token_lists, self.bos, self.eos, self.pad)
+        log_prob = self.session.run(None, {"ids": rows})[0]
+        return log_prob / np.array([len(t) + 1 for t in token_lists], dtype=np.float32)
+
+    def order(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
+        """hyps ranked again, best first (ties keep the search's order). Each keeps its own
+        score: a result's score and confidence stay the translation model's."""
+        if len(hyps) < 2:
+            return hyps
+        lm = self.per_token([h.tokens for h in hyps])
+        combined = [h.normalized + self.weight * float(x) for h, x in zip(hyps, lm, strict=True)]
+        return [hyps[i] for i in sorted(range(len(hyps)), key=lambda i: -combined[i])]
