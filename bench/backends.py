@@ -114,6 +114,7 @@ class OrtBackend(Backend):
                 length_penalty=LENGTH_PENALTY,
                 max_len_offset=MAX_LEN_OFFSET,
                 max_len_ratio=MAX_LEN_RATIO,
+                rerank=False,  # the peers have no language model: one search compared
             )
             for beam in (1, 4)
         }

@@ -316,7 +316,9 @@ def _example_rows(examples: dict[str, Any] | None) -> list[str]:
         "",
         f"The sentences of `{examples.get('file')}` (a fixed list, written before the model's "
         f"results were seen), translated by the {examples.get('variant')} variant with beam "
-        f"{examples.get('beam_size')}; outputs as the model gives them, unedited.",
+        f"{examples.get('beam_size')}"
+        + (" reranked by the language model" if examples.get("reranked") else "")
+        + "; outputs as the model gives them, unedited.",
         "",
         "| English | model output |",
         "|---|---|",
@@ -435,6 +437,30 @@ def _tuning_rows(tuning: dict[str, Any] | None) -> list[str]:
                 "BLEU."]
 
 
+def _rerank_rows(rerank: dict[str, Any] | None) -> list[str]:
+    """The reranking language model (export.lm), when the bundle has one."""
+    if not rerank:
+        return []
+    m = rerank.get("model", {})
+    shape = m.get("shape", {})
+    lines = ["", f"Reranking: the {rerank['candidates']} best hypotheses of the beam are ranked "
+             f"again by their score plus {rerank['weight']} x the log-probability per token of a "
+             f"language model of the target language (`{rerank['language_model']['file']}`, "
+             f"{shape.get('n_layers', '?')} layers, d_model {shape.get('d_model', '?')}, "
+             f"trained {m.get('step', '?')} steps, dev perplexity "
+             f"{m.get('dev_perplexity', '?')}; a decoding named \"+lm\" below)."
+             + ("" if rerank["weight"] else " Its weight is 0: the engine does not rerank.")]
+    tuning = rerank.get("tuning")
+    if tuning:
+        tried = ", ".join(f"{w}: {b:.2f}" for w, b in tuning.get("bleu", {}).items())
+        data = ", ".join(f"`{d}`" for d in tuning.get("data", []))
+        lines.append(f"The weight was chosen on {data} ({tuning.get('sentences')} sentences, "
+                     f"{tuning.get('variant')}, beam {tuning.get('beam_size')}), BLEU per weight "
+                     f"tried: {tried}; a weight is kept only when it gains at least "
+                     f"{tuning.get('min_gain', 0)} BLEU over none.")
+    return lines
+
+
 def model_card(manifest: dict[str, Any], out: Path) -> str:
     """MODEL_CARD.md filled from the manifest: what is known, and 'not measured' where not."""
     a = manifest["architecture"]
@@ -476,6 +502,7 @@ def model_card(manifest: dict[str, Any], out: Path) -> str:
         f"beam size {d['beam_size']}, length penalty {d['length_penalty']}, at most "
         f"{d['max_len_offset']} + {d['max_len_ratio']} x source tokens generated.",
         *_tuning_rows(manifest.get("decoding_tuning")),
+        *_rerank_rows(manifest.get("rerank")),
         *([CAPITALIZED] if manifest.get("capitalize_lowercase") else []),
         *([MASKED.format(manifest["masked_symbols"])] if manifest.get("masked_symbols") else []),
         "",

@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hurried", action="store_true",
                    help="the sources as typed in a hurry: lower-cased, without their final "
                         "mark (dropped from the reference too)")
+    p.add_argument("--no-rerank", action="store_true",
+                   help="leave out the bundle's reranking language model (export.lm)")
     p.add_argument("--capitals", action="store_true",
                    help="the sources and references written all in capitals (not recorded)")
     args = p.parse_args(argv)
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.beam_size is None:
             args.beam_size = int(decoding.get("beam_size", DEFAULT_DECODING["beam_size"]))
         variants = args.variants.split(",") if args.variants else list(manifest["variants"])
+        args.reranked = (not args.no_rerank and args.beam_size > 1
+                         and bool((manifest.get("rerank") or {}).get("weight")))
         unknown = sorted(set(variants) - set(manifest["variants"]))
         if unknown:
             raise BundleError(f"{args.bundle} has no variant {', '.join(unknown)} "
@@ -143,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     if args.tune_length_penalty:
         return tune_length_penalty(args, manifest, sources, refs)
-    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
+    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty,
+                                 rerank=not args.no_rerank)
     results = {}
     for variant in variants:
         if "cpu" not in manifest["variants"][variant].get("providers", []):
@@ -180,7 +185,8 @@ def tune_length_penalty(args: argparse.Namespace, manifest: dict, sources: list[
     variant = args.variants.split(",")[0] if args.variants else manifest["default_variant"]
     bleu = {}
     for value in values:
-        options = TranslationOptions(beam_size=args.beam_size, length_penalty=value)
+        options = TranslationOptions(beam_size=args.beam_size, length_penalty=value,
+                                     rerank=not args.no_rerank)
         scores, _ = score_variant(args.bundle, variant, sources, refs, options, args.threads)
         bleu[value] = scores["bleu"]
         print(f"length penalty {value}: BLEU {scores['bleu']:.2f} chrF {scores['chrf']:.2f}")
@@ -208,7 +214,8 @@ def examples(args: argparse.Namespace, manifest: dict) -> int:
     lines = [x for x in args.examples.read_text(encoding="utf-8").splitlines() if x.strip()]
     variant = manifest["default_variant"]
     translator = Translator.from_dir(args.bundle, variant=variant, intra_threads=args.threads)
-    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty)
+    options = TranslationOptions(beam_size=args.beam_size, length_penalty=args.length_penalty,
+                                 rerank=not args.no_rerank)
     results = translator.translate_batch(lines, options)
     rows = [{"source": x, "translation": r.text} for x, r in zip(lines, results, strict=True)]
     for row in rows:
@@ -218,6 +225,7 @@ def examples(args: argparse.Namespace, manifest: dict) -> int:
             "file": str(args.examples),
             "variant": variant,
             "beam_size": args.beam_size,
+            "reranked": args.reranked,
             "rows": rows,
         }
         save_manifest(args.bundle, manifest)
@@ -226,7 +234,7 @@ def examples(args: argparse.Namespace, manifest: dict) -> int:
 
 def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> None:
     """Store one domain's scores (the per-domain table of the card)."""
-    key = decoding_mode(args.beam_size)
+    key = decoding_mode(args.beam_size, args.reranked)
     row = manifest.setdefault("domain_scores", {}).setdefault(args.domain, {})
     if row and row.get("hurried", False) != args.hurried:
         # a written row and its typed-in-a-hurry twin are two rows; one must not replace the other
@@ -245,14 +253,15 @@ def record_domain(bundle: Path, manifest: dict, results: dict, args, n: int) -> 
     print(f"recorded domain {args.domain} in {bundle / MANIFEST}")
 
 
-def decoding_mode(beam_size: int) -> str:
-    """The key scores are stored under: "greedy", "beam4", ..."""
-    return f"beam{beam_size}" if beam_size > 1 else "greedy"
+def decoding_mode(beam_size: int, reranked: bool = False) -> str:
+    """The key scores are stored under: "greedy", "beam4", "beam4+lm" (reranked by the bundle's
+    language model), ..."""
+    return (f"beam{beam_size}" + ("+lm" if reranked else "")) if beam_size > 1 else "greedy"
 
 
 def record(bundle: Path, manifest: dict, results: dict, args: argparse.Namespace, n: int) -> None:
     """Store the scores under the decode settings used, and pick the serving default variant."""
-    key = decoding_mode(args.beam_size)
+    key = decoding_mode(args.beam_size, args.reranked)
     scores = manifest.setdefault("scores", {})
     scores["test_set"] = {"data": str(args.data), "sentences": n, "machine": machine(),
                           "length_penalty": args.length_penalty}

@@ -52,6 +52,11 @@ class TranslateOptionsIn(BaseModel):
         False, strict=True, description="Return length-normalized log-probabilities."
     )
     confidence: bool = Field(False, strict=True, description=CONFIDENCE_DOC)
+    rerank: bool = Field(
+        True, strict=True,
+        description="Rank the beam's best translations again with the model's language model, "
+        "where it has one (beam search only; scores stay the translation model's).",
+    )
 
     @field_validator(
         "beam_size", "length_penalty", "max_length", "max_length_ratio", "alternatives",

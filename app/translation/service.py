@@ -72,6 +72,7 @@ class RequestedOptions:
     alternatives: int = 0
     return_scores: bool = False
     confidence: bool = False  # a confidence per text (TextResult.confidence)
+    rerank: bool = True  # by the model's language model, where it has one (app.engine.rerank)
 
 
 @dataclass(frozen=True)
@@ -619,7 +620,7 @@ def build_options(
 ) -> TranslationOptions:
     """The model's decoding defaults overridden by the request, within the server's limits."""
     changes: dict[str, object] = {"return_scores": requested.return_scores
-                                  or requested.confidence}
+                                  or requested.confidence, "rerank": requested.rerank}
     if requested.beam_size is not None:
         changes["beam_size"] = requested.beam_size
     if requested.length_penalty is not None:
