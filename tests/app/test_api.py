@@ -59,6 +59,15 @@ def test_v1_options_scores_and_alternatives(client):
     assert t == {"text": "b a", "score": -0.5, "alternatives": ["b a (1)", "b a (2)"]}
 
 
+def test_v1_rerank_option_reaches_the_engine():
+    engine = FakeTranslator()
+    with serve(engine) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        for options, want in (({}, True), ({"rerank": False}, False)):
+            engine.batches.clear()
+            assert v1(c, "a b", options=options).status_code == 200
+            assert [o.rerank for _, o in engine.batches] == [want]
+
+
 def test_v1_keeps_whitespace_and_html_markup(client):
     text = "  Hello world.\n\n\tGood day!  \n"
     assert v1(client, text).json()["translations"][0]["text"] == "  world. Hello\n\n\tday! Good  \n"
@@ -194,6 +203,8 @@ def test_auto_source_maps_to_the_only_source(client):
          "options.beam_size"),
         ({"text": "x", "source": "en", "target": "de", "options": {"alternatives": 9}}, 422,
          "options.alternatives"),
+        ({"text": "x", "source": "en", "target": "de", "options": {"rerank": "no"}}, 422,
+         "options.rerank"),
         ({"source": "en", "target": "de"}, 422, "text"),
     ],
 )
