@@ -197,3 +197,28 @@ def test_bench_rerank_times_and_scores_both(reranking_bundle, tmp_path, capsys):
     assert "12 sentences" in out and "round 2/2" in out
     rows = [line for line in out.splitlines() if line.startswith("| with")]
     assert len(rows) == 2 and "throughput with/without" in out
+
+
+def test_worker_processes_rerank_as_this_process_does(reranking_bundle, tiny_sentences):
+    translator = Translator.from_dir(reranking_bundle, variant="fp32", workers=2,
+                                     worker_processes=True)
+    try:
+        translator.worker_processes.start(2)
+        options = TranslationOptions(beam_size=4, num_alternatives=1)
+        texts = {i: text for i, text in enumerate(tiny_sentences)}
+        found: dict = {}
+        for beside, out in ((True, found), (False, expected := {})):
+            batch = translator.start_batch(options, beside=beside)
+            assert type(batch).__name__ == ("ProcessBatch" if beside else "RunningBatch")
+            try:
+                batch.admit(list(texts), list(texts.values()))
+                while batch.running:
+                    out.update(batch.step())
+            finally:
+                batch.close()
+        assert found == expected
+        plain = translator.translate_batch(tiny_sentences, TranslationOptions(
+            beam_size=4, num_alternatives=1, rerank=False))
+        assert [found[i].text for i in texts] != [r.text for r in plain]  # it did rerank
+    finally:
+        translator.close()
