@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1, description="Request body size in bytes at most.")
     max_beam_size: int = Field(8, ge=1, description="Largest beam size a client may ask for.")
     max_alternatives: int = Field(4, ge=0, description="Most alternatives a client may ask for.")
+    rerank: bool = Field(
+        True, description="Rank beam search's best translations again with a bundle's language "
+        "model where it has one (app.engine.rerank); off, no request reranks.",
+    )
     protect_spans: bool = Field(
         True, description="Keep placeholders, inline tags, URLs and e-mail addresses away "
         "from the model (plain text, and each block of text in HTML) and put them back "

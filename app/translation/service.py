@@ -620,7 +620,8 @@ def build_options(
 ) -> TranslationOptions:
     """The model's decoding defaults overridden by the request, within the server's limits."""
     changes: dict[str, object] = {"return_scores": requested.return_scores
-                                  or requested.confidence, "rerank": requested.rerank}
+                                  or requested.confidence,
+                                  "rerank": requested.rerank and settings.rerank}
     if requested.beam_size is not None:
         changes["beam_size"] = requested.beam_size
     if requested.length_penalty is not None:

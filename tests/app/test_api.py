@@ -66,6 +66,10 @@ def test_v1_rerank_option_reaches_the_engine():
             engine.batches.clear()
             assert v1(c, "a b", options=options).status_code == 200
             assert [o.rerank for _, o in engine.batches] == [want]
+    with serve(engine, rerank=False) as srv, httpx.Client(base_url=srv.url, timeout=10) as c:
+        engine.batches.clear()
+        assert v1(c, "a b", options={"rerank": True}).status_code == 200
+        assert [o.rerank for _, o in engine.batches] == [False]  # the server's setting wins
 
 
 def test_v1_keeps_whitespace_and_html_markup(client):
