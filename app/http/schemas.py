@@ -175,6 +175,9 @@ class ModelInfo(BaseModel):
     variants: list[str] = Field(default_factory=list, description="Variants in the bundle.")
     scores: dict = Field(default_factory=dict, description="Evaluation scores from the manifest.")
     decoding: dict = Field(default_factory=dict, description="Decoding defaults.")
+    rerank: dict | None = Field(
+        None, description="The language model that ranks beam search's best translations "
+        "again (weight, candidates), where the model has one and the server reranks.")
 
 
 class PivotInfo(BaseModel):

@@ -222,3 +222,29 @@ def test_worker_processes_rerank_as_this_process_does(reranking_bundle, tiny_sen
         assert [found[i].text for i in texts] != [r.text for r in plain]  # it did rerank
     finally:
         translator.close()
+
+
+def test_the_service_reranks_and_says_so(reranking_bundle, tiny_sentences, tmp_path):
+    import httpx
+
+    from app.http.app import create_app
+    from tests.app.conftest import real_settings
+    from tests.app.fakes import running
+
+    translator = Translator.from_dir(reranking_bundle)
+    want = {flag: [r.text for r in translator.translate_batch(
+        tiny_sentences, TranslationOptions(beam_size=4, rerank=flag))] for flag in (True, False)}
+    assert want[True] != want[False]
+    for server_reranks in (True, False):
+        app = create_app(real_settings(reranking_bundle, files_dir=tmp_path / "files",
+                                       rerank=server_reranks))
+        with running(app) as srv, httpx.Client(base_url=srv.url, timeout=30) as client:
+            (model,) = client.get("/v1/models").json()["models"]
+            assert model["rerank"] == ({"weight": 5.0, "candidates": 4} if server_reranks
+                                       else None)
+            for flag in (True, False):
+                r = client.post("/v1/translate", json={
+                    "text": tiny_sentences, "source": "en", "target": "de",
+                    "options": {"beam_size": 4, "rerank": flag}})
+                got = [t["text"] for t in r.json()["translations"]]
+                assert got == want[flag and server_reranks]

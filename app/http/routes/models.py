@@ -24,6 +24,7 @@ async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
                 variants=m.variants,
                 scores=m.scores,
                 decoding={key: getattr(m.default_options, key) for key in DECODING_KEYS},
+                rerank=_rerank(m.translator) if state.settings.rerank else None,
             )
             for m in state.registry
         ],
@@ -31,3 +32,11 @@ async def models(state: AppState = Depends(ready_state)) -> ModelsResponse:
         kernels=None if state.kernels is None else KernelsInfo(
             active=list(state.kernels.active), inactive=state.kernels.inactive),
     )
+
+
+def _rerank(engine: object) -> dict | None:
+    """A Translator's reranking language model (app.engine.rerank), if it has one."""
+    reranker = getattr(engine, "reranker", None)
+    if reranker is None:
+        return None
+    return {"weight": reranker.weight, "candidates": reranker.candidates}
