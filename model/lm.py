@@ -122,6 +122,7 @@ class LMConfig:
     dev_sentences: int = 1000
     seed: int = 1
     threads: int = 0
+    device: str = "auto"  # "cuda" where there is one, else "cpu"
 
 
 def load_lm_config(path: str | None, overrides: list[str]) -> LMConfig:
@@ -150,9 +151,10 @@ def examples(tok: Tokenizer, texts: list[str], max_len: int) -> list[Example]:
             for ids in tok.encode_batch(texts) if 0 < len(ids) <= max_len - 2]
 
 
-def pad_rows(rows: list[list[int]]) -> Tensor:
+def pad_rows(rows: list[list[int]], device: torch.device | None = None) -> Tensor:
     width = max(len(r) for r in rows)
-    return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.tensor([r + [PAD_ID] * (width - len(r)) for r in rows], dtype=torch.long,
+                        device=device)
 
 
 def dev_loss(model: LanguageModel, rows: list[Example], batch: int = 64) -> float:
@@ -160,7 +162,7 @@ def dev_loss(model: LanguageModel, rows: list[Example], batch: int = 64) -> floa
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(rows), batch):
-        ids = pad_rows([e.tgt for e in rows[i : i + batch]])
+        ids = pad_rows([e.tgt for e in rows[i : i + batch]], next(model.parameters()).device)
         total -= float(model.log_probs(ids).sum())
         count += int((ids[:, 1:] != PAD_ID).sum())
     model.train()
@@ -202,7 +204,9 @@ class LMTrainer:
             self.by_domain = {"": examples(self.tok, texts, cfg.max_len)}
         dev_texts, _, _ = sentences(cfg.dev, cfg.lang, cfg.min_words)
         self.dev = examples(self.tok, dev_texts[: cfg.dev_sentences], cfg.max_len)
-        self.model = LanguageModel(self.shape)
+        self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu")
+                                   if cfg.device == "auto" else cfg.device)
+        self.model = LanguageModel(self.shape).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98),
                                           eps=1e-9)
         self.step, self.epoch, self.batch_index = 0, 0, 0
@@ -211,13 +215,15 @@ class LMTrainer:
         self.machines: list[str] = []
         if existing:
             self._resume(existing[-1])
-        if self.machines[-1:] != [machine()]:
-            self.machines.append(machine())
+        here = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
+                else machine())
+        if self.machines[-1:] != [here]:
+            self.machines.append(here)
         self.stop = StopFlag()
         self.started = time.monotonic()
         count = sum(len(e) for e in self.by_domain.values())
         print(f"{count} sentences, {len(self.dev)} dev sentences, vocab {self.tok.vocab_size}, "
-              f"{self.model.num_parameters() / 1e6:.1f}M parameters")
+              f"{self.model.num_parameters() / 1e6:.1f}M parameters, device {self.device}")
 
     @property
     def shape(self) -> LMShape:
@@ -286,7 +292,7 @@ class LMTrainer:
             lr = inverse_sqrt_lr(self.step, cfg.d_model, cfg.warmup_steps, cfg.lr_scale)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            ids = pad_rows([e.tgt for e in batch])
+            ids = pad_rows([e.tgt for e in batch], self.device)
             logits = self.model(ids[:, :-1])
             loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten(),
                                    ignore_index=PAD_ID, label_smoothing=cfg.label_smoothing)
