@@ -1,7 +1,7 @@
 """Put a reranking language model (model/lm.py) into a bundle, with its weight chosen on dev.
 
     python -m export.lm runs/en-de-lm/step_N.pt bundles/en-de --tune data/en-de-v3/dev.general \
-        --tune data/en-de-v3/dev
+        --tune data/en-de/dev
 
 The graph (written node by node, as export.graphs writes the translation model's):
 
@@ -11,7 +11,7 @@ The graph (written node by node, as export.graphs writes the translation model's
 is quantized to int8 (dynamic, as the int8 variant) and checked against PyTorch, then stored as
 `lm.int8.onnx` under the manifest's `rerank` entry. The engine ranks a sentence's `candidates`
 best hypotheses by their score plus `weight` times the language model's log-probability per
-token (docs/engine.md, "Reranking").
+token (docs/engine.md, "Reranking with a language model").
 
 --tune translates each dev set once with the bundle's beam search, keeping `candidates`
 hypotheses per sentence, and scores the weights of WEIGHTS on their concatenation (sacreBLEU):
@@ -43,7 +43,7 @@ from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 LM_FILE = "lm.int8.onnx"
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
-MIN_GAIN = 0.3  # BLEU: as for the length penalty (export.tune)
+MIN_GAIN = 0.3  # BLEU: as for the length penalty (export.evaluate --min-gain)
 TOLERANCE = 0.05  # largest difference of a sentence's log-probability per token, int8 vs PyTorch
 
 
@@ -122,7 +122,9 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
     from app.engine.types import TranslationOptions
 
     translator = Translator.from_dir(bundle)
-    reranker = Reranker(translator.bundle.language_model_path, 0.0, candidates)
+    special = translator.bundle.special_tokens
+    reranker = Reranker(translator.bundle.language_model_path, 0.0, candidates,
+                        special["bos_id"], special["eos_id"], special["pad_id"])
     d = translator.default_options
     options = TranslationOptions(beam_size=d.beam_size, length_penalty=d.length_penalty,
                                  max_len_offset=d.max_len_offset,
@@ -137,8 +139,11 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
     lists = []  # per sentence: its hypotheses' texts, scores and language model scores
     for i in tqdm(range(0, len(sources), 32), desc="tuning", unit="batch"):
         chunk = sources[i : i + 32]
-        for text, hyps in zip(chunk, translator.translate_ids(translator.encode(chunk), options),
-                              strict=True):
+        written = [t for t in chunk if t.strip()]  # a blank line translates to nothing
+        found = dict(zip(written, translator.translate_ids(translator.encode(written), options),
+                         strict=True)) if written else {}
+        for text in chunk:
+            hyps = found.get(text)
             if not hyps:
                 lists.append(([""], np.zeros(1), np.zeros(1)))
                 continue
@@ -166,7 +171,10 @@ def export_lm(checkpoint: str | Path, bundle: str | Path, dev: list[str],
     manifest = read_manifest(bundle)
     model, tok, state = load_lm(checkpoint)
     spm_entry = manifest["tokenizer"]
-    if (bundle / spm_entry.get("file", "")).read_bytes() != tok.state():
+    if "file" not in spm_entry:
+        raise SystemExit(f"{bundle} has a source and a target tokenizer: a language model reads "
+                         "the pieces of a joint one (the bundles this project trains)")
+    if (bundle / spm_entry["file"]).read_bytes() != tok.state():
         raise SystemExit(f"{checkpoint} reads another tokenizer than {bundle}'s: a language "
                          "model must read the translation model's pieces")
     candidates = candidates or int(manifest["decoding"]["beam_size"])

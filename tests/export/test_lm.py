@@ -135,12 +135,12 @@ def test_the_search_keeps_the_candidates_only_where_it_reranks(reranking_bundle,
 def test_tuning_records_every_weight_and_keeps_a_gain_only(tiny_bundle, toy_lm, tmp_path):
     bundle = tmp_path / "en-de"
     shutil.copytree(tiny_bundle, bundle)
-    pairs = toy_pairs(24, seed=8)
+    pairs = [*toy_pairs(24, seed=8), ("", "")]  # a blank line translates to nothing
     (tmp_path / "dev.en").write_text("\n".join(s for s, _ in pairs) + "\n", encoding="utf-8")
     (tmp_path / "dev.de").write_text("\n".join(t for _, t in pairs) + "\n", encoding="utf-8")
     entry = export_lm(toy_lm, bundle, [str(tmp_path / "dev")])
     tuning = entry["tuning"]
-    assert tuning["sentences"] == 24 and set(tuning["bleu"]) == {str(w) for w in WEIGHTS}
+    assert tuning["sentences"] == 25 and set(tuning["bleu"]) == {str(w) for w in WEIGHTS}
     best = max(WEIGHTS, key=lambda w: (tuning["bleu"][str(w)], -w))
     gained = tuning["bleu"][str(best)] >= tuning["bleu"]["0.0"] + tuning["min_gain"]
     assert entry["weight"] == (best if gained else 0.0)
