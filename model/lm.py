@@ -9,7 +9,7 @@ without decoding or encoding text again. The beam search ranks by how well a hyp
 follows the source; the language model adds how well it reads as the target language, which a
 small translation model gets wrong most on everyday sentences (a noun's gender, a fixed
 phrase). export.lm writes it into a bundle; the engine adds its weighted score (docs/engine.md,
-"Reranking").
+"Reranking with a language model").
 
 Ctrl-C (or SIGTERM) saves a checkpoint before exiting; --resume continues from the last one.
 """
@@ -300,13 +300,16 @@ class LMTrainer:
             loss.backward()
             nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
             self.optimizer.step()
-            value = float(loss.detach())
+            # kept on the device and read every 20 steps: a read each step would make a GPU's
+            # host wait for every step
+            value = loss.detach()
             smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
             bar.update(1)
             if self.step % 20 == 0:
-                bar.set_postfix(epoch=epoch, loss=f"{smoothed:.3f}", lr=f"{lr:.2e}")
+                shown = float(smoothed)
+                bar.set_postfix(epoch=epoch, loss=f"{shown:.3f}", lr=f"{lr:.2e}")
                 log(self.out_dir, {"step": self.step, "epoch": epoch,
-                                   "loss": round(smoothed, 4), "lr": lr})
+                                   "loss": round(shown, 4), "lr": lr})
             if self.step % cfg.eval_every == 0:
                 bar.write(json.dumps(self.evaluate()))
             if time.monotonic() - saved_at > cfg.save_every_minutes * 60:
