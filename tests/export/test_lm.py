@@ -103,6 +103,8 @@ def test_the_engine_ranks_by_score_plus_weighted_language_model(reranking_bundle
         # the score stays the translation model's own
         assert result.score == pytest.approx(hyps[order[0]].normalized, abs=1e-6)
         changed += int(order[0] != 0)
+        # alone (the fused search, where the sessions have it): the same
+        assert translator.translate_batch([sentence], options)[0] == result
     assert changed  # the language model moved some sentence's best hypothesis
 
     # rerank=False: the search's own order and scores
