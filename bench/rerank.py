@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from app.engine import TranslationOptions, Translator
+from model.data import read_corpus
 from model.evaluate import corpus_scores
 
 
@@ -34,9 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     translator = Translator.from_dir(args.bundle)
     if translator.reranker is None:
         raise SystemExit(f"{args.bundle} has no reranking language model (python -m export.lm)")
-    src_lang, tgt_lang = translator.source_lang, translator.target_lang
-    sources = Path(f"{args.data}.{src_lang}").read_text("utf-8").splitlines()[: args.sentences]
-    refs = Path(f"{args.data}.{tgt_lang}").read_text("utf-8").splitlines()[: args.sentences]
+    pairs = read_corpus(args.data, translator.source_lang, translator.target_lang)
+    sources, refs = [s for s, _ in pairs[: args.sentences]], [t for _, t in pairs[: args.sentences]]
     translator.warmup()
     on = translator.default_options
     modes = {"with the language model": on, "without": TranslationOptions(

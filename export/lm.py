@@ -34,12 +34,13 @@ from onnx import TensorProto, helper
 from tqdm import tqdm
 
 from app.engine.bundle import file_entry, read_manifest
-from app.engine.rerank import lm_rows
+from app.engine.rerank import Reranker, lm_rows
 from export.bundle import save_manifest
 from export.graphs import POSITIONS, _Builder, _self_attention
 from export.variants import quantize_int8
+from model.data import read_corpus
 from model.lm import LanguageModel, load_lm
-from model.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 LM_FILE = "lm.int8.onnx"
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
@@ -99,17 +100,14 @@ def build_lm_graph(model: LanguageModel) -> onnx.ModelProto:
 def check(model: LanguageModel, path: Path, token_lists: list[list[int]]) -> float:
     """The largest difference of log-probability per token between the graph at path and
     PyTorch, over token_lists (scored 8 at a time, padded as the engine pads)."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    reranker = Reranker(path, 0.0, 2, BOS_ID, EOS_ID, PAD_ID)  # the engine's session
     worst = 0.0
     for i in range(0, len(token_lists), 8):
         chunk = token_lists[i : i + 8]
-        ids = lm_rows(chunk, BOS_ID, EOS_ID, PAD_ID)
-        got = session.run(None, {"ids": ids})[0]
-        want = model.log_probs(torch.from_numpy(ids)).numpy()
+        got = reranker.per_token(chunk)
+        want = model.log_probs(torch.from_numpy(lm_rows(chunk, BOS_ID, EOS_ID, PAD_ID))).numpy()
         per_token = np.array([len(t) + 1 for t in chunk])
-        worst = max(worst, float((np.abs(got - want) / per_token).max()))
+        worst = max(worst, float(np.abs(got - want / per_token).max()))
     return worst
 
 
@@ -118,7 +116,6 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
     import sacrebleu
 
     from app.engine import Translator
-    from app.engine.rerank import Reranker
     from app.engine.types import TranslationOptions
 
     translator = Translator.from_dir(bundle)
@@ -131,10 +128,9 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
                                  max_len_ratio=d.max_len_ratio,
                                  num_alternatives=candidates - 1, rerank=False)
     one = dataclasses.replace(options, num_alternatives=0)
-    sources, refs = [], []
-    for prefix in dev:
-        sources += Path(f"{prefix}.{translator.source_lang}").read_text("utf-8").splitlines()
-        refs += Path(f"{prefix}.{translator.target_lang}").read_text("utf-8").splitlines()
+    pairs = [pair for prefix in dev
+             for pair in read_corpus(prefix, translator.source_lang, translator.target_lang)]
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     started = time.monotonic()
     lists = []  # per sentence: its hypotheses' texts, scores and language model scores
     for i in tqdm(range(0, len(sources), 32), desc="tuning", unit="batch"):
@@ -182,7 +178,7 @@ def export_lm(checkpoint: str | Path, bundle: str | Path, dev: list[str],
         fp32 = Path(tmp) / "lm.fp32.onnx"
         onnx.save(build_lm_graph(model), str(fp32))
         quantize_int8(fp32, bundle / LM_FILE)
-    probe = Tokenizer(tok.state()).encode_batch(
+    probe = tok.encode_batch(
         Path(f"{dev[0]}.{manifest['target_lang']}").read_text("utf-8").splitlines()[:64]
         if dev else ["Das ist ein Satz.", "Wo ist der Bahnhof?"])
     diff = check(model, bundle / LM_FILE, probe)

@@ -158,14 +158,16 @@ def pad_rows(rows: list[list[int]], device: torch.device | None = None) -> Tenso
 
 
 def dev_loss(model: LanguageModel, rows: list[Example], batch: int = 64) -> float:
-    """Mean cross-entropy per token (no smoothing) over rows: its exp is the perplexity."""
+    """Mean cross-entropy per token (no smoothing) over rows: its exp is the perplexity. The
+    model is left in the mode it came in."""
+    training = model.training
     model.eval()
     total, count = 0.0, 0
     for i in range(0, len(rows), batch):
         ids = pad_rows([e.tgt for e in rows[i : i + batch]], next(model.parameters()).device)
         total -= float(model.log_probs(ids).sum())
         count += int((ids[:, 1:] != PAD_ID).sum())
-    model.train()
+    model.train(training)
     return total / max(1, count)
 
 
