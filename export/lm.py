@@ -1,9 +1,12 @@
-"""Put a reranking language model (model/lm.py) into a bundle, with its weight chosen on dev.
+"""Put a reranking language model into a bundle, with its weight chosen on dev.
 
-    python -m export.lm runs/en-de-lm/step_N.pt bundles/en-de --tune data/en-de-v3/dev.general \
+    python -m export.lm runs/lm.ngram.bin bundles/en-de --tune data/en-de-v3/dev.general \
         --tune data/en-de/dev
 
-The graph (written node by node, as export.graphs writes the translation model's):
+The model is one of two kinds. A count-based n-gram model (model/ngram.py) is copied as
+`lm.ngram.bin` once it is known to count the bundle's own pieces. A neural one (model/lm.py, a
+checkpoint) is written as a graph (node by node, as export.graphs writes the translation
+model's):
 
     ids (B, T) int64: BOS, a hypothesis' tokens, EOS, then padding
  -> log_prob (B,) float32: the log-probability of each row's tokens after BOS
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +38,8 @@ from onnx import TensorProto, helper
 from tqdm import tqdm
 
 from app.engine.bundle import file_entry, read_manifest
+from app.engine.ngram import MAGIC as NGRAM_MAGIC
+from app.engine.ngram import NgramModel
 from app.engine.rerank import Reranker, lm_rows
 from export.bundle import save_manifest
 from export.graphs import POSITIONS, _Builder, _self_attention
@@ -42,7 +48,8 @@ from model.data import read_corpus
 from model.lm import LanguageModel, load_lm
 from model.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
-LM_FILE = "lm.int8.onnx"
+LM_FILE = "lm.int8.onnx"  # a neural language model (model/lm.py)
+NGRAM_FILE = "lm.ngram.bin"  # a count-based one (model/ngram.py)
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0)
 MIN_GAIN = 0.3  # BLEU: as for the length penalty (export.evaluate --min-gain)
 TOLERANCE = 0.05  # largest difference of a sentence's log-probability per token, int8 vs PyTorch
@@ -159,21 +166,13 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
             "minutes": round((time.monotonic() - started) / 60, 1)}
 
 
-def export_lm(checkpoint: str | Path, bundle: str | Path, dev: list[str],
-              candidates: int | None = None, weight: float | None = None) -> dict:
-    """Write the language model into bundle and its `rerank` entry into the manifest; returns
-    the entry."""
-    bundle = Path(bundle)
-    manifest = read_manifest(bundle)
+def _neural(checkpoint: str | Path, bundle: Path, manifest: dict, dev: list[str]) -> dict:
+    """Write a neural language model's int8 graph into bundle (checked against PyTorch);
+    returns what the manifest records of it."""
     model, tok, state = load_lm(checkpoint)
-    spm_entry = manifest["tokenizer"]
-    if "file" not in spm_entry:
-        raise SystemExit(f"{bundle} has a source and a target tokenizer: a language model reads "
-                         "the pieces of a joint one (the bundles this project trains)")
-    if (bundle / spm_entry["file"]).read_bytes() != tok.state():
+    if (bundle / manifest["tokenizer"]["file"]).read_bytes() != tok.state():
         raise SystemExit(f"{checkpoint} reads another tokenizer than {bundle}'s: a language "
                          "model must read the translation model's pieces")
-    candidates = candidates or int(manifest["decoding"]["beam_size"])
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "lm.fp32.onnx"
         onnx.save(build_lm_graph(model), str(fp32))
@@ -185,12 +184,40 @@ def export_lm(checkpoint: str | Path, bundle: str | Path, dev: list[str],
     if diff > TOLERANCE:
         raise SystemExit(f"{LM_FILE}: log-probability per token differs from PyTorch's by "
                          f"{diff:.3f} (tolerance {TOLERANCE})")
-    entry = {"language_model": file_entry(bundle, LM_FILE), "candidates": candidates,
-             "weight": 0.0 if weight is None else weight,
-             "model": {"shape": state["shape"], "step": state["step"],
-                       "train_minutes": state["train_minutes"], "machines": state["machines"],
-                       "dev_perplexity": (state["history"] or [{}])[-1].get("dev_perplexity"),
-                       "int8_max_diff_per_token": round(diff, 4)}}
+    return {"kind": "neural", "shape": state["shape"], "step": state["step"],
+            "train_minutes": state["train_minutes"], "machines": state["machines"],
+            "dev_perplexity": (state["history"] or [{}])[-1].get("dev_perplexity"),
+            "int8_max_diff_per_token": round(diff, 4)}
+
+
+def _ngram(path: str | Path, bundle: Path, manifest: dict) -> dict:
+    """Copy an n-gram file (model/ngram.py) into bundle; returns what it records of its
+    making."""
+    info = NgramModel(path).info
+    if info.get("tokenizer_sha256") != manifest["tokenizer"]["sha256"]:
+        raise SystemExit(f"{path} counted the pieces of another tokenizer than {bundle}'s: a "
+                         "language model must read the translation model's pieces")
+    shutil.copyfile(path, bundle / NGRAM_FILE)
+    return {k: v for k, v in info.items() if k != "tokenizer_sha256"}
+
+
+def export_lm(lm: str | Path, bundle: str | Path, dev: list[str],
+              candidates: int | None = None, weight: float | None = None) -> dict:
+    """Write the language model (a neural checkpoint, or an n-gram file) into bundle and
+    its `rerank` entry into the manifest; returns the entry."""
+    bundle = Path(bundle)
+    manifest = read_manifest(bundle)
+    if "file" not in manifest["tokenizer"]:
+        raise SystemExit(f"{bundle} has a source and a target tokenizer: a language model reads "
+                         "the pieces of a joint one (the bundles this project trains)")
+    candidates = candidates or int(manifest["decoding"]["beam_size"])
+    with open(lm, "rb") as f:
+        ngram = f.read(len(NGRAM_MAGIC)) == NGRAM_MAGIC
+    info = _ngram(lm, bundle, manifest) if ngram else _neural(lm, bundle, manifest, dev)
+    name, other = (NGRAM_FILE, LM_FILE) if ngram else (LM_FILE, NGRAM_FILE)
+    (bundle / other).unlink(missing_ok=True)  # the previous entry's model
+    entry = {"language_model": file_entry(bundle, name), "candidates": candidates,
+             "weight": 0.0 if weight is None else weight, "model": info}
     manifest["rerank"] = entry
     save_manifest(bundle, manifest)
     if dev and weight is None:
@@ -203,7 +230,8 @@ def export_lm(checkpoint: str | Path, bundle: str | Path, dev: list[str],
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m export.lm", description=__doc__,
                                      formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("checkpoint", help="a language model checkpoint (python -m model.lm)")
+    parser.add_argument("lm", help="a language model: a checkpoint (python -m model.lm) or an "
+                        "n-gram file (python -m model.ngram)")
     parser.add_argument("bundle", help="the bundle whose n-best lists it reranks")
     parser.add_argument("--tune", action="append", default=[], metavar="PREFIX",
                         help="a dev set (PREFIX.<src>, PREFIX.<tgt>) to choose the weight on")
@@ -211,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", type=int,
                         help="hypotheses reranked per sentence (default: the beam size)")
     args = parser.parse_args(argv)
-    entry = export_lm(args.checkpoint, args.bundle, args.tune, args.candidates, args.weight)
-    print(f"{args.bundle}: {LM_FILE}, weight {entry['weight']}, {entry['candidates']} candidates")
+    entry = export_lm(args.lm, args.bundle, args.tune, args.candidates, args.weight)
+    print(f"{args.bundle}: {entry['language_model']['file']}, weight {entry['weight']}, "
+          f"{entry['candidates']} candidates")
     for weight, bleu in entry.get("tuning", {}).get("bleu", {}).items():
         print(f"  weight {weight}: BLEU {bleu}")
     return 0

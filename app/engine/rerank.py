@@ -8,9 +8,10 @@ of the `candidates` best hypotheses: they are ranked again by
 
     score + weight * (language model log-probability per token, EOS included)
 
-with the weight chosen on dev sets at export (export.lm). One ONNX Runtime call per sentence,
-its hypotheses as one batch; the graph runs on the CPU whatever the translation graphs' provider
-(it is small, and int8).
+with the weight chosen on dev sets at export (export.lm). The language model is one of two
+kinds: a count-based n-gram model (`lm.ngram.bin`, app/engine/ngram.py: a few table look-ups per
+piece), or a neural one (`lm.int8.onnx`, model/lm.py: one ONNX Runtime call per sentence, its
+hypotheses as one batch, on the CPU whatever the translation graphs' provider).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.engine.ngram import NgramModel
 from app.engine.search import Hypothesis
 
 if TYPE_CHECKING:
@@ -35,11 +37,10 @@ def lm_rows(token_lists: list[list[int]], bos: int, eos: int, pad: int) -> np.nd
     return out
 
 
-class Reranker:
-    """The language model's session and the manifest's weight and candidate count."""
+class NeuralModel:
+    """A neural language model's scoring graph (export.lm) in an ONNX Runtime session."""
 
-    def __init__(self, path: str | Path, weight: float, candidates: int, bos: int = 1,
-                 eos: int = 2, pad: int = 0) -> None:
+    def __init__(self, path: str | Path, bos: int, eos: int, pad: int) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -49,8 +50,23 @@ class Reranker:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), options,
                                             providers=["CPUExecutionProvider"])
-        self.weight, self.candidates = float(weight), int(candidates)
         self.bos, self.eos, self.pad = bos, eos, pad
+
+    def per_token(self, token_lists: list[list[int]]) -> np.ndarray:
+        """(N,) each hypothesis' log-probability per token (EOS counted)."""
+        rows = lm_rows(token_lists, self.bos, self.eos, self.pad)
+        log_prob = self.session.run(None, {"ids": rows})[0]
+        return log_prob / np.array([len(t) + 1 for t in token_lists], dtype=np.float32)
+
+
+class Reranker:
+    """The language model and the manifest's weight and candidate count."""
+
+    def __init__(self, path: str | Path, weight: float, candidates: int, bos: int = 1,
+                 eos: int = 2, pad: int = 0) -> None:
+        self.model = (NeuralModel(path, bos, eos, pad) if Path(path).suffix == ".onnx"
+                      else NgramModel(path))
+        self.weight, self.candidates = float(weight), int(candidates)
 
     @classmethod
     def of(cls, bundle: Bundle) -> Reranker | None:
@@ -64,9 +80,7 @@ class Reranker:
 
     def per_token(self, token_lists: list[list[int]]) -> np.ndarray:
         """(N,) each hypothesis' log-probability per token (EOS counted)."""
-        rows = lm_rows(token_lists, self.bos, self.eos, self.pad)
-        log_prob = self.session.run(None, {"ids": rows})[0]
-        return log_prob / np.array([len(t) + 1 for t in token_lists], dtype=np.float32)
+        return self.model.per_token(token_lists)
 
     def order(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
         """hyps ranked again, best first (ties keep the search's order). Each keeps its own

@@ -1,5 +1,6 @@
-"""A reranking language model in a bundle: its graph against PyTorch, its manifest entry, the
-weight tuned on dev, and the engine's ranking by score plus weight x language model."""
+"""A reranking language model in a bundle (a neural one or an n-gram one): the neural graph
+against PyTorch, the manifest entry, the weight tuned on dev, and the engine's ranking by score
+plus weight x language model."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ import torch
 
 from app.engine import Translator
 from app.engine.bundle import BundleError, load_bundle
+from app.engine.ngram import NgramModel
 from app.engine.rerank import lm_rows
 from app.engine.types import TranslationOptions
 from export.lm import WEIGHTS, build_lm_graph, export_lm
 from model.lm import LanguageModel, LMShape, LMTrainer, load_lm_config
+from model.ngram import build_file
 from tests.conftest import toy_pairs
 
 
@@ -36,12 +39,25 @@ def toy_lm(tiny_checkpoint, tmp_path_factory) -> Path:
     return LMTrainer(cfg).run()
 
 
-@pytest.fixture
-def reranking_bundle(tiny_bundle, toy_lm, tmp_path) -> Path:
+@pytest.fixture(scope="module")
+def toy_ngram(tiny_checkpoint, tmp_path_factory) -> Path:
+    """A 3-gram model of the same toy German (model/ngram.py)."""
+    root = tmp_path_factory.mktemp("toy_ngram")
+    (root / "train.de").write_text("\n".join(t for _, t in toy_pairs(400, seed=5)) + "\n",
+                                   encoding="utf-8")
+    build_file(str(root / "train"), "de", tiny_checkpoint.parent / "spm.model",
+               root / "lm.ngram.bin", order=3)
+    return root / "lm.ngram.bin"
+
+
+@pytest.fixture(params=["neural", "ngram"])
+def reranking_bundle(request, tiny_bundle, tmp_path) -> Path:
+    """The tiny bundle with a language model of either kind."""
     bundle = tmp_path / "en-de"
     shutil.copytree(tiny_bundle, bundle)
     # a weight that lets the language model decide: the ranking visibly changes
-    export_lm(toy_lm, bundle, [], weight=5.0)
+    export_lm(request.getfixturevalue("toy_lm" if request.param == "neural" else "toy_ngram"),
+              bundle, [], weight=5.0)
     return bundle
 
 
@@ -70,11 +86,28 @@ def test_graph_scores_as_pytorch_does():
 def test_the_bundle_holds_the_model_and_its_entry(reranking_bundle):
     manifest = json.loads((reranking_bundle / "manifest.json").read_text())
     entry = manifest["rerank"]
-    assert entry["language_model"]["file"] == "lm.int8.onnx"
     assert (entry["weight"], entry["candidates"]) == (5.0, manifest["decoding"]["beam_size"])
-    assert entry["model"]["step"] == 60
-    assert entry["model"]["int8_max_diff_per_token"] <= 0.05
-    assert load_bundle(reranking_bundle).language_model_path == reranking_bundle / "lm.int8.onnx"
+    if entry["model"]["kind"] == "neural":
+        name = "lm.int8.onnx"
+        assert entry["model"]["step"] == 60
+        assert entry["model"]["int8_max_diff_per_token"] <= 0.05
+    else:
+        name = "lm.ngram.bin"
+        assert (entry["model"]["order"], entry["model"]["sentences"]) == (3, 400)
+        assert "tokenizer_sha256" not in entry["model"]  # the bundle's own, checked at export
+    assert entry["language_model"]["file"] == name
+    assert [p.name for p in reranking_bundle.glob("lm.*")] == [name]
+    assert load_bundle(reranking_bundle).language_model_path == reranking_bundle / name
+
+
+def test_a_language_model_replaces_the_other_kind(tiny_bundle, toy_lm, toy_ngram, tmp_path):
+    bundle = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, bundle)
+    export_lm(toy_lm, bundle, [], weight=1.0)
+    export_lm(toy_ngram, bundle, [], weight=0.5)
+    assert sorted(p.name for p in bundle.glob("lm.*")) == ["lm.ngram.bin"]
+    reranker = Translator.from_dir(bundle).reranker
+    assert isinstance(reranker.model, NgramModel) and reranker.weight == 0.5
 
 
 def _hypotheses(translator: Translator, sentences: list[str], options: TranslationOptions):
@@ -161,6 +194,11 @@ def test_a_language_model_of_other_pieces_is_refused(tiny_bundle, toy_lm, tmp_pa
     shutil.copytree(tiny_bundle, bundle)
     with pytest.raises(SystemExit, match="reads another tokenizer"):
         export_lm(other, bundle, [], weight=0.3)
+    (tmp_path / "train.de").write_text("Das ist ein Satz.\n", encoding="utf-8")
+    build_file(str(tmp_path / "train"), "de", shipped, tmp_path / "other.bin", order=2)
+    with pytest.raises(SystemExit, match="counted the pieces of another tokenizer"):
+        export_lm(tmp_path / "other.bin", bundle, [], weight=0.3)
+    assert not list(bundle.glob("lm.*"))
 
 
 @pytest.mark.parametrize("change, message", [
@@ -178,7 +216,7 @@ def test_a_wrong_entry_is_refused(reranking_bundle, change, message):
 
 
 def test_a_missing_or_changed_file_is_refused(reranking_bundle):
-    lm = reranking_bundle / "lm.int8.onnx"
+    (lm,) = reranking_bundle.glob("lm.*")
     lm.write_bytes(lm.read_bytes()[:-1])
     with pytest.raises(BundleError, match="sha256 mismatch"):
         load_bundle(reranking_bundle)
