@@ -128,7 +128,8 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
     translator = Translator.from_dir(bundle)
     special = translator.bundle.special_tokens
     reranker = Reranker(translator.bundle.language_model_path, 0.0, candidates,
-                        special["bos_id"], special["eos_id"], special["pad_id"])
+                        special["bos_id"], special["eos_id"], special["pad_id"],
+                        special.get("unk_id"))
     d = translator.default_options
     options = TranslationOptions(beam_size=d.beam_size, length_penalty=d.length_penalty,
                                  max_len_offset=d.max_len_offset,

@@ -1,11 +1,11 @@
 """A count-based target-language model for reranking: an interpolated Kneser-Ney n-gram model
-over the translation model's own pieces, pruned, written in the file app/engine/ngram.py reads.
+over the translation model's own pieces, written in the file app/engine/ngram.py reads.
 
     python -m model.ngram --train data/en-de-v3/train --lang de \
         --tokenizer bundles/en-de/sentencepiece.model --out runs/lm.ngram.bin \
         --weight general=3 --weight phrase=3 --weight dictionary=0
 
-Counting is exact and takes minutes on a CPU, where the neural language model (model/lm.py)
+Counting is exact and takes seconds on a CPU, where the neural language model (model/lm.py)
 needs hours to learn as much; scoring is a few table look-ups per piece, where the neural one
 runs a Transformer over every hypothesis. export.lm puts the file into a bundle and chooses its
 weight on dev sets.
@@ -16,12 +16,13 @@ The model (Chen and Goodman's interpolated Kneser-Ney, one discount per order):
 
 where c is the count at the highest order and the number of distinct pieces before the n-gram
 (its continuation count) below it, T(h) the number of distinct pieces seen after h, and
-D = n1 / (n1 + 2 n2) from the numbers of n-grams seen once and twice. A sentence of a domain
-given `--weight domain=k` counts k times (0 leaves the domain out). N-grams of order 2 and up
-seen fewer than `--min-count` times are dropped unless a longer kept one needs them as context;
-a dropped n-gram is scored through its context's back-off weight, as any unseen one (the
-weights are not renormalized, so a pruned model gives a little less than 1 in all). The
-default keeps them all: rare n-grams are much of what the in-domain text shares with its dev set.
+D = n1 / (n1 + 2 n2) from the numbers of n-grams seen once and twice (times seen, weights
+aside). A sentence of a domain given `--weight domain=k` counts k times (0 leaves the domain
+out). N-grams of order 2 and up seen fewer than `--min-count` times are dropped unless a longer
+kept one needs them as context; a dropped n-gram is scored through its context's back-off
+weight, as any unseen one (the back-off weights are not renormalized, so a pruned model's
+probabilities sum to less than 1). The default keeps them all: rare n-grams are much of what
+the in-domain text shares with its dev set.
 """
 
 from __future__ import annotations

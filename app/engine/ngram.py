@@ -108,8 +108,12 @@ class NgramModel:
             out = np.where(found, _value(self.logp[n - 1], place), backed_off)
         return out
 
-    def per_token(self, token_lists: list[list[int]]) -> np.ndarray:
-        """(N,) each hypothesis' log-probability per token (EOS counted)."""
+    def per_token(self, token_lists: list[list[int]], unjudged: int | None = None
+                  ) -> np.ndarray:
+        """(N,) each hypothesis' log-probability per token (EOS counted). A piece `unjudged`
+        (the unknown piece, which stands for source text the vocabulary lacks and the engine
+        copies back) adds nothing and is not counted: the model would rank a hypothesis that
+        drops such text above one that keeps it."""
         pad = self.order - 1
         rows = [np.array([self.bos] * pad + list(t) + [self.eos], dtype=np.int64)
                 for t in token_lists]
@@ -117,9 +121,11 @@ class NgramModel:
         ids = np.concatenate(rows)
         offset = np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         scored = offset >= pad  # a row's tokens and EOS: its padding is not predicted
+        if unjudged is not None:
+            scored &= ids != unjudged
         row = np.repeat(np.arange(len(rows)), lengths)[scored]
         total = np.bincount(row, weights=self.log_probs(ids)[scored], minlength=len(rows))
-        return (total / (lengths - pad)).astype(np.float32)
+        return (total / np.maximum(np.bincount(row, minlength=len(rows)), 1)).astype(np.float32)
 
 
 def _value(coded: tuple[np.ndarray, np.ndarray], place: np.ndarray) -> np.ndarray:

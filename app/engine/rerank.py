@@ -38,7 +38,8 @@ def lm_rows(token_lists: list[list[int]], bos: int, eos: int, pad: int) -> np.nd
 
 
 class NeuralModel:
-    """A neural language model's scoring graph (export.lm) in an ONNX Runtime session."""
+    """A neural language model's scoring graph (export.lm) in an ONNX Runtime session. It
+    judges every piece, the unknown one too."""
 
     def __init__(self, path: str | Path, bos: int, eos: int, pad: int) -> None:
         import onnxruntime as ort
@@ -63,10 +64,10 @@ class Reranker:
     """The language model and the manifest's weight and candidate count."""
 
     def __init__(self, path: str | Path, weight: float, candidates: int, bos: int = 1,
-                 eos: int = 2, pad: int = 0) -> None:
+                 eos: int = 2, pad: int = 0, unk: int | None = 3) -> None:
         self.model = (NeuralModel(path, bos, eos, pad) if Path(path).suffix == ".onnx"
                       else NgramModel(path))
-        self.weight, self.candidates = float(weight), int(candidates)
+        self.weight, self.candidates, self.unk = float(weight), int(candidates), unk
 
     @classmethod
     def of(cls, bundle: Bundle) -> Reranker | None:
@@ -76,10 +77,14 @@ class Reranker:
             return None
         special = bundle.special_tokens
         return cls(bundle.language_model_path, entry["weight"], entry["candidates"],
-                   special["bos_id"], special["eos_id"], special["pad_id"])
+                   special["bos_id"], special["eos_id"], special["pad_id"],
+                   special.get("unk_id"))
 
     def per_token(self, token_lists: list[list[int]]) -> np.ndarray:
-        """(N,) each hypothesis' log-probability per token (EOS counted)."""
+        """(N,) each hypothesis' log-probability per token (EOS counted; the n-gram model
+        leaves the unknown piece out: NgramModel.per_token)."""
+        if isinstance(self.model, NgramModel):
+            return self.model.per_token(token_lists, unjudged=self.unk)
         return self.model.per_token(token_lists)
 
     def order(self, hyps: list[Hypothesis]) -> list[Hypothesis]:

@@ -132,6 +132,18 @@ def test_a_row_scores_the_same_in_any_batch(tmp_path):
     assert len(set(np.round(together, 4))) == len(rows)
 
 
+def test_the_unknown_piece_is_left_unjudged(tmp_path):
+    lm = _file(tmp_path, _sentences(60, seed=1))
+    row = [4, 3, 5, 6]  # piece 3 never seen: the model's lowest log-probability
+    each = lm.log_probs(np.array([BOS_ID] * 2 + row + [EOS_ID]))[2:]
+    assert lm.per_token([row])[0] == pytest.approx(each.mean(), abs=1e-5)
+    judged = [0, 2, 3, 4]  # 4, 5, 6 and EOS; what follows 3 still reads it as context
+    assert lm.per_token([row], unjudged=3)[0] == pytest.approx(each[judged].mean(), abs=1e-5)
+    assert lm.per_token([row], unjudged=3)[0] > lm.per_token([row])[0]
+    eos_after = lm.log_probs(np.array([BOS_ID] * 2 + [3, 3, EOS_ID]))[-1]
+    assert lm.per_token([[3, 3]], unjudged=3)[0] == pytest.approx(eos_after, abs=1e-5)
+
+
 def test_pruning_keeps_the_contexts_of_what_it_keeps(tmp_path):
     sentences = _sentences(200, seed=4)
     (tmp_path / "a").mkdir()
