@@ -442,13 +442,21 @@ def _rerank_rows(rerank: dict[str, Any] | None) -> list[str]:
     if not rerank:
         return []
     m = rerank.get("model", {})
-    shape = m.get("shape", {})
+    if m.get("kind") == "ngram":
+        weights = ", ".join(f"{d} {w:g}" for d, w in m.get("domain_weights", {}).items())
+        what = (f"a {m.get('order', '?')}-gram Kneser-Ney model of the translation model's "
+                f"pieces, counted on `{m.get('corpus', '?')}` ({m.get('sentences', '?')} "
+                f"sentences{'; domains weighted ' + weights if weights else ''}), "
+                f"{sum(m.get('ngrams', [])):,} n-grams")
+    else:
+        shape = m.get("shape", {})
+        what = (f"{shape.get('n_layers', '?')} layers, d_model {shape.get('d_model', '?')}, "
+                f"trained {m.get('step', '?')} steps, dev perplexity "
+                f"{m.get('dev_perplexity', '?')}")
     lines = ["", f"Reranking: the {rerank['candidates']} best hypotheses of the beam are ranked "
              f"again by their score plus {rerank['weight']} x the log-probability per token of a "
              f"language model of the target language (`{rerank['language_model']['file']}`, "
-             f"{shape.get('n_layers', '?')} layers, d_model {shape.get('d_model', '?')}, "
-             f"trained {m.get('step', '?')} steps, dev perplexity "
-             f"{m.get('dev_perplexity', '?')}; a decoding named \"+lm\" below)."
+             f"{what}; a decoding named \"+lm\" below)."
              + ("" if rerank["weight"] else " Its weight is 0: the engine does not rerank.")]
     tuning = rerank.get("tuning")
     if tuning:

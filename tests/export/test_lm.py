@@ -87,14 +87,19 @@ def test_the_bundle_holds_the_model_and_its_entry(reranking_bundle):
     manifest = json.loads((reranking_bundle / "manifest.json").read_text())
     entry = manifest["rerank"]
     assert (entry["weight"], entry["candidates"]) == (5.0, manifest["decoding"]["beam_size"])
+    card = (reranking_bundle / "MODEL_CARD.md").read_text()
     if entry["model"]["kind"] == "neural":
         name = "lm.int8.onnx"
         assert entry["model"]["step"] == 60
         assert entry["model"]["int8_max_diff_per_token"] <= 0.05
+        assert "2 layers, d_model 32, trained 60 steps" in card
     else:
         name = "lm.ngram.bin"
         assert (entry["model"]["order"], entry["model"]["sentences"]) == (3, 400)
         assert "tokenizer_sha256" not in entry["model"]  # the bundle's own, checked at export
+        assert f"3-gram Kneser-Ney model of the translation model's pieces, counted on " \
+               f"`{entry['model']['corpus']}` (400 sentences)" in card
+    assert "plus 5.0 x the log-probability per token" in card
     assert entry["language_model"]["file"] == name
     assert [p.name for p in reranking_bundle.glob("lm.*")] == [name]
     assert load_bundle(reranking_bundle).language_model_path == reranking_bundle / name
