@@ -110,12 +110,14 @@ def travelling_mib(repo: Path = ROOT) -> float:
 
 def copy_bundle(bundle: Path, out: Path, variant: str = "fp32") -> Path:
     """The bundle's manifest, tokenizer and one variant's graphs (what loading that variant
-    reads and checks), for a machine whose copy of the repository lacks them."""
+    reads and checks), for a machine whose copy of the repository lacks them. The reranking
+    language model stays behind, its entry left out of the copy's manifest: it runs on the CPU
+    whatever the provider, the peer comparison runs without it, and it would add a part."""
     from app.engine.bundle import read_manifest, tokenizer_entries
 
     manifest = read_manifest(bundle)
     out.mkdir(parents=True, exist_ok=True)
-    files = ["manifest.json", "MODEL_CARD.md",
+    files = ["MODEL_CARD.md",
              *(e["file"] for e in tokenizer_entries(manifest["tokenizer"], bundle).values()),
              *(manifest["variants"][variant][g]["file"] for g in ("encoder", "decoder"))]
     if "weights" in manifest["variants"][variant]:
@@ -123,6 +125,9 @@ def copy_bundle(bundle: Path, out: Path, variant: str = "fp32") -> Path:
     for name in files:
         if (bundle / name).is_file():
             shutil.copyfile(bundle / name, out / name)
+    manifest.pop("rerank", None)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
     return out
 
 

@@ -72,13 +72,43 @@ progress() {
     nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader 2>/dev/null || true
 }
 
+# Tracked files a lease's calls do not need and the tree cannot carry beside the corpus: the
+# bundle's int8 variant and its reranking language model (the device rebuilds the weights from
+# the fp32 variant). `aside`, before a lease's first call, takes them out of the index (the
+# deletion stays staged, never committed) and has git ignore them: they stay here and do not
+# travel. `back`, after its last call, undoes both.
+ASIDE=${GPU_ASIDE-bundles/en-de/weights.int8.bin bundles/en-de/lm.ngram.bin}
+
+aside() {
+    local p exclude; exclude=$(git -C "$REPO" rev-parse --git-path info/exclude)
+    case "$exclude" in /*) ;; *) exclude=$REPO/$exclude ;; esac
+    mkdir -p "$(dirname "$exclude")"
+    for p in $ASIDE; do
+        git -C "$REPO" rm -q --cached --ignore-unmatch -- "$p" || exit 3
+        grep -qxF "/$p" "$exclude" 2>/dev/null || echo "/$p" >>"$exclude"
+    done
+    say "set aside until 'back' (commit nothing before): $ASIDE"
+}
+
+back() {
+    local p exclude; exclude=$(git -C "$REPO" rev-parse --git-path info/exclude)
+    case "$exclude" in /*) ;; *) exclude=$REPO/$exclude ;; esac
+    for p in $ASIDE; do
+        if [ -f "$exclude" ]; then grep -vxF "/$p" "$exclude" >"$exclude.new"; mv "$exclude.new" "$exclude"; fi
+        git -C "$REPO" reset -q -- "$p" || exit 3
+    done
+    say "back in the index: $ASIDE"
+}
+
 # Bytes a call may carry beside the working tree (tracked and untracked files git does not
-# ignore), with 2 MiB to spare: pieces made before a session's last commits still fit beside
-# the tree those commits grew (more would leave no room for the corpus, .gpu's data.tar.xz).
+# ignore, less what `aside` keeps back), with 2 MiB to spare: pieces made before a session's
+# last commits still fit beside the tree those commits grew (more would leave no room for the
+# corpus, .gpu's data.tar.xz).
 room() {
     if [ -n "${GPU_CARRY_ROOM:-}" ]; then echo "$GPU_CARRY_ROOM"; return; fi
     local tree
     tree=$(cd "$REPO" && { git ls-files -z; git ls-files -z -o --exclude-standard; } \
+        | grep -zvxF -e "${ASIDE// /$'\n'}" -e /dev/null/never \
         | du --files0-from=- -cb 2>/dev/null | tail -1 | cut -f1)
     echo $(( (64 - 2) * 1024 * 1024 - tree ))
 }
@@ -243,11 +273,13 @@ pack() {
 
 case "${1:-}" in
     prepare) prepare ;;
+    aside) aside ;;
+    back) back ;;
     start) start ;;
     pause) kill -STOP $(pids) 2>/dev/null; say "paused: $(pids | tr '\n' ' ')" ;;
     resume) kill -CONT $(pids) 2>/dev/null ;;
     status) progress ;;
     snapshot) progress; pack snapshot snapshot ;;
     finish) finish "${2:?finish DEADLINE}" ;;
-    *) echo "usage: bash model/gpu_train.sh prepare|start|pause|resume|status|snapshot|finish DEADLINE" >&2; exit 2 ;;
+    *) echo "usage: bash model/gpu_train.sh prepare|aside|back|start|pause|resume|status|snapshot|finish DEADLINE" >&2; exit 2 ;;
 esac

@@ -164,6 +164,26 @@ def test_prepare_cuts_the_payload_into_parts_that_join_back(tiny_bundle, carry, 
     assert load_bundle(out / "bundle", "fp32").variant == "fp32"  # loads and checks its sums
 
 
+def test_the_copied_bundle_leaves_its_language_model_behind(tiny_bundle, tiny_checkpoint,
+                                                            tmp_path):
+    import shutil
+
+    from app.engine.bundle import load_bundle
+    from export.lm import export_lm
+    from model.ngram import build_file
+
+    bundle = tmp_path / "en-de"
+    shutil.copytree(tiny_bundle, bundle)
+    (tmp_path / "train.de").write_text("Das ist ein Haus.\nDer Hund schläft.\n")
+    build_file(str(tmp_path / "train"), "de", tiny_checkpoint.parent / "spm.model",
+               tmp_path / "lm.ngram.bin", order=2)
+    export_lm(tmp_path / "lm.ngram.bin", bundle, [], weight=0.5)
+    out = cuda_prepare.copy_bundle(bundle, tmp_path / "copy")
+    assert not (out / "lm.ngram.bin").exists()
+    assert "rerank" not in json.loads((out / "manifest.json").read_text())
+    assert load_bundle(out, "fp32").language_model_path is None  # loads and checks its sums
+
+
 def test_a_part_past_its_budget_stops_and_keeps_what_it_measured(tiny_bundle):
     """The budget runs out while the first batch size is measured: its passes are kept, the
     latency and the next batch size are not run, and the result says where it stopped."""

@@ -253,3 +253,42 @@ def test_a_vocabulary_with_no_room_beside_the_corpus_travels_in_a_call_of_its_ow
     prepare(env, corpus + len(vocab) // 2 + 4096)
     started = start_and_wait({**env, "GPU_RUNS": "none init=none max_steps=0"})
     assert (carry / "spm-16000.model").read_bytes() == vocab, started.stdout + started.stderr
+
+
+def test_aside_keeps_what_a_lease_does_not_need_from_travelling_and_back_restores_it(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "model").mkdir(parents=True)
+    (repo / "model/gpu_train.sh").write_bytes((ROOT / "model/gpu_train.sh").read_bytes())
+    (repo / "bundles/en-de").mkdir(parents=True)
+    for name in ("weights.int8.bin", "lm.ngram.bin", "weights.fp32.bin"):
+        (repo / "bundles/en-de" / name).write_bytes(name.encode() * 1000)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                              text=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+
+    def script(verb: str) -> None:
+        done = subprocess.run(["bash", str(repo / "model/gpu_train.sh"), verb], cwd=repo,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    def travelling() -> set[str]:  # the device tool's rule: tracked, or untracked not ignored
+        return set(git("ls-files").split()) | set(
+            git("ls-files", "-o", "--exclude-standard").split())
+
+    everything = travelling()
+    script("aside")
+    assert travelling() == everything - {"bundles/en-de/weights.int8.bin",
+                                         "bundles/en-de/lm.ngram.bin"}
+    assert (repo / "bundles/en-de/lm.ngram.bin").exists()  # kept here
+    script("aside")  # twice: the same
+    assert travelling() == everything - {"bundles/en-de/weights.int8.bin",
+                                         "bundles/en-de/lm.ngram.bin"}
+    script("back")
+    assert travelling() == everything
+    assert git("status", "--porcelain") == ""
+    assert "lm.ngram.bin" not in (repo / ".git/info/exclude").read_text()
