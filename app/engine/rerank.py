@@ -64,7 +64,7 @@ class Reranker:
     """The language model and the manifest's weight and candidate count."""
 
     def __init__(self, path: str | Path, weight: float, candidates: int, bos: int = 1,
-                 eos: int = 2, pad: int = 0, unk: int | None = 3) -> None:
+                 eos: int = 2, pad: int = 0, unk: int | None = None) -> None:
         self.model = (NeuralModel(path, bos, eos, pad) if Path(path).suffix == ".onnx"
                       else NgramModel(path))
         self.weight, self.candidates, self.unk = float(weight), int(candidates), unk
