@@ -172,7 +172,10 @@ def test_the_search_keeps_the_candidates_only_where_it_reranks(reranking_bundle,
     assert Translator.from_dir(tiny_bundle).reranker is None
 
 
-def test_tuning_records_every_weight_and_keeps_a_gain_only(tiny_bundle, toy_lm, tmp_path):
+@pytest.mark.parametrize("kind", ["toy_lm", "toy_ngram"])
+def test_tuning_records_every_weight_and_keeps_a_gain_only(tiny_bundle, kind, request,
+                                                           tmp_path):
+    toy_lm = request.getfixturevalue(kind)
     bundle = tmp_path / "en-de"
     shutil.copytree(tiny_bundle, bundle)
     pairs = [*toy_pairs(24, seed=8), ("", "")]  # a blank line translates to nothing
