@@ -4,6 +4,8 @@
 # while it measures, and go on until the lease's end.
 #
 #   bash model/gpu_train.sh prepare          here, before the lease: make .gpu/ (below)
+#   bash model/gpu_train.sh aside | back     here, before the first call and after the last:
+#                                            keep what the device does not need from travelling
 #   bash model/gpu_train.sh start            first call: unpack the carried corpus and checkpoint
 #                                            (.gpu/), start each run in its own session so it
 #                                            outlives the call
