@@ -161,6 +161,8 @@ def quantize(values: np.ndarray, levels: int = 256) -> tuple[np.ndarray, np.ndar
     """(codes uint8, the values they stand for): each code a quantile's bin, standing for the
     mean of the values in it. Reranking compares sums of log-probabilities, and a byte per
     value keeps them within a few hundredths of a nat on average."""
+    if not len(values):
+        return np.zeros(0, np.uint8), np.zeros(1, np.float32)
     edges = np.unique(np.quantile(values, np.linspace(0, 1, levels + 1)[1:-1]))
     codes = np.searchsorted(edges, values)
     sums = np.bincount(codes, weights=values, minlength=len(edges) + 1)

@@ -86,6 +86,8 @@ class NgramModel:
     def _find(self, n: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found, place) of keys (uint64) in order n's table."""
         table = self.keys[n - 1]
+        if not len(table):  # every n-gram of the order pruned
+            return np.zeros(len(keys), bool), np.zeros(len(keys), np.int64)
         fits = keys <= np.iinfo(table.dtype).max
         query = np.where(fits, keys, 0).astype(table.dtype)
         place = np.minimum(np.searchsorted(table, query), len(table) - 1)
@@ -129,5 +131,6 @@ class NgramModel:
 
 
 def _value(coded: tuple[np.ndarray, np.ndarray], place: np.ndarray) -> np.ndarray:
+    """The values at `place` (zeros for an order pruned away: nothing there is found)."""
     codes, values = coded
-    return values[codes[place]]
+    return values[codes[place]] if len(codes) else np.zeros(len(place), np.float32)

@@ -163,6 +163,23 @@ def test_pruning_keeps_the_contexts_of_what_it_keeps(tmp_path):
     assert np.all(np.isfinite(scores)) and np.all(scores < 0)
 
 
+def test_an_order_pruned_away_backs_off(tmp_path):
+    pruned = _file(tmp_path, _sentences(40, seed=7), order=3, min_count=10_000)
+    assert len(pruned.keys[2]) == 0 and len(pruned.keys[1]) == 0
+    # what is left: each piece's unigram, times its predecessor's back-off weight as a context
+    # of bigrams (kept with the unigram); no bigram context is left for the third order's weight
+
+    def unigram(coded, piece):
+        codes, values = coded
+        return values[codes[np.searchsorted(pruned.keys[0], piece)]]
+
+    rows = _sentences(5, seed=8)
+    want = [np.mean([unigram(pruned.logp[0], w) + unigram(pruned.backoff[0], before)
+                     for before, w in zip([BOS_ID, *r], [*r, EOS_ID], strict=True)])
+            for r in rows]
+    np.testing.assert_allclose(pruned.per_token(rows), want, rtol=1e-5)
+
+
 def test_a_weight_multiplies_a_sentence_count(tmp_path):
     sentences = _sentences(30, seed=6)
     weights = np.where(np.arange(30) < 10, 3.0, 1.0)
