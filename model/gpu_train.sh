@@ -81,9 +81,14 @@ progress() {
 # travel. `back`, after its last call, undoes both.
 ASIDE=${GPU_ASIDE-bundles/en-de/weights.int8.bin bundles/en-de/lm.ngram.bin}
 
+# the repository's own ignore file (.git/info/exclude; a worktree's is elsewhere)
+exclude_file() {
+    local path; path=$(git -C "$REPO" rev-parse --git-path info/exclude)
+    case "$path" in /*) echo "$path" ;; *) echo "$REPO/$path" ;; esac
+}
+
 aside() {
-    local p exclude; exclude=$(git -C "$REPO" rev-parse --git-path info/exclude)
-    case "$exclude" in /*) ;; *) exclude=$REPO/$exclude ;; esac
+    local p exclude; exclude=$(exclude_file)
     mkdir -p "$(dirname "$exclude")"
     for p in $ASIDE; do
         git -C "$REPO" rm -q --cached --ignore-unmatch -- "$p" || exit 3
@@ -93,8 +98,7 @@ aside() {
 }
 
 back() {
-    local p exclude; exclude=$(git -C "$REPO" rev-parse --git-path info/exclude)
-    case "$exclude" in /*) ;; *) exclude=$REPO/$exclude ;; esac
+    local p exclude; exclude=$(exclude_file)
     for p in $ASIDE; do
         if [ -f "$exclude" ]; then grep -vxF "/$p" "$exclude" >"$exclude.new"; mv "$exclude.new" "$exclude"; fi
         git -C "$REPO" reset -q -- "$p" || exit 3

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.engine.ngram import write_ngram_file
+from app.engine.ngram import padded, write_ngram_file
 from model.data import read_domains
 from model.tokenizer import BOS_ID, EOS_ID, Tokenizer
 
@@ -62,10 +62,8 @@ def count_ngrams(sentences: list[list[int]], weights: np.ndarray, order: int, bi
     sorted table below (so any order fits a 64-bit key); a table also holds the n-grams that
     are only contexts of the order above (the BOS padding), with count 0."""
     pad = order - 1
-    rows = [np.array([BOS_ID] * pad + s + [EOS_ID], dtype=np.int64) for s in sentences]
-    lengths = np.array([len(r) for r in rows])
-    ids = np.concatenate(rows).astype(np.uint64)
-    offset = np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    ids, lengths, offset = padded(sentences, pad, BOS_ID, EOS_ID)
+    ids = ids.astype(np.uint64)
     scored = offset >= pad
     weight = np.repeat(weights, lengths)
     places: list[np.ndarray] = []  # per order, per position: the place of the n-gram ending there
@@ -174,13 +172,14 @@ def parse_weights(items: list[str]) -> dict[str, float]:
     """["general=3", ...] -> {"general": 3.0}"""
     weights = {}
     for item in items:
-        name, sep, value = item.partition("=")
+        name, _, value = item.partition("=")
         try:
-            weights[name] = float(value)
+            weight = float(value)
         except ValueError:
-            sep = ""
-        if not sep or not name or weights[name] < 0:
+            weight = -1.0
+        if not name or weight < 0:
             raise SystemExit(f"--weight wants DOMAIN=NUMBER >= 0, got {item!r}")
+        weights[name] = weight
     return weights
 
 

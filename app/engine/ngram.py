@@ -58,6 +58,16 @@ def write_ngram_file(path: str | Path, header: dict[str, Any],
         f.truncate(start + offset)
 
 
+def padded(token_lists: list[list[int]], pad: int, bos: int, eos: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows as one array, each `pad` BOS, its tokens, then EOS (as the model reads a
+    sentence); with each row's length and each position's offset within its row."""
+    rows = [np.array([bos] * pad + list(t) + [eos], dtype=np.int64) for t in token_lists]
+    lengths = np.array([len(r) for r in rows])
+    ids = np.concatenate(rows)
+    return ids, lengths, np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 class NgramModel:
     """An n-gram file's tables, scoring hypotheses as the neural language model's graph does:
     the log-probability per token of each (EOS counted)."""
@@ -117,17 +127,14 @@ class NgramModel:
         copies back) adds nothing and is not counted: the model would rank a hypothesis that
         drops such text above one that keeps it."""
         pad = self.order - 1
-        rows = [np.array([self.bos] * pad + list(t) + [self.eos], dtype=np.int64)
-                for t in token_lists]
-        lengths = np.array([len(r) for r in rows])
-        ids = np.concatenate(rows)
-        offset = np.arange(len(ids)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        ids, lengths, offset = padded(token_lists, pad, self.bos, self.eos)
         scored = offset >= pad  # a row's tokens and EOS: its padding is not predicted
         if unjudged is not None:
             scored &= ids != unjudged
-        row = np.repeat(np.arange(len(rows)), lengths)[scored]
-        total = np.bincount(row, weights=self.log_probs(ids)[scored], minlength=len(rows))
-        return (total / np.maximum(np.bincount(row, minlength=len(rows)), 1)).astype(np.float32)
+        row = np.repeat(np.arange(len(lengths)), lengths)[scored]
+        total = np.bincount(row, weights=self.log_probs(ids)[scored], minlength=len(lengths))
+        count = np.maximum(np.bincount(row, minlength=len(lengths)), 1)
+        return (total / count).astype(np.float32)
 
 
 def _value(coded: tuple[np.ndarray, np.ndarray], place: np.ndarray) -> np.ndarray:
