@@ -48,7 +48,7 @@ _PHRASE_RE = re.compile(
 _DETERMINER_RE = re.compile(r"(?:d|mein|dein|sein|ihr|unser|eu|ein|kein|dies|jen|welch|all|beid"
                             r"|solch|manch|jed)(?:er|ie|as|en|em|es|e|ren|re)?")
 HEAD_MIN = 4  # letters of the shortest head a compound is read by
-ENDINGS = ("s", "es", "n", "en", "e", "er", "nen")  # case and plural endings
+ENDINGS = ("s", "es", "n", "en", "e", "er", "nen", "se", "ses")  # case and plural endings
 # masculine and neuter nouns whose plural is the singular
 SAME_IN_PLURAL = ("er", "el", "en", "chen", "lein")
 

@@ -17,6 +17,7 @@ Name {m} :: name
 Kriegerin {f} :: female warrior
 Kämpfer {m} :: fighter
 Haus {n} | ein großes Haus :: house | a big house
+Verzeichnis {n} | Verzeichnisse {pl} :: directory | directories
 """
 
 
@@ -49,6 +50,7 @@ def test_disagreements_follow_the_article_the_adjective_ending_and_the_noun():
         "Er wartet vor der nächstgelegenen Zugstation.",  # dative feminine
         "Die Farbe des Autos.",  # an ending the dictionary does not list
         "Mit dem Namen.",
+        "Beim Erstellen des Verzeichnisses.",  # the genitive of a noun in -nis
         "Mit den Kriegerinnen.",  # the dative plural of a known noun
         "Die Kämpfer kommen.",  # the same form in the plural
         "Die Pop-Suppe",  # part of a hyphenated word: not read
