@@ -140,7 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from app.engine import Translator
 
-    lexicon = noun_genders((args.ding / DING_FILE).read_text(encoding="utf-8").splitlines())
+    ding = args.ding / DING_FILE
+    if not ding.exists():
+        raise SystemExit(f"--ding: no {DING_FILE} under {args.ding}; the corpus build unpacks "
+                         "trans-de-en under its --cache (docs/corpus.md), or: apt-get download "
+                         "trans-de-en && dpkg -x trans-de-en_*.deb DIR, then --ding DIR")
+    lexicon = noun_genders(ding.read_text(encoding="utf-8").splitlines())
     sources = args.src.read_text(encoding="utf-8").splitlines()
     ref_path = args.ref or args.src.with_suffix(".de")
     refs = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.exists() else None

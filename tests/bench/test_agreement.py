@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import agreement
 
 # Ding lines: German first, genders in braces; plural forms as sub-entries
@@ -85,3 +87,8 @@ def test_the_bench_runs_on_a_bundle(tiny_bundle, tmp_path, capsys):
     assert 0 <= report["another_hypothesis_without"] <= report["with_disagreement"] <= 2
     assert report["nouns"] == len(lexicon())
     assert '"sentences": 2' in capsys.readouterr().out
+
+
+def test_a_missing_dictionary_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="no usr/share/trans/de-en under"):
+        agreement.main(["--ding", str(tmp_path), "--src", str(tmp_path / "t.en")])
