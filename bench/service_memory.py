@@ -3,7 +3,8 @@ beside LibreTranslate's on the same weights where it is installed.
 
 Starts `nmt serve` on a loopback port with the NMT_* settings of this environment, waits until
 it is ready and has answered a probe translation, then runs `--clients` clients that post
-LibreTranslate `/translate` requests (two short texts each) for `--seconds`, sampling the
+LibreTranslate `/translate` requests (two texts each: runs of a few words, or with `--texts
+FILE` lines of that file, e.g. test sentences) for `--seconds`, sampling the
 process tree every 0.2 s: RSS from /proc/PID/status, PSS from /proc/PID/smaps_rollup (pages
 shared between processes, such as a memory-mapped weights file, count once in the sum). The
 peaks are reported over the whole run, for start-up (until the probe came back: LibreTranslate
@@ -18,6 +19,10 @@ JSON line per round with both results and the ratios ours / LibreTranslate's.
 
     NMT_PROCESSES=1 NMT_WORKERS=1 python -m bench.service_memory --seconds 40
     python -m bench.service_memory --libretranslate /path/to/venv/bin/libretranslate --rounds 2
+    python -m bench.service_memory --texts data/en-de/test.en --texts data/en-de/test.general.en
+
+Real sentences are longer and more varied than the runs of words, so they make larger batches
+and touch more of the reranking language model: the peaks they give are the higher ones.
 """
 
 from __future__ import annotations
@@ -117,8 +122,9 @@ def check_translates(url: str, name: str, source: str, target: str) -> str:
 
 
 def measure(server: Server, port: int, seconds: float, clients: int, source: str,
-            target: str) -> dict:
-    """Start server, probe it, load it with clients for seconds; its memory peaks."""
+            target: str, texts: list[str] | None = None) -> dict:
+    """Start server, probe it, load it with clients for seconds; its memory peaks. Each request
+    carries two texts: lines of texts where given, else runs of WORDS."""
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(server.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=server.env, cwd=server.cwd)
@@ -144,9 +150,10 @@ def measure(server: Server, port: int, seconds: float, clients: int, source: str
     def client(seed: int) -> None:
         rng = random.Random(seed)
         while not stop.is_set():
-            texts = [" ".join(rng.choices(WORDS, k=rng.randint(4, 25))) + "." for _ in range(2)]
+            sent = ([rng.choice(texts) for _ in range(2)] if texts else
+                    [" ".join(rng.choices(WORDS, k=rng.randint(4, 25))) + "." for _ in range(2)])
             try:
-                translate(url, texts, source, target)
+                translate(url, sent, source, target)
                 counts["requests"] += 1
             except (OSError, ValueError, KeyError):
                 counts["errors"] += 1
@@ -202,13 +209,13 @@ def ratios(ours: dict, theirs: dict) -> dict:
 
 
 def compare(ours: Server, theirs: Server, ports: tuple[int, int], rounds: int, seconds: float,
-            clients: int, source: str, target: str):
+            clients: int, source: str, target: str, texts: list[str] | None = None):
     """Rounds of both servers, alternating which goes first; yields one record per round."""
     for n in range(rounds):
         sequence = [(ours, ports[0]), (theirs, ports[1])]
         if n % 2:
             sequence.reverse()
-        found = {s.name: measure(s, port, seconds, clients, source, target)
+        found = {s.name: measure(s, port, seconds, clients, source, target, texts)
                  for s, port in sequence}
         yield {"round": n + 1, "first": sequence[0][0].name,
                "ours": found[ours.name], "libretranslate": found[theirs.name],
@@ -307,12 +314,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="an Argos package made by bench.lt_package (default: made from --bundle)")
     p.add_argument("--bundle", type=Path, default=Path("bundles/en-de"))
     p.add_argument("--rounds", type=int, default=1, help="rounds with LibreTranslate")
+    p.add_argument("--texts", type=Path, action="append", default=[], metavar="FILE",
+                   help="the clients' texts: lines of these files (default: runs of WORDS)")
     args = p.parse_args(argv)
+    texts = [line for path in args.texts
+             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.texts and not texts:
+        raise SystemExit("--texts: the files hold no text")
     ours = ours_server(args.port, args.bundle)
     executable = find_libretranslate(args.libretranslate)
     if executable is None:
         print(json.dumps(measure(ours, args.port, args.seconds, args.clients, args.source,
-                                 args.target)))
+                                 args.target, texts)))
         return 0
     with tempfile.TemporaryDirectory(prefix="lt-home-") as tmp_name:
         tmp = Path(tmp_name)
@@ -324,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         home = lt_home(tmp / "home", package)
         theirs = libretranslate_server(executable, args.lt_port, home, args.source, args.target)
         for record in compare(ours, theirs, (args.port, args.lt_port), args.rounds,
-                              args.seconds, args.clients, args.source, args.target):
+                              args.seconds, args.clients, args.source, args.target, texts):
             print(json.dumps(record), flush=True)
     return 0
 

@@ -55,6 +55,17 @@ def test_a_service_that_does_not_translate_is_refused():
         service_memory.measure(standin("echo", port, "--echo"), port, 0.2, 1, "en", "de")
 
 
+def test_clients_send_the_texts_given(tmp_path):
+    port, log = free_port(), tmp_path / "requests.jsonl"
+    texts = ["The weather is nice today.", "Where is the station?"]
+    found = service_memory.measure(standin("ours", port, "--log", str(log)), port, 0.4, 2,
+                                   "en", "de", texts)
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sent[0] == ["Save the file."]  # the probe
+    assert len(sent) == found["requests"] + 1
+    assert all(len(q) == 2 and set(q) <= set(texts) for q in sent[1:])
+
+
 def test_ratios_without_a_peer_rate():
     ours = {"peak_pss_sum_mib": 300, "starting_peak_pss_mib": 200, "serving_peak_pss_mib": 300,
             "requests_per_s": 10.0}

@@ -1,6 +1,7 @@
 """A stand-in translation server for bench.service_memory's tests: answers LibreTranslate's
 /translate with a fixed German sentence per text (or echoes the texts with --echo), and its
-readiness paths; with --child it keeps a child process, so the measured tree has two."""
+readiness paths; with --child it keeps a child process, so the measured tree has two; with
+--log FILE it writes each request's texts to FILE, one JSON line each."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ def main() -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--echo", action="store_true")
     p.add_argument("--child", action="store_true")
+    p.add_argument("--log")
     p.add_argument("--host", default="127.0.0.1")  # LibreTranslate's flags, as it is started
     p.add_argument("--load-only")
     args = p.parse_args()
@@ -41,6 +43,9 @@ def main() -> None:
         def do_POST(self) -> None:  # noqa: N802
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             texts = request["q"]
+            if args.log:
+                with open(args.log, "a", encoding="utf-8") as log:
+                    log.write(json.dumps(texts) + "\n")
             self._send({"translatedText": texts if args.echo
                         else ["Die Datei speichern."] * len(texts)})
 
