@@ -21,8 +21,9 @@ JSON line per round with both results and the ratios ours / LibreTranslate's.
     python -m bench.service_memory --libretranslate /path/to/venv/bin/libretranslate --rounds 2
     python -m bench.service_memory --texts data/en-de/test.en --texts data/en-de/test.general.en
 
-Real sentences are longer and more varied than the runs of words, so they make larger batches
-and touch more of the reranking language model: the peaks they give are the higher ones.
+The test splits' sentences, most of them short interface strings, are answered faster than the
+runs of words, so the service runs larger batches, and they touch more of the reranking
+language model: for us they give the higher peaks.
 """
 
 from __future__ import annotations
