@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench.common import read_pairs
 from model.corpus.ding import DING_FILE
 
 # (article, adjective ending) -> the genders (m, f, n) or plural (pl) of the nouns it may precede
@@ -146,11 +147,9 @@ def main(argv: list[str] | None = None) -> None:
                          "trans-de-en under its --cache (docs/corpus.md), or: apt-get download "
                          "trans-de-en && dpkg -x trans-de-en_*.deb DIR, then --ding DIR")
     lexicon = noun_genders(ding.read_text(encoding="utf-8").splitlines())
-    sources = args.src.read_text(encoding="utf-8").splitlines()
     ref_path = args.ref or args.src.with_suffix(".de")
-    refs = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.exists() else None
-    if args.limit:
-        sources, refs = sources[: args.limit], refs and refs[: args.limit]
+    sources, refs = read_pairs(args.src, ref_path if ref_path.exists() else None,
+                               args.limit or None)
     translator = Translator.from_dir(args.bundle, intra_threads=args.threads, inter_threads=1)
     options = translator.default_options
     options = dataclasses.replace(options, num_alternatives=options.beam_size - 1,

@@ -43,7 +43,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import process_tree
+from bench.common import process_tree, read_lines
 
 WORDS = ["the", "red", "car", "sees", "a", "dog", "and", "old", "house", "has", "green", "book",
          "while", "we", "open", "file", "save", "new", "window"]
@@ -318,8 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--texts", type=Path, action="append", default=[], metavar="FILE",
                    help="the clients' texts: lines of these files (default: runs of WORDS)")
     args = p.parse_args(argv)
-    texts = [line for path in args.texts
-             for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts = [line for path in args.texts for line in read_lines(path)]
     if args.texts and not texts:
         raise SystemExit("--texts: the files hold no text")
     ours = ours_server(args.port, args.bundle)

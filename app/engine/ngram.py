@@ -41,15 +41,20 @@ MAGIC = b"NMTNGRAM"
 ALIGN = 64
 
 
+def _aligned(size: int) -> int:
+    """size rounded up to a multiple of ALIGN."""
+    return -(-size // ALIGN) * ALIGN
+
+
 def write_ngram_file(path: str | Path, header: dict[str, Any],
                      arrays: dict[str, np.ndarray]) -> None:
     """The file of the module docstring: header (all but "arrays") and the named arrays."""
     places, offset = {}, 0
     for name, a in arrays.items():
         places[name] = {"dtype": a.dtype.str, "length": len(a), "offset": offset}
-        offset += -(-a.nbytes // ALIGN) * ALIGN
+        offset += _aligned(a.nbytes)
     text = json.dumps({**header, "arrays": places}).encode()
-    start = -(-(len(MAGIC) + 8 + len(text)) // ALIGN) * ALIGN
+    start = _aligned(len(MAGIC) + 8 + len(text))
     with open(path, "wb") as f:
         f.write(MAGIC + struct.pack("<Q", len(text)) + text)
         for name, a in arrays.items():
@@ -79,7 +84,7 @@ class NgramModel:
             self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         (length,) = struct.unpack_from("<Q", self.map, len(MAGIC))
         header = json.loads(self.map[len(MAGIC) + 8 : len(MAGIC) + 8 + length])
-        start = -(-(len(MAGIC) + 8 + length) // ALIGN) * ALIGN
+        start = _aligned(len(MAGIC) + 8 + length)
         arrays = {name: np.frombuffer(self.map, np.dtype(p["dtype"]), p["length"],
                                       start + p["offset"])
                   for name, p in header["arrays"].items()}
