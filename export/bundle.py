@@ -456,7 +456,8 @@ def _rerank_rows(rerank: dict[str, Any] | None) -> list[str]:
     lines = ["", f"Reranking: the {rerank['candidates']} best hypotheses of the beam are ranked "
              f"again by their score plus {rerank['weight']} x the log-probability per token of a "
              f"language model of the target language (`{rerank['language_model']['file']}`, "
-             f"{what}; a decoding named \"+lm\" below)."
+             f"{what}; a decoding named \"+lm\" below). A hypothesis that lost a name or "
+             f"number the best one copied from the source ranks after those that kept them."
              + ("" if rerank["weight"] else " Its weight is 0: the engine does not rerank.")]
     tuning = rerank.get("tuning")
     if tuning:

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from app.engine.bundle import file_entry, read_manifest
 from app.engine.ngram import MAGIC as NGRAM_MAGIC
 from app.engine.ngram import NgramModel
-from app.engine.rerank import Reranker, lm_rows
+from app.engine.rerank import Reranker, keeps, lm_rows
 from export.bundle import save_manifest
 from export.graphs import POSITIONS, _Builder, _self_attention
 from export.variants import quantize_int8
@@ -140,7 +140,9 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
              for pair in read_corpus(prefix, translator.source_lang, translator.target_lang)]
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     started = time.monotonic()
-    lists = []  # per sentence: its hypotheses' texts, scores and language model scores
+    # per sentence: its hypotheses' texts, scores, language model scores and whether each
+    # keeps the names the best one copied (the engine ranks those first: rerank.keeps)
+    lists = []
     for i in tqdm(range(0, len(sources), 32), desc="tuning", unit="batch"):
         chunk = sources[i : i + 32]
         written = [t for t in chunk if t.strip()]  # a blank line translates to nothing
@@ -149,15 +151,17 @@ def tune(bundle: Path, dev: list[str], candidates: int) -> dict:
         for text in chunk:
             hyps = found.get(text)
             if not hyps:
-                lists.append(([""], np.zeros(1), np.zeros(1)))
+                lists.append(([""], np.zeros(1), np.zeros(1), np.ones(1, dtype=bool)))
                 continue
             source = translator.source(text)
+            tokens = [h.tokens for h in hyps]
             lists.append(([translator.result([h], one, source).text for h in hyps],
                           np.array([h.normalized for h in hyps]),
-                          reranker.per_token([h.tokens for h in hyps])))
+                          reranker.per_token(tokens), keeps(tokens, source.names)))
     bleu = {}
     for weight in WEIGHTS:
-        picked = [texts[int(np.argmax(scores + weight * lm))] for texts, scores, lm in lists]
+        picked = [texts[int(np.argmax(np.where(kept, scores + weight * lm, -np.inf)))]
+                  for texts, scores, lm, kept in lists]
         bleu[weight] = round(sacrebleu.corpus_bleu(picked, [refs]).score, 2)
     best = max(WEIGHTS, key=lambda w: (bleu[w], -w))
     chosen = best if bleu[best] >= bleu[0.0] + MIN_GAIN else 0.0

@@ -8,7 +8,13 @@ of the `candidates` best hypotheses: they are ranked again by
 
     score + weight * (language model log-probability per token, EOS included)
 
-with the weight chosen on dev sets at export (export.lm). The language model is one of two
+with the weight chosen on dev sets at export (export.lm), among the hypotheses that keep every
+name and number the search's best copied from the source (`keeps`). The language model judges
+how German a hypothesis reads, not what it says: it would trade a name it has never seen for
+common words ("Casa Grande" -> "Katastrophe", "Fort McMurray" -> "Festungsmurray"). A
+hypothesis that lost such a piece is ranked after those that kept them all.
+
+The language model is one of two
 kinds: a count-based n-gram model (`lm.ngram.bin`, app/engine/ngram.py: a few table look-ups per
 piece), or a neural one (`lm.int8.onnx`, model/lm.py: one ONNX Runtime call per sentence, its
 hypotheses as one batch, on the CPU whatever the translation graphs' provider).
@@ -35,6 +41,27 @@ def lm_rows(token_lists: list[list[int]], bos: int, eos: int, pad: int) -> np.nd
     for r, tokens in enumerate(token_lists):
         out[r, : len(tokens) + 2] = [bos, *tokens, eos]
     return out
+
+
+def name_pieces(ids: tuple[int, ...], marked: frozenset[int], starts: frozenset[int]
+                ) -> frozenset[int]:
+    """Every piece of the words of ids (a source) that have a piece in `marked` (a capital
+    letter or a digit; JointTokenizer.name_pieces gives both sets, `starts` the pieces that
+    begin a word): the names and numbers, their lower-case pieces too ("Daryn" is "▁D", "ary",
+    "n", and "Däne" shares only "▁D" and "n" with it)."""
+    words: list[list[int]] = []
+    for i in ids:
+        if i in starts or not words:
+            words.append([])
+        words[-1].append(i)
+    return frozenset(i for word in words if marked.intersection(word) for i in word)
+
+
+def keeps(token_lists: list[list[int]], names: frozenset[int]) -> np.ndarray:
+    """(N,) whether each hypothesis has every piece of `names` (the source's names and
+    numbers: name_pieces) that the first one, the search's best, has."""
+    copied = names.intersection(token_lists[0])
+    return np.array([copied.issubset(tokens) for tokens in token_lists], dtype=bool)
 
 
 class NeuralModel:
@@ -87,11 +114,16 @@ class Reranker:
             return self.model.per_token(token_lists, unjudged=self.unk)
         return self.model.per_token(token_lists)
 
-    def order(self, hyps: list[Hypothesis]) -> list[Hypothesis]:
-        """hyps ranked again, best first (ties keep the search's order). Each keeps its own
+    def order(self, hyps: list[Hypothesis], names: frozenset[int] = frozenset()
+              ) -> list[Hypothesis]:
+        """hyps (the search's best first) ranked again, best first: those that keep the
+        pieces of `names` the first has (`keeps`) before those that do not, each group by
+        score plus weight x language model (ties keep the search's order). Each keeps its own
         score: a result's score and confidence stay the translation model's."""
         if len(hyps) < 2:
             return hyps
-        lm = self.per_token([h.tokens for h in hyps])
+        tokens = [h.tokens for h in hyps]
+        lm, kept = self.per_token(tokens), keeps(tokens, names)
         combined = [h.normalized + self.weight * float(x) for h, x in zip(hyps, lm, strict=True)]
-        return [hyps[i] for i in sorted(range(len(hyps)), key=lambda i: -combined[i])]
+        ranked = sorted(range(len(hyps)), key=lambda i: (not kept[i], -combined[i]))
+        return [hyps[i] for i in ranked]

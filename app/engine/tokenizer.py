@@ -241,6 +241,15 @@ class JointTokenizer:
         # for each call, which costs far more than encoding a short text
         return [self.sp.encode(text) for text in texts]
 
+    def name_pieces(self) -> tuple[frozenset[int], frozenset[int]]:
+        """(the ids of the pieces with a capital letter or a digit, those of the pieces that
+        begin a word): what app.engine.rerank.name_pieces needs to find a source's names and
+        numbers."""
+        pieces = [(i, self.sp.id_to_piece(i)) for i in range(self.sp.get_piece_size())
+                  if not (self.sp.is_control(i) or self.sp.is_unknown(i))]
+        return (frozenset(i for i, p in pieces if any(c.isupper() or c.isdigit() for c in p)),
+                frozenset(i for i, p in pieces if p.startswith(SPACE)))
+
     def unknown_pieces(self, text: str) -> list[str]:
         """The text of each of text's pieces that the vocabulary lacks, in order."""
         unk = self.sp.unk_id()

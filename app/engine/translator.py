@@ -20,7 +20,7 @@ import numpy as np
 
 from app.engine.bundle import Bundle, BundleError, load_bundle
 from app.engine.fused import FusedDecoder
-from app.engine.rerank import Reranker
+from app.engine.rerank import Reranker, name_pieces
 from app.engine.search import Hypothesis, Search, output_limit
 from app.engine.sessions import Seq2SeqSessions, SessionConfig, decode_workers
 from app.engine.step import DecodeState, cache_head_dim
@@ -183,12 +183,14 @@ class Source(NamedTuple):
     """What a sentence's translation needs of its source: the text of its unknown pieces
     (decode writes them), its words the vocabulary reads otherwise (written back as the source
     wrote them: tokenizer.written_forms), whether the translation is given back in capitals
-    (in_capitals), and its symbols the model does not read, masked (Translator.read)."""
+    (in_capitals), its symbols the model does not read, masked (Translator.read), and where
+    the bundle reranks, its pieces of names and numbers (app.engine.rerank.keeps)."""
 
     unknown: tuple[str, ...] = ()
     forms: tuple[Form, ...] = ()
     capitals: bool = False
     symbols: Symbols | None = None
+    names: frozenset[int] = frozenset()
 
 
 class _Queue:
@@ -293,6 +295,9 @@ class Translator:
                                    self.start_id, self.eos_id, int(a["vocab_size"]))
                       if self.sessions.fused else None)
         self.reranker = Reranker.of(bundle)
+        # (a bundle with a language model has a joint vocabulary: export.lm)
+        self._name_pieces = (self.tokenizer.name_pieces() if bundle.language_model_path
+                             else None)
         d = bundle.decoding
         self.default_options = TranslationOptions(
             beam_size=int(d["beam_size"]),
@@ -436,7 +441,9 @@ class Translator:
         """What text's translation needs of it (Source)."""
         encoded, symbols = self.read(text)
         return Source(self.unknowns(text), written_forms(encoded, self.tokenizer.plain),
-                      self.in_capitals(text), symbols)
+                      self.in_capitals(text), symbols,
+                      name_pieces(self._ids(text), *self._name_pieces)
+                      if self._name_pieces else frozenset())
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
@@ -577,7 +584,7 @@ class Translator:
         language model reranks), each text as `source` (what Translator.source found in the
         sentence) asks."""
         if self.reranks(options):
-            hyps = self.reranker.order(hyps)
+            hyps = self.reranker.order(hyps, source.names)
         best, others = hyps[0], hyps[1 : 1 + options.num_alternatives]
 
         def text(tokens: list[int]) -> str:

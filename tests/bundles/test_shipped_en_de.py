@@ -171,3 +171,14 @@ def test_symbols_the_model_does_not_copy_come_back(translator):
     results = translator.translate_batch(list(texts), TranslationOptions(beam_size=4))
     for (text, symbol), result in zip(texts.items(), results, strict=True):
         assert result.text.count(symbol) == 1 and "SCHÄTZER" not in result.text, (text, result)
+
+
+def test_reranking_keeps_the_names_the_search_copied(translator):
+    # place names and a person's: the search copies each, and among its hypotheses are
+    # German-looking words the language model prefers ("Katastrophe", "Festungsmurray",
+    # "Sir Däne"); a reranked choice must keep them (app.engine.rerank.keeps)
+    names = ["Casa Grande", "Fort McMurray", "Port Allen", "Sir Daryn"]
+    searched = translator.translate_batch(names, TranslationOptions(beam_size=4, rerank=False))
+    assert [r.text for r in searched] == names  # what the search alone gives
+    reranked = translator.translate_batch(names, TranslationOptions(beam_size=4))
+    assert [r.text for r in reranked] == names

@@ -15,7 +15,8 @@ import torch
 from app.engine import Translator
 from app.engine.bundle import BundleError, load_bundle
 from app.engine.ngram import NgramModel
-from app.engine.rerank import lm_rows
+from app.engine.rerank import Reranker, keeps, lm_rows, name_pieces
+from app.engine.search import Hypothesis
 from app.engine.types import TranslationOptions
 from export.lm import WEIGHTS, build_lm_graph, export_lm
 from model.lm import LanguageModel, LMShape, LMTrainer, load_lm_config
@@ -149,6 +150,30 @@ def test_the_engine_ranks_by_score_plus_weighted_language_model(reranking_bundle
     base = translator.translate_batch(tiny_sentences, plain)
     for hyps, result in zip(_hypotheses(translator, tiny_sentences, plain), base, strict=True):
         assert result.score == pytest.approx(hyps[0].normalized, abs=1e-6)
+
+
+def test_a_source_s_names_are_every_piece_of_its_words_with_a_capital_or_a_digit():
+    # pieces 10-19 begin a word; 10, 11 and 20 have a capital letter or a digit
+    marked, starts = frozenset({10, 11, 20}), frozenset(range(10, 20))
+    assert name_pieces((12, 30, 10, 31, 32, 13, 20, 33), marked, starts) == {10, 31, 32, 13, 20, 33}
+    assert name_pieces((30, 11), marked, starts) == {11}  # a text may begin inside a word
+    assert name_pieces((12, 13, 30), marked, starts) == frozenset()
+
+
+def test_a_hypothesis_that_drops_a_copied_name_ranks_after_those_that_keep_it(toy_ngram):
+    reranker = Reranker(toy_ngram, weight=1.0, candidates=4)
+    hyps = [Hypothesis([5, 7, 8], -1.0, -0.2),  # the search's best: it copied 7 and 8
+            Hypothesis([5, 9], -1.2, -0.3),      # dropped them: the language model's favourite
+            Hypothesis([6, 7, 8], -1.5, -0.4),   # kept them, and reads better than the best
+            Hypothesis([6, 8], -1.6, -0.5)]      # dropped 7
+    lm = {(5, 7, 8): -3.0, (5, 9): -0.5, (6, 7, 8): -2.0, (6, 8): -1.0}
+    reranker.per_token = lambda token_lists: np.array([lm[tuple(t)] for t in token_lists])
+    names = frozenset({7, 8, 40})  # 40: a name of the source the search did not copy
+    assert keeps([h.tokens for h in hyps], names).tolist() == [True, False, True, False]
+    order = reranker.order(hyps, names)
+    assert [h.tokens for h in order] == [[6, 7, 8], [5, 7, 8], [5, 9], [6, 8]]
+    # without names to keep, score plus weight x language model alone
+    assert [h.tokens for h in reranker.order(hyps)] == [[5, 9], [6, 8], [6, 7, 8], [5, 7, 8]]
 
 
 def test_a_running_batch_reranks_as_a_call_does(reranking_bundle, tiny_sentences):
