@@ -10,14 +10,14 @@ of the `candidates` best hypotheses: they are ranked again by
 
 with the weight chosen on dev sets at export (export.lm), among the hypotheses that keep every
 name and number the search's best copied from the source (`keeps`). The language model judges
-how German a hypothesis reads, not what it says: it would trade a name it has never seen for
-common words ("Casa Grande" -> "Katastrophe", "Fort McMurray" -> "Festungsmurray"). A
-hypothesis that lost such a piece is ranked after those that kept them all.
+how well a hypothesis reads in the target language, not what it says: it would trade a name it
+has never seen for common words ("Casa Grande" -> "Katastrophe", "Fort McMurray" ->
+"Festungsmurray"). A hypothesis that lost such a piece is ranked after those that kept them all.
 
-The language model is one of two
-kinds: a count-based n-gram model (`lm.ngram.bin`, app/engine/ngram.py: a few table look-ups per
-piece), or a neural one (`lm.int8.onnx`, model/lm.py: one ONNX Runtime call per sentence, its
-hypotheses as one batch, on the CPU whatever the translation graphs' provider).
+The language model is one of two kinds: a count-based n-gram model (`lm.ngram.bin`,
+app/engine/ngram.py: a few table look-ups per piece), or a neural one (`lm.int8.onnx`,
+model/lm.py: one ONNX Runtime call per sentence, its hypotheses as one batch, on the CPU
+whatever the translation graphs' provider).
 """
 
 from __future__ import annotations
