@@ -17,6 +17,15 @@ test set. The engine translates each set as the service does (the bundle's decod
 search) with reranking off and on; it prints BLEU / chrF per package and over all of them, and
 a paired bootstrap of the difference over all (95 % interval). A package that the corpus
 already reads is refused: its text would not be from outside.
+
+`--write DIR` writes the test sets instead, as `export.evaluate` reads them (DIR/<package>.en
+and .de, and DIR/all.en and .de, every package's in turn), and translates nothing: the shipped
+model card's rows "outside the corpus" are
+
+    python -m bench.outside --write data/outside
+    python -m export.evaluate bundles/en-de --data data/outside/all --variants int8 --record \
+        --domain "outside the corpus: catalogs of other packages (bench.outside)" \
+        [--no-rerank]
 """
 
 from __future__ import annotations
@@ -61,7 +70,8 @@ def held_out_pairs(catalogs: list[Path], per_source: int) -> list[tuple[str, str
     for path in catalogs:
         for en, de in message_pairs(read_mo(path)):
             en, de = en.replace("&", "").strip(), de.replace("&", "").strip()
-            if (not en or not de or "\n" in en + de or UNWANTED.search(en + de)
+            if (not en or not de or f"{en}\n{de}".splitlines() != [en, de]  # one line each
+                    or UNWANTED.search(en + de)
                     or not MIN_WORDS <= len(en.split()) <= MAX_WORDS
                     or en in seen_en or de in seen_de):
                 continue
@@ -92,6 +102,17 @@ def fetch(packages: list[str], cache: Path) -> dict[str, list[Path]]:
     return found
 
 
+def write_sets(sets: dict[str, list[tuple[str, str]]], out: Path) -> None:
+    """Each package's pairs as out/<package>.en and .de, and all of them as out/all.*."""
+    out.mkdir(parents=True, exist_ok=True)
+    every = [pair for pairs in sets.values() for pair in pairs]
+    for name, pairs in (*sets.items(), ("all", every)):
+        for side, lang in enumerate(("en", "de")):
+            (out / f"{name}.{lang}").write_text("".join(p[side] + "\n" for p in pairs),
+                                                encoding="utf-8")
+    print(f"{len(every)} pairs of {len(sets)} packages written to {out}/")
+
+
 def bootstrap(a: list[str], b: list[str], refs: list[str], metric, seed: int = 1
               ) -> tuple[float, float, float]:
     """(b's score - a's, and the 95 % interval of that difference over RESAMPLES paired
@@ -117,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="download/unpack cache, shared with the corpus builder")
     ap.add_argument("--threads", type=int, default=0, help="the engine's threads (0: all)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--write", type=Path, metavar="DIR",
+                    help="write the test sets into DIR and translate nothing")
     args = ap.parse_args(argv)
     packages = args.package or list(PACKAGES)
     inside = sorted(set(packages) & corpus_packages())
@@ -130,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     from app.engine.types import TranslationOptions
 
     sets = {p: held_out_pairs(c, args.per_source) for p, c in fetch(packages, args.cache).items()}
+    if args.write:
+        write_sets(sets, args.write)
+        return 0
     translator = Translator.from_dir(args.bundle, intra_threads=args.threads)
     if translator.reranker is None:
         raise SystemExit(f"{args.bundle} does not rerank: nothing to compare")

@@ -9,7 +9,7 @@ import hashlib
 import pytest
 from sacrebleu.metrics import BLEU
 
-from bench.outside import bootstrap, held_out_pairs, main
+from bench.outside import bootstrap, held_out_pairs, main, write_sets
 from model.corpus.gettext import Message, write_mo
 
 
@@ -27,7 +27,7 @@ def test_only_plain_one_line_messages_of_two_to_forty_words_are_kept(tmp_path):
     plain = [f"Open the file number {word} now" for word in
              ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")]
     rejected = ["Save %s now", "Press %1 to go on", "Click <b>here</b> please", "Use {name} here",
-                "Two\nlines here", "Quit", " ".join(["word"] * 41)]
+                "Two\nlines here", "Two\rlines here", "Quit", " ".join(["word"] * 41)]
     messages = [Message(en, (f"Übersetzung {i}",)) for i, en in enumerate(plain + rejected)]
     messages += [Message("Open the file number one now", ("Eine andere Übersetzung",)),  # again
                  Message("An untranslated message here", ("",)),
@@ -59,3 +59,14 @@ def test_the_bootstrap_brackets_a_real_difference_and_not_a_null_one():
     delta, low, high = bootstrap(worse, refs, refs, BLEU())
     assert delta > 0 and 0 < low <= delta <= high
     assert bootstrap(worse, worse, refs, BLEU()) == (0.0, 0.0, 0.0)
+
+
+def test_the_written_sets_are_one_pair_per_line_and_all_of_them_in_turn(tmp_path):
+    sets = {"a-data": [("One two", "Eins zwei"), ("Three four", "Drei vier")],
+            "b-data": [("Five six", "Fünf sechs")]}
+    write_sets(sets, tmp_path / "out")
+    read = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "out").iterdir()}
+    assert read == {"a-data.en": "One two\nThree four\n", "a-data.de": "Eins zwei\nDrei vier\n",
+                    "b-data.en": "Five six\n", "b-data.de": "Fünf sechs\n",
+                    "all.en": "One two\nThree four\nFive six\n",
+                    "all.de": "Eins zwei\nDrei vier\nFünf sechs\n"}
