@@ -31,6 +31,7 @@ model card's rows "outside the corpus" are
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
@@ -150,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     import sacrebleu
 
     from app.engine import Translator
-    from app.engine.types import TranslationOptions
 
     sets = {p: held_out_pairs(c, args.per_source) for p, c in fetch(packages, args.cache).items()}
     if args.write:
@@ -159,15 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     translator = Translator.from_dir(args.bundle, intra_threads=args.threads)
     if translator.reranker is None:
         raise SystemExit(f"{args.bundle} does not rerank: nothing to compare")
-    d = translator.default_options
     report, every = {"bundle": str(args.bundle), "packages": {}}, {"ref": []}
     print(f"{'package':20s} {'pairs':>5s}  {'no reranking':>13s}  {'reranked':>13s}  (BLEU / chrF)")
     for package, pairs in sets.items():
         sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
         row = {"pairs": len(pairs), "what": PACKAGES.get(package, "")}
         for name, rerank in (("plain", False), ("reranked", True)):
-            options = TranslationOptions(beam_size=d.beam_size, length_penalty=d.length_penalty,
-                                         rerank=rerank)
+            options = dataclasses.replace(translator.default_options, rerank=rerank)
             out = [r.text for r in translator.translate_batch(sources, options)]
             every.setdefault(name, []).extend(out)
             row[name] = {"bleu": round(sacrebleu.corpus_bleu(out, [refs]).score, 2),
