@@ -10,7 +10,15 @@ mean time per segment. The dev sets hold few short segments (none on the English
 corpus builder keeps dev pairs of 4+ source words), so a second set, "short", takes the first
 --short-limit lines of at most --short-words words from train.<lang> (the identifier never saw
 our corpus, so training lines are fair test data for it). With lingua-language-detector
-installed, the same for it (the candidate it was compared with)."""
+installed, the same for it (the candidate it was compared with).
+
+"Lists" measures the rule for a short text in a list with `source: "auto"`
+(app.translation.service: shorter than OWN_DETECTION_CHARS, it keeps its own language only
+from SHORT_OWN_CONFIDENCE up): the first --list-limit training lines of each language that
+short whose aligned line in the other language differs (lower-cased; "Status" is both), and of
+them the share the rule gives their own language ("kept": translated in a list of another
+language, which would otherwise leave them as they are) and the share it gives another
+("misread": wrong even in a list of their own language). Two languages only."""
 
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from app.text.langid import LanguageDetector
+from app.translation.service import OWN_DETECTION_CHARS, SHORT_OWN_CONFIDENCE
 
 
 def score(label: Callable[[str], str | None], rows: list[tuple[str, str]], short: int) -> dict:
@@ -52,12 +61,28 @@ def lingua_labeller(langs: list[str]) -> Callable[[str], str | None] | None:
     return label
 
 
+def lists(detector: LanguageDetector, data: Path, langs: list[str], limit: int) -> dict:
+    """The short-text rule of a list (module docstring, "Lists"), per language."""
+    first, second = ((data / f"train.{lang}").read_text().splitlines() for lang in langs)
+    report = {}
+    for lang, mine, other in ((langs[0], first, second), (langs[1], second, first)):
+        texts = [t for t, o in zip(mine, other, strict=True)
+                 if 0 < len(t) < OWN_DETECTION_CHARS and t.lower() != o.lower()][:limit]
+        sure = [d[0] for d in map(detector.detect, texts)
+                if d[0].confidence >= SHORT_OWN_CONFIDENCE]
+        report[lang] = {"texts": len(texts),
+                        "kept": round(sum(d.language == lang for d in sure) / len(texts), 4),
+                        "misread": round(sum(d.language != lang for d in sure) / len(texts), 4)}
+    return report
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path("data/en-de-v2"))
     ap.add_argument("--langs", nargs="+", default=["en", "de"])
     ap.add_argument("--short-words", type=int, default=3)
     ap.add_argument("--short-limit", type=int, default=2000)
+    ap.add_argument("--list-limit", type=int, default=20000)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     sets = {
@@ -77,6 +102,11 @@ def main(argv: list[str] | None = None) -> None:
         for lang, rows in [*sets.items(), ("all dev", dev)]:
             report[f"{name} / {lang}"] = row = score(label, rows, args.short_words)
             print(f"{name:24} {lang:18} {json.dumps(row)}", flush=True)
+    if len(args.langs) == 2:
+        report["lists"] = lists(LanguageDetector(args.langs), args.data, args.langs,
+                                args.list_limit)
+        print(f"short texts in lists (under {OWN_DETECTION_CHARS} characters, own language from "
+              f"{SHORT_OWN_CONFIDENCE}): {json.dumps(report['lists'])}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 

@@ -53,8 +53,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 AUTO_UNREAD_CONFIDENCE = 90.0
 # source "auto" with several texts: each text of at least this many characters is detected on
 # its own, a shorter one takes the language of all texts together (a few words say too little;
-# LibreTranslate draws the line at the same length)
+# LibreTranslate draws the line at the same length), unless the detector is this sure of the
+# text's own: then a short text in a list of another language is not left untranslated, and
+# short texts in a list of their own language are not misread (docs/glossaries.md)
 OWN_DETECTION_CHARS = 40
+SHORT_OWN_CONFIDENCE = 99.0
 # a request's texts longer than this in all are read (masks, sentences, tags) and written back
 # in a thread, not on the event loop (TranslationService._run); shorter ones are not worth
 # the hop
@@ -191,7 +194,9 @@ class TranslationService:
         (AUTO_UNREAD_CONFIDENCE; the text then stays as it is if that is the target, as
         LibreTranslate does, and is refused otherwise); else the most likely source language.
         Raises UnsupportedLanguage for the refused case."""
-        ranked = self.detector.detect(text)
+        return self._source_from(self.detector.detect(text), target, field)
+
+    def _source_from(self, ranked: list[Detection], target: str, field: str) -> Detection:
         sources = self.registry.sources
         best = ranked[0]
         if best.language in sources:
@@ -252,8 +257,8 @@ class TranslationService:
     def _detections(self, request: TranslationRequest
                     ) -> tuple[Detection | None, list[Detection] | None]:
         """For source "auto", the language of all texts together and each text's own
-        (OWN_DETECTION_CHARS); None when the source is named, or no detector is needed (one
-        source language)."""
+        (OWN_DETECTION_CHARS, SHORT_OWN_CONFIDENCE); None when the source is named, or no
+        detector is needed (one source language)."""
         if request.source != "auto" or self.detector is None:
             return None, None
         texts = request.texts
@@ -261,9 +266,14 @@ class TranslationService:
         together = self.detect_source("\n".join(texts), request.target, "source")
         if len(texts) == 1:
             return together, [together]
-        return together, [self.detect_source(text, request.target, f"{field}[{i}]")
-                          if len(text) >= OWN_DETECTION_CHARS else together
-                          for i, text in enumerate(texts)]
+        detections = []
+        for i, text in enumerate(texts):
+            ranked = self.detector.detect(text)
+            own = (len(text) >= OWN_DETECTION_CHARS
+                   or ranked[0].confidence >= SHORT_OWN_CONFIDENCE)
+            detections.append(self._source_from(ranked, request.target, f"{field}[{i}]")
+                              if own else together)
+        return together, detections
 
     def _plan(self, request: TranslationRequest, source: str, requested: Glossary
               ) -> tuple[list[LoadedModel], list[tuple[LoadedModel, TranslationOptions]],

@@ -350,6 +350,26 @@ def test_each_text_of_a_list_is_detected_and_routed_on_its_own(multi):
     assert set(lt["detectedLanguage"][0]) == {"language", "confidence"}
 
 
+def test_a_short_text_takes_its_own_language_where_the_detector_is_sure_of_it(multi):
+    short = {"en": "This is an English sentence.", "de": "Das ist ein deutscher Satz.",
+             "de?": "Vielen Dank!"}  # 28, 27 and 12 characters
+    ranked = {key: multi.post("/detect", json={"q": text}).json()[0]
+              for key, text in short.items()}
+    assert [ranked[key]["language"] for key in short] == ["en", "de", "de"]
+    assert ranked["en"]["confidence"] >= 99 and ranked["de"]["confidence"] >= 99
+    assert ranked["de?"]["confidence"] < 99  # not sure enough: the list's language
+    r = multi.post("/v1/translate", json={"text": [GERMAN, short["en"], short["de?"]],
+                                          "source": "auto", "target": "de"})
+    got = [(t["detected"]["language"], t["model"], t["text"]) for t in r.json()["translations"]]
+    assert got == [("de", "identity", GERMAN), ("en", "en-de", reverse(short["en"])),
+                   ("de", "identity", short["de?"])]
+    lt = multi.post("/translate", json={"q": [ENGLISH, ENGLISH, short["de"], short["de?"]],
+                                        "source": "auto", "target": "de"}).json()
+    assert lt["translatedText"] == [reverse(ENGLISH), reverse(ENGLISH), short["de"],
+                                    reverse(short["de?"])]
+    assert [d["language"] for d in lt["detectedLanguage"]] == ["en", "en", "de", "en"]
+
+
 def test_one_language_for_every_text_keeps_the_answer_as_before(multi):
     body = multi.post("/v1/translate", json={"text": [FRENCH, FRENCH], "source": "auto",
                                              "target": "de"}).json()
