@@ -3,10 +3,14 @@ masks.
 
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
+        [--words recipes/software-words-en.txt]
 
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
+Two more sets for the words of software (paths, file names, identifiers, @mentions:
+app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of --words (a
+fixed list of such sentences written for this project, without references).
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
@@ -35,6 +39,7 @@ from app.text.protect import (
     KEEP_STYLE,
     QT_STYLE,
     SPAN_RE,
+    WORD_KINDS,
     MaskStyle,
     find_spans,
     mask,
@@ -58,7 +63,8 @@ def spans_of(text: str) -> Counter:
     return Counter(text[s.start : s.end] for s in find_spans(text))
 
 
-def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int) -> dict[str, tuple]:
+def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int,
+              words: Path | None = None) -> dict[str, tuple]:
     sources = src.read_text(encoding="utf-8").splitlines()
     refs = ref.read_text(encoding="utf-8").splitlines() if ref else [None] * len(sources)
     with_spans = [(s, r) for s, r in zip(sources, refs, strict=True) if find_spans(s)]
@@ -66,10 +72,17 @@ def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int) -> dict[s
     made = [_ADDITIONS[i % len(_ADDITIONS)](s) for i, s in enumerate(plain[:synthetic])]
     if limit:
         with_spans = with_spans[:limit]
-    return {
+    with_words = [(s, r) for s, r in with_spans
+                  if any(span.kind in WORD_KINDS for span in find_spans(s))]
+    sets = {
         "test split": ([s for s, _ in with_spans], [r for _, r in with_spans]),
         "synthetic markup/URL/e-mail": (made, [None] * len(made)),
+        "test split, words": ([s for s, _ in with_words], [r for _, r in with_words]),
     }
+    if words:
+        lines = [line for line in words.read_text(encoding="utf-8").splitlines() if line.strip()]
+        sets[f"{words.name}"] = (lines, [None] * len(lines))
+    return sets
 
 
 def chrf(hyps: list[str], refs: list[str | None]) -> float | None:
@@ -112,13 +125,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, default=0, help="test-split segments (0: all)")
     ap.add_argument("--synthetic", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--words", type=Path, help="sentences with words of software, one a line")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--examples", type=int, default=0, help="print this many failures per way")
     args = ap.parse_args(argv)
     ref = args.ref or (args.src.with_suffix(".de") if args.src.suffix == ".en" else None)
     translator = Translator.from_dir(args.bundle, intra_threads=args.threads, inter_threads=1)
     report = {}
-    for name, (sources, refs) in test_sets(args.src, ref, args.limit, args.synthetic).items():
+    sets = test_sets(args.src, ref, args.limit, args.synthetic, args.words)
+    for name, (sources, refs) in sets.items():
+        if not sources:
+            continue  # (no test sentence with a word of software within --limit)
         for way, style in [("raw", None), *STYLES.items()]:
             row, outputs = measure(translator, sources, refs, style)
             report[f"{name} / {way}"] = row

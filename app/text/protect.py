@@ -4,7 +4,8 @@ Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
 and an inline element marked translate="no" or notranslate) and Markdown link targets are found
-by SPAN_RE and each given a mask before the model; `unmask` puts the originals back after.
+by SPAN_RE, and the words of software (paths, file names, identifiers, @mentions: WORD_KINDS)
+beside them; each is given a mask before the model, and `unmask` puts the originals back after.
 Emoji are spans too, with no mask: the model sees the sentence without them (an unknown piece to
 it, an emoji changed the words around it and came back about half the time), and `unmask` puts
 them back as it does a mask the model dropped.
@@ -42,6 +43,7 @@ bench/placeholders.py check it).
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import html
 import re
@@ -166,6 +168,40 @@ SPAN_RE = re.compile(
 # without any has none; SPAN_RE tries each of its alternatives at every position, this one scan is
 # far quicker (`_spans`)
 _SPAN_HINT = re.compile(rf"[@<`%${{{_PICTOGRAPHS}\uFE0F]|://|www\.|\]\(|\]\[")
+
+# Words of software that must come back as they are, where the model read them as words and
+# changed them ("config.yaml" -> "Konfiguration.yaml", "~/Pictures/Holiday" -> "~/Pikturen/Holitag",
+# "@maria" -> "@ria", "node_modules" -> "Knoten-Module"): file paths of two parts or more (a
+# single "/word" is as often a command or an abbreviation), Windows paths, file names with a
+# known extension (not "e.g." or "etc."), identifiers written in snake_case or camelCase (two
+# lower-case letters first: "iPhone" and "dB" are left to the model) and @mentions of three
+# characters or more (e2fsprogs' "@i", "@bs" are codes its translators write out). They get
+# numbered masks like URLs, but unlike SPAN_RE's kinds one the model writes on its own is no
+# stray span: `unmask` leaves it (WORD_KINDS). Measured by bench/placeholders.py --words.
+_PATH_PART = r"(?:[\w+-]|\.(?=[\w+-]))"
+_PATH = (rf"(?<![\w/.~<;\\\[])(?:(?:~|\.{{1,2}})/{_PATH_PART}+|/{_PATH_PART}+/{_PATH_PART}+)"
+         rf"(?:/{_PATH_PART}*)*"
+         r"|(?<!\w)[A-Za-z]:\\(?:[\w+-]|[.\\](?=[\w+-]))*")
+_EXTENSIONS = (
+    "7z|apk|bak|bat|bin|bmp|bz2|cc|cfg|conf|cpp|crt|css|csv|dat|db|deb|desktop|dll|dmg|docx?|dtd|"
+    "exe|flac|gif|go|gz|hpp|html?|ico|img|ini|iso|jar|java|jpe?g|js|json|log|lock|md|mkv|mov|mp3|"
+    "mp4|msi|odp|ods|odt|ogg|oxt|pdf|pem|php|png|po|pot|pptx?|ps1|py|rb|rpm|rs|rst|service|sh|so|"
+    "sql|sqlite|svg|tar|tgz|tmp|toml|ts|tsv|txt|wav|webp|xcs|xcu|xlsx?|xml|xsl|xz|ya?ml|zip")
+_FILE = (rf"(?<![\w./\\-])(?:[\w-]+(?:\.[\w-]+)*\.(?i:{_EXTENSIONS})"
+         r"|\.(?:bashrc|zshrc|profile|gitignore|env))(?!\w)")  # "config.yaml-Datei" too
+# a whole word, read once (possessive): not a capitalised word with one "_" in it (GTK's
+# mnemonic, "S_ave", "Pre_fix"); snake_case, a letter first, an "_" after it and a letter or
+# digit last (backtracking over the word's "_" for that last character cost the square of a
+# word of many); camelCase
+_IDENTIFIER = (r"(?<![\w%$\\])(?![A-Z][a-z]*+_[a-z]++(?!\w))"
+               r"(?:[A-Za-z](?=\w*?_)\w*+(?<=[A-Za-z0-9])|[a-z]{2,}+[A-Z]\w*+)")
+_MENTION = r"(?<![\w@.])@[A-Za-z0-9_][\w-]{2,}"
+WORD_KINDS = frozenset({"path", "file", "identifier", "mention"})
+WORD_RE = re.compile(rf"(?P<path>{_PATH})|(?P<file>{_FILE})|(?P<identifier>{_IDENTIFIER})"
+                     rf"|(?P<mention>{_MENTION})")
+# each word span holds one of these (as _SPAN_HINT for SPAN_RE)
+_WORD_HINT = re.compile(
+    rf"[/\\_@]|[a-z][A-Z]|\.(?i:{_EXTENSIONS}|bashrc|zshrc|profile|gitignore|env)(?!\w)")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -195,7 +231,7 @@ DEFAULT_STYLE = KEEP_BRACE_STYLE
 class Span:
     start: int
     end: int
-    kind: str  # placeholder, tag, url, email, code, emoji
+    kind: str  # placeholder, tag, url, email, code, emoji; path, file, identifier, mention
 
 
 def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
@@ -225,7 +261,20 @@ def has_words(text: str, markup: bool = False) -> bool:
 
 
 def find_spans(text: str) -> list[Span]:
-    return [Span(m.start(), m.end(), m.lastgroup or "") for m in _spans(SPAN_RE, text)]
+    """SPAN_RE's spans, and the words of software (WORD_RE) outside them: a URL, an address
+    or code holds a path or a file name whole. Two scans, each skipped without its hint: one
+    pattern of all the kinds tried each of them at every position of every text."""
+    spans = [Span(m.start(), m.end(), m.lastgroup or "") for m in _spans(SPAN_RE, text)]
+    if not _WORD_HINT.search(text):
+        return spans
+    out, k = [], 0
+    for m in WORD_RE.finditer(text):
+        while k < len(spans) and spans[k].end <= m.start():
+            out.append(spans[k])
+            k += 1
+        if k == len(spans) or m.end() <= spans[k].start:
+            out.append(Span(m.start(), m.end(), m.lastgroup or ""))
+    return out + spans[k:]
 
 
 @dataclass(frozen=True)
@@ -238,7 +287,8 @@ class Masked:
     where[i] is the (start, end) of its mask in `text`;
     pairs are (open, close) indices of matching tags;
     lines[i], for a span taken out (an empty mask): ("start" or "end", k) where it stood at the
-    start or the end of `text`'s k-th line (from 0), else ("", k)."""
+    start or the end of `text`'s k-th line (from 0), else ("", k);
+    kinds[i] is its Span.kind."""
 
     text: str
     originals: tuple[str, ...]
@@ -248,6 +298,7 @@ class Masked:
     where: tuple[tuple[int, int], ...]
     pairs: tuple[tuple[int, int], ...]
     lines: tuple[tuple[str, int], ...]
+    kinds: tuple[str, ...]
 
     @property
     def count(self) -> int:
@@ -303,6 +354,7 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
         where=tuple(where),
         pairs=_tag_pairs(spans, originals),
         lines=tuple(lines),
+        kinds=tuple(span.kind for span in spans),
     )
 
 
@@ -394,7 +446,9 @@ def unmask(masked: Masked, translation: str) -> str:
             placed[a], placed[b] = placed[b], placed[a]
     clean, placed = _tighten_pairs(masked, clean, placed)
     out = _assemble(masked, clean, placed, spacing)
-    if Counter(m.group() for m in _spans(SPAN_RE, out)) != Counter(masked.originals):
+    if Counter(m.group() for m in _spans(SPAN_RE, out)) != Counter(
+            o for o, kind in zip(masked.originals, masked.kinds, strict=True)
+            if kind not in WORD_KINDS):
         # an original joined with a neighbour into another span ("%" + "<b>" reads "%<", "b>"):
         # space every original off
         out = _assemble(masked, clean, placed, dict.fromkeys(placed, (False, False)))
@@ -416,17 +470,23 @@ def _tighten_pairs(
             at += step
         return at
 
+    at = collections.defaultdict(list)  # place -> the spans placed there
+    for i, where in placed.items():
+        at[where].append(i)
     for a, b in masked.pairs:
         start, end = placed[a], placed[b]  # the characters between the pair's masks
         first, last = alive(start, 1), alive(end - 1, -1)
         if first >= end or last < start:
             continue  # none left between them
         # its last character, then its first (where that is another one), each deleted where
-        # it is a space that was a word's character in the source
-        if clean[last] == " " and masked.neighbours[b][0].strip():
+        # it is a space that was a word's character in the source; not where another span
+        # stands between it and the tag ("<b>%s --</b>": the space follows the placeholder)
+        if clean[last] == " " and masked.neighbours[b][0].strip() and not any(
+                i < b for i in at[end] if i != a):
             deleted.add(last)
         if (first != last or last not in deleted) and clean[first] == " " and (
-                masked.neighbours[a][1].strip()):
+                masked.neighbours[a][1].strip()) and not any(i > a for i in at[start]
+                                                             if i != b):
             deleted.add(first)
     if not deleted:
         return clean, placed

@@ -359,3 +359,18 @@ def test_heads_read_whole_to_join_lines_are_bounded(monkeypatch):
     assert sum(read) <= bound + len("<br>".join(lines)), sum(read)
     assert "".join(chunk for chunk, _ in out) == "".join(pieces)
     assert 1 < len(out) < len(parts)  # joined while the bound lasted, then kept apart
+
+
+@pytest.mark.timeout(DEADLINE)
+def test_words_of_software_are_found_in_time_linear_in_a_word():
+    """A word of many "_" (or dots, slashes) is read once: the identifier's pattern went back
+    over every "_" of it for the letter or digit it must end with, the square of its size
+    (400,000 characters: minutes)."""
+    from app.text.protect import find_spans
+
+    n = 200_000
+    whole = ["a_" * n + "b", "/a" * n + "/", "x" + "-." * n + "py"]  # one span each
+    none = ["a_" * n, "a." * n + "x", "A" + "a" * n + "_" + "a" * n, ".json" * n]
+    for text in whole + none:
+        found = [text[s.start : s.end] for s in find_spans(text)]
+        assert found == ([text] if text in whole else [])

@@ -7,11 +7,14 @@ import pytest
 
 from app.text.protect import (
     _SPAN_HINT,
+    _WORD_HINT,
     BRACE_STYLE,
     DEFAULT_STYLE,
     KEEP_STYLE,
     QT_STYLE,
     SPAN_RE,
+    WORD_KINDS,
+    WORD_RE,
     find_spans,
     has_words,
     mask,
@@ -22,6 +25,11 @@ from app.text.protect import (
 
 def spans(text: str) -> list[str]:
     return [text[s.start : s.end] for s in find_spans(text)]
+
+
+def strict_spans(text: str) -> list[str]:
+    """The spans unmask deletes where the model made them up (SPAN_RE's: not WORD_KINDS)."""
+    return [m.group() for m in SPAN_RE.finditer(text)]
 
 
 FIND_SPANS_CASES = [
@@ -80,6 +88,70 @@ FIND_SPANS_CASES = [
          '<b title="translate=no">', "</b>", '<i data-translate="no">', "</i>",
          '<b translate="no">']),
 ]
+
+
+# words of software the model changed ("config.yaml" -> "Konfiguration.yaml") are spans; what
+# only looks like them is not: an abbreviation, "and/or", a date, a unit, a single "/word" (a
+# command, or the dictionary's "/YAA/"), BBCode's "[/b]", "iPhone", e2fsprogs' "@i" codes
+WORD_SPANS_CASES = [
+    ("Edit /etc/nginx/nginx.conf, ~/.config/app and ../setup.sh, not /help or /YAA/",
+     ["/etc/nginx/nginx.conf", "~/.config/app", "../setup.sh"]),
+    (r"Copy C:\Users\Anna\Documents\a.txt to D:\ now", [r"C:\Users\Anna\Documents\a.txt",
+                                                       "D:\\"]),
+    ("Open config.yaml, README.md and archive.tar.gz or your .bashrc, e.g. etc. Fig. 3.5",
+     ["config.yaml", "README.md", "archive.tar.gz", ".bashrc"]),
+    ("Set max_connections, MAX_WORKERS and getUserName, not iPhone, dB, snake_ or _x_",
+     ["max_connections", "MAX_WORKERS", "getUserName"]),
+    ("S_ave anyway, Pre_fix or a_ction_, but Max_Size", ["Max_Size"]),  # GTK's mnemonics
+    ("Thanks @maria and @john_doe; not @i, @bs or anna@example.org",
+     ["@maria", "@john_doe", "anna@example.org"]),
+    ("and/or 12/05/2026 km/h [b]bold[/b] %(month_year)s $HOME_DIR `a_b`",
+     ["%(month_year)s", "$HOME_DIR", "`a_b`"]),
+    ("See https://example.org/a/b_c/file.html", ["https://example.org/a/b_c/file.html"]),
+]
+
+
+@pytest.mark.parametrize("text, expected", WORD_SPANS_CASES)
+def test_words_of_software_are_spans(text, expected):
+    assert spans(text) == expected
+
+
+def test_a_space_after_a_span_inside_a_pair_is_no_space_just_inside_it():
+    # the pair hugs its text, but the space after the placeholder or the URL is the text's own
+    for text in ["Use <b>%s --</b> now", "Use <b>https://example.org --</b> now",
+                 "Use <b>-- config.yaml</b> now", "Use <b>word</b> now"]:
+        m = mask(text)
+        assert unmask(m, m.text) == text
+    m = mask("Use <b>word</b> now")
+    assert unmask(m, "Nutze {1} Wort {2} jetzt") == "Nutze <b>Wort</b> jetzt"
+
+
+def test_a_word_of_software_comes_back_and_one_the_model_wrote_stays():
+    m = mask("Open config.yaml in ~/Pictures/Holiday, @maria.")
+    assert m.text == "Open {1} in {2}, {3}."
+    assert unmask(m, "Öffnen Sie {1} in {2}, {3}.") == (
+        "Öffnen Sie config.yaml in ~/Pictures/Holiday, @maria.")
+    dropped = unmask(m, "Öffnen Sie in, {3}.")
+    assert all(dropped.count(w) == 1 for w in ["config.yaml", "~/Pictures/Holiday", "@maria"])
+    # a word of that shape the model wrote itself is not a stray placeholder: it stays
+    plain = mask("Open the file.")
+    assert unmask(plain, "Öffnen Sie die Datei file_name.txt mit getData.") == (
+        "Öffnen Sie die Datei file_name.txt mit getData.")
+
+
+def test_the_word_hint_is_in_every_word_span():
+    """WORD_RE is skipped over text without _WORD_HINT: every word span must have it."""
+    rng = random.Random(1)
+    pieces = ["/", "\\", "~", ".", "..", "_", "@", "C:", "a", "ab", "X", "Y", "etc", "txt",
+              "tar", "gz", "bashrc", "json", "1", "-", "+", " ", "<", ";", "[", "%", "$"]
+    texts = [text for text, _ in WORD_SPANS_CASES]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(1, 10))) for _ in range(30_000)]
+    kinds = set()
+    for text in texts:
+        for span in WORD_RE.finditer(text):
+            kinds.add(span.lastgroup)
+            assert _WORD_HINT.search(text, span.start(), span.end()), (text, span)
+    assert kinds >= WORD_KINDS  # each was tried
 
 
 @pytest.mark.parametrize("text, expected", FIND_SPANS_CASES)
@@ -205,9 +277,10 @@ def test_a_dropped_mask_in_the_middle_goes_to_a_word_boundary():
 def test_every_span_survives_whatever_the_model_does():
     text = "Copy %1$s to <i>%2$s</i> (see https://example.org, ${DIR}) %%"
     m = mask(text)
-    want = Counter(spans(text))
+    want = Counter(strict_spans(text))
+    assert want == Counter(spans(text))
     for output in ["", "%1", "x %5 %4 %4 %3 %2 %1$s y", "%%", m.text[::-1], "ganz anders"]:
-        assert Counter(spans(unmask(m, output))) == want, output
+        assert Counter(strict_spans(unmask(m, output))) == want, output
     rng = random.Random(0)
     for style in (DEFAULT_STYLE, KEEP_STYLE, QT_STYLE, BRACE_STYLE):
         m = mask(text, style)
@@ -216,7 +289,7 @@ def test_every_span_survives_whatever_the_model_does():
             out = [w for w in words if rng.random() > 0.3] + rng.sample(words, 2)
             rng.shuffle(out)
             out = "".join(w + rng.choice([" ", "", "%", "{"]) for w in out)
-            assert Counter(spans(unmask(m, out))) == want, (style, out)
+            assert Counter(strict_spans(unmask(m, out))) == want, (style, out)
 
 
 def test_protect_wraps_a_batch_function_and_other_mask_styles():
