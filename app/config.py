@@ -98,9 +98,9 @@ class Settings(BaseSettings):
         "model where it has one (app.engine.rerank); off, no request reranks.",
     )
     protect_spans: bool = Field(
-        True, description="Keep placeholders, inline tags, URLs and e-mail addresses away "
-        "from the model (plain text, and each block of text in HTML) and put them back "
-        "unchanged (app.text.protect).",
+        True, description="Keep placeholders, inline tags, URLs, e-mail addresses, paths, file "
+        "names and identifiers away from the model (plain text, and each block of text in "
+        "HTML) and put them back unchanged (app.text.protect).",
     )
     # glossaries (docs/glossaries.md)
     glossary_dir: Path | None = Field(
