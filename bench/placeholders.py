@@ -3,14 +3,17 @@ masks.
 
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
-        [--words recipes/software-words-en.txt]
+        [--words recipes/software-words-en.txt] [--numbers recipes/numbers-en.txt]
 
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
 Two more sets for the words of software (paths, file names, identifiers, @mentions:
 app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of --words (a
-fixed list of such sentences written for this project, without references).
+fixed list of such sentences written for this project, without references). Numbers with
+thousands separators, which the service writes the target language's way ("1,000" -> "1.000"),
+are left out of these counts; --numbers (a fixed list of sentences holding them) reports the
+share of sentences with every number written so, raw and masked as the service masks them.
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
@@ -59,21 +62,44 @@ _ADDITIONS = (
 )
 
 
+def found(text: str) -> list:
+    """The spans of text but numbers (measured on their own: `numbers`)."""
+    return [span for span in find_spans(text) if span.kind != "number"]
+
+
 def spans_of(text: str) -> Counter:
-    return Counter(text[s.start : s.end] for s in find_spans(text))
+    return Counter(text[s.start : s.end] for s in found(text))
+
+
+def numbers(translator: Translator, sources: list[str]) -> dict:
+    """The share of sentences whose translation has each of their numbers written the
+    target's way, translated raw and masked with the languages (as the service does)."""
+    languages = (translator.source_lang, translator.target_lang)
+    masked = [mask(s, languages=languages) for s in sources]
+    wanted = [Counter(o for o, kind in zip(m.originals, m.kinds, strict=True) if kind == "number")
+              for m in masked]
+    raw = [r.text for r in translator.translate_batch(sources)]
+    out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
+        [m.text for m in masked]), strict=True)]
+
+    def share(outputs: list[str]) -> float:
+        return round(sum(all(o.count(n) >= k for n, k in w.items())
+                         for o, w in zip(outputs, wanted, strict=True)) / len(sources), 4)
+
+    return {"segments": len(sources), "raw": share(raw), "masked": share(out)}
 
 
 def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int,
               words: Path | None = None) -> dict[str, tuple]:
     sources = src.read_text(encoding="utf-8").splitlines()
     refs = ref.read_text(encoding="utf-8").splitlines() if ref else [None] * len(sources)
-    with_spans = [(s, r) for s, r in zip(sources, refs, strict=True) if find_spans(s)]
-    plain = [s for s in sources if not find_spans(s) and 4 <= len(s.split()) <= 25]
+    with_spans = [(s, r) for s, r in zip(sources, refs, strict=True) if found(s)]
+    plain = [s for s in sources if not found(s) and 4 <= len(s.split()) <= 25]
     made = [_ADDITIONS[i % len(_ADDITIONS)](s) for i, s in enumerate(plain[:synthetic])]
     if limit:
         with_spans = with_spans[:limit]
     with_words = [(s, r) for s, r in with_spans
-                  if any(span.kind in WORD_KINDS for span in find_spans(s))]
+                  if any(span.kind in WORD_KINDS for span in found(s))]
     sets = {
         "test split": ([s for s, _ in with_spans], [r for _, r in with_spans]),
         "synthetic markup/URL/e-mail": (made, [None] * len(made)),
@@ -126,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--synthetic", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--words", type=Path, help="sentences with words of software, one a line")
+    ap.add_argument("--numbers", type=Path, help="sentences with numbers such as 1,000")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--examples", type=int, default=0, help="print this many failures per way")
     args = ap.parse_args(argv)
@@ -144,6 +171,11 @@ def main(argv: list[str] | None = None) -> None:
                     if spans_of(s) != spans_of(o)]
             for s, o in lost[: args.examples]:
                 print(f"    {s!r}\n -> {o!r}")
+    if args.numbers:
+        lines = [line for line in args.numbers.read_text(encoding="utf-8").splitlines()
+                 if line.strip()]
+        report["numbers"] = row = numbers(translator, lines)
+        print(f"{args.numbers.name:30} numbers written the target's way {json.dumps(row)}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 

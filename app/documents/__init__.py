@@ -301,6 +301,7 @@ def translate_segments(
     fits: Callable[[str], bool] | None = None,
     wraps: Wraps = soft_wrap,
     language: str | None = None,
+    target: str | None = None,
 ) -> list[str]:
     """Each segment split into sentences (app.text.segment; `wraps`: which line breaks do not end
     one),
@@ -310,8 +311,11 @@ def translate_segments(
     text, the result is escaped again. progress(done, total) counts sentences (0 first).
     `fits` (a sentence -> whether the model takes it whole): longer sentences are cut into runs
     of words that fit, so the engine never truncates one. `language`: the segments' (the
-    source language), whose rules split sentences (app.text.segment.rules_for)."""
-    masked = [mask(_characters(seg) if markup else seg) for seg in segments]
+    source language), whose rules split sentences (app.text.segment.rules_for); with
+    `target`, numbers come back written as the target language writes them
+    (app.text.protect.mask)."""
+    pair = (language, target) if language and target else None
+    masked = [mask(_characters(seg) if markup else seg, languages=pair) for seg in segments]
     split = [segment_text(html.unescape(m.text) if markup else m.text, wraps, language)
              for m in masked]
     if fits is not None:

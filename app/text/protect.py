@@ -5,7 +5,9 @@ LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
 and an inline element marked translate="no" or notranslate) and Markdown link targets are found
 by SPAN_RE, and the words of software (paths, file names, identifiers, @mentions: WORD_KINDS)
-beside them; each is given a mask before the model, and `unmask` puts the originals back after.
+and numbers with thousands separators beside them; each is given a mask before the model, and
+`unmask` puts the originals back after (a number in the target language's way, where `mask`
+is told the languages).
 Emoji are spans too, with no mask: the model sees the sentence without them (an unknown piece to
 it, an emoji changed the words around it and came back about half the time), and `unmask` puts
 them back as it does a mask the model dropped.
@@ -196,12 +198,26 @@ _FILE = (rf"(?<![\w./\\-])(?:[\w-]+(?:\.[\w-]+)*\.(?i:{_EXTENSIONS})"
 _IDENTIFIER = (r"(?<![\w%$\\])(?![A-Z][a-z]*+_[a-z]++(?!\w))"
                r"(?:[A-Za-z](?=\w*?_)\w*+(?<=[A-Za-z0-9])|[a-z]{2,}+[A-Z]\w*+)")
 _MENTION = r"(?<![\w@.])@[A-Za-z0-9_][\w-]{2,}"
-WORD_KINDS = frozenset({"path", "file", "identifier", "mention"})
+# A number with thousands separators as English writes them ("1,000", "1,234.56"): the model
+# garbled it ("1,234,56") or copied it into German, where "1,000" reads as one. It comes back
+# in the target language's way (`mask`'s `languages`, NUMBER_SEPARATORS), or as it was.
+_NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?![\w,]|\.\d)"
+WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "number"})
 WORD_RE = re.compile(rf"(?P<path>{_PATH})|(?P<file>{_FILE})|(?P<identifier>{_IDENTIFIER})"
-                     rf"|(?P<mention>{_MENTION})")
+                     rf"|(?P<mention>{_MENTION})|(?P<number>{_NUMBER})")
 # each word span holds one of these (as _SPAN_HINT for SPAN_RE)
 _WORD_HINT = re.compile(
-    rf"[/\\_@]|[a-z][A-Z]|\.(?i:{_EXTENSIONS}|bashrc|zshrc|profile|gitignore|env)(?!\w)")
+    rf"[/\\_@]|[a-z][A-Z]|\.(?i:{_EXTENSIONS}|bashrc|zshrc|profile|gitignore|env)(?!\w)"
+    r"|\d,\d{3}")
+# (thousands, decimal) separators of the languages whose numbers `mask` rewrites (CLDR's);
+# only numbers of a source language that writes them as English does are read as such
+_COMMA_GROUPS = (",", ".")
+NUMBER_SEPARATORS = {
+    **dict.fromkeys(["en", "ja", "zh", "ko", "he", "th", "hi"], _COMMA_GROUPS),
+    **dict.fromkeys(["de", "es", "it", "nl", "pt", "da", "id", "tr", "el", "ro"], (".", ",")),
+    "fr": ("\u202f", ","),
+    **dict.fromkeys(["ru", "uk", "pl", "cs", "sk", "sv", "fi", "nb", "hu", "bg"], ("\xa0", ",")),
+}
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -305,9 +321,20 @@ class Masked:
         return len(self.originals)
 
 
-def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
+def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
+         languages: tuple[str, str] | None = None) -> Masked:
+    """The text with its spans masked. A number written with thousands separators is masked
+    only with `languages` (source, target) whose ways of writing numbers are known
+    (NUMBER_SEPARATORS) and where the source writes them as English does ("1,000" is one in
+    French), and comes back written the target's way."""
     spans = find_spans(text)
+    numbers = _number_separators(languages)
+    if numbers is None:
+        spans = [s for s in spans if s.kind != "number"]
     originals = tuple(text[s.start : s.end] for s in spans)
+    if numbers is not None:
+        originals = tuple(_number_for(o, *numbers) if s.kind == "number" else o
+                          for s, o in zip(spans, originals, strict=True))
     masks = _masks_for(spans, originals, style)
     out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
     newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
@@ -356,6 +383,20 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE) -> Masked:
         lines=tuple(lines),
         kinds=tuple(span.kind for span in spans),
     )
+
+
+def _number_separators(languages: tuple[str, str] | None) -> tuple[str, str] | None:
+    """The target's (thousands, decimal) separators, where numbers of the source are read as
+    English writes them; else None."""
+    if languages is None or NUMBER_SEPARATORS.get(languages[0]) != _COMMA_GROUPS:
+        return None
+    return NUMBER_SEPARATORS.get(languages[1])
+
+
+def _number_for(number: str, group: str, decimal: str) -> str:
+    """A number as English writes it ("1,234.56") with other separators ("1.234,56")."""
+    whole, _, fraction = number.partition(".")
+    return whole.replace(",", group) + (decimal + fraction if fraction else "")
 
 
 _BLANKS = re.compile(r"[ \t]*")

@@ -434,7 +434,7 @@ class TranslationService:
                     [*doc.segments, *(masks[i].text for i in masked)], translate, doc.markup,
                     batch_size=settings.max_batch_size, progress=progress,
                     fits=fits[0] if fits else None, wraps=doc.wraps,
-                    language=route[0].source if route else None)
+                    language=route[0].source if route else None, target=target)
                 stop.check()
                 out, extra = out[: len(doc.segments)], out[len(doc.segments) :]
                 for i, text in zip(masked, extra, strict=True):
@@ -502,7 +502,8 @@ class TranslationService:
         def read() -> tuple[list[Layout], list[str], list, list[str]]:
             # sentences are split by the rules of the language this model reads (a pivot's
             # second hop reads the pivot language)
-            layouts = [_layout(text, fmt, protect, model.source) for text in texts]
+            layouts = [_layout(text, fmt, protect, model.source, model.target)
+                       for text in texts]
             units = [u for layout in layouts for u in layout.units]
             fits = fits_engine(engine)
             if fits:  # sentences longer than the encoder takes are cut, not truncated
@@ -684,7 +685,8 @@ class Layout:
         return [p for p in self.parts if not isinstance(p, str)] + [u for _, u in self.values]
 
 
-def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> Layout:
+def _layout(text: str, fmt: str, protect: bool, language: str | None = None,
+            target: str | None = None) -> Layout:
     """Plain text is masked and segmented whole, or stretch by stretch between line-break tags
     (app.text.protect.LINE_BREAK_RE: a sentence ends there, and the tag stays as it is, unless the
     sentence runs on after it: app.text.protect.join_breaks). HTML is cut into blocks of text
@@ -695,7 +697,8 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> 
     its own, so a span the model dropped goes back into its own block. Without protection, HTML
     is cut at every tag as before (app.text.segment.segment_html), nothing masked. The values
     of the attributes people read are translated either way, as documents' are. Sentences are
-    split by the rules of `language` (app.text.segment.rules_for)."""
+    split by the rules of `language` (app.text.segment.rules_for), and numbers written as
+    `target` writes them (app.text.protect.mask)."""
     if fmt != "html":
         if not protect:
             return Layout([(segment(text, language=language), None)])
@@ -705,7 +708,7 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> 
             if not is_text:
                 out.append(piece)
             elif piece:
-                m = mask(piece)
+                m = mask(piece, languages=_pair(language, target))
                 out.append((segment(m.text, language=language), m))
         return Layout(out)
     chunks, values = html_file.blocks(text)
@@ -713,15 +716,22 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None) -> 
         seg = segment(text, "html", language)
         targets = set(seg.targets)
         chunks = [(part, i in targets) for i, part in enumerate(seg.parts)]
-    return Layout([_html_unit(c, protect, language) if kind else c for c, kind in chunks],
+    return Layout([_html_unit(c, protect, language, target) if kind else c
+                   for c, kind in chunks],
                   [c for c, _ in chunks],
-                  [(v, _html_unit(v.text, protect, language)) for v in values])
+                  [(v, _html_unit(v.text, protect, language, target)) for v in values])
 
 
-def _html_unit(text: str, protect: bool, language: str | None) -> Unit:
+def _pair(source: str | None, target: str | None) -> tuple[str, str] | None:
+    return (source, target) if source and target else None
+
+
+def _html_unit(text: str, protect: bool, language: str | None,
+               target: str | None = None) -> Unit:
     """HTML-escaped text (inline tags in it) split into sentences (by the rules of
-    `language`), masked first with protect; a line break in it is a space."""
-    masked = mask(text) if protect else None
+    `language`), masked first with protect (numbers written as `target` writes them); a line
+    break in it is a space."""
+    masked = mask(text, languages=_pair(language, target)) if protect else None
     seg = Segments(html=True, language=language)
     seg.add_text(masked.text if masked else text, always)
     return seg, masked

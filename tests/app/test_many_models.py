@@ -151,3 +151,22 @@ def test_glossary_terms_on_the_shipped_model_and_through_a_pivot(client):
     r = client.post("/translate", json={"q": TEXTS["fr"], "source": "fr", "target": "de",
                                         "glossary": {"car": "Kraftfahrzeug"}})
     assert "Kraftfahrzeug" in r.json()["translatedText"]
+
+
+def test_the_shipped_model_keeps_words_of_software_and_writes_numbers_as_german_does(client):
+    """Read as words, the model changed them ("config.yaml" -> "Konfiguration.yaml", "@maria"
+    -> "@ria") and garbled numbers ("1,234.56" -> "1,234,56"), or left "1,000", one in German;
+    on both APIs and in documents (app.text.protect)."""
+    text = ("Open config.yaml in ~/Pictures/Holiday, thank @maria and pay 1,234.56 euros for "
+            "1,000 users.")
+    kept = ["config.yaml", "~/Pictures/Holiday", "@maria", "1.234,56", "1.000"]
+    out = translate(client, text, "en", "de")["translations"][0]["text"]
+    assert all(word in out for word in kept) and "1,000" not in out, out
+    lt = client.post("/translate", json={"q": text, "source": "en", "target": "de"}).json()
+    assert lt["translatedText"] == out
+    r = client.post("/translate_file", data={"source": "en", "target": "de"},
+                    files={"file": ("notes.txt", text.encode())})
+    assert r.status_code == 200, r.text
+    url = r.json()["translatedFileUrl"]
+    document = client.get(url[url.index("/download_file/"):]).text
+    assert all(word in document for word in kept), document

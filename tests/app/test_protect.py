@@ -139,11 +139,27 @@ def test_a_word_of_software_comes_back_and_one_the_model_wrote_stays():
         "Öffnen Sie die Datei file_name.txt mit getData.")
 
 
+def test_numbers_come_back_written_the_target_languages_way():
+    text = "Over 1,000 users paid 1,234.56 or 12,000,000.5; not 1,2,3, 12,34, 3.5, 2.4.1 or 3, 2026"
+    m = mask(text, languages=("en", "de"))
+    assert m.text == ("Over {1} users paid {2} or {3}; not 1,2,3, 12,34, 3.5, 2.4.1 or 3, 2026")
+    assert unmask(m, m.text) == ("Over 1.000 users paid 1.234,56 or 12.000.000,5; not 1,2,3, "
+                                 "12,34, 3.5, 2.4.1 or 3, 2026")
+    dropped = unmask(m, "{2} {1}")  # a dropped one goes back too
+    assert sorted(dropped.split()) == ["1.000", "1.234,56", "12.000.000,5"]
+    french = mask("1,000 and 1,234.56", languages=("en", "fr"))
+    assert unmask(french, french.text) == "1\u202f000 and 1\u202f234,56"
+    # "1,000" is one in French; an unknown target, or no languages: left to the model
+    for languages in [("fr", "de"), ("en", "ar"), None]:
+        assert mask("Over 1,000 users", languages=languages).text == "Over 1,000 users"
+
+
 def test_the_word_hint_is_in_every_word_span():
     """WORD_RE is skipped over text without _WORD_HINT: every word span must have it."""
     rng = random.Random(1)
     pieces = ["/", "\\", "~", ".", "..", "_", "@", "C:", "a", "ab", "X", "Y", "etc", "txt",
-              "tar", "gz", "bashrc", "json", "1", "-", "+", " ", "<", ";", "[", "%", "$"]
+              "tar", "gz", "bashrc", "json", "1", "-", "+", " ", "<", ";", "[", "%", "$",
+              ",", "000", "5"]
     texts = [text for text, _ in WORD_SPANS_CASES]
     texts += ["".join(rng.choices(pieces, k=rng.randint(1, 10))) for _ in range(30_000)]
     kinds = set()
