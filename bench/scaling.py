@@ -171,7 +171,7 @@ def _service():
 
     engine = types.SimpleNamespace(max_source_tokens=MAX_TOKENS,
                                    count_tokens=lambda s: len(_PIECE.findall(s)))
-    model = types.SimpleNamespace(translator=engine, source="en")
+    model = types.SimpleNamespace(translator=engine, source="en", target="de")
     return TranslationService(None, _Batcher(), Settings()), model, TranslationOptions()
 
 

@@ -23,7 +23,7 @@ class _Batcher:
 def _run(text: str, fmt: str) -> str:
     service = TranslationService(None, _Batcher(), Settings())
     engine = types.SimpleNamespace(max_source_tokens=None)
-    model = types.SimpleNamespace(translator=engine, source="en")
+    model = types.SimpleNamespace(translator=engine, source="en", target="de")
     results, _ = asyncio.run(service._run([text], fmt, model, TranslationOptions(), 60.0))
     return results[0].text
 
@@ -77,7 +77,8 @@ def test_a_long_text_is_read_and_written_off_the_event_loop(monkeypatch):
         loop_thread.append(threading.get_ident())
         svc = TranslationService(None, _Batcher(), Settings())
         model = types.SimpleNamespace(
-            translator=types.SimpleNamespace(max_source_tokens=None), source="en")
+            translator=types.SimpleNamespace(max_source_tokens=None), source="en",
+            target="de")
         results, _ = await svc._run([text], "html", model, TranslationOptions(), 60.0)
         return results[0].text
 
