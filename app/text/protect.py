@@ -247,7 +247,7 @@ DEFAULT_STYLE = KEEP_BRACE_STYLE
 class Span:
     start: int
     end: int
-    kind: str  # placeholder, tag, url, email, code, emoji; path, file, identifier, mention
+    kind: str  # placeholder, tag, url, email, code, emoji; WORD_KINDS
 
 
 def _spans(pattern: re.Pattern, text: str) -> Iterator[re.Match]:
