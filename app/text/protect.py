@@ -176,10 +176,11 @@ _SPAN_HINT = re.compile(rf"[@<`%${{{_PICTOGRAPHS}\uFE0F]|://|www\.|\]\(|\]\[")
 # "@maria" -> "@ria", "node_modules" -> "Knoten-Module"): file paths of two parts or more (a
 # single "/word" is as often a command or an abbreviation), Windows paths, file names with a
 # known extension (not "e.g." or "etc."), identifiers written in snake_case or camelCase (two
-# lower-case letters first: "iPhone" and "dB" are left to the model) and @mentions of three
-# characters or more (e2fsprogs' "@i", "@bs" are codes its translators write out). They get
-# numbered masks like URLs, but unlike SPAN_RE's kinds one the model writes on its own is no
-# stray span: `unmask` leaves it (WORD_KINDS). Measured by bench/placeholders.py --words.
+# lower-case letters first: "iPhone" and "dB" are left to the model), @mentions of three
+# characters or more (e2fsprogs' "@i", "@bs" are codes its translators write out) and hashes
+# and serial numbers. They get numbered masks like URLs, but unlike SPAN_RE's kinds one the
+# model writes on its own is no stray span: `unmask` leaves it (WORD_KINDS). Measured by
+# bench/placeholders.py --words.
 _PATH_PART = r"(?:[\w+-]|\.(?=[\w+-]))"
 _PATH = (rf"(?<![\w/.~<;\\\[])(?:(?:~|\.{{1,2}})/{_PATH_PART}+|/{_PATH_PART}+/{_PATH_PART}+)"
          rf"(?:/{_PATH_PART}*)*"
@@ -198,17 +199,22 @@ _FILE = (rf"(?<![\w./\\-])(?:[\w-]+(?:\.[\w-]+)*\.(?i:{_EXTENSIONS})"
 _IDENTIFIER = (r"(?<![\w%$\\])(?![A-Z][a-z]*+_[a-z]++(?!\w))"
                r"(?:[A-Za-z](?=\w*?_)\w*+(?<=[A-Za-z0-9])|[a-z]{2,}+[A-Z]\w*+)")
 _MENTION = r"(?<![\w@.])@[A-Za-z0-9_][\w-]{2,}"
+# a hash, a UUID, an order number: a word of eight characters or more, letters and at least
+# four digits ("3a7bd3e2360a...", "AB-12345-XY"; not "COVID-19" or "MP3-player"), which the
+# model copied with characters doubled or dropped
+_SERIAL = (r"(?<![\w-])(?=[\w-]{8})(?=(?:[A-Za-z_-]*+\d){4})(?=[\w-]*?[A-Za-z])"
+           r"[A-Za-z0-9]++(?:[-_][A-Za-z0-9]++)*+(?![\w-])")
 # A number with thousands separators as English writes them ("1,000", "1,234.56"): the model
 # garbled it ("1,234,56") or copied it into German, where "1,000" reads as one. It comes back
 # in the target language's way (`mask`'s `languages`, NUMBER_SEPARATORS), or as it was.
 _NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?![\w,]|\.\d)"
-WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "number"})
+WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "serial", "number"})
 WORD_RE = re.compile(rf"(?P<path>{_PATH})|(?P<file>{_FILE})|(?P<identifier>{_IDENTIFIER})"
-                     rf"|(?P<mention>{_MENTION})|(?P<number>{_NUMBER})")
+                     rf"|(?P<mention>{_MENTION})|(?P<serial>{_SERIAL})|(?P<number>{_NUMBER})")
 # each word span holds one of these (as _SPAN_HINT for SPAN_RE)
 _WORD_HINT = re.compile(
     rf"[/\\_@]|[a-z][A-Z]|\.(?i:{_EXTENSIONS}|bashrc|zshrc|profile|gitignore|env)(?!\w)"
-    r"|\d,\d{3}")
+    r"|\d")
 # (thousands, decimal) separators of the languages whose numbers `mask` rewrites (CLDR's);
 # only numbers of a source language that writes them as English does are read as such
 _COMMA_GROUPS = (",", ".")

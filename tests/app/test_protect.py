@@ -105,6 +105,9 @@ WORD_SPANS_CASES = [
     ("S_ave anyway, Pre_fix or a_ction_, but Max_Size", ["Max_Size"]),  # GTK's mnemonics
     ("Thanks @maria and @john_doe; not @i, @bs or anna@example.org",
      ["@maria", "@john_doe", "anna@example.org"]),
+    ("Hash 3a7bd3e2360a3d29eea4, id 123e4567-e89b-12d3-a456-426614174000, order AB-12345-XY; "
+     "not COVID-19, MP3-player, 2026-11-29, sha256sum or ab12cd-",
+     ["3a7bd3e2360a3d29eea4", "123e4567-e89b-12d3-a456-426614174000", "AB-12345-XY"]),
     ("and/or 12/05/2026 km/h [b]bold[/b] %(month_year)s $HOME_DIR `a_b`",
      ["%(month_year)s", "$HOME_DIR", "`a_b`"]),
     ("See https://example.org/a/b_c/file.html", ["https://example.org/a/b_c/file.html"]),
