@@ -165,12 +165,18 @@ def test_the_word_hint_is_in_every_word_span():
               ",", "000", "5"]
     texts = [text for text, _ in WORD_SPANS_CASES]
     texts += ["".join(rng.choices(pieces, k=rng.randint(1, 10))) for _ in range(30_000)]
+    assert hinted_kinds(WORD_RE, _WORD_HINT, texts) >= WORD_KINDS  # each was tried
+
+
+def hinted_kinds(pattern, hint, texts: list[str], before: int = 0) -> set[str]:
+    """The kinds of pattern's spans in texts, each span checked to hold the hint (with the
+    `before` characters before it)."""
     kinds = set()
     for text in texts:
-        for span in WORD_RE.finditer(text):
+        for span in pattern.finditer(text):
             kinds.add(span.lastgroup)
-            assert _WORD_HINT.search(text, span.start(), span.end()), (text, span)
-    assert kinds >= WORD_KINDS  # each was tried
+            assert hint.search(text, max(0, span.start() - before), span.end()), (text, span)
+    return kinds
 
 
 @pytest.mark.parametrize("text, expected", FIND_SPANS_CASES)
@@ -187,12 +193,8 @@ def test_the_span_hint_is_in_every_span():
               "\n", "=", '"', "ä", "😊", "☎", "\ufe0f", "\u200d", "\u20e3", "🇩", "🏽", "©"]
     texts = [text for text, _ in FIND_SPANS_CASES]
     texts += ["".join(rng.choices(pieces, k=rng.randint(1, 12))) for _ in range(30_000)]
-    kinds = set()
-    for text in texts:
-        for span in SPAN_RE.finditer(text):
-            kinds.add(span.lastgroup)
-            # the span itself, with the character before it (a link target's "]")
-            assert _SPAN_HINT.search(text, max(0, span.start() - 1), span.end()), (text, span)
+    # the span itself, with the character before it (a link target's "]")
+    kinds = hinted_kinds(SPAN_RE, _SPAN_HINT, texts, before=1)
     assert kinds == {"url", "email", "tag", "code", "placeholder", "emoji"}  # each was tried
 
 
