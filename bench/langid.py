@@ -70,9 +70,10 @@ def lists(detector: LanguageDetector, data: Path, langs: list[str], limit: int) 
                  if 0 < len(t) < OWN_DETECTION_CHARS and t.lower() != o.lower()][:limit]
         sure = [d[0] for d in map(detector.detect, texts)
                 if d[0].confidence >= SHORT_OWN_CONFIDENCE]
+        n = max(1, len(texts))
         report[lang] = {"texts": len(texts),
-                        "kept": round(sum(d.language == lang for d in sure) / len(texts), 4),
-                        "misread": round(sum(d.language != lang for d in sure) / len(texts), 4)}
+                        "kept": round(sum(d.language == lang for d in sure) / n, 4),
+                        "misread": round(sum(d.language != lang for d in sure) / n, 4)}
     return report
 
 

@@ -8,7 +8,7 @@ masks.
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
-Two more sets for the words of software (paths, file names, identifiers, @mentions:
+Two more sets for the words of software (paths, file names, identifiers, @mentions, hashes:
 app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of --words (a
 fixed list of such sentences written for this project, without references). Numbers with
 thousands separators, which the service writes the target language's way ("1,000" -> "1.000"),
