@@ -314,8 +314,8 @@ def translate_segments(
     source language), whose rules split sentences (app.text.segment.rules_for); with
     `target`, numbers come back written as the target language writes them
     (app.text.protect.mask)."""
-    pair = (language, target) if language and target else None
-    masked = [mask(_characters(seg) if markup else seg, languages=pair) for seg in segments]
+    masked = [mask(_characters(seg) if markup else seg, languages=(language, target))
+              for seg in segments]
     split = [segment_text(html.unescape(m.text) if markup else m.text, wraps, language)
              for m in masked]
     if fits is not None:

@@ -328,19 +328,15 @@ class Masked:
 
 
 def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
-         languages: tuple[str, str] | None = None) -> Masked:
+         languages: tuple[str | None, str | None] | None = None) -> Masked:
     """The text with its spans masked. A number written with thousands separators is masked
     only with `languages` (source, target) whose ways of writing numbers are known
     (NUMBER_SEPARATORS) and where the source writes them as English does ("1,000" is one in
     French), and comes back written the target's way."""
-    spans = find_spans(text)
     numbers = _number_separators(languages)
-    if numbers is None:
-        spans = [s for s in spans if s.kind != "number"]
-    originals = tuple(text[s.start : s.end] for s in spans)
-    if numbers is not None:
-        originals = tuple(_number_for(o, *numbers) if s.kind == "number" else o
-                          for s, o in zip(spans, originals, strict=True))
+    spans = [s for s in find_spans(text) if numbers or s.kind != "number"]
+    originals = tuple(_number_for(text[s.start : s.end], *numbers) if s.kind == "number"
+                      else text[s.start : s.end] for s in spans)
     masks = _masks_for(spans, originals, style)
     out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
     newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
@@ -391,12 +387,14 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     )
 
 
-def _number_separators(languages: tuple[str, str] | None) -> tuple[str, str] | None:
+def _number_separators(languages: tuple[str | None, str | None] | None
+                       ) -> tuple[str, str] | None:
     """The target's (thousands, decimal) separators, where numbers of the source are read as
-    English writes them; else None."""
-    if languages is None or NUMBER_SEPARATORS.get(languages[0]) != _COMMA_GROUPS:
+    English writes them; else None (a language not given, or not in NUMBER_SEPARATORS)."""
+    source, target = languages or (None, None)
+    if NUMBER_SEPARATORS.get(source) != _COMMA_GROUPS:
         return None
-    return NUMBER_SEPARATORS.get(languages[1])
+    return NUMBER_SEPARATORS.get(target)
 
 
 def _number_for(number: str, group: str, decimal: str) -> str:
@@ -510,6 +508,8 @@ def _tighten_pairs(
     the pairs before it left it (a character deleted, the places after it one less), but the
     deletions are made at the end, at once: each made at once copied `clean` and moved every
     mask's place, the square of a paragraph's pairs."""
+    if not masked.pairs:
+        return clean, placed
     deleted: set[int] = set()  # in `clean` as it came
 
     def alive(at: int, step: int) -> int:  # the first character from `at` not deleted

@@ -708,7 +708,7 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None,
             if not is_text:
                 out.append(piece)
             elif piece:
-                m = mask(piece, languages=_pair(language, target))
+                m = mask(piece, languages=(language, target))
                 out.append((segment(m.text, language=language), m))
         return Layout(out)
     chunks, values = html_file.blocks(text)
@@ -722,16 +722,12 @@ def _layout(text: str, fmt: str, protect: bool, language: str | None = None,
                   [(v, _html_unit(v.text, protect, language, target)) for v in values])
 
 
-def _pair(source: str | None, target: str | None) -> tuple[str, str] | None:
-    return (source, target) if source and target else None
-
-
 def _html_unit(text: str, protect: bool, language: str | None,
                target: str | None = None) -> Unit:
     """HTML-escaped text (inline tags in it) split into sentences (by the rules of
     `language`), masked first with protect (numbers written as `target` writes them); a line
     break in it is a space."""
-    masked = mask(text, languages=_pair(language, target)) if protect else None
+    masked = mask(text, languages=(language, target)) if protect else None
     seg = Segments(html=True, language=language)
     seg.add_text(masked.text if masked else text, always)
     return seg, masked
