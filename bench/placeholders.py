@@ -3,17 +3,20 @@ masks.
 
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
-        [--words recipes/software-words-en.txt] [--numbers recipes/numbers-en.txt]
+        [--words recipes/software-words-en.txt recipes/commands-en.txt]
+        [--numbers recipes/numbers-en.txt recipes/quantities-en.txt]
 
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
-Two more sets for the words of software (paths, file names, identifiers, @mentions, hashes:
+Two more sets for the words of software (paths, file names, identifiers, @mentions, hashes,
+command lines:
 app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of --words (a
 fixed list of such sentences written for this project, without references). Numbers with
-thousands separators, which the service writes the target language's way ("1,000" -> "1.000"),
-are left out of these counts; --numbers (a fixed list of sentences holding them) reports the
-share of sentences with every number written so, raw and masked as the service masks them.
+thousands separators and quantities, which the service writes the target language's way
+("1,000" -> "1.000", "€19.99" -> "€19,99"), are left out of these counts;
+--numbers (fixed lists of sentences holding them) reports the share of sentences with every
+one written so, raw and masked as the service masks them.
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
@@ -23,7 +26,8 @@ Each set is translated with the bundle's default decoding (beam 4) five ways:
 - qt / brace: every span replaced by `%1, %2, ...` or `{1}, {2}, ...`, restored the same way.
 
 Reported per set and way: the share of segments whose spans come back exactly (the same multiset
-of span strings), for masks also the share where the model itself returned every mask exactly
+of span strings; a command line, read in the output up to its first English word, only has to
+be there), for masks also the share where the model itself returned every mask exactly
 once (before unmask repairs anything), and chrF against the reference where there is one.
 """
 
@@ -62,21 +66,33 @@ _ADDITIONS = (
 )
 
 
+NUMERIC = frozenset({"number", "quantity"})
+
+
 def found(text: str) -> list:
-    """The spans of text but numbers (measured on their own: `numbers`)."""
-    return [span for span in find_spans(text) if span.kind != "number"]
+    """The spans of text but numbers and quantities (measured on their own: `numbers`)."""
+    return [span for span in find_spans(text) if span.kind not in NUMERIC]
 
 
 def spans_of(text: str) -> Counter:
-    return Counter(text[s.start : s.end] for s in found(text))
+    return Counter(text[s.start : s.end] for s in found(text) if s.kind != "command")
+
+
+def survive(source: str, output: str) -> bool:
+    """Whether the output holds exactly the source's spans, and each of its command lines: a
+    command is read up to the first English word, so in German it runs on ("git status ein")."""
+    commands = Counter(source[s.start : s.end] for s in found(source) if s.kind == "command")
+    return spans_of(source) == spans_of(output) and all(
+        output.count(command) >= n for command, n in commands.items())
 
 
 def numbers(translator: Translator, sources: list[str]) -> dict:
-    """The share of sentences whose translation has each of their numbers written the
-    target's way, translated raw and masked with the languages (as the service does)."""
+    """The share of sentences whose translation has each of their numbers and quantities
+    written the target's way, translated raw and masked with the languages (as the service
+    does)."""
     languages = (translator.source_lang, translator.target_lang)
     masked = [mask(s, languages=languages) for s in sources]
-    wanted = [Counter(o for o, kind in zip(m.originals, m.kinds, strict=True) if kind == "number")
+    wanted = [Counter(o for o, kind in zip(m.originals, m.kinds, strict=True) if kind in NUMERIC)
               for m in masked]
     raw = [r.text for r in translator.translate_batch(sources)]
     out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
@@ -90,7 +106,7 @@ def numbers(translator: Translator, sources: list[str]) -> dict:
 
 
 def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int,
-              words: Path | None = None) -> dict[str, tuple]:
+              words: list[Path] = ()) -> dict[str, tuple]:
     sources = src.read_text(encoding="utf-8").splitlines()
     refs = ref.read_text(encoding="utf-8").splitlines() if ref else [None] * len(sources)
     with_spans = [(s, r) for s, r in zip(sources, refs, strict=True) if found(s)]
@@ -105,9 +121,9 @@ def test_sets(src: Path, ref: Path | None, limit: int, synthetic: int,
         "synthetic markup/URL/e-mail": (made, [None] * len(made)),
         "test split, words": ([s for s, _ in with_words], [r for _, r in with_words]),
     }
-    if words:
-        lines = [line for line in words.read_text(encoding="utf-8").splitlines() if line.strip()]
-        sets[f"{words.name}"] = (lines, [None] * len(lines))
+    for path in words:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        sets[path.name] = (lines, [None] * len(lines))
     return sets
 
 
@@ -133,7 +149,7 @@ def measure(translator: Translator, sources: list[str], refs: list, style: MaskS
             Counter(x.group() for x in SPAN_RE.finditer(out)) == Counter(m.masks)
             for m, out in zip(masked, raw, strict=True)
         ) / len(sources)
-    exact = sum(spans_of(s) == spans_of(o) for s, o in zip(sources, outputs, strict=True))
+    exact = sum(survive(s, o) for s, o in zip(sources, outputs, strict=True))
     return {
         "segments": len(sources),
         "spans_survive": round(exact / len(sources), 4),
@@ -151,8 +167,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, default=0, help="test-split segments (0: all)")
     ap.add_argument("--synthetic", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--words", type=Path, help="sentences with words of software, one a line")
-    ap.add_argument("--numbers", type=Path, help="sentences with numbers such as 1,000")
+    ap.add_argument("--words", type=Path, nargs="+", default=[],
+                    help="sentences with words of software, one a line")
+    ap.add_argument("--numbers", type=Path, nargs="+", default=[],
+                    help="sentences with numbers such as 1,000, or quantities")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--examples", type=int, default=0, help="print this many failures per way")
     args = ap.parse_args(argv)
@@ -168,14 +186,13 @@ def main(argv: list[str] | None = None) -> None:
             report[f"{name} / {way}"] = row
             print(f"{name:30} {way:6} {json.dumps(row)}", flush=True)
             lost = [(s, o) for s, o in zip(sources, outputs, strict=True)
-                    if spans_of(s) != spans_of(o)]
+                    if not survive(s, o)]
             for s, o in lost[: args.examples]:
                 print(f"    {s!r}\n -> {o!r}")
-    if args.numbers:
-        lines = [line for line in args.numbers.read_text(encoding="utf-8").splitlines()
-                 if line.strip()]
-        report["numbers"] = row = numbers(translator, lines)
-        print(f"{args.numbers.name:30} numbers written the target's way {json.dumps(row)}")
+    for path in args.numbers:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        report[f"numbers: {path.name}"] = row = numbers(translator, lines)
+        print(f"{path.name:30} written the target's way {json.dumps(row)}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
 

@@ -4,10 +4,10 @@ Placeholders (printf `%s` `%1$d`, Python `%(name)s` `%r`, `{name}` `{0}`, `${VAR
 LibreOffice `%1` `%PRODUCTNAME`, GCC `%<` `%qE`), inline markup tags (`<b>`, `</a>`, `<br/>`,
 XLIFF `<x id="1"/>`), URLs, e-mail addresses, `inline code` (HTML's `<code>...</code>` whole too,
 and an inline element marked translate="no" or notranslate) and Markdown link targets are found
-by SPAN_RE, and the words of software (paths, file names, identifiers, @mentions: WORD_KINDS)
-and numbers with thousands separators beside them; each is given a mask before the model, and
-`unmask` puts the originals back after (a number in the target language's way, where `mask`
-is told the languages).
+by SPAN_RE, and the words of software (paths, file names, identifiers, @mentions, command
+lines: WORD_KINDS), quantities and numbers with thousands separators beside them; each is given
+a mask before the model, and `unmask` puts the originals back after (a number or a quantity's
+amount in the target language's way, where `mask` is told the languages).
 Emoji are spans too, with no mask: the model sees the sentence without them (an unknown piece to
 it, an emoji changed the words around it and came back about half the time), and `unmask` puts
 them back as it does a mask the model dropped.
@@ -67,7 +67,8 @@ _PLACEHOLDER = (
     rf"|%<(?!/?(?i:{_INLINE_TAGS})[\s/>])|%>"
     r"|%[1-9]\d*"  # Qt / LibreOffice %1
     r"|%[A-Z][A-Z0-9_]{2,}%?"  # LibreOffice %PRODUCTNAME, %FOO%
-    r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9]|\$[A-Z][A-Z0-9_]+\$?"  # shell and make variables
+    r"|\$\([\w.]+\)|\$\{[\w.]+\}|\$[1-9](?!\d|[.,]\d)|\$[A-Z][A-Z0-9_]+\$?"  # shell, make
+    # ("$1,299", "$4.99", "$42" are sums: WORD_RE's quantities)
     r"|\{\{[\w.]*\}\}|\{[\w.]*(?::[^{}\s]*)?\}"  # {{name}}, {name}, {0}, {0:.2f}, {}
 )
 _HTML_INLINE_TAGS = (
@@ -207,14 +208,69 @@ _SERIAL = (r"(?<![\w-])(?=[\w-]{8})(?=(?:[A-Za-z_-]*+\d){4})(?=[\w-]*?[A-Za-z])"
 # A number with thousands separators as English writes them ("1,000", "1,234.56"): the model
 # garbled it ("1,234,56") or copied it into German, where "1,000" reads as one. It comes back
 # in the target language's way (`mask`'s `languages`, NUMBER_SEPARATORS), or as it was.
-_NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?![\w,]|\.\d)"
-WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "serial", "number"})
-WORD_RE = re.compile(rf"(?P<path>{_PATH})|(?P<file>{_FILE})|(?P<identifier>{_IDENTIFIER})"
-                     rf"|(?P<mention>{_MENTION})|(?P<serial>{_SERIAL})|(?P<number>{_NUMBER})")
+_NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?!\w|[.,]\d)"
+# A quantity: an amount with a unit symbol ("200 g", "250 ml", "4,500 mAh", "180 °C") or a
+# currency sign ("$1,299", "€19.99", "5 €"). The model dropped or changed units it had seen
+# little of ("200 g of flour" -> "200 Mehl", "500 mg" -> "500 Mg", "45 m deep" -> "45 mir
+# tief") and copied amounts in English ("€1,450" reads as one euro in German). A unit written
+# out ("5 minutes") is a word for the model; "in" and single capitals ("A", "B") are left
+# out as too often words, and a unit counts only after a space: written on to its amount
+# ("35mm-Äquivalent", "um 90°"), the model read the two as one word and did well, and "1940s"
+# and the "35m" of an escape sequence are none. Its amount comes back written the target's
+# way, as a number.
+_AMOUNT = r"(?:\d{1,3}(?:,\d{3})++(?!\d|,\d)|\d++)(?:\.\d++)?"
+_UNITS = (
+    "km/h|m/s|mph|km²|m²|cm²|mm²|km³|m³|cm³|°C|°F|°|mAh|kWh|Wh|kW|MW|W|mV|kV|V|mA|Ah|"
+    "GHz|MHz|kHz|Hz|KiB|MiB|GiB|TiB|KB|kB|MB|GB|TB|PB|Mbit/s|Gbit/s|Mbps|Gbps|kbps|"
+    "ms|min|mg|kg|ml|cl|dl|mm|cm|km|ft|mi|yd|oz|lbs|lb|px|pt|dpi|fps|rpm|dB|"
+    "kcal|kJ|hPa|kPa|bar|psi|€|£|¥|[smhgl]")
+_CURRENCY = "$€£¥₹₩₽₺₴₪"
+_QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}]\s?{_AMOUNT}"
+             rf"|{_AMOUNT}[ \xa0\u202f](?:{_UNITS}))"
+             r"(?![\w°²³/]|[.,]\d)")
+# A command line written in prose without backticks ("Install it with sudo apt install
+# nginx." -> "... sudo apt Junge.", "Type git status" -> "Git-Status"): a program's name and
+# what it is told, up to the first word of English. Only where the name cannot be a word: after
+# "sudo", a package manager's or tool's name with one of its subcommands ("pip install", "git
+# clone"; "make" only with its few targets, as "make new" is English), or one of them or a
+# shell command with an option or a path ("ls -la", "cd ~/projects"). An argument is a
+# lower-case word, an option, a path or a number; a capital, punctuation, anything SPAN_RE
+# masks on its own (a URL, a placeholder) and the commonest words of English end the command
+# (others do not: "to see ls -la output" takes "output" in).
+_STOP_WORDS = (
+    "a|about|after|again|also|an|and|any|are|as|at|be|before|but|by|each|first|for|from|"
+    "if|in|instead|into|is|it|its|later|like|more|next|now|of|on|once|or|so|some|such|than|"
+    "that|the|then|there|this|to|too|until|was|were|when|where|which|while|will|with|you|your")
+_ARG = (rf"(?!(?:{_STOP_WORDS})(?![\w-]|\.\w)|[a-z][\w+.-]*://)"
+        r"(?:[a-z0-9/~@=+-]|\.\.?(?=[\w/]))(?:[\w@=/~+-]|[.,](?=[\w/~-])|:(?=[\w~]|/(?!/)))*+")
+_SUBCOMMANDS = (
+    "activate|add|apply|autoremove|branch|build|checkout|ci|clean|clone|commit|compose|"
+    "create|delete|describe|diff|disable|enable|exec|fetch|freeze|get|images|import|init|"
+    "install|list|logs|merge|new|package|ps|publish|pull|purge|push|rebase|reload|remove|"
+    "require|reset|restart|restore|rm|run|search|serve|show|start|stash|status|stop|switch|"
+    "test|uninstall|update|upgrade")
+_TOOLS = (
+    "apt-get|apt|brew|cargo|composer|conda|dnf|docker-compose|docker|dotnet|flatpak|gem|git|"
+    "gradle|helm|journalctl|kubectl|mvn|nmt|npm|pacman|pip3|pipx|pip|pnpm|podman|rustup|snap|"
+    "systemctl|yarn|yum|zypper")
+_SHELL = ("bash|cat|cd|chmod|chown|cp|curl|grep|head|less|ls|mkdir|mv|nano|node|python3|python|"
+          "rm|rsync|scp|sh|ssh|tail|tar|touch|unzip|vim|wget")
+_COMMAND = (
+    rf"(?<![\w./-])(?:sudo(?= [a-z])|(?:{_TOOLS}) (?:{_SUBCOMMANDS})(?![\w-])"
+    r"|make (?:install|uninstall|clean|distclean)(?![\w-])"
+    rf"|(?:{_TOOLS}|{_SHELL})"
+    r"(?= (?:-{1,2}[A-Za-z]|[~/]|\.\.?/|[A-Za-z_][\w-]*[/.][\w-])))"
+    rf"(?: {_ARG}){{0,10}}")
+WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "serial", "number",
+                        "quantity", "command"})
+WORD_RE = re.compile(rf"(?P<command>{_COMMAND})|(?P<path>{_PATH})|(?P<file>{_FILE})"
+                     rf"|(?P<identifier>{_IDENTIFIER})|(?P<mention>{_MENTION})"
+                     rf"|(?P<quantity>{_QUANTITY})|(?P<serial>{_SERIAL})|(?P<number>{_NUMBER})")
+_AMOUNT_RE = re.compile(_AMOUNT)
 # each word span holds one of these (as _SPAN_HINT for SPAN_RE)
 _WORD_HINT = re.compile(
     rf"[/\\_@]|[a-z][A-Z]|\.(?i:{_EXTENSIONS}|bashrc|zshrc|profile|gitignore|env)(?!\w)"
-    r"|\d")
+    rf"|\d|\b(?:sudo|make|{_TOOLS}|{_SHELL}) ")
 # (thousands, decimal) separators of the languages whose numbers `mask` rewrites (CLDR's);
 # only numbers of a source language that writes them as English does are read as such
 _COMMA_GROUPS = (",", ".")
@@ -332,11 +388,11 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     """The text with its spans masked. A number written with thousands separators is masked
     only with `languages` (source, target) whose ways of writing numbers are known
     (NUMBER_SEPARATORS) and where the source writes them as English does ("1,000" is one in
-    French), and comes back written the target's way."""
+    French), and comes back written the target's way; so does a quantity's amount (a quantity
+    is masked without `languages` too, for its unit)."""
     numbers = _number_separators(languages)
     spans = [s for s in find_spans(text) if numbers or s.kind != "number"]
-    originals = tuple(_number_for(text[s.start : s.end], *numbers) if s.kind == "number"
-                      else text[s.start : s.end] for s in spans)
+    originals = tuple(_written(text[s.start : s.end], s.kind, numbers) for s in spans)
     masks = _masks_for(spans, originals, style)
     out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
     newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
@@ -395,6 +451,16 @@ def _number_separators(languages: tuple[str | None, str | None] | None
     if NUMBER_SEPARATORS.get(source) != _COMMA_GROUPS:
         return None
     return NUMBER_SEPARATORS.get(target)
+
+
+def _written(original: str, kind: str, numbers: tuple[str, str] | None) -> str:
+    """A span as it comes back: a number, or a quantity's amount, the target's way where
+    `numbers` are the target's separators."""
+    if numbers and kind == "number":
+        return _number_for(original, *numbers)
+    if numbers and kind == "quantity":
+        return _AMOUNT_RE.sub(lambda m: _number_for(m.group(), *numbers), original, count=1)
+    return original
 
 
 def _number_for(number: str, group: str, decimal: str) -> str:

@@ -374,3 +374,8 @@ def test_words_of_software_are_found_in_time_linear_in_a_word():
     for text in whole + none:
         found = [text[s.start : s.end] for s in find_spans(text)]
         assert found == ([text] if text in whole else [])
+    # quantities and command lines: amounts that never reach a unit, a command of many words
+    for text in ["1," * n + "000 g", "1." * n + " kg", "1 " * n + "x"]:
+        assert [s.kind for s in find_spans(text)] == []
+    commands = find_spans("sudo " * n)
+    assert commands and {s.kind for s in commands} == {"command"}

@@ -111,6 +111,24 @@ WORD_SPANS_CASES = [
     ("and/or 12/05/2026 km/h [b]bold[/b] %(month_year)s $HOME_DIR `a_b`",
      ["%(month_year)s", "$HOME_DIR", "`a_b`"]),
     ("See https://example.org/a/b_c/file.html", ["https://example.org/a/b_c/file.html"]),
+    # quantities: an amount with a unit symbol or a currency sign
+    ("Mix 200 g of flour, 250 ml of milk and 1.5 kg at 180 °C; 4,500 mAh, 10 m/s, 20 m²",
+     ["200 g", "250 ml", "1.5 kg", "180 °C", "4,500 mAh", "10 m/s", "20 m²"]),
+    ("It costs $1,299, $4.99, $42, €19.99, £6 or 5 €, not $1 or $2 (placeholders)",
+     ["$1,299", "$4.99", "$42", "€19.99", "£6", "5 €", "$1", "$2"]),
+    # command lines in prose, up to the first English word; a program's name as a word is none
+    ("Install it with sudo apt install nginx, then type git status or ls -la to see it.",
+     ["sudo apt install nginx", "git status", "ls -la"]),
+    ("Run docker compose up -d, make install as root or cd ~/projects and python3 manage.py "
+     "runserver; git clone https://example.org/x.git first",
+     ["docker compose up -d", "make install", "cd ~/projects", "python3 manage.py runserver",
+      "git clone", "https://example.org/x.git"]),
+    ("Make sure to make new friends; the cat, the git repository, GNU tar 1.13 or Git status",
+     []),
+    # a unit written on to its amount is left to the model
+    ("Not 3 in 1, plan 1 A, room 3 B, 5 minutes, 2.4.1 GB, 12,5 kg, 2 grams or 3 mice",
+     []),
+    ("The 1940s, a 10m bridge, '\\e[1;35m', 2m in n+2m, 35mm, 90°, 5€; but 10 m", ["10 m"]),
 ]
 
 
@@ -150,11 +168,25 @@ def test_numbers_come_back_written_the_target_languages_way():
                                  "12,34, 3.5, 2.4.1 or 3, 2026")
     dropped = unmask(m, "{2} {1}")  # a dropped one goes back too
     assert sorted(dropped.split()) == ["1.000", "1.234,56", "12.000.000,5"]
+    listed = mask("We had 1,000, then 2,000.", languages=("en", "de"))  # a comma after it
+    assert unmask(listed, listed.text) == "We had 1.000, then 2.000."
     french = mask("1,000 and 1,234.56", languages=("en", "fr"))
     assert unmask(french, french.text) == "1\u202f000 and 1\u202f234,56"
     # "1,000" is one in French; an unknown target, or no languages: left to the model
     for languages in [("fr", "de"), ("en", "ar"), None]:
         assert mask("Over 1,000 users", languages=languages).text == "Over 1,000 users"
+
+
+def test_quantities_keep_their_units_and_come_back_written_the_target_languages_way():
+    text = "Mix 200 g of flour; the fee is $1,299.50, or €19.99 for 2.5 kg."
+    m = mask(text, languages=("en", "de"))
+    assert m.text == "Mix {1} of flour; the fee is {2}, or {3} for {4}."
+    assert unmask(m, "Mische {1} Mehl; die Gebühr ist {2} oder {3} für {4}.") == (
+        "Mische 200 g Mehl; die Gebühr ist $1.299,50 oder €19,99 für 2,5 kg.")
+    # without languages a quantity is still masked (for its unit) and comes back as it was
+    plain = mask(text)
+    assert plain.text == m.text and unmask(plain, plain.text) == text
+    assert unmask(mask("5 €", languages=("fr", "de")), "{1}") == "5 €"
 
 
 def test_the_word_hint_is_in_every_word_span():
