@@ -57,6 +57,12 @@ class TranslateOptionsIn(BaseModel):
         description="Rank the beam's best translations again with the model's language model, "
         "where it has one (beam search only; scores stay the translation model's).",
     )
+    keep_target_language: bool = Field(
+        True, strict=True,
+        description="With a named source, a text of four words or more that reads as the "
+        "target language already comes back as it is (`model` `identity`); false translates "
+        "it as the source named.",
+    )
 
     @field_validator(
         "beam_size", "length_penalty", "max_length", "max_length_ratio", "alternatives",
@@ -123,11 +129,13 @@ class Translation(BaseModel):
     detected: DetectedLanguage | None = Field(
         None, description="With source `auto`: this text's source language (a text of 40 "
         "characters or more is detected on its own, a shorter one takes the language of all "
-        "the request's texts together).",
+        "the request's texts together). With a named source: only on a text found to be in "
+        "the target language already (four words or more), which comes back as it is.",
     )
     model: str | None = Field(
-        None, description="With source `auto`: the model (or models, through a pivot) that "
-        "translated this text; `identity` when it was in the target language already.",
+        None, description="With source `auto`, or a named source where a text was in the "
+        "target language already: the model (or models, through a pivot) that translated this "
+        "text; `identity` when it was in the target language already.",
     )
 
 

@@ -58,6 +58,13 @@ AUTO_UNREAD_CONFIDENCE = 90.0
 # short texts in a list of their own language are not misread (docs/glossaries.md)
 OWN_DETECTION_CHARS = 40
 SHORT_OWN_CONFIDENCE = 99.0
+# A text sent with a named source that reads as the target language already comes back as it
+# is: translated, German sent as English came back as nonsense. Only a text of this many words
+# and characters is judged (a name or a term, "Biedermeier style", reads as either), and only
+# from this confidence; on the corpus's English texts so judged none reached it (docs/text.md)
+TARGET_ALREADY_WORDS = 4
+TARGET_ALREADY_CHARS = 20
+TARGET_ALREADY_CONFIDENCE = 99.0
 # a request's texts longer than this in all are read (masks, sentences, tags) and written back
 # in a thread, not on the event loop (TranslationService._run); shorter ones are not worth
 # the hop
@@ -76,6 +83,7 @@ class RequestedOptions:
     return_scores: bool = False
     confidence: bool = False  # a confidence per text (TextResult.confidence)
     rerank: bool = True  # by the model's language model, where it has one (app.engine.rerank)
+    keep_target_language: bool = True  # a named source's text in the target language already
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,9 @@ class TextResult:
     # exp of the mean log-probability per output token over the text's sentences (and the
     # product over a pivot's hops); None where no model ran on it
     confidence: float | None = None
-    # source "auto" with several texts: the text's own detection and route
+    # source "auto" with several texts: the text's own detection and route; a named source's
+    # request with a text in the target language already: every text's route, that one's
+    # detection
     detected: Detection | None = None
     route: list[LoadedModel] | None = None
 
@@ -222,8 +232,8 @@ class TranslationService:
             check_limits(request.texts, self.settings, request.fields.text)
             requested = check_glossary(request.glossary, self.settings, request.fields.glossary)
             together, detections = self._detections(request)
-            sources = ([d.language for d in detections] if detections is not None
-                       else [request.source] * len(request.texts))
+            sources = ([d.language if d else request.source for d in detections]
+                       if detections is not None else [request.source] * len(request.texts))
             # source language -> its texts' indices (no texts: one group, checked all the same)
             groups: dict[str, list[int]] = {} if sources else {
                 together.language if together else request.source: []}
@@ -243,24 +253,35 @@ class TranslationService:
             for i, result in zip(indices, found, strict=True):
                 if not request.options.return_scores:
                     result = dataclasses.replace(result, score=None)
-                if detections is not None:
+                if detections is not None:  # (a named source's own texts: no detection)
                     result = dataclasses.replace(result, detected=detections[i], route=route)
                 results[i] = result
         elapsed = round((time.perf_counter() - started) * 1000, 2)
         route = plans[0][1]
         source = route[0].source if route else request.target  # "auto" resolved
         mixed = len(plans) > 1
-        return TranslationOutcome(results, route, "auto" if mixed else source, request.target,
+        if request.source != "auto":
+            source = request.source
+        elif mixed:
+            source = "auto"
+        return TranslationOutcome(results, route, source, request.target,
                                   sum(count for _, count in ran), elapsed,
                                   None if mixed else together, mixed)
 
     def _detections(self, request: TranslationRequest
-                    ) -> tuple[Detection | None, list[Detection] | None]:
+                    ) -> tuple[Detection | None, list[Detection | None] | None]:
         """For source "auto", the language of all texts together and each text's own
-        (OWN_DETECTION_CHARS, SHORT_OWN_CONFIDENCE); None when the source is named, or no
-        detector is needed (one source language)."""
-        if request.source != "auto" or self.detector is None:
+        (OWN_DETECTION_CHARS, SHORT_OWN_CONFIDENCE). For a named source, each text that is in
+        the target language already (TARGET_ALREADY_*) is detected so, the others None; None
+        when no text is, or no detector is needed (one source language)."""
+        if self.detector is None:
             return None, None
+        if request.source != "auto":
+            if not (request.options.keep_target_language
+                    and self.registry.route(request.source, request.target)):
+                return None, None  # no model runs anyway (checked here, whatever the texts)
+            already = [self._in_target(text, request.target) for text in request.texts]
+            return None, already if any(already) else None
         texts = request.texts
         field = request.fields.text
         together = self.detect_source("\n".join(texts), request.target, "source")
@@ -274,6 +295,14 @@ class TranslationService:
             detections.append(self._source_from(ranked, request.target, f"{field}[{i}]")
                               if own else together)
         return together, detections
+
+    def _in_target(self, text: str, target: str) -> Detection | None:
+        """The detection of a text that reads as the target language (TARGET_ALREADY_*)."""
+        if len(text) < TARGET_ALREADY_CHARS or len(text.split()) < TARGET_ALREADY_WORDS:
+            return None
+        best = self.detector.detect(text)[0]
+        return best if (best.language == target
+                        and best.confidence >= TARGET_ALREADY_CONFIDENCE) else None
 
     def _plan(self, request: TranslationRequest, source: str, requested: Glossary
               ) -> tuple[list[LoadedModel], list[tuple[LoadedModel, TranslationOptions]],

@@ -370,6 +370,34 @@ def test_a_short_text_takes_its_own_language_where_the_detector_is_sure_of_it(mu
     assert [d["language"] for d in lt["detectedLanguage"]] == ["en", "en", "de", "en"]
 
 
+def test_a_text_in_the_target_language_already_comes_back_as_it_is(multi):
+    """Sent with a named source, German text was translated as if it were English (the shipped
+    model made nonsense of it); a text of four words or more that the detector is sure is the
+    target language stays as it is, and the answer says so."""
+    short = "Das ist gut."  # three words: not judged, translated as the source named
+    r = multi.post("/v1/translate", json={"text": [ENGLISH, GERMAN, short, FRENCH],
+                                          "source": "en", "target": "de"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    got = [((t.get("detected") or {}).get("language"), t["model"], t["text"])
+           for t in body["translations"]]
+    assert got == [(None, "en-de", reverse(ENGLISH)), ("de", "identity", GERMAN),
+                   (None, "en-de", reverse(short)), (None, "en-de", reverse(FRENCH))]
+    assert (body["source"], body["model"]) == ("en", "en-de, identity")
+    one = multi.post("/v1/translate", json={"text": GERMAN, "source": "en",
+                                            "target": "de"}).json()
+    assert (one["translations"][0]["text"], one["model"], one["source"]) == (
+        GERMAN, "identity", "en")
+    lt = multi.post("/translate", json={"q": GERMAN, "source": "en", "target": "de"}).json()
+    assert lt == {"translatedText": GERMAN}
+    asked = multi.post("/v1/translate", json={"text": GERMAN, "source": "en", "target": "de",
+                                              "options": {"keep_target_language": False}})
+    assert asked.json()["translations"] == [{"text": reverse(GERMAN)}]  # as the source named
+    # a source no model reads is refused whatever the text
+    refused = multi.post("/v1/translate", json={"text": GERMAN, "source": "xx", "target": "de"})
+    assert refused.status_code == 400 and refused.json()["field"] == "source"
+
+
 def test_one_language_for_every_text_keeps_the_answer_as_before(multi):
     body = multi.post("/v1/translate", json={"text": [FRENCH, FRENCH], "source": "auto",
                                              "target": "de"}).json()
