@@ -95,6 +95,25 @@ def one_final_period(text: str) -> str:
     return text
 
 
+_FINAL_MARKS = re.compile(r"[!?]+(?=\s*$)")
+
+
+def final_marks(text: str) -> str:
+    """The run of "!" and "?" a text ends with ("" for none)."""
+    found = _FINAL_MARKS.search(text)
+    return found.group() if found else ""
+
+
+def marks_as_source(text: str, marks: str) -> str:
+    """text ending in the source's final run of "!" and "?" (`marks`, final_marks) where both
+    end in one and either run is longer than a mark: the model wrote a single mark for the
+    source's "!!!" or "??" ("Thank you!!!" -> "Danke!") and doubled a long one."""
+    found = _FINAL_MARKS.search(text) if marks else None
+    if found is None or found.group() == marks or max(len(marks), len(found.group())) < 2:
+        return text
+    return text[: found.start()] + marks + text[found.end() :]
+
+
 def decode_with_unknowns(ids: list[int], unk_id: int, unknown: list[str] | tuple[str, ...],
                          decode, piece) -> str:
     """ids decoded with each unknown piece written as the next of `unknown` (the source's

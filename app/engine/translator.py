@@ -29,8 +29,10 @@ from app.engine.tokenizer import (
     JointTokenizer,
     SplitTokenizer,
     as_written,
+    final_marks,
     in_capitals,
     is_symbol,
+    marks_as_source,
     one_final_period,
     written_back,
     written_forms,
@@ -184,13 +186,15 @@ class Source(NamedTuple):
     (decode writes them), its words the vocabulary reads otherwise (written back as the source
     wrote them: tokenizer.written_forms), whether the translation is given back in capitals
     (in_capitals), its symbols the model does not read, masked (Translator.read), and where
-    the bundle reranks, its pieces of names and numbers (app.engine.rerank.keeps)."""
+    the bundle reranks, its pieces of names and numbers (app.engine.rerank.keeps), and the run
+    of "!" and "?" it ends with (tokenizer.marks_as_source)."""
 
     unknown: tuple[str, ...] = ()
     forms: tuple[Form, ...] = ()
     capitals: bool = False
     symbols: Symbols | None = None
     names: frozenset[int] = frozenset()
+    marks: str = ""
 
 
 class _Queue:
@@ -443,7 +447,7 @@ class Translator:
         return Source(self.unknowns(text), written_forms(encoded, self.tokenizer.plain),
                       self.in_capitals(text), symbols,
                       name_pieces(self._ids(text), *self._name_pieces)
-                      if self._name_pieces else frozenset())
+                      if self._name_pieces else frozenset(), final_marks(text))
 
     def _source_ids(self, text: str) -> tuple[int, ...]:
         return tuple(self.tokenizer.encode([self._as_encoded(text)])[0][: self.max_source_tokens])
@@ -592,6 +596,7 @@ class Translator:
             if source.symbols is not None:
                 decoded = source.symbols.back(decoded)
             decoded = one_final_period(written_back(decoded, source.forms))
+            decoded = marks_as_source(decoded, source.marks)
             return decoded.upper() if source.capitals else decoded
 
         return Result(

@@ -13,7 +13,13 @@ import pytest
 
 import app.engine.translator as translator_module
 from app.engine import BundleError, Result, TranslationOptions, Translator
-from app.engine.tokenizer import as_written, capitalize_lowercase, one_final_period
+from app.engine.tokenizer import (
+    as_written,
+    capitalize_lowercase,
+    final_marks,
+    marks_as_source,
+    one_final_period,
+)
 from model.search import beam_search, greedy_search
 
 
@@ -257,6 +263,27 @@ def test_translations_end_in_one_period(translator, monkeypatch):
     options = TranslationOptions(beam_size=3, num_alternatives=2)
     got = translator.translate_batch(["the red house"], options)[0]
     assert got.text == "Am Freitag, den 5." and got.alternatives == [got.text] * 2
+
+
+@pytest.mark.parametrize("source, written, tidied", [
+    ("Thank you!!!", "Danke!", "Danke!!!"),  # the model wrote one mark for three
+    ("Are you sure??", "Bist du sicher?", "Bist du sicher??"),
+    ("I HAVE FAILED!!!", "ICH HABE VERSAGT!!!!!!!!!", "ICH HABE VERSAGT!!!"),  # and doubled
+    ("Really?!", "Wirklich?", "Wirklich?!"),
+    ("Hello!", "Hallo!", "Hallo!"),
+    ("Hello!", "Hallo!!", "Hallo!"),
+    ("Hello.", "Hallo!!", "Hallo!!"),  # the source ends in none: as the model wrote it
+    ("Stop!!", "Halt.", "Halt."),  # the translation ends in none
+    ("Why?!", "Warum?! ", "Warum?! "),
+])
+def test_a_translation_ends_in_the_sources_run_of_marks(source, written, tidied):
+    assert marks_as_source(written, final_marks(source)) == tidied
+
+
+def test_translations_end_in_the_sources_marks(translator, monkeypatch):
+    monkeypatch.setattr(translator, "decode", lambda ids, unknown=None: "das rote Haus!")
+    got = translator.translate_batch(["the red house!!!", "the red house!"])
+    assert [r.text for r in got] == ["das rote Haus!!!", "das rote Haus!"]
 
 
 def test_long_input_is_truncated_to_the_positions(translator):
