@@ -225,7 +225,7 @@ _UNITS = (
     "ms|min|mg|kg|ml|cl|dl|mm|cm|km|ft|mi|yd|oz|lbs|lb|px|pt|dpi|fps|rpm|dB|"
     "kcal|kJ|hPa|kPa|bar|psi|€|£|¥|[smhgl]")
 _CURRENCY = "$€£¥₹₩₽₺₴₪"
-_QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}]\s?{_AMOUNT}"
+_QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}][ \xa0\u202f]?{_AMOUNT}"
              rf"|{_AMOUNT}[ \xa0\u202f](?:{_UNITS}))"
              r"(?![\w°²³/]|[.,]\d)")
 # A command line written in prose without backticks ("Install it with sudo apt install

@@ -61,7 +61,8 @@ SHORT_OWN_CONFIDENCE = 99.0
 # A text sent with a named source that reads as the target language already comes back as it
 # is: translated, German sent as English came back as nonsense. Only a text of this many words
 # and characters is judged (a name or a term, "Biedermeier style", reads as either), and only
-# from this confidence; on the corpus's English texts so judged none reached it (docs/text.md)
+# from this confidence; on the corpus's English texts so judged none reached it
+# (docs/glossaries.md)
 TARGET_ALREADY_WORDS = 4
 TARGET_ALREADY_CHARS = 20
 TARGET_ALREADY_CONFIDENCE = 99.0
