@@ -216,18 +216,17 @@ _NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?!\w|[.,]\d)"
 # out ("5 minutes") is a word for the model; "in" and single capitals ("A", "B") are left
 # out as too often words, and a unit counts only after a space: written on to its amount
 # ("35mm-Äquivalent", "um 90°"), the model read the two as one word and did well, and "1940s"
-# and the "35m" of an escape sequence are none. Its amount comes back written the target's
-# way, as a number.
+# and the "35m" of an escape sequence are none; a sum may have a "/" after it ("€9.99/month"),
+# a unit not ("m/x" is none). Its amount comes back written the target's way, as a number.
 _AMOUNT = r"(?:\d{1,3}(?:,\d{3})++(?!\d|,\d)|\d++)(?:\.\d++)?"
 _UNITS = (
     "km/h|m/s|mph|km²|m²|cm²|mm²|km³|m³|cm³|°C|°F|°|mAh|kWh|Wh|kW|MW|W|mV|kV|V|mA|Ah|"
     "GHz|MHz|kHz|Hz|KiB|MiB|GiB|TiB|KB|kB|MB|GB|TB|PB|Mbit/s|Gbit/s|Mbps|Gbps|kbps|"
     "ms|min|mg|kg|ml|cl|dl|mm|cm|km|ft|mi|yd|oz|lbs|lb|px|pt|dpi|fps|rpm|dB|"
-    "kcal|kJ|hPa|kPa|bar|psi|€|£|¥|[smhgl]")
+    "kcal|kJ|hPa|kPa|bar|psi|tbsp|tsp|€|£|¥|[smhgl]")
 _CURRENCY = "$€£¥₹₩₽₺₴₪"
-_QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}][ \xa0\u202f]?{_AMOUNT}"
-             rf"|{_AMOUNT}[ \xa0\u202f](?:{_UNITS}))"
-             r"(?![\w°²³/]|[.,]\d)")
+_QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}][ \xa0\u202f]?{_AMOUNT}(?!\w|[.,]\d)"
+             rf"|{_AMOUNT}[ \xa0\u202f](?:{_UNITS})(?![\w°²³/]|[.,]\d))")
 # A command line written in prose without backticks ("Install it with sudo apt install
 # nginx." -> "... sudo apt Junge.", "Type git status" -> "Git-Status"): a program's name and
 # what it is told, up to the first word of English. Only where the name cannot be a word: after

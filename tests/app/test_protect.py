@@ -116,6 +116,8 @@ WORD_SPANS_CASES = [
      ["200 g", "250 ml", "1.5 kg", "180 °C", "4,500 mAh", "10 m/s", "20 m²"]),
     ("It costs $1,299, $4.99, $42, €19.99, £6 or 5 €, not $1 or $2 (placeholders)",
      ["$1,299", "$4.99", "$42", "€19.99", "£6", "5 €", "$1", "$2"]),
+    ("From €9.99/month; 2 tbsp and 1 tsp; 10 m/s but not 10 m/x", ["€9.99", "2 tbsp", "1 tsp",
+                                                                   "10 m/s"]),
     # command lines in prose, up to the first English word; a program's name as a word is none
     ("Install it with sudo apt install nginx, then type git status or ls -la to see it.",
      ["sudo apt install nginx", "git status", "ls -la"]),
