@@ -232,16 +232,25 @@ _QUANTITY = (rf"(?<![\w.,/:;{_CURRENCY}])(?:[{_CURRENCY}][ \xa0\u202f]?{_AMOUNT}
 # what it is told, up to the first word of English. Only where the name cannot be a word: after
 # "sudo", a package manager's or tool's name with one of its subcommands ("pip install", "git
 # clone"; "make" only with its few targets, as "make new" is English), or one of them or a
-# shell command with an option or a path ("ls -la", "cd ~/projects"). An argument is a
-# lower-case word, an option, a path or a number; a capital, punctuation, anything SPAN_RE
-# masks on its own (a URL, a placeholder) and the commonest words of English end the command
-# (others do not: "to see ls -la output" takes "output" in).
+# shell command with an option or a path ("ls -la", "cd ~/projects"). An argument is an
+# option, a path, a number, or a lower-case word (not two in a row); a capital, punctuation,
+# anything SPAN_RE masks on its own (a URL, a placeholder) and the commonest words of English
+# end the command (others do not: "to see ls -la output" takes "output" in).
 _STOP_WORDS = (
-    "a|about|after|again|also|an|and|any|are|as|at|be|before|but|by|each|first|for|from|"
-    "if|in|instead|into|is|it|its|later|like|more|next|now|of|on|once|or|so|some|such|than|"
-    "that|the|then|there|this|to|too|until|was|were|when|where|which|while|will|with|you|your")
+    "a|about|after|again|also|an|and|any|are|as|at|be|been|before|but|by|can|cannot|could|did|"
+    "do|does|each|fails|first|for|from|had|has|have|if|in|instead|into|is|it|its|later|like|"
+    "may|might|more|must|next|not|now|of|on|once|or|should|so|some|such|than|that|the|then|"
+    "there|this|to|too|until|was|were|when|where|which|while|will|with|would|you|your")
+_ARG_REST = r"(?:[\w@=/~+-]|[.,](?=[\w/~-])|:(?=[\w~]|/(?!/)))*+"
 _ARG = (rf"(?!(?:{_STOP_WORDS})(?![\w-]|\.\w)|[a-z][\w+.-]*://)"
-        r"(?:[a-z0-9/~@=+-]|\.\.?(?=[\w/]))(?:[\w@=/~+-]|[.,](?=[\w/~-])|:(?=[\w~]|/(?!/)))*+")
+        rf"(?:[a-z0-9/~@=+-]|\.\.?(?=[\w/])){_ARG_REST}")
+# a plain word (a package, a target, an option's value) comes only after the command's name or
+# an option or another argument, never after a plain word: "git diff header lacks ..." is
+# "git diff header"
+_WHOLE = r"(?![\w@=/~+]|[.,:](?=[\w/~-]))"
+_PLAIN = rf"(?!(?:{_STOP_WORDS}){_WHOLE})[a-z][a-z0-9-]*+{_WHOLE}"
+_ARGS = (rf"(?: {_PLAIN})?(?: (?:-{{1,2}}[A-Za-z0-9]{_ARG_REST}"
+         rf"|(?![a-z][a-z0-9-]*+{_WHOLE}|-){_ARG})(?: {_PLAIN})?){{0,10}}")
 _SUBCOMMANDS = (
     "activate|add|apply|autoremove|branch|build|checkout|ci|clean|clone|commit|compose|"
     "create|delete|describe|diff|disable|enable|exec|fetch|freeze|get|images|import|init|"
@@ -255,11 +264,12 @@ _TOOLS = (
 _SHELL = ("bash|cat|cd|chmod|chown|cp|curl|grep|head|less|ls|mkdir|mv|nano|node|python3|python|"
           "rm|rsync|scp|sh|ssh|tail|tar|touch|unzip|vim|wget")
 _COMMAND = (
-    rf"(?<![\w./-])(?:sudo(?= [a-z])|(?:{_TOOLS}) (?:{_SUBCOMMANDS})(?![\w-])"
+    rf"(?<![\w./-])(?:sudo (?:(?:{_TOOLS}) (?:{_SUBCOMMANDS})(?![\w-])|[a-z][\w-]*+)"
+    rf"|(?:{_TOOLS}) (?:{_SUBCOMMANDS})(?![\w-])"
     r"|make (?:install|uninstall|clean|distclean)(?![\w-])"
     rf"|(?:{_TOOLS}|{_SHELL})"
     r"(?= (?:-{1,2}[A-Za-z]|[~/]|\.\.?/|[A-Za-z_][\w-]*[/.][\w-])))"
-    rf"(?: {_ARG}){{0,10}}")
+    rf"{_ARGS}")
 WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "serial", "number",
                         "quantity", "command"})
 WORD_RE = re.compile(rf"(?P<command>{_COMMAND})|(?P<path>{_PATH})|(?P<file>{_FILE})"

@@ -127,6 +127,9 @@ WORD_SPANS_CASES = [
       "git clone", "https://example.org/x.git"]),
     ("Make sure to make new friends; the cat, the git repository, GNU tar 1.13 or Git status",
      []),
+    # a plain word follows the name, an option or an argument, not another plain word
+    ("git diff header lacks filename information; sudo apt-get install python3-scour now",
+     ["git diff header", "sudo apt-get install python3-scour"]),
     # a unit written on to its amount is left to the model
     ("Not 3 in 1, plan 1 A, room 3 B, 5 minutes, 2.4.1 GB, 12,5 kg, 2 grams or 3 mice",
      []),
