@@ -4,7 +4,7 @@ masks.
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
         [--words recipes/software-words-en.txt recipes/commands-en.txt]
-        [--numbers recipes/numbers-en.txt recipes/quantities-en.txt]
+        [--numbers recipes/numbers-en.txt recipes/quantities-en.txt] [--times recipes/times-en.txt]
 
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
@@ -16,7 +16,8 @@ fixed list of such sentences written for this project, without references). Numb
 thousands separators and quantities, which the service writes the target language's way
 ("1,000" -> "1.000", "€19.99" -> "€19,99"), are left out of these counts;
 --numbers (fixed lists of sentences holding them) reports the share of sentences with every
-one written so, raw and masked as the service masks them.
+one written so, raw and masked as the service masks them; --times, the share of sentences with
+a time on the 12-hour clock ("5 pm") whose translation has it on the 24-hour clock ("17:00").
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
@@ -42,6 +43,7 @@ from pathlib import Path
 from app.engine import Translator
 from app.text.protect import (
     BRACE_STYLE,
+    CLOCK_12,
     KEEP_BRACE_STYLE,
     KEEP_STYLE,
     QT_STYLE,
@@ -50,6 +52,7 @@ from app.text.protect import (
     MaskStyle,
     find_spans,
     mask,
+    on_24_hours,
     unmask,
 )
 
@@ -101,6 +104,29 @@ def numbers(translator: Translator, sources: list[str]) -> dict:
     def share(outputs: list[str]) -> float:
         return round(sum(all(o.count(n) >= k for n, k in w.items())
                          for o, w in zip(outputs, wanted, strict=True)) / len(sources), 4)
+
+    return {"segments": len(sources), "raw": share(raw), "masked": share(out)}
+
+
+def times(translator: Translator, sources: list[str]) -> dict:
+    """The share of sentences with a time on the 12-hour clock whose translation has each of
+    them on the 24-hour clock ("17:00"; "17 Uhr" for a whole hour counts too), translated raw
+    and as the service sends them (app.text.protect.mask writes them so for such a target)."""
+    languages = (translator.source_lang, translator.target_lang)
+    wanted = [[on_24_hours(m).rstrip(".") for m in CLOCK_12.finditer(s)] for s in sources]
+    sources = [s for s, w in zip(sources, wanted, strict=True) if w]
+    wanted = [w for w in wanted if w]
+    masked = [mask(s, languages=languages) for s in sources]
+    raw = [r.text for r in translator.translate_batch(sources)]
+    out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
+        [m.text for m in masked]), strict=True)]
+
+    def right(output: str, times: list[str]) -> bool:
+        return all(t in output or (t.endswith(":00") and f"{t[:-3]} Uhr" in output)
+                   for t in times)
+
+    def share(outputs: list[str]) -> float:
+        return round(sum(map(right, outputs, wanted)) / len(sources), 4)
 
     return {"segments": len(sources), "raw": share(raw), "masked": share(out)}
 
@@ -169,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--words", type=Path, nargs="+", default=[],
                     help="sentences with words of software, one a line")
+    ap.add_argument("--times", type=Path, nargs="+", default=[],
+                    help="sentences with times on the 12-hour clock")
     ap.add_argument("--numbers", type=Path, nargs="+", default=[],
                     help="sentences with numbers such as 1,000, or quantities")
     ap.add_argument("--json", type=Path)
@@ -189,6 +217,10 @@ def main(argv: list[str] | None = None) -> None:
                     if not survive(s, o)]
             for s, o in lost[: args.examples]:
                 print(f"    {s!r}\n -> {o!r}")
+    for path in args.times:
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        report[f"times: {path.name}"] = row = times(translator, lines)
+        print(f"{path.name:30} on the 24-hour clock {json.dumps(row)}")
     for path in args.numbers:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         report[f"numbers: {path.name}"] = row = numbers(translator, lines)

@@ -289,6 +289,15 @@ NUMBER_SEPARATORS = {
     "fr": ("\u202f", ","),
     **dict.fromkeys(["ru", "uk", "pl", "cs", "sk", "sv", "fi", "nb", "hu", "bg"], ("\xa0", ",")),
 }
+# A time on the 12-hour clock ("5 pm", "6:45 p.m.") is written on the 24-hour clock ("17:00",
+# "18:45") before the model, from English into a language whose readers use that clock (CLDR's
+# time formats with "H" and ":"): the model wrote "5 p.m." as "5 Uhr" (five in the morning) and
+# "2 pm" as "2 Pm", and read "at 17:00" well. A dotted form's last period that also ends the
+# sentence stays.
+CLOCK_24 = frozenset({"cs", "de", "es", "fr", "it", "nl", "pl", "pt", "ru", "sv", "tr", "uk"})
+CLOCK_12 = re.compile(r"(?<![\w:.,])(1[0-2]|0?[1-9])(?::([0-5]\d))?[ \xa0]?"
+                       r"(?:([AaPp])[Mm]\b|([AaPp])\.[Mm]\.(?=(\s*$|\s+[A-Z])?))")
+_CLOCK_12_HINT = re.compile(r"\d[ \xa0]?[AaPp]\.?[Mm]")
 _TAG_NAME = re.compile(r"</?\s*([\w:-]+)")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -398,8 +407,13 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     only with `languages` (source, target) whose ways of writing numbers are known
     (NUMBER_SEPARATORS) and where the source writes them as English does ("1,000" is one in
     French), and comes back written the target's way; so does a quantity's amount (a quantity
-    is masked without `languages` too, for its unit)."""
+    is masked without `languages` too, for its unit). From English into a language of CLOCK_24,
+    times on the 12-hour clock are written on the 24-hour clock first (the masked text has
+    them so; nothing to put back)."""
     numbers = _number_separators(languages)
+    source, target = languages or (None, None)
+    if source == "en" and target in CLOCK_24 and _CLOCK_12_HINT.search(text):
+        text = CLOCK_12.sub(on_24_hours, text)
     spans = [s for s in find_spans(text) if numbers or s.kind != "number"]
     originals = tuple(_written(text[s.start : s.end], s.kind, numbers) for s in spans)
     masks = _masks_for(spans, originals, style)
@@ -460,6 +474,15 @@ def _number_separators(languages: tuple[str | None, str | None] | None
     if NUMBER_SEPARATORS.get(source) != _COMMA_GROUPS:
         return None
     return NUMBER_SEPARATORS.get(target)
+
+
+def on_24_hours(time: re.Match) -> str:
+    """A CLOCK_12 match on the 24-hour clock ("6:45 pm" -> "18:45"), with its sentence's
+    period where a dotted form ended the sentence too."""
+    hour, minutes, plain, dotted, end = time.groups()
+    pm = (plain or dotted) in "Pp"
+    written = f"{int(hour) % 12 + (12 if pm else 0)}:{minutes or '00'}"
+    return written + "." if end is not None else written
 
 
 def _written(original: str, kind: str, numbers: tuple[str, str] | None) -> str:

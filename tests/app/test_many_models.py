@@ -174,13 +174,16 @@ def test_the_shipped_model_keeps_words_of_software_and_writes_numbers_as_german_
     assert all(word in document for word in kept), document
 
 
-def test_the_shipped_model_keeps_command_lines_and_quantities(client):
+def test_the_shipped_model_keeps_command_lines_quantities_and_times(client):
     """Read as words, the model changed command lines ("sudo apt install nginx" -> "sudo apt
-    Jungx", "git status" -> "Git-Status"), dropped or changed units ("200 g" -> "200 G") and
-    left amounts in English ("$4.99")."""
+    Jungx", "git status" -> "Git-Status"), dropped or changed units ("200 g" -> "200 G"), left
+    amounts in English ("$4.99") and times on the 12-hour clock."""
     text = "Install it with sudo apt install nginx, then mix 200 g of flour. It costs $4.99."
     kept = ["sudo apt install nginx", "200 g", "$4,99"]
     out = translate(client, text, "en", "de")["translations"][0]["text"]
     assert all(word in out for word in kept), out
     lt = client.post("/translate", json={"q": text, "source": "en", "target": "de"}).json()
     assert lt["translatedText"] == out
+    # times on the 12-hour clock: "5 p.m." came back as "5 Uhr", five in the morning
+    out = translate(client, "Call us between 9 a.m. and 5 p.m.", "en", "de")
+    assert "9:00" in out["translations"][0]["text"] and "17:00" in out["translations"][0]["text"]

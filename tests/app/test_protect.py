@@ -194,6 +194,18 @@ def test_quantities_keep_their_units_and_come_back_written_the_target_languages_
     assert unmask(mask("5 €", languages=("fr", "de")), "{1}") == "5 €"
 
 
+def test_times_on_the_12_hour_clock_go_to_the_model_on_the_24_hour_clock():
+    text = "Call between 9 a.m. and 5 p.m., at 6:45 PM or 12 am. Not 13 pm or 5:60 pm. At 5 p.m."
+    m = mask(text, languages=("en", "de"))
+    assert m.text == ("Call between 9:00 and 17:00, at 18:45 or 0:00. Not 13 pm or 5:60 pm. "
+                      "At 17:00.")  # the sentence's own period stays
+    assert unmask(m, m.text) == m.text
+    assert mask("Meet at 5 p.m. then go.", languages=("en", "fr")).text == "Meet at 17:00 then go."
+    # a target that reads the 12-hour clock, another source or no languages: as it is
+    for languages in [("en", "en"), ("en", "ko"), ("de", "fr"), None]:
+        assert mask("Meet at 5 pm.", languages=languages).text == "Meet at 5 pm."
+
+
 def test_the_word_hint_is_in_every_word_span():
     """WORD_RE is skipped over text without _WORD_HINT: every word span must have it."""
     rng = random.Random(1)
