@@ -10,9 +10,8 @@ Segments: the test sentences holding at least one protected span (app.text.prote
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
 first word, a URL or an e-mail address (the corpus strips markup, so the test split has none).
 Two more sets for the words of software (paths, file names, identifiers, @mentions, hashes,
-command lines:
-app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of --words (a
-fixed list of such sentences written for this project, without references). Numbers with
+command lines: app.text.protect.WORD_KINDS): the test sentences holding one, and the lines of
+--words (fixed lists of such sentences written for this project, without references). Numbers with
 thousands separators and quantities, which the service writes the target language's way
 ("1,000" -> "1.000", "€19.99" -> "€19,99"), are left out of these counts;
 --numbers (fixed lists of sentences holding them) reports the share of sentences with every
