@@ -101,8 +101,8 @@ class Settings(BaseSettings):
         True, description="Keep placeholders, inline tags, URLs, e-mail addresses, paths, file "
         "names, identifiers, command lines and quantities away from the model (plain text, and "
         "each block of text in HTML) and put them back unchanged, and numbers such as 1,000, "
-        "amounts such as €19.99 and times such as 5 pm written the target language's way "
-        "(app.text.protect).",
+        "amounts such as €19.99, times such as 5 pm and dates such as 12/31/2026 written the "
+        "target language's way (app.text.protect).",
     )
     # glossaries (docs/glossaries.md)
     glossary_dir: Path | None = Field(

@@ -4,7 +4,8 @@ masks.
     python -m bench.placeholders [--bundle bundles/en-de] [--src data/en-de-v2/test.en
         --ref data/en-de-v2/test.de] [--limit 0] [--synthetic 100] [--threads 1] [--json out.json]
         [--words recipes/software-words-en.txt recipes/commands-en.txt]
-        [--numbers recipes/numbers-en.txt recipes/quantities-en.txt] [--times recipes/times-en.txt]
+        [--numbers recipes/numbers-en.txt recipes/quantities-en.txt]
+        [--written recipes/times-en.txt recipes/dates-en.txt]
 
 Segments: the test sentences holding at least one protected span (app.text.protect.find_spans), and
 --synthetic sentences made from span-free test sentences by adding an inline tag pair around the
@@ -15,8 +16,9 @@ command lines: app.text.protect.WORD_KINDS): the test sentences holding one, and
 thousands separators and quantities, which the service writes the target language's way
 ("1,000" -> "1.000", "€19.99" -> "€19,99"), are left out of these counts;
 --numbers (fixed lists of sentences holding them) reports the share of sentences with every
-one written so, raw and masked as the service masks them; --times, the share of sentences with
-a time on the 12-hour clock ("5 pm") whose translation has it on the 24-hour clock ("17:00").
+one written so, raw and masked as the service masks them; --written, the share of sentences
+with a time on the 12-hour clock ("5 pm") or a date of numbers ("12/31/2026") whose translation
+has it the target's way ("17:00", "31.12.2026").
 Each set is translated with the bundle's default decoding (beam 4) five ways:
 
 - raw: the sentence as it is;
@@ -43,12 +45,15 @@ from app.engine import Translator
 from app.text.protect import (
     BRACE_STYLE,
     CLOCK_12,
+    DATE,
+    DATE_FORMATS,
     KEEP_BRACE_STYLE,
     KEEP_STYLE,
     QT_STYLE,
     SPAN_RE,
     WORD_KINDS,
     MaskStyle,
+    date_for,
     find_spans,
     mask,
     on_24_hours,
@@ -107,22 +112,27 @@ def numbers(translator: Translator, sources: list[str]) -> dict:
     return {"segments": len(sources), "raw": share(raw), "masked": share(out)}
 
 
-def times(translator: Translator, sources: list[str]) -> dict:
-    """The share of sentences with a time on the 12-hour clock whose translation has each of
-    them on the 24-hour clock ("17:00"; "17 Uhr" for a whole hour counts too), translated raw
-    and as the service sends them (app.text.protect.mask writes them so for such a target)."""
-    languages = (translator.source_lang, translator.target_lang)
-    wanted = [[on_24_hours(m).rstrip(".") for m in CLOCK_12.finditer(s)] for s in sources]
+def written(translator: Translator, sources: list[str]) -> dict:
+    """The share of sentences with a time on the 12-hour clock or a date of numbers whose day
+    is clear, whose translation has each written the target's way ("17:00", "31.12.2026"; "17
+    Uhr" for a whole hour counts too), translated raw and as the service sends them
+    (app.text.protect: times written on the 24-hour clock, dates masked)."""
+    source, target = translator.source_lang, translator.target_lang
+    form = DATE_FORMATS.get(target)
+    wanted = [[on_24_hours(m).rstrip(".") for m in CLOCK_12.finditer(s)]
+              + [d for m in DATE.finditer(s) if form and (d := date_for(m.group(), form))
+                 != m.group()]
+              for s in sources]
     sources = [s for s, w in zip(sources, wanted, strict=True) if w]
     wanted = [w for w in wanted if w]
-    masked = [mask(s, languages=languages) for s in sources]
+    masked = [mask(s, languages=(source, target)) for s in sources]
     raw = [r.text for r in translator.translate_batch(sources)]
     out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
         [m.text for m in masked]), strict=True)]
 
-    def right(output: str, times: list[str]) -> bool:
-        return all(t in output or (t.endswith(":00") and f"{t[:-3]} Uhr" in output)
-                   for t in times)
+    def right(output: str, forms: list[str]) -> bool:
+        return all(f in output or (f.endswith(":00") and f"{f[:-3]} Uhr" in output)
+                   for f in forms)
 
     def share(outputs: list[str]) -> float:
         return round(sum(map(right, outputs, wanted)) / len(sources), 4)
@@ -194,8 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--words", type=Path, nargs="+", default=[],
                     help="sentences with words of software, one a line")
-    ap.add_argument("--times", type=Path, nargs="+", default=[],
-                    help="sentences with times on the 12-hour clock")
+    ap.add_argument("--written", type=Path, nargs="+", default=[],
+                    help="sentences with times on the 12-hour clock or dates of numbers")
     ap.add_argument("--numbers", type=Path, nargs="+", default=[],
                     help="sentences with numbers such as 1,000, or quantities")
     ap.add_argument("--json", type=Path)
@@ -216,10 +226,10 @@ def main(argv: list[str] | None = None) -> None:
                     if not survive(s, o)]
             for s, o in lost[: args.examples]:
                 print(f"    {s!r}\n -> {o!r}")
-    for path in args.times:
+    for path in args.written:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        report[f"times: {path.name}"] = row = times(translator, lines)
-        print(f"{path.name:30} on the 24-hour clock {json.dumps(row)}")
+        report[f"written: {path.name}"] = row = written(translator, lines)
+        print(f"{path.name:30} written the target's way {json.dumps(row)}")
     for path in args.numbers:
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         report[f"numbers: {path.name}"] = row = numbers(translator, lines)

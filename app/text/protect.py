@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import datetime
 import functools
 import html
 import re
@@ -270,11 +271,25 @@ _COMMAND = (
     rf"|(?:{_TOOLS}|{_SHELL})"
     r"(?= (?:-{1,2}[A-Za-z]|[~/]|\.\.?/|[A-Za-z_][\w-]*[/.][\w-])))"
     rf"{_ARGS}")
+# A date of numbers, day and month in either order ("31/12/2026", "12/31/2026"), is masked: the
+# model garbled them ("31.12/2026", "07/14.2026"). From English it comes back as the target
+# language writes dates ("31.12.2026") where one of the two can only be the day; "3/4/2026" is
+# the 3rd of April or the 4th of March, and comes back as it is. (Sent unmasked in the target's
+# way, "am 31.12.2026" read well, but the model wrote ".2026" again at the sentence's end.)
+DATE_FORMATS = {
+    **dict.fromkeys(["de", "pl", "ru", "tr", "uk"], "{d:02}.{m:02}.{y}"),
+    **dict.fromkeys(["es", "fr", "it", "pt"], "{d:02}/{m:02}/{y}"),
+    "nl": "{d:02}-{m:02}-{y}",
+    "sv": "{y}-{m:02}-{d:02}",
+}
+_DATE = r"(?<![\w/.,-])(\d{1,2})(?P<sep>[/-])(\d{1,2})(?P=sep)(\d{4})(?![\w/-]|[.,]\d)"
+DATE = re.compile(_DATE)
 WORD_KINDS = frozenset({"path", "file", "identifier", "mention", "serial", "number",
-                        "quantity", "command"})
+                        "quantity", "command", "date"})
 WORD_RE = re.compile(rf"(?P<command>{_COMMAND})|(?P<path>{_PATH})|(?P<file>{_FILE})"
                      rf"|(?P<identifier>{_IDENTIFIER})|(?P<mention>{_MENTION})"
-                     rf"|(?P<quantity>{_QUANTITY})|(?P<serial>{_SERIAL})|(?P<number>{_NUMBER})")
+                     rf"|(?P<date>{_DATE})|(?P<quantity>{_QUANTITY})|(?P<serial>{_SERIAL})"
+                     rf"|(?P<number>{_NUMBER})")
 _AMOUNT_RE = re.compile(_AMOUNT)
 # each word span holds one of these (as _SPAN_HINT for SPAN_RE)
 _WORD_HINT = re.compile(
@@ -407,15 +422,15 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     only with `languages` (source, target) whose ways of writing numbers are known
     (NUMBER_SEPARATORS) and where the source writes them as English does ("1,000" is one in
     French), and comes back written the target's way; so does a quantity's amount (a quantity
-    is masked without `languages` too, for its unit). From English into a language of CLOCK_24,
-    times on the 12-hour clock are written on the 24-hour clock first (the masked text has
-    them so; nothing to put back)."""
+    is masked without `languages` too, for its unit), and, from English, a date of numbers
+    whose day is clear (DATE_FORMATS). Times on the 12-hour clock are written on the 24-hour
+    clock first (`written_for`: the masked text has them so; nothing to put back)."""
     numbers = _number_separators(languages)
     source, target = languages or (None, None)
-    if source == "en" and target in CLOCK_24 and _CLOCK_12_HINT.search(text):
-        text = CLOCK_12.sub(on_24_hours, text)
+    text = written_for(text, source, target)
+    dates = DATE_FORMATS.get(target) if source == "en" else None
     spans = [s for s in find_spans(text) if numbers or s.kind != "number"]
-    originals = tuple(_written(text[s.start : s.end], s.kind, numbers) for s in spans)
+    originals = tuple(_written(text[s.start : s.end], s.kind, numbers, dates) for s in spans)
     masks = _masks_for(spans, originals, style)
     out, pos, where, lines, length = [], 0, [], [], 0  # length: of "".join(out), as it grows
     newlines, blank = 0, True  # of "".join(out): its line breaks, whether its last line is blank
@@ -476,6 +491,34 @@ def _number_separators(languages: tuple[str | None, str | None] | None
     return NUMBER_SEPARATORS.get(target)
 
 
+def written_for(text: str, source: str | None, target: str | None) -> str:
+    """text from English with its times on the 12-hour clock on the 24-hour clock, for a
+    target of CLOCK_24."""
+    if source != "en":
+        return text
+    if target in CLOCK_24 and _CLOCK_12_HINT.search(text):
+        text = CLOCK_12.sub(on_24_hours, text)
+    return text
+
+
+def date_for(date: str, form: str) -> str:
+    """A date of numbers (DATE) written in `form`, where one of its first two numbers can only
+    be the day (and the date exists); else as it is."""
+    found = DATE.fullmatch(date)
+    first, second, year = int(found.group(1)), int(found.group(3)), int(found.group(4))
+    if first > 12 >= second:
+        day, month = first, second
+    elif second > 12 >= first:
+        day, month = second, first
+    else:
+        return date
+    try:
+        datetime.date(year, month, day)
+    except ValueError:
+        return date
+    return form.format(d=day, m=month, y=year)
+
+
 def on_24_hours(time: re.Match) -> str:
     """A CLOCK_12 match on the 24-hour clock ("6:45 pm" -> "18:45"), with its sentence's
     period where a dotted form ended the sentence too."""
@@ -485,9 +528,12 @@ def on_24_hours(time: re.Match) -> str:
     return written + "." if end is not None else written
 
 
-def _written(original: str, kind: str, numbers: tuple[str, str] | None) -> str:
+def _written(original: str, kind: str, numbers: tuple[str, str] | None,
+             dates: str | None = None) -> str:
     """A span as it comes back: a number, or a quantity's amount, the target's way where
-    `numbers` are the target's separators."""
+    `numbers` are the target's separators, a date in the form `dates` (DATE_FORMATS)."""
+    if dates and kind == "date":
+        return date_for(original, dates)
     if numbers and kind == "number":
         return _number_for(original, *numbers)
     if numbers and kind == "quantity":

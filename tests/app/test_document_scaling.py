@@ -375,7 +375,7 @@ def test_words_of_software_are_found_in_time_linear_in_a_word():
         found = [text[s.start : s.end] for s in find_spans(text)]
         assert found == ([text] if text in whole else [])
     # quantities and command lines: amounts that never reach a unit, a command of many words
-    for text in ["1," * n + "000 g", "1." * n + " kg", "1 " * n + "x"]:
+    for text in ["1," * n + "000 g", "1." * n + " kg", "1 " * n + "x", "1/1" * n, "1-" * n]:
         assert [s.kind for s in find_spans(text)] == []
     commands = find_spans("sudo " * n)
     assert commands and {s.kind for s in commands} == {"command"}

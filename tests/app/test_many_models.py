@@ -174,10 +174,10 @@ def test_the_shipped_model_keeps_words_of_software_and_writes_numbers_as_german_
     assert all(word in document for word in kept), document
 
 
-def test_the_shipped_model_keeps_command_lines_quantities_and_times(client):
+def test_the_shipped_model_keeps_command_lines_quantities_times_and_dates(client):
     """Read as words, the model changed command lines ("sudo apt install nginx" -> "sudo apt
     Jungx", "git status" -> "Git-Status"), dropped or changed units ("200 g" -> "200 G"), left
-    amounts in English ("$4.99") and times on the 12-hour clock."""
+    amounts in English ("$4.99"), times on the 12-hour clock and dates of numbers."""
     text = "Install it with sudo apt install nginx, then mix 200 g of flour. It costs $4.99."
     kept = ["sudo apt install nginx", "200 g", "$4,99"]
     out = translate(client, text, "en", "de")["translations"][0]["text"]
@@ -187,3 +187,6 @@ def test_the_shipped_model_keeps_command_lines_quantities_and_times(client):
     # times on the 12-hour clock: "5 p.m." came back as "5 Uhr", five in the morning
     out = translate(client, "Call us between 9 a.m. and 5 p.m.", "en", "de")
     assert "9:00" in out["translations"][0]["text"] and "17:00" in out["translations"][0]["text"]
+    # a date of numbers came back garbled ("07/14.2026")
+    out = translate(client, "The event takes place on 07/14/2026 in Paris.", "en", "de")
+    assert "14.07.2026" in out["translations"][0]["text"]

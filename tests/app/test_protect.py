@@ -91,8 +91,9 @@ FIND_SPANS_CASES = [
 
 
 # words of software the model changed ("config.yaml" -> "Konfiguration.yaml") are spans; what
-# only looks like them is not: an abbreviation, "and/or", a date, a unit, a single "/word" (a
-# command, or the dictionary's "/YAA/"), BBCode's "[/b]", "iPhone", e2fsprogs' "@i" codes
+# only looks like them is not a path or a file: an abbreviation, "and/or", a date, a unit, a
+# single "/word" (a command, or the dictionary's "/YAA/"), BBCode's "[/b]", "iPhone", e2fsprogs'
+# "@i" codes
 WORD_SPANS_CASES = [
     ("Edit /etc/nginx/nginx.conf, ~/.config/app and ../setup.sh, not /help or /YAA/",
      ["/etc/nginx/nginx.conf", "~/.config/app", "../setup.sh"]),
@@ -109,7 +110,7 @@ WORD_SPANS_CASES = [
      "not COVID-19, MP3-player, 2026-11-29, sha256sum or ab12cd-",
      ["3a7bd3e2360a3d29eea4", "123e4567-e89b-12d3-a456-426614174000", "AB-12345-XY"]),
     ("and/or 12/05/2026 km/h [b]bold[/b] %(month_year)s $HOME_DIR `a_b`",
-     ["%(month_year)s", "$HOME_DIR", "`a_b`"]),
+     ["12/05/2026", "%(month_year)s", "$HOME_DIR", "`a_b`"]),  # a date: a span of its own
     ("See https://example.org/a/b_c/file.html", ["https://example.org/a/b_c/file.html"]),
     # quantities: an amount with a unit symbol or a currency sign
     ("Mix 200 g of flour, 250 ml of milk and 1.5 kg at 180 °C; 4,500 mAh, 10 m/s, 20 m²",
@@ -204,6 +205,19 @@ def test_times_on_the_12_hour_clock_go_to_the_model_on_the_24_hour_clock():
     # a target that reads the 12-hour clock, another source or no languages: as it is
     for languages in [("en", "en"), ("en", "ko"), ("de", "fr"), None]:
         assert mask("Meet at 5 pm.", languages=languages).text == "Meet at 5 pm."
+
+
+def test_dates_of_numbers_are_masked_and_come_back_written_the_target_languages_way():
+    text = "Valid from 12/24/2026 to 31-12-2026; we met on 3/4/2027, not 31/02/2026 or 1/2/3."
+    m = mask(text, languages=("en", "de"))
+    assert m.text == "Valid from {1} to {2}; we met on {3}, not {4} or 1/2/3."
+    # the day is clear in the first two; "3/4/2027" may be either way and "31/02/2026" no date
+    assert unmask(m, m.text) == ("Valid from 24.12.2026 to 31.12.2026; we met on 3/4/2027, "
+                                 "not 31/02/2026 or 1/2/3.")
+    assert unmask(mask("On 12/24/2026.", languages=("en", "sv")), "{1}") == "2026-12-24"
+    for languages in [("en", "en"), ("de", "en"), None]:  # masked, as it was
+        m = mask("On 12/24/2026.", languages=languages)
+        assert (m.text, unmask(m, m.text)) == ("On {1}.", "On 12/24/2026.")
 
 
 def test_the_word_hint_is_in_every_word_span():
