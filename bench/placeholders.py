@@ -93,17 +93,25 @@ def survive(source: str, output: str) -> bool:
         output.count(command) >= n for command, n in commands.items())
 
 
+def raw_and_masked(translator: Translator, sources: list[str]
+                   ) -> tuple[list, list[str], list[str]]:
+    """The sources masked with the translator's languages (as the service masks them), and
+    their translations raw and masked (restored)."""
+    masked = [mask(s, languages=(translator.source_lang, translator.target_lang))
+              for s in sources]
+    raw = [r.text for r in translator.translate_batch(sources)]
+    out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
+        [m.text for m in masked]), strict=True)]
+    return masked, raw, out
+
+
 def numbers(translator: Translator, sources: list[str]) -> dict:
     """The share of sentences whose translation has each of their numbers and quantities
     written the target's way, translated raw and masked with the languages (as the service
     does)."""
-    languages = (translator.source_lang, translator.target_lang)
-    masked = [mask(s, languages=languages) for s in sources]
+    masked, raw, out = raw_and_masked(translator, sources)
     wanted = [Counter(o for o, kind in zip(m.originals, m.kinds, strict=True) if kind in NUMERIC)
               for m in masked]
-    raw = [r.text for r in translator.translate_batch(sources)]
-    out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
-        [m.text for m in masked]), strict=True)]
 
     def share(outputs: list[str]) -> float:
         return round(sum(all(o.count(n) >= k for n, k in w.items())
@@ -117,18 +125,14 @@ def written(translator: Translator, sources: list[str]) -> dict:
     is clear, whose translation has each written the target's way ("17:00", "31.12.2026"; "17
     Uhr" for a whole hour counts too), translated raw and as the service sends them
     (app.text.protect: times written on the 24-hour clock, dates masked)."""
-    source, target = translator.source_lang, translator.target_lang
-    form = DATE_FORMATS.get(target)
+    form = DATE_FORMATS.get(translator.target_lang)
     wanted = [[on_24_hours(m).rstrip(".") for m in CLOCK_12.finditer(s)]
               + [d for m in DATE.finditer(s) if form and (d := date_for(m.group(), form))
                  != m.group()]
               for s in sources]
     sources = [s for s, w in zip(sources, wanted, strict=True) if w]
     wanted = [w for w in wanted if w]
-    masked = [mask(s, languages=(source, target)) for s in sources]
-    raw = [r.text for r in translator.translate_batch(sources)]
-    out = [unmask(m, r.text) for m, r in zip(masked, translator.translate_batch(
-        [m.text for m in masked]), strict=True)]
+    _, raw, out = raw_and_masked(translator, sources)
 
     def right(output: str, forms: list[str]) -> bool:
         return all(f in output or (f.endswith(":00") and f"{f[:-3]} Uhr" in output)

@@ -209,7 +209,8 @@ _SERIAL = (r"(?<![\w-])(?=[\w-]{8})(?=(?:[A-Za-z_-]*+\d){4})(?=[\w-]*?[A-Za-z])"
 # A number with thousands separators as English writes them ("1,000", "1,234.56"): the model
 # garbled it ("1,234,56") or copied it into German, where "1,000" reads as one. It comes back
 # in the target language's way (`mask`'s `languages`, NUMBER_SEPARATORS), or as it was.
-_NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?!\w|[.,]\d)"
+_GROUPED = r"\d{1,3}(?:,\d{3})++"  # "1,000", "12,000,000"
+_NUMBER = rf"(?<![\w.,]){_GROUPED}(?:\.\d++)?(?!\w|[.,]\d)"
 # A quantity: an amount with a unit symbol ("200 g", "250 ml", "4,500 mAh", "180 °C") or a
 # currency sign ("$1,299", "€19.99", "5 €"). The model dropped or changed units it had seen
 # little of ("200 g of flour" -> "200 Mehl", "500 mg" -> "500 Mg", "45 m deep" -> "45 mir
@@ -219,7 +220,7 @@ _NUMBER = r"(?<![\w.,])\d{1,3}(?:,\d{3})++(?:\.\d++)?(?!\w|[.,]\d)"
 # ("35mm-Äquivalent", "um 90°"), the model read the two as one word and did well, and "1940s"
 # and the "35m" of an escape sequence are none; a sum may have a "/" after it ("€9.99/month"),
 # a unit not ("m/x" is none). Its amount comes back written the target's way, as a number.
-_AMOUNT = r"(?:\d{1,3}(?:,\d{3})++(?!\d|,\d)|\d++)(?:\.\d++)?"
+_AMOUNT = rf"(?:{_GROUPED}(?!\d|,\d)|\d++)(?:\.\d++)?"
 _UNITS = (
     "km/h|m/s|mph|km²|m²|cm²|mm²|km³|m³|cm³|°C|°F|°|mAh|kWh|Wh|kW|MW|W|mV|kV|V|mA|Ah|"
     "GHz|MHz|kHz|Hz|KiB|MiB|GiB|TiB|KB|kB|MB|GB|TB|PB|Mbit/s|Gbit/s|Mbps|Gbps|kbps|"
@@ -425,8 +426,8 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     is masked without `languages` too, for its unit), and, from English, a date of numbers
     whose day is clear (DATE_FORMATS). Times on the 12-hour clock are written on the 24-hour
     clock first (`written_for`: the masked text has them so; nothing to put back)."""
-    numbers = _number_separators(languages)
     source, target = languages or (None, None)
+    numbers = _number_separators(source, target)
     text = written_for(text, source, target)
     dates = DATE_FORMATS.get(target) if source == "en" else None
     spans = [s for s in find_spans(text) if numbers or s.kind != "number"]
@@ -481,11 +482,9 @@ def mask(text: str, style: MaskStyle = DEFAULT_STYLE,
     )
 
 
-def _number_separators(languages: tuple[str | None, str | None] | None
-                       ) -> tuple[str, str] | None:
+def _number_separators(source: str | None, target: str | None) -> tuple[str, str] | None:
     """The target's (thousands, decimal) separators, where numbers of the source are read as
     English writes them; else None (a language not given, or not in NUMBER_SEPARATORS)."""
-    source, target = languages or (None, None)
     if NUMBER_SEPARATORS.get(source) != _COMMA_GROUPS:
         return None
     return NUMBER_SEPARATORS.get(target)

@@ -259,12 +259,11 @@ class TranslationService:
                 results[i] = result
         elapsed = round((time.perf_counter() - started) * 1000, 2)
         route = plans[0][1]
-        source = route[0].source if route else request.target  # "auto" resolved
         mixed = len(plans) > 1
-        if request.source != "auto":
-            source = request.source
-        elif mixed:
-            source = "auto"
+        if request.source != "auto" or mixed:
+            source = request.source  # as named, or "auto" where the texts went different ways
+        else:
+            source = route[0].source if route else request.target  # "auto" resolved
         return TranslationOutcome(results, route, source, request.target,
                                   sum(count for _, count in ran), elapsed,
                                   None if mixed else together, mixed)
